@@ -1,0 +1,12 @@
+//! tokscope: token-level analytics for LLM serving logs.
+//!
+//! The data path, left to right: [`ingest`] reads access logs (local files or
+//! object-store URLs) into Arrow batches with the canonical schema of
+//! [`schema`], derives the analytic columns once ([`derive`]) and writes a
+//! Parquet dataset; [`engine`] registers that dataset and tokscope's UDFs in a
+//! DataFusion `SessionContext` for SQL jobs and ad-hoc queries.
+//! See `docs/ARCHITECTURE.md` for the whole map.
+
+pub mod error;
+
+pub use error::{Error, Result};
