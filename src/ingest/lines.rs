@@ -1,0 +1,232 @@
+//! Splits a decompressed byte stream into chunks of whole lines, streaming:
+//! memory is bounded by the chunk size plus the longest accepted line, never
+//! by the file. Lines longer than the limit are cut (kept up to the reject
+//! snippet size) so that a 100 MB line cannot exhaust memory.
+
+use std::io::{ErrorKind, Read};
+
+/// A chunk of complete lines with their positions in the (decompressed) input.
+pub struct LineChunk {
+    /// Concatenated line bytes (without line terminators).
+    pub data: Vec<u8>,
+    /// Per line: range in `data`, 1-based line number, byte offset in the input,
+    /// and whether the line was cut because it exceeded the line limit.
+    pub lines: Vec<LineSpan>,
+    /// Set when the stream failed: the chunk's last line is then the unreadable
+    /// tail of the input (possibly empty) and is rejected with this error.
+    pub stream_error: Option<String>,
+}
+
+/// Position of one line inside a [`LineChunk`].
+#[derive(Debug, Clone, Copy)]
+pub struct LineSpan {
+    /// Start index in `LineChunk::data`.
+    pub start: usize,
+    /// End index (exclusive) in `LineChunk::data`.
+    pub end: usize,
+    /// 1-based line number in the input.
+    pub line_no: u64,
+    /// Byte offset of the line's first byte in the decompressed input.
+    pub byte_offset: u64,
+    /// Length of the original line, which is larger than `end - start` when cut.
+    pub original_len: u64,
+}
+
+impl LineSpan {
+    /// True when the line exceeded the line limit and only a prefix was kept.
+    pub fn is_cut(&self) -> bool {
+        self.original_len > (self.end - self.start) as u64
+    }
+}
+
+/// Streaming line splitter over any reader.
+pub struct LineSplitter<R> {
+    reader: R,
+    buf: Vec<u8>,
+    /// Bytes `buf[pos..filled]` are read but not yet handed out.
+    pos: usize,
+    filled: usize,
+    eof: bool,
+    error: Option<String>,
+    next_line_no: u64,
+    offset: u64,
+    chunk_bytes: usize,
+    max_line_bytes: usize,
+    keep_when_cut: usize,
+    first: bool,
+}
+
+impl<R: Read> LineSplitter<R> {
+    /// `chunk_bytes`: target size of each chunk; `max_line_bytes`: longer lines
+    /// are cut to their first `keep_when_cut` bytes.
+    pub fn new(reader: R, chunk_bytes: usize, max_line_bytes: usize, keep_when_cut: usize) -> Self {
+        Self {
+            reader,
+            buf: vec![0; chunk_bytes.max(64 * 1024)],
+            pos: 0,
+            filled: 0,
+            eof: false,
+            error: None,
+            next_line_no: 1,
+            offset: 0,
+            chunk_bytes,
+            max_line_bytes,
+            keep_when_cut,
+            first: true,
+        }
+    }
+
+    /// Total decompressed bytes handed out so far.
+    pub fn bytes_read(&self) -> u64 {
+        self.offset
+    }
+
+    /// Reads more input into `buf`, compacting first. Returns false at EOF or error.
+    fn fill(&mut self) -> bool {
+        if self.eof || self.error.is_some() {
+            return false;
+        }
+        if self.pos > 0 {
+            self.buf.copy_within(self.pos..self.filled, 0);
+            self.filled -= self.pos;
+            self.pos = 0;
+        }
+        if self.filled == self.buf.len() {
+            let new_len = self.buf.len() * 2;
+            self.buf.resize(new_len, 0);
+        }
+        loop {
+            match self.reader.read(&mut self.buf[self.filled..]) {
+                Ok(0) => {
+                    self.eof = true;
+                    return false;
+                }
+                Ok(n) => {
+                    self.filled += n;
+                    return true;
+                }
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    self.error = Some(e.to_string());
+                    return false;
+                }
+            }
+        }
+    }
+
+    /// The next chunk of lines, or `None` at the end of input.
+    pub fn next_chunk(&mut self) -> Option<LineChunk> {
+        let mut chunk = LineChunk { data: Vec::with_capacity(self.chunk_bytes), lines: Vec::new(), stream_error: None };
+        loop {
+            if chunk.data.len() >= self.chunk_bytes {
+                return Some(chunk);
+            }
+            match memchr::memchr(b'\n', &self.buf[self.pos..self.filled]) {
+                Some(i) if i > self.max_line_bytes => {
+                    // The whole over-long line fit in the buffer: keep only its head.
+                    let keep = self.keep_when_cut.min(i);
+                    let at = chunk.data.len();
+                    chunk.data.extend_from_slice(&self.buf[self.pos..self.pos + keep]);
+                    chunk.lines.push(LineSpan {
+                        start: at,
+                        end: chunk.data.len(),
+                        line_no: self.next_line_no,
+                        byte_offset: self.offset,
+                        original_len: i as u64,
+                    });
+                    self.next_line_no += 1;
+                    self.offset += (i + 1) as u64;
+                    self.pos += i + 1;
+                    self.first = false;
+                }
+                Some(i) => {
+                    let end = self.pos + i;
+                    self.push_line(&mut chunk, end, (i + 1) as u64);
+                    self.pos = end + 1;
+                }
+                None => {
+                    let pending = self.filled - self.pos;
+                    if pending > self.max_line_bytes {
+                        self.skip_long_line(&mut chunk);
+                        continue;
+                    }
+                    if self.fill() {
+                        continue;
+                    }
+                    // End of input or a stream error: the unterminated tail is the last line.
+                    let pending = self.filled - self.pos;
+                    if let Some(err) = self.error.take() {
+                        let end = self.pos + pending;
+                        self.push_line(&mut chunk, end, pending as u64);
+                        self.pos = end;
+                        self.eof = true;
+                        chunk.stream_error = Some(err);
+                    } else if pending > 0 {
+                        let end = self.filled;
+                        self.push_line(&mut chunk, end, pending as u64);
+                        self.pos = end;
+                    }
+                    return if chunk.lines.is_empty() { None } else { Some(chunk) };
+                }
+            }
+        }
+    }
+
+    fn push_line(&mut self, chunk: &mut LineChunk, end: usize, consumed: u64) {
+        let mut start = self.pos;
+        if self.first {
+            self.first = false;
+            if self.buf[start..end].starts_with(b"\xEF\xBB\xBF") {
+                start += 3;
+            }
+        }
+        let mut line_end = end;
+        if line_end > start && self.buf[line_end - 1] == b'\r' {
+            line_end -= 1;
+        }
+        let at = chunk.data.len();
+        chunk.data.extend_from_slice(&self.buf[start..line_end]);
+        chunk.lines.push(LineSpan {
+            start: at,
+            end: chunk.data.len(),
+            line_no: self.next_line_no,
+            byte_offset: self.offset,
+            original_len: (line_end - start) as u64,
+        });
+        self.next_line_no += 1;
+        self.offset += consumed;
+    }
+
+    /// Consumes a line longer than the limit, keeping only its first bytes.
+    fn skip_long_line(&mut self, chunk: &mut LineChunk) {
+        let keep = self.keep_when_cut.min(self.filled - self.pos);
+        let at = chunk.data.len();
+        chunk.data.extend_from_slice(&self.buf[self.pos..self.pos + keep]);
+        let mut len = (self.filled - self.pos) as u64;
+        self.pos = self.filled;
+        let mut terminated = false;
+        loop {
+            if let Some(i) = memchr::memchr(b'\n', &self.buf[self.pos..self.filled]) {
+                len += i as u64;
+                self.pos += i + 1;
+                terminated = true;
+                break;
+            }
+            len += (self.filled - self.pos) as u64;
+            self.pos = self.filled;
+            if !self.fill() {
+                break;
+            }
+        }
+        chunk.lines.push(LineSpan {
+            start: at,
+            end: chunk.data.len(),
+            line_no: self.next_line_no,
+            byte_offset: self.offset,
+            original_len: len,
+        });
+        self.next_line_no += 1;
+        self.offset += len + terminated as u64;
+        self.first = false;
+    }
+}

@@ -1,0 +1,241 @@
+//! Input resolution and reading: local paths, directories, globs and
+//! object-store URLs become [`InputObject`]s; each opens as a synchronous,
+//! decompressed byte stream (gzip and zstd detected by their magic bytes).
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{sync_channel, Receiver};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use futures::StreamExt;
+use object_store::{ObjectStore, ObjectStoreExt};
+
+use crate::error::{Error, Result};
+use crate::store;
+
+/// One input file or object, with the identity the manifest records.
+#[derive(Clone)]
+pub struct InputObject {
+    /// Display location: an absolute local path or the object URL.
+    pub location: String,
+    /// Size in bytes (compressed, as stored).
+    pub size: u64,
+    /// Version marker: modification time (and ETag for objects).
+    pub version: String,
+    kind: ObjectKind,
+}
+
+#[derive(Clone)]
+enum ObjectKind {
+    Local(PathBuf),
+    Remote { store: Arc<dyn ObjectStore>, path: object_store::path::Path },
+}
+
+impl std::fmt::Debug for InputObject {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "InputObject({})", self.location)
+    }
+}
+
+/// Names that are never inputs: hidden files and tokscope's own side files.
+fn is_hidden(name: &str) -> bool {
+    name.starts_with('.') || name.starts_with('_')
+}
+
+fn has_glob(s: &str) -> bool {
+    s.contains(['*', '?', '['])
+}
+
+/// Resolves command-line inputs to a sorted, de-duplicated list of objects.
+pub fn resolve_inputs(inputs: &[String], rt: &tokio::runtime::Runtime) -> Result<Vec<InputObject>> {
+    let mut out = Vec::new();
+    for input in inputs {
+        if store::is_url(input) && !input.starts_with("file://") {
+            out.extend(rt.block_on(resolve_remote(input))?);
+        } else {
+            let local = input.strip_prefix("file://").unwrap_or(input);
+            out.extend(resolve_local(local)?);
+        }
+    }
+    out.sort_by(|a, b| a.location.cmp(&b.location));
+    out.dedup_by(|a, b| a.location == b.location);
+    Ok(out)
+}
+
+fn local_object(path: &Path) -> Result<InputObject> {
+    let abs = std::fs::canonicalize(path).map_err(|e| Error::io(path.display(), e))?;
+    let meta = std::fs::metadata(&abs).map_err(|e| Error::io(abs.display(), e))?;
+    let mtime = meta
+        .modified()
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map(|d| d.as_nanos().to_string())
+        .unwrap_or_default();
+    Ok(InputObject { location: abs.display().to_string(), size: meta.len(), version: mtime, kind: ObjectKind::Local(abs) })
+}
+
+fn walk_dir(dir: &Path, out: &mut Vec<InputObject>) -> Result<()> {
+    let mut entries: Vec<_> = std::fs::read_dir(dir)
+        .map_err(|e| Error::io(dir.display(), e))?
+        .filter_map(|e| e.ok())
+        .collect();
+    entries.sort_by_key(|e| e.file_name());
+    for entry in entries {
+        let name = entry.file_name();
+        if is_hidden(&name.to_string_lossy()) {
+            continue;
+        }
+        let path = entry.path();
+        if path.is_dir() {
+            walk_dir(&path, out)?;
+        } else if path.is_file() {
+            out.push(local_object(&path)?);
+        }
+    }
+    Ok(())
+}
+
+fn resolve_local(input: &str) -> Result<Vec<InputObject>> {
+    let mut out = Vec::new();
+    if has_glob(input) {
+        let paths = glob::glob(input).map_err(|e| Error::Config(format!("bad glob {input:?}: {e}")))?;
+        for p in paths {
+            let p = p.map_err(|e| Error::io(input, e.into()))?;
+            if p.is_file() {
+                out.push(local_object(&p)?);
+            }
+        }
+        if out.is_empty() {
+            return Err(Error::Config(format!("no input matches {input:?}")));
+        }
+    } else {
+        let path = Path::new(input);
+        if path.is_dir() {
+            walk_dir(path, &mut out)?;
+        } else {
+            out.push(local_object(path)?);
+        }
+    }
+    Ok(out)
+}
+
+async fn resolve_remote(input: &str) -> Result<Vec<InputObject>> {
+    let url = store::parse_url(input)?;
+    let store = store::store_for(&url)?;
+    let base = format!("{}://{}", url.scheme(), url.authority());
+    let full_path = percent_encoding::percent_decode_str(url.path().trim_start_matches('/')).decode_utf8_lossy().into_owned();
+    let make = |meta: object_store::ObjectMeta| InputObject {
+        location: format!("{base}/{}", meta.location),
+        size: meta.size,
+        version: format!("{}|{}", meta.last_modified.to_rfc3339(), meta.e_tag.clone().unwrap_or_default()),
+        kind: ObjectKind::Remote { store: Arc::clone(&store), path: meta.location },
+    };
+    // A glob lists from the prefix before its first wildcard and filters.
+    let (prefix, pattern) = if has_glob(&full_path) {
+        let cut = full_path.find(['*', '?', '[']).unwrap_or(full_path.len());
+        let prefix = full_path[..cut].rsplit_once('/').map(|(p, _)| p.to_string()).unwrap_or_default();
+        let pat = glob::Pattern::new(&full_path).map_err(|e| Error::Config(format!("bad glob {input:?}: {e}")))?;
+        (prefix, Some(pat))
+    } else {
+        (full_path.trim_end_matches('/').to_string(), None)
+    };
+    if pattern.is_none() && !full_path.ends_with('/') {
+        // A single object, unless the name is a prefix (a "directory").
+        let path = store::object_path(&url)?;
+        if let Ok(meta) = store.head(&path).await {
+            return Ok(vec![make(meta)]);
+        }
+    }
+    let prefix_path = if prefix.is_empty() { None } else { Some(object_store::path::Path::from(prefix.as_str())) };
+    let mut listing = store.list(prefix_path.as_ref());
+    let mut out = Vec::new();
+    while let Some(meta) = listing.next().await {
+        let meta = meta?;
+        let loc = meta.location.to_string();
+        if loc.split('/').any(is_hidden) {
+            continue;
+        }
+        if pattern.as_ref().is_none_or(|p| p.matches(&loc)) {
+            out.push(make(meta));
+        }
+    }
+    if out.is_empty() {
+        return Err(Error::Config(format!("no object matches {input:?}")));
+    }
+    Ok(out)
+}
+
+/// Reads an object-store stream through a bounded channel, so a synchronous
+/// parser can pull it with bounded memory.
+struct ChannelReader {
+    rx: Receiver<std::io::Result<Bytes>>,
+    current: Bytes,
+}
+
+impl Read for ChannelReader {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        while self.current.is_empty() {
+            match self.rx.recv() {
+                Ok(Ok(b)) => self.current = b,
+                Ok(Err(e)) => return Err(e),
+                Err(_) => return Ok(0),
+            }
+        }
+        let n = buf.len().min(self.current.len());
+        buf[..n].copy_from_slice(&self.current[..n]);
+        self.current = self.current.slice(n..);
+        Ok(n)
+    }
+}
+
+impl InputObject {
+    /// Opens the object as a decompressed byte stream.
+    pub fn open(&self, rt: &tokio::runtime::Runtime) -> Result<Box<dyn Read + Send>> {
+        let raw: Box<dyn Read + Send> = match &self.kind {
+            ObjectKind::Local(p) => Box::new(File::open(p).map_err(|e| Error::io(p.display(), e))?),
+            ObjectKind::Remote { store, path } => {
+                let (tx, rx) = sync_channel(16);
+                let store = Arc::clone(store);
+                let path = path.clone();
+                rt.spawn(async move {
+                    match store.get(&path).await {
+                        Ok(res) => {
+                            let mut stream = res.into_stream();
+                            while let Some(item) = stream.next().await {
+                                let item = item.map_err(std::io::Error::other);
+                                let failed = item.is_err();
+                                let tx = tx.clone();
+                                // The receiver is a blocking reader; hand off without blocking the runtime.
+                                let sent = tokio::task::spawn_blocking(move || tx.send(item).is_ok()).await.unwrap_or(false);
+                                if !sent || failed {
+                                    break;
+                                }
+                            }
+                        }
+                        Err(e) => {
+                            let _ = tx.send(Err(std::io::Error::other(e)));
+                        }
+                    }
+                });
+                Box::new(ChannelReader { rx, current: Bytes::new() })
+            }
+        };
+        decompress(raw).map_err(|e| Error::io(&self.location, e))
+    }
+}
+
+/// Wraps a stream in a gzip (multi-member) or zstd decoder when its first
+/// bytes are that format's magic number.
+pub fn decompress(raw: Box<dyn Read + Send>) -> std::io::Result<Box<dyn Read + Send>> {
+    let mut reader = BufReader::with_capacity(1 << 20, raw);
+    let head = reader.fill_buf()?;
+    Ok(if head.starts_with(&[0x1f, 0x8b]) {
+        Box::new(flate2::read::MultiGzDecoder::new(reader))
+    } else if head.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
+        Box::new(zstd::stream::read::Decoder::with_buffer(reader)?)
+    } else {
+        Box::new(reader)
+    })
+}
