@@ -1,7 +1,17 @@
 //! The `tokscope` command line: parse flags, call the library, map errors to
 //! an exit code. All real work lives in the library crate.
 
-use clap::{Parser, Subcommand};
+use std::io::Write;
+use std::path::PathBuf;
+
+use anyhow::{bail, Context};
+use clap::{Args, Parser, Subcommand};
+use tokscope::dataset::DatasetRoot;
+use tokscope::derive::{ContextBins, EosMarkers};
+use tokscope::export::{self, OutputFormat};
+use tokscope::generate::{self, GenFormat, GenOptions};
+use tokscope::ingest::{self, DeriveSettings, Format, IngestOptions, IngestSummary, Redaction};
+use tokscope::{engine, jobs, samples};
 
 /// Token-level analytics for LLM serving logs.
 #[derive(Parser)]
@@ -12,9 +22,225 @@ struct Cli {
 }
 
 #[derive(Subcommand)]
-enum Command {}
+enum Command {
+    /// Ingest access logs (files, directories, globs, object-store URLs) into a Parquet dataset.
+    Ingest(IngestArgs),
+    /// Run ad-hoc SQL over a dataset's `requests`, `tokens` and `rejects` tables.
+    Query(QueryArgs),
+    /// The main job end to end: ingest (the bundled sample logs by default) and print the report.
+    Run(RunArgs),
+    /// Write realistic synthetic access logs.
+    Generate(GenerateArgs),
+}
+
+#[derive(Args)]
+struct IngestFlags {
+    /// Force an input format instead of detecting it per file
+    /// (canonical, openai_chat, openai_batch, anthropic, tgi, azure_csv, mooncake).
+    #[arg(long)]
+    format: Option<Format>,
+    /// Context-bin edges over prompt_tokens, comma-separated, K = 1024.
+    #[arg(long, default_value = "0,1K,2K,4K,8K,16K,32K,64K,128K")]
+    bins: String,
+    /// JSON file of extra EOS markers: {"model name": ["<|marker|>"], "*": [...]}.
+    #[arg(long)]
+    eos_markers: Option<PathBuf>,
+    /// Model name for traces that log none (Azure, Mooncake); default `<format>:<file stem>`.
+    #[arg(long)]
+    model: Option<String>,
+    /// Start time of traces with relative timestamps (Mooncake), RFC 3339.
+    #[arg(long, default_value = "1970-01-01T00:00:00Z")]
+    base_time: String,
+    /// Store prompts, outputs and token texts as logged, as SHA-256 hashes, or not at all.
+    #[arg(long, value_enum, default_value_t = Redaction::None)]
+    redact: Redaction,
+    /// Ingest inputs again even if the dataset's manifest lists them.
+    #[arg(long)]
+    force: bool,
+    /// Lines longer than this many bytes are rejected without being buffered.
+    #[arg(long, default_value_t = 64 << 20)]
+    max_line_bytes: usize,
+    /// No progress bar and no summary on stderr.
+    #[arg(long, short)]
+    quiet: bool,
+}
+
+#[derive(Args)]
+struct IngestArgs {
+    /// Inputs: paths, directories, globs, or s3://, gs://, az://, http(s)://, file:// URLs.
+    #[arg(required = true)]
+    inputs: Vec<String>,
+    /// The dataset to write (local directory or object-store URL).
+    #[arg(long)]
+    out: String,
+    #[command(flatten)]
+    flags: IngestFlags,
+    /// Print the ingest summary as JSON on stdout.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+struct QueryArgs {
+    /// The dataset (local directory or object-store URL).
+    #[arg(long)]
+    data: String,
+    /// The SQL to run.
+    sql: String,
+    /// Result format.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Table)]
+    format: OutputFormat,
+    /// Write the result to this file instead of stdout.
+    #[arg(long)]
+    output: Option<PathBuf>,
+    /// Allow DDL/DML statements (ad-hoc SQL is read-only by default).
+    #[arg(long)]
+    allow_write: bool,
+}
+
+#[derive(Args)]
+struct RunArgs {
+    /// Inputs to ingest; none means the bundled sample logs.
+    inputs: Vec<String>,
+    /// Output dataset directory.
+    #[arg(long, default_value = "tokscope-out")]
+    out: String,
+    #[command(flatten)]
+    flags: IngestFlags,
+    /// Report format.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Table)]
+    report_format: OutputFormat,
+}
+
+#[derive(Args)]
+struct GenerateArgs {
+    /// Number of requests.
+    #[arg(long, default_value_t = 1000)]
+    requests: usize,
+    /// Log format to write.
+    #[arg(long, value_enum, default_value_t = GenFormat::Canonical)]
+    format: GenFormat,
+    /// Output file (`-` for stdout).
+    #[arg(long)]
+    out: PathBuf,
+    /// Random seed.
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+    /// Include per-token logprobs and emission times.
+    #[arg(long)]
+    token_data: bool,
+    /// Approximate characters of output text per request.
+    #[arg(long, default_value_t = 600)]
+    output_chars: usize,
+}
+
+impl IngestFlags {
+    fn options(&self) -> anyhow::Result<IngestOptions> {
+        let bins = ContextBins::parse(&self.bins)?;
+        let markers = match &self.eos_markers {
+            Some(p) => EosMarkers::from_file(p)?,
+            None => EosMarkers::default(),
+        };
+        let base = chrono::DateTime::parse_from_rfc3339(&self.base_time)
+            .with_context(|| format!("--base-time {:?} is not RFC 3339", self.base_time))?;
+        Ok(IngestOptions {
+            format: self.format,
+            derive: DeriveSettings { bins, markers, redaction: self.redact },
+            default_model: self.model.clone(),
+            base_time_micros: base.timestamp_micros(),
+            max_line_bytes: self.max_line_bytes,
+            progress: !self.quiet,
+            force: self.force,
+            ..Default::default()
+        })
+    }
+}
+
+fn print_summary(s: &IngestSummary) {
+    let t = &s.totals;
+    eprintln!(
+        "ingested {} file(s) into {} ({} skipped as already ingested): lines_read={} rows_written={} lines_rejected={} lines_skipped={} tokens_written={} in {:.2}s",
+        s.files.len(), s.dataset, s.files_skipped.len(), t.lines_read, t.rows_written, t.lines_rejected, t.lines_skipped, t.tokens_written, s.elapsed_s
+    );
+    if t.lines_rejected > 0 {
+        eprintln!("  rejected lines are in the `rejects` table: tokscope query --data {} \"SELECT * FROM rejects\"", s.dataset);
+    }
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread().enable_all().build()?)
+}
+
+fn output_sink(path: Option<&PathBuf>) -> anyhow::Result<Box<dyn Write>> {
+    Ok(match path {
+        Some(p) => Box::new(std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?),
+        None => Box::new(std::io::stdout().lock()),
+    })
+}
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    match cli.command {}
+    match cli.command {
+        Command::Ingest(args) => {
+            let summary = ingest::ingest(&args.inputs, &args.out, &args.flags.options()?)?;
+            if !args.flags.quiet {
+                print_summary(&summary);
+            }
+            if args.json {
+                println!("{}", serde_json::to_string_pretty(&summary)?);
+            }
+            if !summary.reconciles() {
+                bail!("ingest did not reconcile: lines_read != rows_written + lines_rejected");
+            }
+        }
+        Command::Query(args) => {
+            if args.format == OutputFormat::Parquet && args.output.is_none() {
+                bail!("--format parquet needs --output FILE");
+            }
+            let rt = runtime()?;
+            let batches = rt.block_on(async {
+                let ctx = engine::new_session();
+                engine::register_dataset(&ctx, &DatasetRoot::parse(&args.data)?).await?;
+                engine::run_sql(&ctx, &args.sql, args.allow_write).await
+            })?;
+            export::write_batches(&batches, args.format, &mut *output_sink(args.output.as_ref())?)?;
+        }
+        Command::Run(args) => {
+            let inputs = if args.inputs.is_empty() {
+                vec![samples::extract()?.display().to_string()]
+            } else {
+                args.inputs.clone()
+            };
+            let summary = ingest::ingest(&inputs, &args.out, &args.flags.options()?)?;
+            if !args.flags.quiet {
+                print_summary(&summary);
+            }
+            let rt = runtime()?;
+            let batches = rt.block_on(async {
+                let ctx = engine::new_session();
+                engine::register_dataset(&ctx, &DatasetRoot::parse(&args.out)?).await?;
+                jobs::run_job(&ctx, jobs::job("eos")?).await
+            })?;
+            export::write_batches(&batches, args.report_format, &mut std::io::stdout().lock())?;
+        }
+        Command::Generate(args) => {
+            let opts = GenOptions {
+                requests: args.requests,
+                format: args.format,
+                seed: args.seed,
+                token_data: args.token_data,
+                output_chars: args.output_chars,
+            };
+            let mut out: Box<dyn Write> = if args.out.as_os_str() == "-" {
+                Box::new(std::io::stdout().lock())
+            } else {
+                Box::new(std::io::BufWriter::new(
+                    std::fs::File::create(&args.out).with_context(|| format!("creating {}", args.out.display()))?,
+                ))
+            };
+            generate::generate(&opts, &mut out)?;
+            out.flush()?;
+        }
+    }
+    Ok(())
 }

@@ -1,0 +1,57 @@
+//! Output of query and job results: a terminal table, CSV, JSON lines, or Parquet.
+
+use std::io::Write;
+
+use arrow::record_batch::RecordBatch;
+
+use crate::error::{Error, Result};
+
+/// Result formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Default)]
+pub enum OutputFormat {
+    /// An aligned text table.
+    #[default]
+    Table,
+    /// CSV with a header.
+    Csv,
+    /// JSON lines, one object per row.
+    Json,
+    /// Parquet (needs `--output`).
+    Parquet,
+}
+
+/// Writes `batches` to `out` in `format`.
+pub fn write_batches(batches: &[RecordBatch], format: OutputFormat, out: &mut dyn Write) -> Result<()> {
+    match format {
+        OutputFormat::Table => {
+            let table = arrow::util::pretty::pretty_format_batches(batches)?;
+            writeln!(out, "{table}").map_err(|e| Error::io("output", e))?;
+        }
+        OutputFormat::Csv => {
+            let mut w = arrow::csv::WriterBuilder::new().with_header(true).build(out);
+            for b in batches {
+                w.write(b)?;
+            }
+        }
+        OutputFormat::Json => {
+            let mut w = arrow::json::LineDelimitedWriter::new(out);
+            for b in batches {
+                w.write(b)?;
+            }
+            w.finish()?;
+        }
+        OutputFormat::Parquet => {
+            let Some(schema) = batches.first().map(|b| b.schema()) else {
+                return Err(Error::Config("no rows to write as Parquet".into()));
+            };
+            let mut buf = Vec::new();
+            let mut w = parquet::arrow::ArrowWriter::try_new(&mut buf, schema, None)?;
+            for b in batches {
+                w.write(b)?;
+            }
+            w.close()?;
+            out.write_all(&buf).map_err(|e| Error::io("output", e))?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,169 @@
+//! Synthetic access logs for demos, tests and benchmarks: several models,
+//! log-normal prompt lengths reaching past 128K, EOS markers, silent
+//! truncations, length stops and optional per-token data. Deterministic for
+//! a given seed.
+
+use std::io::Write;
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use rand_distr::{Distribution, LogNormal};
+use serde_json::json;
+
+use crate::error::{Error, Result};
+
+/// Formats the generator can write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum GenFormat {
+    /// tokscope's canonical full-token log.
+    Canonical,
+    /// OpenAI Chat Completions responses in a gateway envelope.
+    OpenaiChat,
+    /// Anthropic Messages responses in a gateway envelope.
+    Anthropic,
+}
+
+/// Generator settings.
+#[derive(Debug, Clone)]
+pub struct GenOptions {
+    /// Number of requests (lines).
+    pub requests: usize,
+    /// Output format.
+    pub format: GenFormat,
+    /// Random seed.
+    pub seed: u64,
+    /// Emit per-token logprobs and emission times (canonical and OpenAI).
+    pub token_data: bool,
+    /// Approximate characters of output text per request (controls line size).
+    pub output_chars: usize,
+}
+
+impl Default for GenOptions {
+    fn default() -> Self {
+        Self { requests: 1000, format: GenFormat::Canonical, seed: 42, token_data: false, output_chars: 600 }
+    }
+}
+
+const MODELS: [(&str, &str); 4] = [
+    ("llama-3.1-8b-instruct", "<|eot_id|>"),
+    ("qwen2.5-72b-instruct", "<|im_end|>"),
+    ("deepseek-v3", "<｜end▁of▁sentence｜>"),
+    ("mistral-7b-instruct", "</s>"),
+];
+
+const WORDS: [&str; 24] = [
+    "the", "model", "token", "answer", "because", "request", "latency", "context", "window", "cache", "output",
+    "prompt", "value", "system", "user", "result", "is", "of", "and", "to", "a", "in", "we", "data",
+];
+
+fn text(rng: &mut StdRng, chars: usize) -> String {
+    let mut s = String::with_capacity(chars + 16);
+    while s.len() < chars {
+        if !s.is_empty() {
+            s.push(' ');
+        }
+        s.push_str(WORDS[rng.random_range(0..WORDS.len())]);
+    }
+    s
+}
+
+/// Writes `opts.requests` lines to `out`.
+pub fn generate(opts: &GenOptions, out: &mut dyn Write) -> Result<()> {
+    let mut rng = StdRng::seed_from_u64(opts.seed);
+    // Median prompt ~1.1K tokens; the tail passes 128K a few times per 10K requests.
+    let prompt_dist = LogNormal::new(7.0, 1.6).map_err(|e| Error::Config(e.to_string()))?;
+    let start_ms: i64 = 1_717_200_000_000; // 2024-06-01T00:00:00Z
+    let mut ts_ms = start_ms;
+    for i in 0..opts.requests {
+        ts_ms += rng.random_range(0..2_000);
+        let (model, marker) = MODELS[rng.random_range(0..MODELS.len())];
+        let prompt_tokens = (prompt_dist.sample(&mut rng) as i64).clamp(1, 200_000);
+        let max_tokens: i64 = [256, 512, 1024, 4096][rng.random_range(0..4)];
+        let roll: f64 = rng.random();
+        // 75% proper EOS, 12% length stop at the cap, 13% silent truncation.
+        let (kind, completion_tokens) = if roll < 0.75 {
+            ("eos", rng.random_range(1..max_tokens))
+        } else if roll < 0.87 {
+            ("length", max_tokens)
+        } else {
+            ("trunc", rng.random_range(1..max_tokens))
+        };
+        let cached_tokens = if rng.random_bool(0.3) { rng.random_range(0..=prompt_tokens) } else { 0 };
+        let ttft_ms = 20.0 + prompt_tokens as f64 * 0.05 * rng.random_range(0.8..1.2);
+        let tpot = rng.random_range(8.0..40.0);
+        let latency_ms = ttft_ms + tpot * (completion_tokens - 1) as f64;
+        let mut output = text(&mut rng, opts.output_chars);
+        if kind == "eos" {
+            output.push_str(marker);
+        }
+        let finish = if kind == "length" { "length" } else { "stop" };
+        let prompt = text(&mut rng, 120);
+        let ts = chrono::DateTime::from_timestamp_millis(ts_ms).map(|d| d.to_rfc3339()).unwrap_or_default();
+        let n_tok = completion_tokens.min(64) as usize;
+        let line = match opts.format {
+            GenFormat::Canonical => {
+                let mut v = json!({
+                    "ts": ts, "request_id": format!("req-{i:08}"), "session_id": format!("s-{}", i / 4),
+                    "model": model, "status": 200, "prompt_tokens": prompt_tokens,
+                    "completion_tokens": completion_tokens, "cached_tokens": cached_tokens,
+                    "max_tokens": max_tokens, "ttft_ms": (ttft_ms * 1000.0).round() / 1000.0,
+                    "latency_ms": (latency_ms * 1000.0).round() / 1000.0, "finish_reason": finish,
+                    "prompt": prompt, "model_output": output, "region": "eu-west-1",
+                });
+                if opts.token_data {
+                    let (lps, times) = token_data(&mut rng, n_tok, ttft_ms, tpot);
+                    v["logprobs"] = lps;
+                    v["token_times_ms"] = times;
+                }
+                v
+            }
+            GenFormat::OpenaiChat => {
+                let mut choice = json!({"index": 0, "message": {"role": "assistant", "content": output.trim_end_matches(marker)}, "finish_reason": finish});
+                if opts.token_data {
+                    choice["logprobs"] = json!({"content": token_data(&mut rng, n_tok, ttft_ms, tpot).0});
+                }
+                json!({
+                    "ts": ts, "latency_ms": latency_ms, "ttft_ms": ttft_ms,
+                    "request": {"model": model, "max_tokens": max_tokens, "messages": [{"role": "user", "content": prompt}]},
+                    "response": {"id": format!("chatcmpl-{i}"), "object": "chat.completion", "created": ts_ms / 1000,
+                        "model": model, "choices": [choice],
+                        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                            "total_tokens": prompt_tokens + completion_tokens,
+                            "prompt_tokens_details": {"cached_tokens": cached_tokens}}}
+                })
+            }
+            GenFormat::Anthropic => {
+                let write = (prompt_tokens - cached_tokens) / 3;
+                json!({
+                    "ts": ts, "latency_ms": latency_ms, "ttft_ms": ttft_ms,
+                    "request": {"model": model, "max_tokens": max_tokens},
+                    "response": {"id": format!("msg_{i}"), "type": "message", "role": "assistant", "model": model,
+                        "content": [{"type": "text", "text": output.trim_end_matches(marker)}],
+                        "stop_reason": if kind == "length" { "max_tokens" } else { "end_turn" },
+                        "usage": {"input_tokens": prompt_tokens - cached_tokens - write, "output_tokens": completion_tokens,
+                            "cache_read_input_tokens": cached_tokens, "cache_creation_input_tokens": write}}
+                })
+            }
+        };
+        serde_json::to_writer(&mut *out, &line).map_err(|source| Error::Json { path: "generate".into(), source })?;
+        out.write_all(b"\n").map_err(|e| Error::io("generate output", e))?;
+    }
+    Ok(())
+}
+
+fn token_data(rng: &mut StdRng, n: usize, ttft_ms: f64, tpot: f64) -> (serde_json::Value, serde_json::Value) {
+    let mut lps = Vec::with_capacity(n);
+    let mut times = Vec::with_capacity(n);
+    let mut t = ttft_ms;
+    for i in 0..n {
+        let lp: f64 = -rng.random_range(0.0..3.0f64).powi(2) / 3.0;
+        let alt: f64 = lp - rng.random_range(0.1..4.0);
+        let word = WORDS[rng.random_range(0..WORDS.len())];
+        lps.push(json!({"token": word, "logprob": lp, "top_logprobs": [{"token": word, "logprob": lp}, {"token": "alt", "logprob": alt}]}));
+        if i > 0 {
+            t += tpot * rng.random_range(0.5..1.5);
+        }
+        times.push(json!((t * 1000.0).round() / 1000.0));
+    }
+    (json!(lps), json!(times))
+}

@@ -1,0 +1,39 @@
+//! SQL jobs: each job is a readable SQL file in `sql/`, compiled into the
+//! binary, run over a dataset registered by [`crate::engine`].
+
+use arrow::record_batch::RecordBatch;
+use datafusion::prelude::SessionContext;
+
+use crate::engine;
+use crate::error::{Error, Result};
+
+/// A named SQL job.
+#[derive(Debug, Clone, Copy)]
+pub struct Job {
+    /// Name used on the command line.
+    pub name: &'static str,
+    /// What it computes.
+    pub about: &'static str,
+    /// Its SQL (from `sql/<name>.sql`).
+    pub sql: &'static str,
+}
+
+/// Every job.
+pub const JOBS: &[Job] = &[Job {
+    name: "eos",
+    about: "EOS compliance and silent-truncation rate per model x context bin",
+    sql: include_str!("../../sql/eos.sql"),
+}];
+
+/// Looks a job up by name.
+pub fn job(name: &str) -> Result<&'static Job> {
+    JOBS.iter().find(|j| j.name == name).ok_or_else(|| {
+        let names: Vec<_> = JOBS.iter().map(|j| j.name).collect();
+        Error::Config(format!("unknown job {name:?}; jobs: {}", names.join(", ")))
+    })
+}
+
+/// Runs a job in a session where the dataset is registered.
+pub async fn run_job(ctx: &SessionContext, job: &Job) -> Result<Vec<RecordBatch>> {
+    engine::run_sql(ctx, job.sql, false).await
+}

@@ -1,0 +1,30 @@
+//! The bundled `sample_logs/`, compiled into the binary so that `tokscope run`
+//! works from any directory with no input, server or bucket.
+
+use std::path::PathBuf;
+
+use crate::error::{Error, Result};
+
+/// `(file name, contents)` of every bundled sample.
+pub const SAMPLE_LOGS: &[(&str, &[u8])] = &[
+    ("canonical.jsonl", include_bytes!("../sample_logs/canonical.jsonl")),
+    ("openai_chat.jsonl", include_bytes!("../sample_logs/openai_chat.jsonl")),
+    ("openai_batch.jsonl", include_bytes!("../sample_logs/openai_batch.jsonl")),
+    ("anthropic.jsonl", include_bytes!("../sample_logs/anthropic.jsonl")),
+    ("tgi.jsonl", include_bytes!("../sample_logs/tgi.jsonl")),
+    ("azure_conv_head.csv", include_bytes!("../sample_logs/azure_conv_head.csv")),
+    ("mooncake_head.jsonl", include_bytes!("../sample_logs/mooncake_head.jsonl")),
+];
+
+/// Writes the samples to a directory under the system temp dir and returns it.
+pub fn extract() -> Result<PathBuf> {
+    let dir = std::env::temp_dir().join(format!("tokscope-sample-logs-{}", env!("CARGO_PKG_VERSION")));
+    std::fs::create_dir_all(&dir).map_err(|e| Error::io(dir.display(), e))?;
+    for (name, bytes) in SAMPLE_LOGS {
+        let path = dir.join(name);
+        if std::fs::read(&path).ok().as_deref() != Some(*bytes) {
+            std::fs::write(&path, bytes).map_err(|e| Error::io(path.display(), e))?;
+        }
+    }
+    Ok(dir)
+}
