@@ -1,0 +1,139 @@
+//! Shared test support: the built binary, the `shared/` materials, Python
+//! oracles (pyarrow, DuckDB) and a local S3-compatible server (moto).
+#![allow(dead_code)]
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// The `tokscope` binary under test.
+pub fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_tokscope")
+}
+
+/// The read-only `shared/` folder beside the checkout (`TOKSCOPE_SHARED` overrides).
+pub fn shared_dir() -> PathBuf {
+    std::env::var_os("TOKSCOPE_SHARED")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared"))
+}
+
+/// The repository root.
+pub fn repo() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Runs tokscope and asserts success; returns stdout.
+pub fn tokscope(args: &[&str]) -> String {
+    let out = tokscope_output(args);
+    assert!(out.status.success(), "tokscope {args:?} failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).expect("utf-8 stdout")
+}
+
+/// Runs tokscope and returns its whole output.
+pub fn tokscope_output(args: &[&str]) -> Output {
+    Command::new(bin()).args(args).output().expect("run tokscope")
+}
+
+/// Ingests `inputs` into `out` and returns the parsed JSON summary.
+pub fn ingest(inputs: &[&str], out: &Path, extra: &[&str]) -> serde_json::Value {
+    let mut args = vec!["ingest", "--quiet", "--json", "--out", out.to_str().expect("utf-8 path")];
+    args.extend_from_slice(extra);
+    args.extend_from_slice(inputs);
+    let stdout = tokscope(&args);
+    let summary: serde_json::Value = serde_json::from_str(&stdout).expect("summary JSON");
+    let t = &summary["totals"];
+    assert_eq!(
+        t["lines_read"].as_u64(),
+        Some(t["rows_written"].as_u64().unwrap() + t["lines_rejected"].as_u64().unwrap()),
+        "summary must reconcile: {t}"
+    );
+    summary
+}
+
+/// Runs SQL through `tokscope query --format json` and returns the rows.
+pub fn query(data: &Path, sql: &str) -> Vec<serde_json::Value> {
+    let out = tokscope(&["query", "--format", "json", "--data", data.to_str().expect("utf-8"), sql]);
+    out.lines().filter(|l| !l.trim().is_empty()).map(|l| serde_json::from_str(l).expect("json row")).collect()
+}
+
+/// Runs a Python script (pyarrow / DuckDB as independent oracles); returns stdout.
+pub fn python(script: &str) -> String {
+    let out = Command::new("python3").arg("-c").arg(script).output().expect("python3 is needed for oracle tests");
+    assert!(
+        out.status.success(),
+        "python failed (install the test peers with `pip install duckdb pyarrow moto[server]`):\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("utf-8")
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("free port")
+}
+
+/// A moto S3 server on a free loopback port, stopped on drop.
+pub struct S3Server {
+    child: Child,
+    /// `http://127.0.0.1:PORT`.
+    pub endpoint: String,
+}
+
+impl S3Server {
+    /// Starts `moto_server` (from the `moto[server]` Python package).
+    pub fn start() -> Self {
+        let port = free_port();
+        let child = Command::new("python3")
+            .args(["-m", "moto.server", "-H", "127.0.0.1", "-p", &port.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("moto server (pip install 'moto[server]')");
+        let endpoint = format!("http://127.0.0.1:{port}");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "moto server did not start");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        S3Server { child, endpoint }
+    }
+
+    /// Environment for tokscope and boto3 to reach this server.
+    pub fn env(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("AWS_ENDPOINT_URL", self.endpoint.clone()),
+            ("AWS_ALLOW_HTTP", "true".into()),
+            ("AWS_ACCESS_KEY_ID", "testing".into()),
+            ("AWS_SECRET_ACCESS_KEY", "testing".into()),
+            ("AWS_REGION", "us-east-1".into()),
+            ("AWS_DEFAULT_REGION", "us-east-1".into()),
+        ]
+    }
+
+    /// Creates a bucket and uploads local files as `key -> path`.
+    pub fn put(&self, bucket: &str, objects: &[(&str, &Path)]) {
+        let uploads: Vec<String> =
+            objects.iter().map(|(k, p)| format!("s3.upload_file({:?}, {bucket:?}, {k:?})", p.display().to_string())).collect();
+        let script = format!(
+            "import boto3\ns3 = boto3.client('s3', endpoint_url={:?}, aws_access_key_id='testing', aws_secret_access_key='testing', region_name='us-east-1')\ns3.create_bucket(Bucket={bucket:?})\n{}\n",
+            self.endpoint,
+            uploads.join("\n")
+        );
+        python(&script);
+    }
+
+    /// Runs tokscope with this server's environment; asserts success.
+    pub fn tokscope(&self, args: &[&str]) -> String {
+        let out = Command::new(bin()).args(args).envs(self.env()).output().expect("run tokscope");
+        assert!(out.status.success(), "tokscope {args:?} failed:\n{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).expect("utf-8")
+    }
+}
+
+impl Drop for S3Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
