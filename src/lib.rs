@@ -8,5 +8,6 @@
 //! See `docs/ARCHITECTURE.md` for the whole map.
 
 pub mod error;
+pub mod replay;
 
 pub use error::{Error, Result};

@@ -12,9 +12,19 @@ struct Cli {
 }
 
 #[derive(Subcommand)]
-enum Command {}
+enum Command {
+    /// Greedy-decode a prompt with a local Llama-family model.
+    Decode(tokscope::replay::cli::DecodeArgs),
+    /// Teacher-forced log-probabilities of a continuation after a prompt.
+    Score(tokscope::replay::cli::ScoreArgs),
+}
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    match cli.command {}
+    let mut stdout = std::io::stdout().lock();
+    match cli.command {
+        Command::Decode(args) => tokscope::replay::cli::run_decode(&args, &mut stdout)?,
+        Command::Score(args) => tokscope::replay::cli::run_score(&args, &mut stdout)?,
+    }
+    Ok(())
 }
