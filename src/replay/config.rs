@@ -114,14 +114,14 @@ impl ModelConfig {
             ));
         }
         let kv_heads = raw.num_key_value_heads.unwrap_or(heads);
-        if kv_heads == 0 || heads % kv_heads != 0 {
+        if kv_heads == 0 || !heads.is_multiple_of(kv_heads) {
             return Err(Error::Model(format!(
                 "config.json: num_attention_heads {heads} is not a multiple of num_key_value_heads {kv_heads}"
             )));
         }
         let head_dim = raw.head_dim.unwrap_or(raw.hidden_size / heads);
         // RoPE rotates pairs (j, j + head_dim/2), so the head width must be even.
-        if head_dim == 0 || head_dim % 2 != 0 {
+        if head_dim == 0 || !head_dim.is_multiple_of(2) {
             return Err(Error::Model(format!("config.json: head_dim {head_dim} must be even and positive")));
         }
         let rope_theta = raw
