@@ -70,8 +70,17 @@ impl Linear {
                 let r = first_row + k;
                 let w = &self.weight[r * inp..(r + 1) * inp];
                 let bias = self.bias.as_ref().map_or(0.0, |b| b[r]);
-                for (t, y) in dst.iter_mut().enumerate() {
-                    *y = dot(w, &x[t * inp..(t + 1) * inp]) + bias;
+                let input = |t: usize| &x[t * inp..(t + 1) * inp];
+                // Four inputs per pass share each load of the weight row (prefill).
+                let mut quads = dst.chunks_exact_mut(4);
+                for (g, y) in (&mut quads).enumerate() {
+                    let t = 4 * g;
+                    let d = dot4(w, [input(t), input(t + 1), input(t + 2), input(t + 3)]);
+                    y.iter_mut().zip(d).for_each(|(y, d)| *y = d + bias);
+                }
+                let done = n - quads.into_remainder().len();
+                for (t, y) in dst[done..].iter_mut().enumerate() {
+                    *y = dot(w, input(done + t)) + bias;
                 }
             }
         };
@@ -109,6 +118,30 @@ pub fn dot(a: &[f32], b: &[f32]) -> f32 {
     acc.iter().sum::<f32>() + tail
 }
 
+/// Four dot products of `w` with four inputs at once: each chunk of `w` is
+/// loaded once for all four. Per input the summation order equals [`dot`]'s,
+/// so results do not depend on how many positions a pass holds.
+#[inline]
+fn dot4(w: &[f32], xs: [&[f32]; 4]) -> [f32; 4] {
+    let mut acc = [[0.0f32; 8]; 4];
+    let chunks = w.len() / 8 * 8;
+    for c in (0..chunks).step_by(8) {
+        let wc = &w[c..c + 8];
+        for (a, x) in acc.iter_mut().zip(&xs) {
+            let xc = &x[c..c + 8];
+            for k in 0..8 {
+                a[k] += wc[k] * xc[k];
+            }
+        }
+    }
+    let mut out = [0.0f32; 4];
+    for ((o, a), x) in out.iter_mut().zip(&acc).zip(&xs) {
+        let tail: f32 = w[chunks..].iter().zip(&x[chunks..]).map(|(p, q)| p * q).sum();
+        *o = a.iter().sum::<f32>() + tail;
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -141,6 +174,16 @@ mod tests {
                 let want: f64 = (0..inp).map(|k| w[r * inp + k] as f64 * x[t * inp + k] as f64).sum();
                 assert!((y[t * out + r] as f64 - want).abs() < 1e-4, "t={t} r={r}");
             }
+        }
+    }
+
+    #[test]
+    fn four_input_dot_equals_single_dots_bit_for_bit() {
+        let w: Vec<f32> = (0..19).map(|i| (i as f32 * 0.37).sin()).collect();
+        let xs: Vec<Vec<f32>> = (0..4).map(|t| (0..19).map(|i| ((i * (t + 2)) as f32).cos()).collect()).collect();
+        let four = dot4(&w, [&xs[0], &xs[1], &xs[2], &xs[3]]);
+        for t in 0..4 {
+            assert_eq!(four[t].to_bits(), dot(&w, &xs[t]).to_bits());
         }
     }
 
