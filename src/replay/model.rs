@@ -233,9 +233,19 @@ mod tests {
             .collect()
     }
 
+    /// How the tiny checkpoint is stored on disk.
+    #[derive(Clone, Copy)]
+    enum Storage {
+        /// One `model.safetensors`, f32.
+        SingleF32,
+        /// Two bf16 shards named by `model.safetensors.index.json`.
+        ShardedBf16,
+    }
+
     /// Writes a 1-layer, hidden-8, 2-head, 1-kv-head model with tied embeddings
-    /// (no `lm_head.weight` in the file) into `dir`.
-    fn write_tiny_tied_model(dir: &Path) {
+    /// (no `lm_head.weight` in the file) into `dir`. Weights are rounded to bf16
+    /// values so every storage holds exactly the same numbers.
+    fn write_tiny_tied_model(dir: &Path, storage: Storage) {
         let config = format!(
             r#"{{"hidden_size": {HIDDEN}, "intermediate_size": {INTERMEDIATE}, "num_hidden_layers": 1,
                "num_attention_heads": 2, "num_key_value_heads": 1, "vocab_size": {VOCAB},
@@ -257,25 +267,54 @@ mod tests {
             ("model.norm.weight", vec![HIDDEN]),
         ];
         let mut seed = 0x9E37_79B9_7F4A_7C15;
-        let bytes: Vec<Vec<u8>> = shapes
-            .iter()
-            .map(|(_, shape)| {
-                let n = shape.iter().product();
+        let (dtype, bytes): (Dtype, Vec<Vec<u8>>) = {
+            let values = shapes.iter().map(|(_, shape)| {
                 // Scale 2 so attention and the MLP do visibly non-linear things.
-                pseudo_random(n, &mut seed).iter().flat_map(|v| (2.0 * v).to_le_bytes()).collect()
-            })
-            .collect();
-        let views = shapes
+                let v = pseudo_random(shape.iter().product(), &mut seed);
+                v.into_iter().map(|x| half::bf16::from_f32(2.0 * x)).collect::<Vec<_>>()
+            });
+            match storage {
+                Storage::SingleF32 => {
+                    (Dtype::F32, values.map(|v| v.iter().flat_map(|x| x.to_f32().to_le_bytes()).collect()).collect())
+                }
+                Storage::ShardedBf16 => {
+                    (Dtype::BF16, values.map(|v| v.iter().flat_map(|x| x.to_le_bytes()).collect()).collect())
+                }
+            }
+        };
+        let views: Vec<(&str, TensorView<'_>)> = shapes
             .iter()
             .zip(&bytes)
-            .map(|((name, shape), data)| (*name, TensorView::new(Dtype::F32, shape.clone(), data).unwrap()));
-        safetensors::serialize_to_file(views, None, &dir.join("model.safetensors")).unwrap();
+            .map(|((name, shape), data)| (*name, TensorView::new(dtype, shape.clone(), data).unwrap()))
+            .collect();
+        match storage {
+            Storage::SingleF32 => {
+                safetensors::serialize_to_file(views, None, &dir.join("model.safetensors")).unwrap();
+            }
+            Storage::ShardedBf16 => {
+                // Embeddings and the layer in one shard, the final norm in the other.
+                let (first, second) = views.split_at(views.len() - 1);
+                let mut weight_map = serde_json::Map::new();
+                for (file, part) in [("model-00001-of-00002.safetensors", first), ("model-00002-of-00002.safetensors", second)] {
+                    for (name, _) in part {
+                        weight_map.insert(name.to_string(), file.into());
+                    }
+                    safetensors::serialize_to_file(part.iter().cloned(), None, &dir.join(file)).unwrap();
+                }
+                let index = serde_json::json!({ "metadata": {}, "weight_map": weight_map });
+                std::fs::write(dir.join("model.safetensors.index.json"), index.to_string()).unwrap();
+            }
+        }
+    }
+
+    fn tiny_model_stored(storage: Storage) -> LlamaModel {
+        let dir = tempfile::tempdir().unwrap();
+        write_tiny_tied_model(dir.path(), storage);
+        LlamaModel::from_dir(dir.path()).unwrap()
     }
 
     fn tiny_model() -> LlamaModel {
-        let dir = tempfile::tempdir().unwrap();
-        write_tiny_tied_model(dir.path());
-        LlamaModel::from_dir(dir.path()).unwrap()
+        tiny_model_stored(Storage::SingleF32)
     }
 
     fn all_logits(model: &LlamaModel, tokens: &[u32]) -> Vec<Vec<f32>> {
@@ -295,6 +334,14 @@ mod tests {
         assert!(model.config.tie_word_embeddings);
         assert!(model.weights.lm_head.is_none());
         assert!(std::ptr::eq(model.weights.output_projection(), &model.weights.embed_tokens));
+    }
+
+    #[test]
+    fn sharded_bf16_checkpoint_loads_the_same_model() {
+        let single = tiny_model();
+        let sharded = tiny_model_stored(Storage::ShardedBf16);
+        assert!(sharded.weights.lm_head.is_none());
+        assert_eq!(all_logits(&sharded, &TOKENS), all_logits(&single, &TOKENS));
     }
 
     #[test]
