@@ -89,7 +89,11 @@ pub fn run_decode(args: &DecodeArgs, out: &mut impl Write) -> Result<()> {
         };
         write_json(out, &report)
     } else {
-        let stop = if decoded.ended_with_eos { "stopped at EOS" } else { "token budget reached" };
+        let stop = if decoded.ended_with_eos {
+            "stopped at EOS"
+        } else {
+            "token budget reached"
+        };
         let p_eos_at_cut = decoded.p_eos.last().copied().unwrap_or(f64::NAN);
         writeln!(
             out,
@@ -121,13 +125,18 @@ pub fn run_score(args: &ScoreArgs, out: &mut impl Write) -> Result<()> {
         text.push_str(&format!("{id}\t{lp:.6}\t{token:?}\n"));
     }
     let total: f64 = scored.logprobs.iter().sum();
-    text.push_str(&format!("-- total logprob {total:.6}; P(EOS) after continuation {:.6}\n", scored.p_eos_after));
+    text.push_str(&format!(
+        "-- total logprob {total:.6}; P(EOS) after continuation {:.6}\n",
+        scored.p_eos_after
+    ));
     out.write_all(text.as_bytes()).map_err(stdout_error)
 }
 
 fn write_json(out: &mut impl Write, value: &impl Serialize) -> Result<()> {
-    serde_json::to_writer(&mut *out, value)
-        .map_err(|e| Error::Json { path: PathBuf::from("<stdout>"), source: e })?;
+    serde_json::to_writer(&mut *out, value).map_err(|e| Error::Json {
+        path: PathBuf::from("<stdout>"),
+        source: e,
+    })?;
     writeln!(out).map_err(stdout_error)
 }
 

@@ -110,7 +110,8 @@ impl ModelConfig {
         let heads = raw.num_attention_heads;
         if heads == 0 || raw.hidden_size == 0 || raw.vocab_size == 0 {
             return Err(Error::Model(
-                "config.json: hidden_size, num_attention_heads and vocab_size must be positive".into(),
+                "config.json: hidden_size, num_attention_heads and vocab_size must be positive"
+                    .into(),
             ));
         }
         let kv_heads = raw.num_key_value_heads.unwrap_or(heads);
@@ -122,7 +123,9 @@ impl ModelConfig {
         let head_dim = raw.head_dim.unwrap_or(raw.hidden_size / heads);
         // RoPE rotates pairs (j, j + head_dim/2), so the head width must be even.
         if head_dim == 0 || !head_dim.is_multiple_of(2) {
-            return Err(Error::Model(format!("config.json: head_dim {head_dim} must be even and positive")));
+            return Err(Error::Model(format!(
+                "config.json: head_dim {head_dim} must be even and positive"
+            )));
         }
         let rope_theta = raw
             .rope_theta
@@ -170,13 +173,16 @@ mod tests {
 
     #[test]
     fn rope_theta_is_read_at_top_level() {
-        let cfg = ModelConfig::from_json(&format!(r#"{{{BASE}, "rope_theta": 500000.0}}"#)).unwrap();
+        let cfg =
+            ModelConfig::from_json(&format!(r#"{{{BASE}, "rope_theta": 500000.0}}"#)).unwrap();
         assert_eq!(cfg.rope_theta, 500000.0);
     }
 
     #[test]
     fn rope_theta_is_read_from_rope_parameters() {
-        let json = format!(r#"{{{BASE}, "rope_parameters": {{"rope_theta": 20000.0, "rope_type": "default"}}}}"#);
+        let json = format!(
+            r#"{{{BASE}, "rope_parameters": {{"rope_theta": 20000.0, "rope_type": "default"}}}}"#
+        );
         assert_eq!(ModelConfig::from_json(&json).unwrap().rope_theta, 20000.0);
     }
 
@@ -192,7 +198,8 @@ mod tests {
 
     #[test]
     fn eos_token_id_may_be_a_list() {
-        let cfg = ModelConfig::from_json(&format!(r#"{{{BASE}, "eos_token_id": [2, 7]}}"#)).unwrap();
+        let cfg =
+            ModelConfig::from_json(&format!(r#"{{{BASE}, "eos_token_id": [2, 7]}}"#)).unwrap();
         assert_eq!(cfg.eos_token_ids, vec![2, 7]);
         let cfg = ModelConfig::from_json(&format!(r#"{{{BASE}, "eos_token_id": 2}}"#)).unwrap();
         assert_eq!(cfg.eos_token_ids, vec![2]);

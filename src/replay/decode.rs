@@ -33,10 +33,18 @@ pub struct ContinuationScore {
 
 /// Decodes greedily from `prompt_ids` until an EOS id or `max_new_tokens` tokens.
 /// The prompt is prefilled in one batched pass; each new token is one cached step.
-pub fn greedy_decode(model: &LlamaModel, prompt_ids: &[u32], max_new_tokens: usize) -> Result<GreedyDecode> {
+pub fn greedy_decode(
+    model: &LlamaModel,
+    prompt_ids: &[u32],
+    max_new_tokens: usize,
+) -> Result<GreedyDecode> {
     let eos = &model.config().eos_token_ids;
     let mut cache = model.new_cache();
-    let mut logits = last_logits(model.forward(prompt_ids, &mut cache, ForwardOptions::default())?.logits)?;
+    let mut logits = last_logits(
+        model
+            .forward(prompt_ids, &mut cache, ForwardOptions::default())?
+            .logits,
+    )?;
     let last_prompt_logits = logits.clone();
     let (mut greedy_ids, mut p_eos, mut ended_with_eos) = (Vec::new(), Vec::new(), false);
     loop {
@@ -48,9 +56,18 @@ pub fn greedy_decode(model: &LlamaModel, prompt_ids: &[u32], max_new_tokens: usi
         greedy_ids.push(next);
         ended_with_eos = eos.contains(&next);
         // Run even the EOS (or last budgeted) token: its P(EOS) is the final entry.
-        logits = last_logits(model.forward(&[next], &mut cache, ForwardOptions::default())?.logits)?;
+        logits = last_logits(
+            model
+                .forward(&[next], &mut cache, ForwardOptions::default())?
+                .logits,
+        )?;
     }
-    Ok(GreedyDecode { greedy_ids, ended_with_eos, p_eos, last_prompt_logits })
+    Ok(GreedyDecode {
+        greedy_ids,
+        ended_with_eos,
+        p_eos,
+        last_prompt_logits,
+    })
 }
 
 /// Scores `continuation_ids` after `prompt_ids` by teacher forcing: the prompt
@@ -63,9 +80,14 @@ pub fn score_continuation(
 ) -> Result<ContinuationScore> {
     let eos = &model.config().eos_token_ids;
     let mut cache = model.new_cache();
-    let mut rows = model.forward(prompt_ids, &mut cache, ForwardOptions::default())?.logits;
+    let mut rows = model
+        .forward(prompt_ids, &mut cache, ForwardOptions::default())?
+        .logits;
     if !continuation_ids.is_empty() {
-        let options = ForwardOptions { logits: LogitsFor::AllPositions, ..Default::default() };
+        let options = ForwardOptions {
+            logits: LogitsFor::AllPositions,
+            ..Default::default()
+        };
         rows.extend(model.forward(continuation_ids, &mut cache, options)?.logits);
     }
     // rows[j] predicts continuation token j; the extra last row predicts what follows.
@@ -75,14 +97,21 @@ pub fn score_continuation(
         .map(|(&id, row)| log_softmax(row)[id as usize])
         .collect();
     let p_eos_after = eos_probability(&last_logits(rows)?, eos);
-    Ok(ContinuationScore { logprobs, p_eos_after })
+    Ok(ContinuationScore {
+        logprobs,
+        p_eos_after,
+    })
 }
 
 /// Probability that the next token is any of the EOS ids (their softmax mass summed:
 /// chat models with several stop tokens stop on each).
 pub fn eos_probability(logits: &[f32], eos_ids: &[u32]) -> f64 {
     let logp = log_softmax(logits);
-    eos_ids.iter().filter_map(|&id| logp.get(id as usize)).map(|lp| lp.exp()).sum()
+    eos_ids
+        .iter()
+        .filter_map(|&id| logp.get(id as usize))
+        .map(|lp| lp.exp())
+        .sum()
 }
 
 /// Index of the largest logit; the first one on ties, as `torch.argmax` does.
@@ -97,7 +126,8 @@ pub fn argmax(logits: &[f32]) -> u32 {
 }
 
 fn last_logits(mut rows: Vec<Vec<f32>>) -> Result<Vec<f32>> {
-    rows.pop().ok_or_else(|| Error::Model("forward pass returned no logits".into()))
+    rows.pop()
+        .ok_or_else(|| Error::Model("forward pass returned no logits".into()))
 }
 
 #[cfg(test)]

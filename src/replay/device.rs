@@ -31,7 +31,8 @@ impl DeviceRequest {
                 "the CUDA replay backend is not implemented yet; use --device cpu".into(),
             )),
             DeviceRequest::Cuda => Err(Error::Config(
-                "built without the cuda feature; rebuild with --features cuda or use --device cpu".into(),
+                "built without the cuda feature; rebuild with --features cuda or use --device cpu"
+                    .into(),
             )),
         }
     }
@@ -50,6 +51,8 @@ mod tests {
     #[test]
     fn cuda_without_the_feature_says_how_to_fix_it() {
         let message = DeviceRequest::Cuda.resolve().unwrap_err().to_string();
-        assert!(message.contains("built without the cuda feature; rebuild with --features cuda or use --device cpu"));
+        assert!(message.contains(
+            "built without the cuda feature; rebuild with --features cuda or use --device cpu"
+        ));
     }
 }

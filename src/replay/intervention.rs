@@ -62,7 +62,12 @@ impl Intervention {
     }
 
     /// Adds the noise that falls in the chunk `[start, start + rows)` of `embeddings`.
-    pub(crate) fn add_embedding_noise(&self, embeddings: &mut [f32], start: usize, hidden_size: usize) {
+    pub(crate) fn add_embedding_noise(
+        &self,
+        embeddings: &mut [f32],
+        start: usize,
+        hidden_size: usize,
+    ) {
         for noise in &self.embedding_noise {
             if let Some(row) = chunk_row(embeddings, noise.position, start, hidden_size) {
                 row.iter_mut().zip(&noise.delta).for_each(|(x, d)| *x += d);
@@ -71,7 +76,13 @@ impl Intervention {
     }
 
     /// Overwrites layer `layer`'s output rows that have a patch in this chunk.
-    pub(crate) fn patch_layer_output(&self, layer: usize, hidden: &mut [f32], start: usize, hidden_size: usize) {
+    pub(crate) fn patch_layer_output(
+        &self,
+        layer: usize,
+        hidden: &mut [f32],
+        start: usize,
+        hidden_size: usize,
+    ) {
         for patch in self.hidden_patches.iter().filter(|p| p.layer == layer) {
             if let Some(row) = chunk_row(hidden, patch.position, start, hidden_size) {
                 row.copy_from_slice(&patch.hidden);

@@ -28,7 +28,12 @@ pub struct Linear {
 
 impl Linear {
     /// Wraps a row-major `[out_features, in_features]` matrix, checking its length.
-    pub fn new(weight: Vec<f32>, bias: Option<Vec<f32>>, out_features: usize, in_features: usize) -> Result<Self> {
+    pub fn new(
+        weight: Vec<f32>,
+        bias: Option<Vec<f32>>,
+        out_features: usize,
+        in_features: usize,
+    ) -> Result<Self> {
         if weight.len() != out_features * in_features {
             return Err(Error::Model(format!(
                 "weight has {} values, expected {out_features} x {in_features}",
@@ -36,9 +41,16 @@ impl Linear {
             )));
         }
         if bias.as_ref().is_some_and(|b| b.len() != out_features) {
-            return Err(Error::Model(format!("bias length differs from out_features {out_features}")));
+            return Err(Error::Model(format!(
+                "bias length differs from out_features {out_features}"
+            )));
         }
-        Ok(Linear { weight, bias, out_features, in_features })
+        Ok(Linear {
+            weight,
+            bias,
+            out_features,
+            in_features,
+        })
     }
 
     /// Number of outputs (rows).
@@ -85,9 +97,15 @@ impl Linear {
             }
         };
         if out * inp * n < PARALLEL_MIN_MACS {
-            out_t.chunks_mut(ROWS_PER_TASK * n).enumerate().for_each(block);
+            out_t
+                .chunks_mut(ROWS_PER_TASK * n)
+                .enumerate()
+                .for_each(block);
         } else {
-            out_t.par_chunks_mut(ROWS_PER_TASK * n).enumerate().for_each(block);
+            out_t
+                .par_chunks_mut(ROWS_PER_TASK * n)
+                .enumerate()
+                .for_each(block);
         }
         if n == 1 {
             return out_t;
@@ -109,7 +127,12 @@ pub fn dot(a: &[f32], b: &[f32]) -> f32 {
     debug_assert_eq!(a.len(), b.len());
     let mut acc = [0.0f32; 8];
     let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
-    let tail: f32 = ca.remainder().iter().zip(cb.remainder()).map(|(x, y)| x * y).sum();
+    let tail: f32 = ca
+        .remainder()
+        .iter()
+        .zip(cb.remainder())
+        .map(|(x, y)| x * y)
+        .sum();
     for (x, y) in ca.zip(cb) {
         for k in 0..8 {
             acc[k] += x[k] * y[k];
@@ -136,7 +159,11 @@ fn dot4(w: &[f32], xs: [&[f32]; 4]) -> [f32; 4] {
     }
     let mut out = [0.0f32; 4];
     for ((o, a), x) in out.iter_mut().zip(&acc).zip(&xs) {
-        let tail: f32 = w[chunks..].iter().zip(&x[chunks..]).map(|(p, q)| p * q).sum();
+        let tail: f32 = w[chunks..]
+            .iter()
+            .zip(&x[chunks..])
+            .map(|(p, q)| p * q)
+            .sum();
         *o = a.iter().sum::<f32>() + tail;
     }
     out
@@ -156,7 +183,13 @@ mod tests {
     #[test]
     fn forward_applies_weight_rows_and_bias_to_each_input() {
         // W = [[1, 2], [3, 4], [5, 6]], b = [0.5, 0, -1]; inputs [1, 0] and [1, 1].
-        let w = Linear::new(vec![1., 2., 3., 4., 5., 6.], Some(vec![0.5, 0.0, -1.0]), 3, 2).unwrap();
+        let w = Linear::new(
+            vec![1., 2., 3., 4., 5., 6.],
+            Some(vec![0.5, 0.0, -1.0]),
+            3,
+            2,
+        )
+        .unwrap();
         let y = w.forward(&[1., 0., 1., 1.], 2);
         assert_eq!(y, vec![1.5, 3.0, 4.0, 3.5, 7.0, 10.0]);
     }
@@ -165,13 +198,17 @@ mod tests {
     fn parallel_path_matches_sequential_sums() {
         // Large enough to take the rayon path, with a row count that is not a block multiple.
         let (out, inp, n) = (37, 300, 7);
-        let w: Vec<f32> = (0..out * inp).map(|i| ((i % 13) as f32 - 6.0) * 0.01).collect();
+        let w: Vec<f32> = (0..out * inp)
+            .map(|i| ((i % 13) as f32 - 6.0) * 0.01)
+            .collect();
         let x: Vec<f32> = (0..n * inp).map(|i| ((i % 7) as f32 - 3.0) * 0.1).collect();
         let lin = Linear::new(w.clone(), None, out, inp).unwrap();
         let y = lin.forward(&x, n);
         for t in 0..n {
             for r in 0..out {
-                let want: f64 = (0..inp).map(|k| w[r * inp + k] as f64 * x[t * inp + k] as f64).sum();
+                let want: f64 = (0..inp)
+                    .map(|k| w[r * inp + k] as f64 * x[t * inp + k] as f64)
+                    .sum();
                 assert!((y[t * out + r] as f64 - want).abs() < 1e-4, "t={t} r={r}");
             }
         }
@@ -180,7 +217,9 @@ mod tests {
     #[test]
     fn four_input_dot_equals_single_dots_bit_for_bit() {
         let w: Vec<f32> = (0..19).map(|i| (i as f32 * 0.37).sin()).collect();
-        let xs: Vec<Vec<f32>> = (0..4).map(|t| (0..19).map(|i| ((i * (t + 2)) as f32).cos()).collect()).collect();
+        let xs: Vec<Vec<f32>> = (0..4)
+            .map(|t| (0..19).map(|i| ((i * (t + 2)) as f32).cos()).collect())
+            .collect();
         let four = dot4(&w, [&xs[0], &xs[1], &xs[2], &xs[3]]);
         for t in 0..4 {
             assert_eq!(four[t].to_bits(), dot(&w, &xs[t]).to_bits());

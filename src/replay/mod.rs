@@ -71,7 +71,11 @@ impl ReplayModel {
 
     /// Tokenizes `prompt` (BOS first) and `continuation` (no BOS; special tokens such
     /// as `</s>` recognised) and scores the continuation; returns both id lists too.
-    pub fn score(&self, prompt: &str, continuation: &str) -> Result<(Vec<u32>, Vec<u32>, ContinuationScore)> {
+    pub fn score(
+        &self,
+        prompt: &str,
+        continuation: &str,
+    ) -> Result<(Vec<u32>, Vec<u32>, ContinuationScore)> {
         let prompt_ids = self.tokenizer.encode_prompt(prompt)?;
         let continuation_ids = self.tokenizer.encode_continuation(continuation)?;
         let scored = score_continuation(&self.model, &prompt_ids, &continuation_ids)?;

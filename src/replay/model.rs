@@ -71,7 +71,11 @@ impl LlamaModel {
     /// Assembles a model from parts already loaded (the loader checks shapes against the config).
     pub fn new(config: ModelConfig, weights: ModelWeights) -> Self {
         let inv_freq = rope_inv_freq(config.rope_theta, config.head_dim);
-        LlamaModel { config, weights, inv_freq }
+        LlamaModel {
+            config,
+            weights,
+            inv_freq,
+        }
     }
 
     /// The model's hyper-parameters.
@@ -86,7 +90,12 @@ impl LlamaModel {
 
     /// Runs `tokens` at the positions following those in `cache`, appends
     /// their keys and values to it, and returns what `options` asks for.
-    pub fn forward(&self, tokens: &[u32], cache: &mut KvCache, options: ForwardOptions<'_>) -> Result<ForwardOutput> {
+    pub fn forward(
+        &self,
+        tokens: &[u32],
+        cache: &mut KvCache,
+        options: ForwardOptions<'_>,
+    ) -> Result<ForwardOutput> {
         let cfg = &self.config;
         let (h, n, start) = (cfg.hidden_size, tokens.len(), cache.len());
         if n == 0 {
@@ -100,7 +109,9 @@ impl LlamaModel {
             )));
         }
         if !cache.fits(cfg) {
-            return Err(Error::Model("KV cache was made for a model of another shape".into()));
+            return Err(Error::Model(
+                "KV cache was made for a model of another shape".into(),
+            ));
         }
         if let Some(intervention) = options.intervention {
             intervention.validate(h, cfg.num_hidden_layers)?;
@@ -109,7 +120,10 @@ impl LlamaModel {
         let mut x = Vec::with_capacity(n * h);
         for &t in tokens {
             if t as usize >= cfg.vocab_size {
-                return Err(Error::Model(format!("token id {t} is outside the vocabulary of {}", cfg.vocab_size)));
+                return Err(Error::Model(format!(
+                    "token id {t} is outside the vocabulary of {}",
+                    cfg.vocab_size
+                )));
             }
             x.extend_from_slice(self.weights.embed_tokens.row(t as usize));
         }
@@ -139,8 +153,14 @@ impl LlamaModel {
         };
         let normed = rms_norm(rows, &self.weights.norm, cfg.rms_norm_eps);
         let head = self.weights.output_projection();
-        let logits = split_rows(&head.forward(&normed, normed.len() / h), head.out_features());
-        Ok(ForwardOutput { logits, hidden_states })
+        let logits = split_rows(
+            &head.forward(&normed, normed.len() / h),
+            head.out_features(),
+        );
+        Ok(ForwardOutput {
+            logits,
+            hidden_states,
+        })
     }
 
     /// `x += o_proj(attention(rope(q), rope(k), v))` over the cache plus the new positions.
@@ -199,7 +219,9 @@ impl LlamaModel {
         let normed = rms_norm(x, &layer.post_attention_layernorm, self.config.rms_norm_eps);
         let mut gate = layer.gate_proj.forward(&normed, n);
         let up = layer.up_proj.forward(&normed, n);
-        gate.iter_mut().zip(&up).for_each(|(g, u)| *g = silu(*g) * u);
+        gate.iter_mut()
+            .zip(&up)
+            .for_each(|(g, u)| *g = silu(*g) * u);
         let down = layer.down_proj.forward(&gate, n);
         x.iter_mut().zip(&down).for_each(|(a, b)| *a += b);
     }
@@ -256,14 +278,38 @@ mod tests {
         let shapes: Vec<(&str, Vec<usize>)> = vec![
             ("model.embed_tokens.weight", vec![VOCAB, HIDDEN]),
             ("model.layers.0.input_layernorm.weight", vec![HIDDEN]),
-            ("model.layers.0.self_attn.q_proj.weight", vec![HIDDEN, HIDDEN]),
-            ("model.layers.0.self_attn.k_proj.weight", vec![KV_WIDTH, HIDDEN]),
-            ("model.layers.0.self_attn.v_proj.weight", vec![KV_WIDTH, HIDDEN]),
-            ("model.layers.0.self_attn.o_proj.weight", vec![HIDDEN, HIDDEN]),
-            ("model.layers.0.post_attention_layernorm.weight", vec![HIDDEN]),
-            ("model.layers.0.mlp.gate_proj.weight", vec![INTERMEDIATE, HIDDEN]),
-            ("model.layers.0.mlp.up_proj.weight", vec![INTERMEDIATE, HIDDEN]),
-            ("model.layers.0.mlp.down_proj.weight", vec![HIDDEN, INTERMEDIATE]),
+            (
+                "model.layers.0.self_attn.q_proj.weight",
+                vec![HIDDEN, HIDDEN],
+            ),
+            (
+                "model.layers.0.self_attn.k_proj.weight",
+                vec![KV_WIDTH, HIDDEN],
+            ),
+            (
+                "model.layers.0.self_attn.v_proj.weight",
+                vec![KV_WIDTH, HIDDEN],
+            ),
+            (
+                "model.layers.0.self_attn.o_proj.weight",
+                vec![HIDDEN, HIDDEN],
+            ),
+            (
+                "model.layers.0.post_attention_layernorm.weight",
+                vec![HIDDEN],
+            ),
+            (
+                "model.layers.0.mlp.gate_proj.weight",
+                vec![INTERMEDIATE, HIDDEN],
+            ),
+            (
+                "model.layers.0.mlp.up_proj.weight",
+                vec![INTERMEDIATE, HIDDEN],
+            ),
+            (
+                "model.layers.0.mlp.down_proj.weight",
+                vec![HIDDEN, INTERMEDIATE],
+            ),
             ("model.norm.weight", vec![HIDDEN]),
         ];
         let mut seed = 0x9E37_79B9_7F4A_7C15;
@@ -271,38 +317,54 @@ mod tests {
             let values = shapes.iter().map(|(_, shape)| {
                 // Scale 2 so attention and the MLP do visibly non-linear things.
                 let v = pseudo_random(shape.iter().product(), &mut seed);
-                v.into_iter().map(|x| half::bf16::from_f32(2.0 * x)).collect::<Vec<_>>()
+                v.into_iter()
+                    .map(|x| half::bf16::from_f32(2.0 * x))
+                    .collect::<Vec<_>>()
             });
             match storage {
-                Storage::SingleF32 => {
-                    (Dtype::F32, values.map(|v| v.iter().flat_map(|x| x.to_f32().to_le_bytes()).collect()).collect())
-                }
-                Storage::ShardedBf16 => {
-                    (Dtype::BF16, values.map(|v| v.iter().flat_map(|x| x.to_le_bytes()).collect()).collect())
-                }
+                Storage::SingleF32 => (
+                    Dtype::F32,
+                    values
+                        .map(|v| v.iter().flat_map(|x| x.to_f32().to_le_bytes()).collect())
+                        .collect(),
+                ),
+                Storage::ShardedBf16 => (
+                    Dtype::BF16,
+                    values
+                        .map(|v| v.iter().flat_map(|x| x.to_le_bytes()).collect())
+                        .collect(),
+                ),
             }
         };
         let views: Vec<(&str, TensorView<'_>)> = shapes
             .iter()
             .zip(&bytes)
-            .map(|((name, shape), data)| (*name, TensorView::new(dtype, shape.clone(), data).unwrap()))
+            .map(|((name, shape), data)| {
+                (*name, TensorView::new(dtype, shape.clone(), data).unwrap())
+            })
             .collect();
         match storage {
             Storage::SingleF32 => {
-                safetensors::serialize_to_file(views, None, &dir.join("model.safetensors")).unwrap();
+                safetensors::serialize_to_file(views, None, &dir.join("model.safetensors"))
+                    .unwrap();
             }
             Storage::ShardedBf16 => {
                 // Embeddings and the layer in one shard, the final norm in the other.
                 let (first, second) = views.split_at(views.len() - 1);
                 let mut weight_map = serde_json::Map::new();
-                for (file, part) in [("model-00001-of-00002.safetensors", first), ("model-00002-of-00002.safetensors", second)] {
+                for (file, part) in [
+                    ("model-00001-of-00002.safetensors", first),
+                    ("model-00002-of-00002.safetensors", second),
+                ] {
                     for (name, _) in part {
                         weight_map.insert(name.to_string(), file.into());
                     }
-                    safetensors::serialize_to_file(part.iter().cloned(), None, &dir.join(file)).unwrap();
+                    safetensors::serialize_to_file(part.iter().cloned(), None, &dir.join(file))
+                        .unwrap();
                 }
                 let index = serde_json::json!({ "metadata": {}, "weight_map": weight_map });
-                std::fs::write(dir.join("model.safetensors.index.json"), index.to_string()).unwrap();
+                std::fs::write(dir.join("model.safetensors.index.json"), index.to_string())
+                    .unwrap();
             }
         }
     }
@@ -318,12 +380,21 @@ mod tests {
     }
 
     fn all_logits(model: &LlamaModel, tokens: &[u32]) -> Vec<Vec<f32>> {
-        let options = ForwardOptions { logits: LogitsFor::AllPositions, ..Default::default() };
-        model.forward(tokens, &mut model.new_cache(), options).unwrap().logits
+        let options = ForwardOptions {
+            logits: LogitsFor::AllPositions,
+            ..Default::default()
+        };
+        model
+            .forward(tokens, &mut model.new_cache(), options)
+            .unwrap()
+            .logits
     }
 
     fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
-        a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
+        a.iter()
+            .zip(b)
+            .map(|(x, y)| (x - y).abs())
+            .fold(0.0, f32::max)
     }
 
     const TOKENS: [u32; 6] = [1, 5, 9, 3, 10, 4];
@@ -333,7 +404,10 @@ mod tests {
         let model = tiny_model();
         assert!(model.config.tie_word_embeddings);
         assert!(model.weights.lm_head.is_none());
-        assert!(std::ptr::eq(model.weights.output_projection(), &model.weights.embed_tokens));
+        assert!(std::ptr::eq(
+            model.weights.output_projection(),
+            &model.weights.embed_tokens
+        ));
     }
 
     #[test]
@@ -350,9 +424,17 @@ mod tests {
         let full = all_logits(&model, &TOKENS);
         // Prefill two tokens, then feed the rest one at a time through the cache.
         let mut cache = model.new_cache();
-        let mut stepped = model.forward(&TOKENS[..2], &mut cache, ForwardOptions::default()).unwrap().logits;
+        let mut stepped = model
+            .forward(&TOKENS[..2], &mut cache, ForwardOptions::default())
+            .unwrap()
+            .logits;
         for &t in &TOKENS[2..] {
-            stepped.extend(model.forward(&[t], &mut cache, ForwardOptions::default()).unwrap().logits);
+            stepped.extend(
+                model
+                    .forward(&[t], &mut cache, ForwardOptions::default())
+                    .unwrap()
+                    .logits,
+            );
         }
         assert_eq!(cache.len(), TOKENS.len());
         for (i, row) in stepped.iter().enumerate() {
@@ -365,19 +447,33 @@ mod tests {
     fn truncated_cache_recomputes_the_same_logits() {
         let model = tiny_model();
         let mut cache = model.new_cache();
-        let first = model.forward(&TOKENS, &mut cache, ForwardOptions::default()).unwrap().logits;
+        let first = model
+            .forward(&TOKENS, &mut cache, ForwardOptions::default())
+            .unwrap()
+            .logits;
         cache.truncate(4);
-        let again = model.forward(&TOKENS[4..], &mut cache, ForwardOptions::default()).unwrap().logits;
+        let again = model
+            .forward(&TOKENS[4..], &mut cache, ForwardOptions::default())
+            .unwrap()
+            .logits;
         assert!(max_abs_diff(&first[0], &again[0]) < 1e-6);
     }
 
     #[test]
     fn hidden_states_hold_embeddings_then_each_layer_output() {
         let model = tiny_model();
-        let options = ForwardOptions { hidden_states: true, ..Default::default() };
-        let out = model.forward(&TOKENS, &mut model.new_cache(), options).unwrap();
+        let options = ForwardOptions {
+            hidden_states: true,
+            ..Default::default()
+        };
+        let out = model
+            .forward(&TOKENS, &mut model.new_cache(), options)
+            .unwrap();
         assert_eq!(out.hidden_states.len(), 2);
-        assert_eq!(out.hidden_states[0][2], model.weights.embed_tokens.row(TOKENS[2] as usize));
+        assert_eq!(
+            out.hidden_states[0][2],
+            model.weights.embed_tokens.row(TOKENS[2] as usize)
+        );
         // Final norm + output projection of the last layer's output gives the logits.
         let last = &out.hidden_states[1][TOKENS.len() - 1];
         let normed = rms_norm(last, &model.weights.norm, model.config.rms_norm_eps);
@@ -388,19 +484,40 @@ mod tests {
     #[test]
     fn restoring_clean_layer_output_undoes_embedding_noise_at_that_position() {
         let model = tiny_model();
-        let clean_options = ForwardOptions { hidden_states: true, ..Default::default() };
-        let clean = model.forward(&TOKENS[..2], &mut model.new_cache(), clean_options).unwrap();
-        let noise = vec![EmbeddingNoise { position: 1, delta: vec![1.0; HIDDEN] }];
-        let corrupted = Intervention { embedding_noise: noise.clone(), hidden_patches: vec![] };
+        let clean_options = ForwardOptions {
+            hidden_states: true,
+            ..Default::default()
+        };
+        let clean = model
+            .forward(&TOKENS[..2], &mut model.new_cache(), clean_options)
+            .unwrap();
+        let noise = vec![EmbeddingNoise {
+            position: 1,
+            delta: vec![1.0; HIDDEN],
+        }];
+        let corrupted = Intervention {
+            embedding_noise: noise.clone(),
+            hidden_patches: vec![],
+        };
         let run = |iv: &Intervention| {
-            let options = ForwardOptions { intervention: Some(iv), ..Default::default() };
-            model.forward(&TOKENS[..2], &mut model.new_cache(), options).unwrap().logits
+            let options = ForwardOptions {
+                intervention: Some(iv),
+                ..Default::default()
+            };
+            model
+                .forward(&TOKENS[..2], &mut model.new_cache(), options)
+                .unwrap()
+                .logits
         };
         assert!(max_abs_diff(&run(&corrupted)[0], &clean.logits[0]) > 1e-3);
         // Position 0 is untouched by the noise, so restoring layer 0 at position 1 restores everything.
         let restored = Intervention {
             embedding_noise: noise,
-            hidden_patches: vec![HiddenPatch { layer: 0, position: 1, hidden: clean.hidden_states[1][1].clone() }],
+            hidden_patches: vec![HiddenPatch {
+                layer: 0,
+                position: 1,
+                hidden: clean.hidden_states[1][1].clone(),
+            }],
         };
         assert!(max_abs_diff(&run(&restored)[0], &clean.logits[0]) < 1e-6);
     }
@@ -408,7 +525,13 @@ mod tests {
     #[test]
     fn out_of_vocabulary_token_is_an_error_not_a_panic() {
         let model = tiny_model();
-        assert!(model.forward(&[VOCAB as u32], &mut model.new_cache(), ForwardOptions::default()).is_err());
+        assert!(model
+            .forward(
+                &[VOCAB as u32],
+                &mut model.new_cache(),
+                ForwardOptions::default()
+            )
+            .is_err());
     }
 
     #[test]
@@ -416,9 +539,18 @@ mod tests {
         let model = tiny_model();
         let bad = Intervention {
             embedding_noise: vec![],
-            hidden_patches: vec![HiddenPatch { layer: 1, position: 0, hidden: vec![0.0; HIDDEN] }],
+            hidden_patches: vec![HiddenPatch {
+                layer: 1,
+                position: 0,
+                hidden: vec![0.0; HIDDEN],
+            }],
         };
-        let options = ForwardOptions { intervention: Some(&bad), ..Default::default() };
-        assert!(model.forward(&TOKENS, &mut model.new_cache(), options).is_err());
+        let options = ForwardOptions {
+            intervention: Some(&bad),
+            ..Default::default()
+        };
+        assert!(model
+            .forward(&TOKENS, &mut model.new_cache(), options)
+            .is_err());
     }
 }

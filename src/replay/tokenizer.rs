@@ -13,7 +13,9 @@ pub struct PromptTokenizer {
 
 impl std::fmt::Debug for PromptTokenizer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PromptTokenizer").field("bos_token_id", &self.bos_token_id).finish_non_exhaustive()
+        f.debug_struct("PromptTokenizer")
+            .field("bos_token_id", &self.bos_token_id)
+            .finish_non_exhaustive()
     }
 }
 
@@ -23,7 +25,10 @@ impl PromptTokenizer {
         let path = dir.join("tokenizer.json");
         let inner = tokenizers::Tokenizer::from_file(&path)
             .map_err(|e| Error::Model(format!("{}: {e}", path.display())))?;
-        Ok(PromptTokenizer { inner, bos_token_id })
+        Ok(PromptTokenizer {
+            inner,
+            bos_token_id,
+        })
     }
 
     /// Ids of a prompt, BOS first when the model has one. Many tokenizer.json
@@ -46,14 +51,18 @@ impl PromptTokenizer {
     }
 
     fn encode_raw(&self, text: &str, add_special_tokens: bool) -> Result<Vec<u32>> {
-        let encoding =
-            self.inner.encode(text, add_special_tokens).map_err(|e| Error::Model(format!("tokenizing: {e}")))?;
+        let encoding = self
+            .inner
+            .encode(text, add_special_tokens)
+            .map_err(|e| Error::Model(format!("tokenizing: {e}")))?;
         Ok(encoding.get_ids().to_vec())
     }
 
     /// Text of `ids` with special tokens (BOS, EOS, chat markers) left out,
     /// like transformers' `decode(ids, skip_special_tokens=True)`.
     pub fn decode(&self, ids: &[u32]) -> Result<String> {
-        self.inner.decode(ids, true).map_err(|e| Error::Model(format!("detokenizing: {e}")))
+        self.inner
+            .decode(ids, true)
+            .map_err(|e| Error::Model(format!("detokenizing: {e}")))
     }
 }

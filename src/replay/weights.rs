@@ -86,7 +86,8 @@ impl ModelWeights {
                 k_proj: t.linear(&format!("{p}.self_attn.k_proj"), cfg.kv_width(), h)?,
                 v_proj: t.linear(&format!("{p}.self_attn.v_proj"), cfg.kv_width(), h)?,
                 o_proj: t.linear(&format!("{p}.self_attn.o_proj"), h, cfg.q_width())?,
-                post_attention_layernorm: t.vector(&format!("{p}.post_attention_layernorm.weight"), h)?,
+                post_attention_layernorm: t
+                    .vector(&format!("{p}.post_attention_layernorm.weight"), h)?,
                 gate_proj: t.linear(&format!("{p}.mlp.gate_proj"), i, h)?,
                 up_proj: t.linear(&format!("{p}.mlp.up_proj"), i, h)?,
                 down_proj: t.linear(&format!("{p}.mlp.down_proj"), h, i)?,
@@ -100,7 +101,12 @@ impl ModelWeights {
         } else {
             Some(t.linear("lm_head", cfg.vocab_size, h)?)
         };
-        Ok(ModelWeights { embed_tokens, layers, norm, lm_head })
+        Ok(ModelWeights {
+            embed_tokens,
+            layers,
+            norm,
+            lm_head,
+        })
     }
 }
 
@@ -113,8 +119,10 @@ struct ShardIndex {
 /// The distinct shard files of an index, in a stable order.
 fn shard_files(index: &Path) -> Result<Vec<String>> {
     let text = std::fs::read_to_string(index).map_err(|e| Error::io(index.display(), e))?;
-    let parsed: ShardIndex = serde_json::from_str(&text)
-        .map_err(|e| Error::Json { path: index.to_path_buf(), source: e })?;
+    let parsed: ShardIndex = serde_json::from_str(&text).map_err(|e| Error::Json {
+        path: index.to_path_buf(),
+        source: e,
+    })?;
     let mut files: Vec<String> = parsed.weight_map.into_values().collect();
     files.sort();
     files.dedup();
@@ -131,7 +139,8 @@ struct TensorStore {
 impl TensorStore {
     fn load_file(&mut self, path: &Path) -> Result<()> {
         let bytes = std::fs::read(path).map_err(|e| Error::io(path.display(), e))?;
-        self.load_bytes(&bytes).map_err(|e| Error::Model(format!("{}: {e}", path.display())))
+        self.load_bytes(&bytes)
+            .map_err(|e| Error::Model(format!("{}: {e}", path.display())))
     }
 
     fn load_bytes(&mut self, bytes: &[u8]) -> Result<()> {
@@ -155,7 +164,9 @@ impl TensorStore {
             .remove(name)
             .ok_or_else(|| Error::Model(format!("tensor {name} missing from checkpoint")))?;
         if found != shape {
-            return Err(Error::Model(format!("tensor {name} has shape {found:?}, config implies {shape:?}")));
+            return Err(Error::Model(format!(
+                "tensor {name} has shape {found:?}, config implies {shape:?}"
+            )));
         }
         Ok(data)
     }
@@ -169,7 +180,11 @@ impl TensorStore {
     fn linear(&mut self, prefix: &str, out_features: usize, in_features: usize) -> Result<Linear> {
         let weight = self.take(&format!("{prefix}.weight"), &[out_features, in_features])?;
         let bias_name = format!("{prefix}.bias");
-        let bias = if self.contains(&bias_name) { Some(self.vector(&bias_name, out_features)?) } else { None };
+        let bias = if self.contains(&bias_name) {
+            Some(self.vector(&bias_name, out_features)?)
+        } else {
+            None
+        };
         Linear::new(weight, bias, out_features, in_features)
     }
 }
@@ -178,14 +193,23 @@ impl TensorStore {
 /// file need not be 4-byte aligned, so values are decoded, not reinterpreted.
 fn to_f32(dtype: Dtype, bytes: &[u8]) -> Result<Vec<f32>> {
     let values = match dtype {
-        Dtype::F32 => bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect(),
-        Dtype::F16 => {
-            bytes.chunks_exact(2).map(|b| half::f16::from_le_bytes([b[0], b[1]]).to_f32()).collect()
+        Dtype::F32 => bytes
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            .collect(),
+        Dtype::F16 => bytes
+            .chunks_exact(2)
+            .map(|b| half::f16::from_le_bytes([b[0], b[1]]).to_f32())
+            .collect(),
+        Dtype::BF16 => bytes
+            .chunks_exact(2)
+            .map(|b| half::bf16::from_le_bytes([b[0], b[1]]).to_f32())
+            .collect(),
+        other => {
+            return Err(Error::Model(format!(
+                "unsupported dtype {other:?} (expected F32, F16 or BF16)"
+            )))
         }
-        Dtype::BF16 => {
-            bytes.chunks_exact(2).map(|b| half::bf16::from_le_bytes([b[0], b[1]]).to_f32()).collect()
-        }
-        other => return Err(Error::Model(format!("unsupported dtype {other:?} (expected F32, F16 or BF16)"))),
     };
     Ok(values)
 }
@@ -199,7 +223,10 @@ mod tests {
         // 1.5 in f16 is 0x3E00, in bf16 0x3FC0 (little-endian on disk).
         assert_eq!(to_f32(Dtype::F16, &[0x00, 0x3E]).unwrap(), vec![1.5]);
         assert_eq!(to_f32(Dtype::BF16, &[0xC0, 0x3F]).unwrap(), vec![1.5]);
-        assert_eq!(to_f32(Dtype::F32, &1.5f32.to_le_bytes()).unwrap(), vec![1.5]);
+        assert_eq!(
+            to_f32(Dtype::F32, &1.5f32.to_le_bytes()).unwrap(),
+            vec![1.5]
+        );
     }
 
     #[test]
