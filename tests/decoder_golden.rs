@@ -221,6 +221,40 @@ fn cli_decode_json_matches_golden_case_0() {
     );
 }
 
+#[derive(Deserialize)]
+struct ScoreJson {
+    input_ids: Vec<u32>,
+    continuation_ids: Vec<u32>,
+    logprobs: Vec<f64>,
+    p_eos_after: f64,
+}
+
+#[test]
+fn cli_score_json_matches_golden_teacher_forced_logprobs() {
+    let golden = golden();
+    let case = &golden.cases[2];
+    let continuation = format!("{}</s>", case.greedy_text);
+    let output = Command::new(env!("CARGO_BIN_EXE_tokscope"))
+        .arg("score")
+        .arg("--model")
+        .arg(model_dir())
+        .args(["--prompt", &case.prompt, "--continuation", &continuation, "--json"])
+        .output()
+        .expect("tokscope runs");
+    assert!(
+        output.status.success(),
+        "stderr: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let json: ScoreJson =
+        serde_json::from_slice(&output.stdout).expect("score --json prints one JSON object");
+    assert_eq!(json.input_ids, case.input_ids);
+    assert_eq!(json.continuation_ids, case.greedy_ids);
+    assert_close("logprobs", json.logprobs, &case.teacher_forced_logprobs);
+    let p_eos_after = case.p_eos_before_each_greedy_token[case.greedy_ids.len()];
+    assert_close("p_eos_after", [json.p_eos_after], &[p_eos_after]);
+}
+
 #[test]
 fn cli_decode_on_cuda_without_the_feature_explains_the_fix() {
     if cfg!(feature = "cuda") {
