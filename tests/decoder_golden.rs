@@ -238,7 +238,13 @@ fn cli_score_json_matches_golden_teacher_forced_logprobs() {
         .arg("score")
         .arg("--model")
         .arg(model_dir())
-        .args(["--prompt", &case.prompt, "--continuation", &continuation, "--json"])
+        .args([
+            "--prompt",
+            &case.prompt,
+            "--continuation",
+            &continuation,
+            "--json",
+        ])
         .output()
         .expect("tokscope runs");
     assert!(
