@@ -8,7 +8,10 @@ use std::path::PathBuf;
 use std::process::Command;
 
 use serde::Deserialize;
-use tokscope::replay::{DeviceRequest, ForwardOptions, LogitsFor, ReplayModel};
+use tokscope::replay::{
+    DeviceRequest, EmbeddingNoise, ForwardOptions, HiddenPatch, Intervention, LogitsFor,
+    ReplayModel,
+};
 
 const TOLERANCE: f64 = 1e-4;
 const MAX_NEW_TOKENS: usize = 40;
@@ -36,6 +39,12 @@ struct GoldenCase {
 struct CausalTrace {
     case: usize,
     input_ids: Vec<u32>,
+    subject_positions: Vec<usize>,
+    noise: Vec<Vec<f32>>,
+    target_id: u32,
+    p_clean: f64,
+    p_corrupt: f64,
+    p_restored_layer_position: Vec<Vec<f64>>,
     hidden_states_clean: Vec<Vec<Vec<f64>>>,
 }
 
@@ -178,6 +187,68 @@ fn hidden_states_match_golden_residual_stream_after_each_layer() {
                 want,
             );
         }
+    }
+}
+
+/// The intervention hooks reproduce the golden causal trace: noise on the
+/// subject's embeddings, then one clean layer output restored at a time.
+#[test]
+fn interventions_reproduce_golden_causal_trace_probabilities() {
+    let replay = replay();
+    let trace = golden().causal_trace;
+    let model = &replay.model;
+    let target_probability = |intervention: Option<&Intervention>| {
+        let options = ForwardOptions {
+            intervention,
+            ..Default::default()
+        };
+        let out = model
+            .forward(&trace.input_ids, &mut model.new_cache(), options)
+            .unwrap();
+        let logp = tokscope::replay::kernels::log_softmax(&out.logits[0]);
+        logp[trace.target_id as usize].exp()
+    };
+    let clean = model
+        .forward(
+            &trace.input_ids,
+            &mut model.new_cache(),
+            ForwardOptions {
+                hidden_states: true,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    assert_close("p_clean", [target_probability(None)], &[trace.p_clean]);
+    let embedding_noise: Vec<EmbeddingNoise> = trace
+        .subject_positions
+        .iter()
+        .map(|&position| EmbeddingNoise {
+            position,
+            delta: trace.noise[position].clone(),
+        })
+        .collect();
+    let corrupted = Intervention {
+        embedding_noise: embedding_noise.clone(),
+        hidden_patches: vec![],
+    };
+    assert_close(
+        "p_corrupt",
+        [target_probability(Some(&corrupted))],
+        &[trace.p_corrupt],
+    );
+    for (layer, expected) in trace.p_restored_layer_position.iter().enumerate() {
+        let restored = (0..trace.input_ids.len()).map(|position| {
+            let patch = HiddenPatch {
+                layer,
+                position,
+                hidden: clean.hidden_states[layer + 1][position].clone(),
+            };
+            target_probability(Some(&Intervention {
+                embedding_noise: embedding_noise.clone(),
+                hidden_patches: vec![patch],
+            }))
+        });
+        assert_close(&format!("p_restored layer {layer}"), restored, expected);
     }
 }
 
