@@ -11,7 +11,7 @@ use rayon::prelude::*;
 use super::config::ModelConfig;
 use super::intervention::Intervention;
 use super::kernels::{apply_rope, rms_norm, rope_inv_freq, silu, softmax_in_place};
-use super::kv_cache::KvCache;
+use super::kv_cache::{KvCache, LayerCache};
 use super::linear::dot;
 use super::weights::{LayerWeights, ModelWeights};
 use crate::error::{Error, Result};
@@ -170,7 +170,7 @@ impl LlamaModel {
         x: &mut [f32],
         n: usize,
         start: usize,
-        cache: &mut super::kv_cache::LayerCache,
+        cache: &mut LayerCache,
     ) {
         let cfg = &self.config;
         let (hd, qw, kvw) = (cfg.head_dim, cfg.q_width(), cfg.kv_width());
