@@ -27,7 +27,7 @@ fn matrix(out: usize, inp: usize, seed: &mut u32) -> Linear {
     Linear::new(data, None, out, inp).expect("shape matches")
 }
 
-fn main() -> anyhow::Result<()> {
+fn main() -> tokscope::Result<()> {
     let (hidden, layers, prompt_len, new_tokens) =
         (arg(1, 1024), arg(2, 8), arg(3, 128), arg(4, 32));
     let heads = hidden / 64;
