@@ -4,7 +4,8 @@
 //! object-store URLs) into Arrow batches with the canonical schema of
 //! [`schema`], derives the analytic columns once ([`derive`]) and writes a
 //! Parquet [`dataset`]; [`engine`] registers that dataset and tokscope's UDFs
-//! in a DataFusion `SessionContext` for SQL jobs and ad-hoc queries.
+//! in a DataFusion `SessionContext` for SQL jobs and ad-hoc queries;
+//! [`replay`] runs suspect prompts through a real Llama-family decoder.
 //! See `docs/ARCHITECTURE.md` for the whole map.
 
 pub mod dataset;
@@ -16,6 +17,7 @@ pub mod generate;
 pub mod ingest;
 pub mod jobs;
 pub mod record;
+pub mod replay;
 pub mod samples;
 pub mod schema;
 pub mod store;

@@ -31,6 +31,10 @@ enum Command {
     Run(RunArgs),
     /// Write realistic synthetic access logs.
     Generate(GenerateArgs),
+    /// Greedy-decode a prompt with a local Llama-family model.
+    Decode(tokscope::replay::cli::DecodeArgs),
+    /// Teacher-forced log-probabilities of a continuation after a prompt.
+    Score(tokscope::replay::cli::ScoreArgs),
 }
 
 #[derive(Args)]
@@ -241,6 +245,8 @@ fn main() -> anyhow::Result<()> {
             generate::generate(&opts, &mut out)?;
             out.flush()?;
         }
+        Command::Decode(args) => tokscope::replay::cli::run_decode(&args, &mut std::io::stdout().lock())?,
+        Command::Score(args) => tokscope::replay::cli::run_score(&args, &mut std::io::stdout().lock())?,
     }
     Ok(())
 }

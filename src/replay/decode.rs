@@ -1,0 +1,148 @@
+//! What tokscope asks of a replayed model: the greedy continuation of a
+//! prompt with the stop probability along the way, and teacher-forced
+//! log-probabilities of a logged continuation.
+
+use super::kernels::log_softmax;
+use super::model::{ForwardOptions, LlamaModel, LogitsFor};
+use crate::error::{Error, Result};
+
+/// The greedy continuation of one prompt.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GreedyDecode {
+    /// Generated ids; the last one is an EOS id when [`Self::ended_with_eos`].
+    pub greedy_ids: Vec<u32>,
+    /// Whether decoding stopped on EOS rather than on the token budget.
+    pub ended_with_eos: bool,
+    /// `p_eos[i]`: probability of EOS given the prompt and `greedy_ids[..i]`.
+    /// One entry more than `greedy_ids`: the last is P(EOS) after the final
+    /// token (after the EOS itself, when decoding stopped there).
+    pub p_eos: Vec<f64>,
+    /// Logits at the last prompt position (the distribution of the first new token).
+    pub last_prompt_logits: Vec<f32>,
+}
+
+/// Teacher-forced scores of a continuation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ContinuationScore {
+    /// `logprobs[j]`: natural log-probability of continuation token `j` given
+    /// the prompt and the continuation tokens before it.
+    pub logprobs: Vec<f64>,
+    /// Probability of EOS right after the whole continuation.
+    pub p_eos_after: f64,
+}
+
+/// Decodes greedily from `prompt_ids` until an EOS id or `max_new_tokens` tokens.
+/// The prompt is prefilled in one batched pass; each new token is one cached step.
+pub fn greedy_decode(
+    model: &LlamaModel,
+    prompt_ids: &[u32],
+    max_new_tokens: usize,
+) -> Result<GreedyDecode> {
+    let eos = &model.config().eos_token_ids;
+    let mut cache = model.new_cache();
+    let mut logits = last_logits(
+        model
+            .forward(prompt_ids, &mut cache, ForwardOptions::default())?
+            .logits,
+    )?;
+    let last_prompt_logits = logits.clone();
+    let (mut greedy_ids, mut p_eos, mut ended_with_eos) = (Vec::new(), Vec::new(), false);
+    loop {
+        p_eos.push(eos_probability(&logits, eos));
+        if ended_with_eos || greedy_ids.len() == max_new_tokens {
+            break;
+        }
+        let next = argmax(&logits);
+        greedy_ids.push(next);
+        ended_with_eos = eos.contains(&next);
+        // Run even the EOS (or last budgeted) token: its P(EOS) is the final entry.
+        logits = last_logits(
+            model
+                .forward(&[next], &mut cache, ForwardOptions::default())?
+                .logits,
+        )?;
+    }
+    Ok(GreedyDecode {
+        greedy_ids,
+        ended_with_eos,
+        p_eos,
+        last_prompt_logits,
+    })
+}
+
+/// Scores `continuation_ids` after `prompt_ids` by teacher forcing: the prompt
+/// is prefilled, then the whole continuation runs in one pass with logits at
+/// every position.
+pub fn score_continuation(
+    model: &LlamaModel,
+    prompt_ids: &[u32],
+    continuation_ids: &[u32],
+) -> Result<ContinuationScore> {
+    let eos = &model.config().eos_token_ids;
+    let mut cache = model.new_cache();
+    let mut rows = model
+        .forward(prompt_ids, &mut cache, ForwardOptions::default())?
+        .logits;
+    if !continuation_ids.is_empty() {
+        let options = ForwardOptions {
+            logits: LogitsFor::AllPositions,
+            ..Default::default()
+        };
+        rows.extend(model.forward(continuation_ids, &mut cache, options)?.logits);
+    }
+    // rows[j] predicts continuation token j; the extra last row predicts what follows.
+    let logprobs = continuation_ids
+        .iter()
+        .zip(&rows)
+        .map(|(&id, row)| log_softmax(row)[id as usize])
+        .collect();
+    let p_eos_after = eos_probability(&last_logits(rows)?, eos);
+    Ok(ContinuationScore {
+        logprobs,
+        p_eos_after,
+    })
+}
+
+/// Probability that the next token is any of the EOS ids (their softmax mass summed:
+/// chat models with several stop tokens stop on each).
+pub fn eos_probability(logits: &[f32], eos_ids: &[u32]) -> f64 {
+    let logp = log_softmax(logits);
+    eos_ids
+        .iter()
+        .filter_map(|&id| logp.get(id as usize))
+        .map(|lp| lp.exp())
+        .sum()
+}
+
+/// Index of the largest logit; the first one on ties, as `torch.argmax` does.
+pub fn argmax(logits: &[f32]) -> u32 {
+    let mut best = 0;
+    for (i, &v) in logits.iter().enumerate() {
+        if v > logits[best] {
+            best = i;
+        }
+    }
+    best as u32
+}
+
+fn last_logits(mut rows: Vec<Vec<f32>>) -> Result<Vec<f32>> {
+    rows.pop()
+        .ok_or_else(|| Error::Model("forward pass returned no logits".into()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn argmax_prefers_the_first_of_equal_maxima() {
+        assert_eq!(argmax(&[0.0, 3.0, 1.0, 3.0]), 1);
+    }
+
+    #[test]
+    fn eos_probability_sums_every_stop_token() {
+        // Four equal logits: each token has probability 1/4.
+        let p = eos_probability(&[1.0, 1.0, 1.0, 1.0], &[1, 3]);
+        assert!((p - 0.5).abs() < 1e-12);
+    }
+}

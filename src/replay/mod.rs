@@ -1,0 +1,84 @@
+//! Replay: run logged prompts through a real Llama-family decoder on the CPU
+//! to get what the model itself says about them: greedy continuations, the
+//! probability of stopping (EOS) at each step, and teacher-forced
+//! log-probabilities of logged completions.
+//!
+//! The pipeline is `config` (shape) + `weights` (safetensors to f32) ->
+//! [`LlamaModel`] (forward pass with KV cache, optional hidden states and
+//! [`Intervention`]s for causal tracing) -> `decode` (greedy, scoring), with
+//! [`PromptTokenizer`] at both ends. [`ReplayModel`] bundles a model and its
+//! tokenizer; `cli` holds the `decode` and `score` commands.
+//!
+//! ```no_run
+//! use tokscope::replay::{DeviceRequest, ReplayModel};
+//! let replay = ReplayModel::load("models/tiny-stories-a".as_ref(), DeviceRequest::Auto)?;
+//! let (prompt_ids, greedy) = replay.greedy("Once upon a time,", 40)?;
+//! println!("{} -> {}", prompt_ids.len(), replay.tokenizer.decode(&greedy.greedy_ids)?);
+//! # Ok::<(), tokscope::Error>(())
+//! ```
+
+pub mod cli;
+pub mod config;
+pub mod decode;
+pub mod device;
+pub mod intervention;
+pub mod kernels;
+pub mod kv_cache;
+pub mod linear;
+pub mod model;
+pub mod tokenizer;
+pub mod weights;
+
+use std::path::Path;
+
+pub use config::ModelConfig;
+pub use decode::{greedy_decode, score_continuation, ContinuationScore, GreedyDecode};
+pub use device::{Device, DeviceRequest};
+pub use intervention::{EmbeddingNoise, HiddenPatch, Intervention};
+pub use kv_cache::KvCache;
+pub use model::{ForwardOptions, ForwardOutput, LlamaModel, LogitsFor};
+pub use tokenizer::PromptTokenizer;
+
+use crate::error::Result;
+
+/// A model directory loaded for replay: the decoder and its tokenizer.
+#[derive(Debug)]
+pub struct ReplayModel {
+    /// The forward pass.
+    pub model: LlamaModel,
+    /// The model's tokenizer, with its BOS convention.
+    pub tokenizer: PromptTokenizer,
+}
+
+impl ReplayModel {
+    /// Loads `config.json`, the safetensors weights and `tokenizer.json` from
+    /// `dir`, after checking that `device` is available in this build.
+    pub fn load(dir: &Path, device: DeviceRequest) -> Result<Self> {
+        match device.resolve()? {
+            Device::Cpu => {}
+        }
+        let model = LlamaModel::from_dir(dir)?;
+        let tokenizer = PromptTokenizer::from_dir(dir, model.config().bos_token_id)?;
+        Ok(ReplayModel { model, tokenizer })
+    }
+
+    /// Tokenizes `prompt` (BOS first) and decodes greedily; returns the prompt ids too.
+    pub fn greedy(&self, prompt: &str, max_new_tokens: usize) -> Result<(Vec<u32>, GreedyDecode)> {
+        let prompt_ids = self.tokenizer.encode_prompt(prompt)?;
+        let decoded = greedy_decode(&self.model, &prompt_ids, max_new_tokens)?;
+        Ok((prompt_ids, decoded))
+    }
+
+    /// Tokenizes `prompt` (BOS first) and `continuation` (no BOS; special tokens such
+    /// as `</s>` recognised) and scores the continuation; returns both id lists too.
+    pub fn score(
+        &self,
+        prompt: &str,
+        continuation: &str,
+    ) -> Result<(Vec<u32>, Vec<u32>, ContinuationScore)> {
+        let prompt_ids = self.tokenizer.encode_prompt(prompt)?;
+        let continuation_ids = self.tokenizer.encode_continuation(continuation)?;
+        let scored = score_continuation(&self.model, &prompt_ids, &continuation_ids)?;
+        Ok((prompt_ids, continuation_ids, scored))
+    }
+}

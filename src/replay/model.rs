@@ -1,0 +1,556 @@
+//! The Llama-family forward pass on the CPU: embeddings, `L` decoder layers
+//! (RMSNorm, grouped-query attention with RoPE, SwiGLU MLP, residual adds),
+//! final norm and output projection. One entry point handles both a batched
+//! prefill of a whole prompt and the one-token steps of decoding, because both
+//! are "run these new positions against the cache".
+
+use std::path::Path;
+
+use rayon::prelude::*;
+
+use super::config::ModelConfig;
+use super::intervention::Intervention;
+use super::kernels::{apply_rope, rms_norm, rope_inv_freq, silu, softmax_in_place};
+use super::kv_cache::{KvCache, LayerCache};
+use super::linear::dot;
+use super::weights::{LayerWeights, ModelWeights};
+use crate::error::{Error, Result};
+
+/// Below this many (query, key) dot products attention runs on the calling thread.
+const PARALLEL_MIN_ATTENTION_PAIRS: usize = 4096;
+
+/// Which positions of a forward pass get logits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LogitsFor {
+    /// Only the last new position: all that decoding needs, and it skips
+    /// a `[positions, vocab]` projection that dominates long prefills.
+    #[default]
+    LastPosition,
+    /// Every new position, for scoring and comparisons.
+    AllPositions,
+}
+
+/// What a forward pass should compute besides the cache update.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ForwardOptions<'a> {
+    /// Positions that get logits.
+    pub logits: LogitsFor,
+    /// Also return the residual stream after each layer.
+    pub hidden_states: bool,
+    /// Edits to the residual stream (causal tracing); `None` for a clean run.
+    pub intervention: Option<&'a Intervention>,
+}
+
+/// The result of one forward pass over `n` new positions.
+#[derive(Debug, Clone)]
+pub struct ForwardOutput {
+    /// One vocab-size row per requested position ([`LogitsFor`]).
+    pub logits: Vec<Vec<f32>>,
+    /// With [`ForwardOptions::hidden_states`]: `hidden_states[k][i]` is the
+    /// residual stream of new position `i` after `k` layers (`k = 0`: the
+    /// embeddings, after any noise), before the final norm. Empty otherwise.
+    pub hidden_states: Vec<Vec<Vec<f32>>>,
+}
+
+/// A loaded Llama-family causal language model.
+#[derive(Debug, Clone)]
+pub struct LlamaModel {
+    config: ModelConfig,
+    weights: ModelWeights,
+    inv_freq: Vec<f32>,
+}
+
+impl LlamaModel {
+    /// Loads `config.json` and the safetensors weights of a model directory.
+    pub fn from_dir(dir: &Path) -> Result<Self> {
+        let config = ModelConfig::from_dir(dir)?;
+        let weights = ModelWeights::from_dir(dir, &config)?;
+        Ok(Self::new(config, weights))
+    }
+
+    /// Assembles a model from parts already loaded (the loader checks shapes against the config).
+    pub fn new(config: ModelConfig, weights: ModelWeights) -> Self {
+        let inv_freq = rope_inv_freq(config.rope_theta, config.head_dim);
+        LlamaModel {
+            config,
+            weights,
+            inv_freq,
+        }
+    }
+
+    /// The model's hyper-parameters.
+    pub fn config(&self) -> &ModelConfig {
+        &self.config
+    }
+
+    /// An empty key/value cache for one sequence.
+    pub fn new_cache(&self) -> KvCache {
+        KvCache::new(&self.config)
+    }
+
+    /// Runs `tokens` at the positions following those in `cache`, appends
+    /// their keys and values to it, and returns what `options` asks for.
+    pub fn forward(
+        &self,
+        tokens: &[u32],
+        cache: &mut KvCache,
+        options: ForwardOptions<'_>,
+    ) -> Result<ForwardOutput> {
+        let cfg = &self.config;
+        let (h, n, start) = (cfg.hidden_size, tokens.len(), cache.len());
+        if n == 0 {
+            return Err(Error::Model("forward pass over zero tokens".into()));
+        }
+        if start + n > cfg.max_position_embeddings {
+            return Err(Error::Model(format!(
+                "sequence of {} tokens exceeds max_position_embeddings {}",
+                start + n,
+                cfg.max_position_embeddings
+            )));
+        }
+        if !cache.fits(cfg) {
+            return Err(Error::Model(
+                "KV cache was made for a model of another shape".into(),
+            ));
+        }
+        if let Some(intervention) = options.intervention {
+            intervention.validate(h, cfg.num_hidden_layers)?;
+        }
+
+        let mut x = Vec::with_capacity(n * h);
+        for &t in tokens {
+            if t as usize >= cfg.vocab_size {
+                return Err(Error::Model(format!(
+                    "token id {t} is outside the vocabulary of {}",
+                    cfg.vocab_size
+                )));
+            }
+            x.extend_from_slice(self.weights.embed_tokens.row(t as usize));
+        }
+        if let Some(intervention) = options.intervention {
+            intervention.add_embedding_noise(&mut x, start, h);
+        }
+        let mut hidden_states = Vec::new();
+        if options.hidden_states {
+            hidden_states.push(split_rows(&x, h));
+        }
+
+        for (l, layer) in self.weights.layers.iter().enumerate() {
+            self.attention_block(layer, &mut x, n, start, &mut cache.layers[l]);
+            self.mlp_block(layer, &mut x, n);
+            if let Some(intervention) = options.intervention {
+                intervention.patch_layer_output(l, &mut x, start, h);
+            }
+            if options.hidden_states {
+                hidden_states.push(split_rows(&x, h));
+            }
+        }
+        cache.advance(n);
+
+        let rows = match options.logits {
+            LogitsFor::LastPosition => &x[(n - 1) * h..],
+            LogitsFor::AllPositions => &x[..],
+        };
+        let normed = rms_norm(rows, &self.weights.norm, cfg.rms_norm_eps);
+        let head = self.weights.output_projection();
+        let logits = split_rows(
+            &head.forward(&normed, normed.len() / h),
+            head.out_features(),
+        );
+        Ok(ForwardOutput {
+            logits,
+            hidden_states,
+        })
+    }
+
+    /// `x += o_proj(attention(rope(q), rope(k), v))` over the cache plus the new positions.
+    fn attention_block(
+        &self,
+        layer: &LayerWeights,
+        x: &mut [f32],
+        n: usize,
+        start: usize,
+        cache: &mut LayerCache,
+    ) {
+        let cfg = &self.config;
+        let (hd, qw, kvw) = (cfg.head_dim, cfg.q_width(), cfg.kv_width());
+        let normed = rms_norm(x, &layer.input_layernorm, cfg.rms_norm_eps);
+        let mut q = layer.q_proj.forward(&normed, n);
+        let mut k = layer.k_proj.forward(&normed, n);
+        let v = layer.v_proj.forward(&normed, n);
+        for i in 0..n {
+            apply_rope(&mut q[i * qw..(i + 1) * qw], start + i, &self.inv_freq);
+            apply_rope(&mut k[i * kvw..(i + 1) * kvw], start + i, &self.inv_freq);
+        }
+        cache.keys.extend_from_slice(&k);
+        cache.values.extend_from_slice(&v);
+
+        let (keys, values) = (&cache.keys, &cache.values);
+        let (heads, group) = (cfg.num_attention_heads, cfg.group_size());
+        let scale = 1.0 / (hd as f32).sqrt();
+        let mut attn = vec![0.0f32; n * qw];
+        // One task per (new position, query head): it owns head_dim outputs.
+        let head_output = |(idx, out): (usize, &mut [f32])| {
+            let (i, head) = (idx / heads, idx % heads);
+            let query = &q[i * qw + head * hd..i * qw + (head + 1) * hd];
+            let kv_offset = (head / group) * hd;
+            // Causal mask: position start+i sees keys 0..=start+i.
+            let visible = start + i + 1;
+            let mut scores: Vec<f32> = (0..visible)
+                .map(|s| dot(query, &keys[s * kvw + kv_offset..s * kvw + kv_offset + hd]) * scale)
+                .collect();
+            softmax_in_place(&mut scores);
+            for (s, p) in scores.iter().enumerate() {
+                let value = &values[s * kvw + kv_offset..s * kvw + kv_offset + hd];
+                out.iter_mut().zip(value).for_each(|(o, v)| *o += p * v);
+            }
+        };
+        if n * heads * (start + n) < PARALLEL_MIN_ATTENTION_PAIRS {
+            attn.chunks_mut(hd).enumerate().for_each(head_output);
+        } else {
+            attn.par_chunks_mut(hd).enumerate().for_each(head_output);
+        }
+        let projected = layer.o_proj.forward(&attn, n);
+        x.iter_mut().zip(&projected).for_each(|(a, b)| *a += b);
+    }
+
+    /// `x += down(silu(gate(norm(x))) * up(norm(x)))`.
+    fn mlp_block(&self, layer: &LayerWeights, x: &mut [f32], n: usize) {
+        let normed = rms_norm(x, &layer.post_attention_layernorm, self.config.rms_norm_eps);
+        let mut gate = layer.gate_proj.forward(&normed, n);
+        let up = layer.up_proj.forward(&normed, n);
+        gate.iter_mut()
+            .zip(&up)
+            .for_each(|(g, u)| *g = silu(*g) * u);
+        let down = layer.down_proj.forward(&gate, n);
+        x.iter_mut().zip(&down).for_each(|(a, b)| *a += b);
+    }
+}
+
+fn split_rows(flat: &[f32], width: usize) -> Vec<Vec<f32>> {
+    flat.chunks_exact(width).map(<[f32]>::to_vec).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::replay::intervention::{EmbeddingNoise, HiddenPatch};
+    use safetensors::tensor::TensorView;
+    use safetensors::Dtype;
+
+    const HIDDEN: usize = 8;
+    const INTERMEDIATE: usize = 12;
+    const VOCAB: usize = 11;
+    const KV_WIDTH: usize = 4; // 1 kv head of width 4, shared by 2 query heads
+
+    /// Deterministic values in [-0.5, 0.5) (xorshift), so tests need no fixtures.
+    fn pseudo_random(len: usize, seed: &mut u64) -> Vec<f32> {
+        (0..len)
+            .map(|_| {
+                *seed ^= *seed << 13;
+                *seed ^= *seed >> 7;
+                *seed ^= *seed << 17;
+                (*seed % 10_000) as f32 / 10_000.0 - 0.5
+            })
+            .collect()
+    }
+
+    /// How the tiny checkpoint is stored on disk.
+    #[derive(Clone, Copy)]
+    enum Storage {
+        /// One `model.safetensors`, f32.
+        SingleF32,
+        /// Two bf16 shards named by `model.safetensors.index.json`.
+        ShardedBf16,
+    }
+
+    /// Writes a 1-layer, hidden-8, 2-head, 1-kv-head model with tied embeddings
+    /// (no `lm_head.weight` in the file) into `dir`. Weights are rounded to bf16
+    /// values so every storage holds exactly the same numbers.
+    fn write_tiny_tied_model(dir: &Path, storage: Storage) {
+        let config = format!(
+            r#"{{"hidden_size": {HIDDEN}, "intermediate_size": {INTERMEDIATE}, "num_hidden_layers": 1,
+               "num_attention_heads": 2, "num_key_value_heads": 1, "vocab_size": {VOCAB},
+               "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "bos_token_id": 1, "eos_token_id": 2,
+               "tie_word_embeddings": true, "max_position_embeddings": 32}}"#
+        );
+        std::fs::write(dir.join("config.json"), config).unwrap();
+        let shapes: Vec<(&str, Vec<usize>)> = vec![
+            ("model.embed_tokens.weight", vec![VOCAB, HIDDEN]),
+            ("model.layers.0.input_layernorm.weight", vec![HIDDEN]),
+            (
+                "model.layers.0.self_attn.q_proj.weight",
+                vec![HIDDEN, HIDDEN],
+            ),
+            (
+                "model.layers.0.self_attn.k_proj.weight",
+                vec![KV_WIDTH, HIDDEN],
+            ),
+            (
+                "model.layers.0.self_attn.v_proj.weight",
+                vec![KV_WIDTH, HIDDEN],
+            ),
+            (
+                "model.layers.0.self_attn.o_proj.weight",
+                vec![HIDDEN, HIDDEN],
+            ),
+            (
+                "model.layers.0.post_attention_layernorm.weight",
+                vec![HIDDEN],
+            ),
+            (
+                "model.layers.0.mlp.gate_proj.weight",
+                vec![INTERMEDIATE, HIDDEN],
+            ),
+            (
+                "model.layers.0.mlp.up_proj.weight",
+                vec![INTERMEDIATE, HIDDEN],
+            ),
+            (
+                "model.layers.0.mlp.down_proj.weight",
+                vec![HIDDEN, INTERMEDIATE],
+            ),
+            ("model.norm.weight", vec![HIDDEN]),
+        ];
+        let mut seed = 0x9E37_79B9_7F4A_7C15;
+        let (dtype, bytes): (Dtype, Vec<Vec<u8>>) = {
+            let values = shapes.iter().map(|(_, shape)| {
+                // Scale 2 so attention and the MLP do visibly non-linear things.
+                let v = pseudo_random(shape.iter().product(), &mut seed);
+                v.into_iter()
+                    .map(|x| half::bf16::from_f32(2.0 * x))
+                    .collect::<Vec<_>>()
+            });
+            match storage {
+                Storage::SingleF32 => (
+                    Dtype::F32,
+                    values
+                        .map(|v| v.iter().flat_map(|x| x.to_f32().to_le_bytes()).collect())
+                        .collect(),
+                ),
+                Storage::ShardedBf16 => (
+                    Dtype::BF16,
+                    values
+                        .map(|v| v.iter().flat_map(|x| x.to_le_bytes()).collect())
+                        .collect(),
+                ),
+            }
+        };
+        let views: Vec<(&str, TensorView<'_>)> = shapes
+            .iter()
+            .zip(&bytes)
+            .map(|((name, shape), data)| {
+                (*name, TensorView::new(dtype, shape.clone(), data).unwrap())
+            })
+            .collect();
+        match storage {
+            Storage::SingleF32 => {
+                safetensors::serialize_to_file(views, None, &dir.join("model.safetensors"))
+                    .unwrap();
+            }
+            Storage::ShardedBf16 => {
+                // Embeddings and the layer in one shard, the final norm in the other.
+                let (first, second) = views.split_at(views.len() - 1);
+                let mut weight_map = serde_json::Map::new();
+                for (file, part) in [
+                    ("model-00001-of-00002.safetensors", first),
+                    ("model-00002-of-00002.safetensors", second),
+                ] {
+                    for (name, _) in part {
+                        weight_map.insert(name.to_string(), file.into());
+                    }
+                    safetensors::serialize_to_file(part.iter().cloned(), None, &dir.join(file))
+                        .unwrap();
+                }
+                let index = serde_json::json!({ "metadata": {}, "weight_map": weight_map });
+                std::fs::write(dir.join("model.safetensors.index.json"), index.to_string())
+                    .unwrap();
+            }
+        }
+    }
+
+    fn tiny_model_stored(storage: Storage) -> LlamaModel {
+        let dir = tempfile::tempdir().unwrap();
+        write_tiny_tied_model(dir.path(), storage);
+        LlamaModel::from_dir(dir.path()).unwrap()
+    }
+
+    fn tiny_model() -> LlamaModel {
+        tiny_model_stored(Storage::SingleF32)
+    }
+
+    fn all_logits(model: &LlamaModel, tokens: &[u32]) -> Vec<Vec<f32>> {
+        let options = ForwardOptions {
+            logits: LogitsFor::AllPositions,
+            ..Default::default()
+        };
+        model
+            .forward(tokens, &mut model.new_cache(), options)
+            .unwrap()
+            .logits
+    }
+
+    fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
+        a.iter()
+            .zip(b)
+            .map(|(x, y)| (x - y).abs())
+            .fold(0.0, f32::max)
+    }
+
+    const TOKENS: [u32; 6] = [1, 5, 9, 3, 10, 4];
+
+    #[test]
+    fn tied_checkpoint_uses_embeddings_as_output_projection() {
+        let model = tiny_model();
+        assert!(model.config.tie_word_embeddings);
+        assert!(model.weights.lm_head.is_none());
+        assert!(std::ptr::eq(
+            model.weights.output_projection(),
+            &model.weights.embed_tokens
+        ));
+    }
+
+    #[test]
+    fn sharded_bf16_checkpoint_loads_the_same_model() {
+        let single = tiny_model();
+        let sharded = tiny_model_stored(Storage::ShardedBf16);
+        assert!(sharded.weights.lm_head.is_none());
+        assert_eq!(all_logits(&sharded, &TOKENS), all_logits(&single, &TOKENS));
+    }
+
+    #[test]
+    fn cached_incremental_decode_equals_full_recompute() {
+        let model = tiny_model();
+        let full = all_logits(&model, &TOKENS);
+        // Prefill two tokens, then feed the rest one at a time through the cache.
+        let mut cache = model.new_cache();
+        let mut stepped = model
+            .forward(&TOKENS[..2], &mut cache, ForwardOptions::default())
+            .unwrap()
+            .logits;
+        for &t in &TOKENS[2..] {
+            stepped.extend(
+                model
+                    .forward(&[t], &mut cache, ForwardOptions::default())
+                    .unwrap()
+                    .logits,
+            );
+        }
+        assert_eq!(cache.len(), TOKENS.len());
+        for (i, row) in stepped.iter().enumerate() {
+            let d = max_abs_diff(row, &full[i + 1]);
+            assert!(d < 1e-5, "position {}: max diff {d}", i + 1);
+        }
+    }
+
+    #[test]
+    fn truncated_cache_recomputes_the_same_logits() {
+        let model = tiny_model();
+        let mut cache = model.new_cache();
+        let first = model
+            .forward(&TOKENS, &mut cache, ForwardOptions::default())
+            .unwrap()
+            .logits;
+        cache.truncate(4);
+        let again = model
+            .forward(&TOKENS[4..], &mut cache, ForwardOptions::default())
+            .unwrap()
+            .logits;
+        assert!(max_abs_diff(&first[0], &again[0]) < 1e-6);
+    }
+
+    #[test]
+    fn hidden_states_hold_embeddings_then_each_layer_output() {
+        let model = tiny_model();
+        let options = ForwardOptions {
+            hidden_states: true,
+            ..Default::default()
+        };
+        let out = model
+            .forward(&TOKENS, &mut model.new_cache(), options)
+            .unwrap();
+        assert_eq!(out.hidden_states.len(), 2);
+        assert_eq!(
+            out.hidden_states[0][2],
+            model.weights.embed_tokens.row(TOKENS[2] as usize)
+        );
+        // Final norm + output projection of the last layer's output gives the logits.
+        let last = &out.hidden_states[1][TOKENS.len() - 1];
+        let normed = rms_norm(last, &model.weights.norm, model.config.rms_norm_eps);
+        let logits = model.weights.output_projection().forward(&normed, 1);
+        assert!(max_abs_diff(&logits, &out.logits[0]) < 1e-6);
+    }
+
+    #[test]
+    fn restoring_clean_layer_output_undoes_embedding_noise_at_that_position() {
+        let model = tiny_model();
+        let clean_options = ForwardOptions {
+            hidden_states: true,
+            ..Default::default()
+        };
+        let clean = model
+            .forward(&TOKENS[..2], &mut model.new_cache(), clean_options)
+            .unwrap();
+        let noise = vec![EmbeddingNoise {
+            position: 1,
+            delta: vec![1.0; HIDDEN],
+        }];
+        let corrupted = Intervention {
+            embedding_noise: noise.clone(),
+            hidden_patches: vec![],
+        };
+        let run = |iv: &Intervention| {
+            let options = ForwardOptions {
+                intervention: Some(iv),
+                ..Default::default()
+            };
+            model
+                .forward(&TOKENS[..2], &mut model.new_cache(), options)
+                .unwrap()
+                .logits
+        };
+        assert!(max_abs_diff(&run(&corrupted)[0], &clean.logits[0]) > 1e-3);
+        // Position 0 is untouched by the noise, so restoring layer 0 at position 1 restores everything.
+        let restored = Intervention {
+            embedding_noise: noise,
+            hidden_patches: vec![HiddenPatch {
+                layer: 0,
+                position: 1,
+                hidden: clean.hidden_states[1][1].clone(),
+            }],
+        };
+        assert!(max_abs_diff(&run(&restored)[0], &clean.logits[0]) < 1e-6);
+    }
+
+    #[test]
+    fn out_of_vocabulary_token_is_an_error_not_a_panic() {
+        let model = tiny_model();
+        assert!(model
+            .forward(
+                &[VOCAB as u32],
+                &mut model.new_cache(),
+                ForwardOptions::default()
+            )
+            .is_err());
+    }
+
+    #[test]
+    fn patch_for_a_missing_layer_is_refused() {
+        let model = tiny_model();
+        let bad = Intervention {
+            embedding_noise: vec![],
+            hidden_patches: vec![HiddenPatch {
+                layer: 1,
+                position: 0,
+                hidden: vec![0.0; HIDDEN],
+            }],
+        };
+        let options = ForwardOptions {
+            intervention: Some(&bad),
+            ..Default::default()
+        };
+        assert!(model
+            .forward(&TOKENS, &mut model.new_cache(), options)
+            .is_err());
+    }
+}

@@ -1,0 +1,68 @@
+//! Text to token ids and back, through the model's own `tokenizer.json`, so
+//! replayed prompts see exactly the ids the serving stack would have fed.
+
+use std::path::Path;
+
+use crate::error::{Error, Result};
+
+/// A Hugging Face tokenizer plus the BOS convention of its model.
+pub struct PromptTokenizer {
+    inner: tokenizers::Tokenizer,
+    bos_token_id: Option<u32>,
+}
+
+impl std::fmt::Debug for PromptTokenizer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PromptTokenizer")
+            .field("bos_token_id", &self.bos_token_id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PromptTokenizer {
+    /// Loads `tokenizer.json` from a model directory; `bos_token_id` comes from the model config.
+    pub fn from_dir(dir: &Path, bos_token_id: Option<u32>) -> Result<Self> {
+        let path = dir.join("tokenizer.json");
+        let inner = tokenizers::Tokenizer::from_file(&path)
+            .map_err(|e| Error::Model(format!("{}: {e}", path.display())))?;
+        Ok(PromptTokenizer {
+            inner,
+            bos_token_id,
+        })
+    }
+
+    /// Ids of a prompt, BOS first when the model has one. Many tokenizer.json
+    /// post-processors (like the reference model's) do not add BOS although
+    /// the model was trained with it, so it is added here unless already there.
+    /// Special tokens written in the text (`<|user|>`, `</s>`) map to their ids.
+    pub fn encode_prompt(&self, text: &str) -> Result<Vec<u32>> {
+        let mut ids = self.encode_raw(text, true)?;
+        if let Some(bos) = self.bos_token_id {
+            if ids.first() != Some(&bos) {
+                ids.insert(0, bos);
+            }
+        }
+        Ok(ids)
+    }
+
+    /// Ids of a continuation appended to a prompt: no BOS, no post-processing.
+    pub fn encode_continuation(&self, text: &str) -> Result<Vec<u32>> {
+        self.encode_raw(text, false)
+    }
+
+    fn encode_raw(&self, text: &str, add_special_tokens: bool) -> Result<Vec<u32>> {
+        let encoding = self
+            .inner
+            .encode(text, add_special_tokens)
+            .map_err(|e| Error::Model(format!("tokenizing: {e}")))?;
+        Ok(encoding.get_ids().to_vec())
+    }
+
+    /// Text of `ids` with special tokens (BOS, EOS, chat markers) left out,
+    /// like transformers' `decode(ids, skip_special_tokens=True)`.
+    pub fn decode(&self, ids: &[u32]) -> Result<String> {
+        self.inner
+            .decode(ids, true)
+            .map_err(|e| Error::Model(format!("detokenizing: {e}")))
+    }
+}
