@@ -242,6 +242,34 @@ pub fn top1_margin(logprobs: &[f64]) -> Option<f64> {
     Some(sorted[0] - sorted[1])
 }
 
+/// Problems in a request's per-token data, as `token_issues` codes
+/// (docs/metrics.md). The request is always kept; these flag what to distrust.
+pub fn token_issues(completion_tokens: i64, tokens: &[crate::record::TokenRecord<'_>]) -> Vec<&'static str> {
+    let mut issues = Vec::new();
+    if tokens.is_empty() {
+        return issues;
+    }
+    if tokens.len() as i64 != completion_tokens {
+        issues.push("token_count_mismatch");
+    }
+    let times: Vec<f64> = tokens.iter().filter_map(|t| t.emitted_ms).collect();
+    if times.windows(2).any(|w| w[1] < w[0]) {
+        issues.push("non_monotonic_token_times");
+    }
+    if tokens.iter().any(|t| t.itl_ms.is_some_and(|v| v < 0.0)) {
+        issues.push("negative_itl");
+    }
+    // A logged token (it has text) without a usable log-probability.
+    if tokens.iter().any(|t| t.token.is_some() && !t.logprob.is_some_and(f64::is_finite)) {
+        issues.push("missing_logprob");
+    }
+    let with_top = tokens.iter().filter(|t| t.top_logprobs.as_ref().is_some_and(|v| !v.is_empty())).count();
+    if with_top > 0 && with_top < tokens.len() {
+        issues.push("missing_top_logprobs");
+    }
+    issues
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -309,6 +337,24 @@ mod tests {
         assert_eq!(timing(1, Some(100.0), Some(600.0)), (None, None, Some(1000.0 / 600.0)));
         assert_eq!(timing(5, None, Some(0.0)), (None, None, None));
         assert_eq!(timing(5, Some(700.0), Some(600.0)).0, None);
+    }
+
+    #[test]
+    fn token_issue_codes() {
+        use crate::record::TokenRecord;
+        let tok = |lp: Option<f64>, t: Option<f64>, top: bool| TokenRecord {
+            token: Some("x".into()),
+            logprob: lp,
+            emitted_ms: t,
+            top_logprobs: top.then(|| vec![("a".into(), -0.1)]),
+            ..Default::default()
+        };
+        assert!(token_issues(2, &[tok(Some(-0.1), Some(10.0), true), tok(Some(-0.2), Some(20.0), true)]).is_empty());
+        assert!(token_issues(5, &[]).is_empty());
+        assert_eq!(
+            token_issues(3, &[tok(Some(-0.1), Some(30.0), true), tok(None, Some(20.0), false)]),
+            vec!["token_count_mismatch", "non_monotonic_token_times", "missing_logprob", "missing_top_logprobs"]
+        );
     }
 
     #[test]

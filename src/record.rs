@@ -56,6 +56,8 @@ pub struct RequestRecord<'a> {
     pub tokens: Vec<TokenRecord<'a>>,
     /// Unknown keys of the input object, as a compact JSON object.
     pub extra: Option<String>,
+    /// Problems found in the per-token data (the request is kept; see docs/metrics.md).
+    pub token_issues: Vec<String>,
 }
 
 /// One output token with whatever per-token data the log carries.
@@ -75,4 +77,59 @@ pub struct TokenRecord<'a> {
     pub emitted_ms: Option<f64>,
     /// Inter-token latency: time since the previous token (or arrival, for the first).
     pub itl_ms: Option<f64>,
+}
+
+fn owned<'b>(c: Cow<'_, str>) -> Cow<'b, str> {
+    Cow::Owned(c.into_owned())
+}
+
+fn owned_opt<'b>(c: Option<Cow<'_, str>>) -> Option<Cow<'b, str>> {
+    c.map(owned)
+}
+
+impl RequestRecord<'_> {
+    /// The same record with every borrowed string copied, detached from the input line.
+    pub fn into_owned(self) -> RequestRecord<'static> {
+        RequestRecord {
+            request_id: owned_opt(self.request_id),
+            ts_micros: self.ts_micros,
+            session_id: owned_opt(self.session_id),
+            model: owned(self.model),
+            model_version: owned_opt(self.model_version),
+            status: self.status,
+            prompt_tokens: self.prompt_tokens,
+            completion_tokens: self.completion_tokens,
+            cached_tokens: self.cached_tokens,
+            cache_write_tokens: self.cache_write_tokens,
+            reasoning_tokens: self.reasoning_tokens,
+            max_tokens: self.max_tokens,
+            ttft_ms: self.ttft_ms,
+            latency_ms: self.latency_ms,
+            prefill_latency_ms: self.prefill_latency_ms,
+            kv_cache_hit_ratio: self.kv_cache_hit_ratio,
+            finish_reason_raw: owned_opt(self.finish_reason_raw),
+            prompt: owned_opt(self.prompt),
+            model_output: owned_opt(self.model_output),
+            output_is_raw: self.output_is_raw,
+            last_token_special: self.last_token_special,
+            tokens: self.tokens.into_iter().map(TokenRecord::into_owned).collect(),
+            extra: self.extra,
+            token_issues: self.token_issues,
+        }
+    }
+}
+
+impl TokenRecord<'_> {
+    /// The same token with its strings copied.
+    pub fn into_owned(self) -> TokenRecord<'static> {
+        TokenRecord {
+            token: owned_opt(self.token),
+            token_bytes: self.token_bytes,
+            logprob: self.logprob,
+            top_logprobs: self.top_logprobs.map(|v| v.into_iter().map(|(t, l)| (owned(t), l)).collect()),
+            is_special: self.is_special,
+            emitted_ms: self.emitted_ms,
+            itl_ms: self.itl_ms,
+        }
+    }
 }

@@ -50,6 +50,7 @@ pub fn requests_schema() -> SchemaRef {
         Field::new("prompt", Utf8, true),
         Field::new("model_output", Utf8, true),
         Field::new("output_token_count", Int64, true),
+        Field::new("token_issues", List(Arc::new(Field::new("item", Utf8, true))), true),
         Field::new("extra", Utf8, true),
     ]))
 }

@@ -110,6 +110,7 @@ pub struct RequestsBuilder {
     prompt: StringBuilder,
     model_output: StringBuilder,
     output_token_count: Int64Builder,
+    token_issues: ListBuilder<StringBuilder>,
     extra: StringBuilder,
     days: Vec<i32>,
     tokens: TokensBuilder,
@@ -150,6 +151,7 @@ impl Default for RequestsBuilder {
             prompt: StringBuilder::new(),
             model_output: StringBuilder::new(),
             output_token_count: Int64Builder::new(),
+            token_issues: ListBuilder::new(StringBuilder::new()),
             extra: StringBuilder::new(),
             days: Vec::new(),
             tokens: TokensBuilder::default(),
@@ -222,6 +224,15 @@ impl RequestsBuilder {
         self.prompt.append_option(redact(rec.prompt.as_deref(), settings.redaction, &mut scratch));
         self.model_output.append_option(redact(rec.model_output.as_deref(), settings.redaction, &mut scratch));
         self.output_token_count.append_option((!rec.tokens.is_empty()).then_some(rec.tokens.len() as i64));
+        let derived_issues = derive::token_issues(rec.completion_tokens, &rec.tokens);
+        if rec.token_issues.is_empty() && derived_issues.is_empty() {
+            self.token_issues.append_null();
+        } else {
+            for issue in rec.token_issues.iter().map(String::as_str).chain(derived_issues) {
+                self.token_issues.values().append_value(issue);
+            }
+            self.token_issues.append(true);
+        }
         self.extra.append_option(rec.extra.as_deref());
         let day = day_of(rec.ts_micros);
         self.days.push(day);
@@ -265,6 +276,7 @@ impl RequestsBuilder {
             Arc::new(self.prompt.finish()),
             Arc::new(self.model_output.finish()),
             Arc::new(self.output_token_count.finish()),
+            Arc::new(self.token_issues.finish()),
             Arc::new(self.extra.finish()),
         ];
         let requests = RecordBatch::try_new(schema::requests_schema(), columns)?;

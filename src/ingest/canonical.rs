@@ -40,8 +40,8 @@ struct CanonicalLine<'a> {
     finish_reason: Option<Cow<'a, str>>,
     prompt: Option<Cow<'a, str>>,
     model_output: Option<Cow<'a, str>>,
-    token_times_ms: Option<Vec<f64>>,
-    decode_latency_ms: Option<Vec<f64>>,
+    token_times_ms: Option<Vec<Option<f64>>>,
+    decode_latency_ms: Option<Vec<Option<f64>>>,
     logprobs: Option<Vec<LogprobEntry<'a>>>,
     extra: Vec<(Cow<'a, str>, &'a RawValue)>,
 }
@@ -134,6 +134,8 @@ impl<'a> CanonicalLine<'a> {
         }
         let status = self.status.map(|s| fields::token_count("status", s)).transpose()?.map(|s| s as i32);
         let has_output = self.model_output.is_some();
+        let mut token_issues = Vec::new();
+        let tokens = fields::merge_token_data(self.logprobs, self.token_times_ms, self.decode_latency_ms, &mut token_issues);
         Ok(RequestRecord {
             request_id: self.request_id,
             ts_micros: ts,
@@ -156,8 +158,9 @@ impl<'a> CanonicalLine<'a> {
             model_output: self.model_output,
             output_is_raw: has_output,
             last_token_special: None,
-            tokens: fields::merge_token_data(self.logprobs, self.token_times_ms, self.decode_latency_ms),
+            tokens,
             extra: extra_json(&self.extra),
+            token_issues,
         })
     }
 }

@@ -131,6 +131,49 @@ pub fn text_or_json<'a>(raw: &'a RawValue) -> Result<Option<Cow<'a, str>>, serde
     }
 }
 
+/// Codes of the `token_issues` column (docs/metrics.md).
+pub mod issue {
+    /// The line held `NaN`/`Infinity`, read as null.
+    pub const NON_FINITE_NUMBER: &str = "non_finite_number";
+    /// The per-token arrays (logprobs, token_times_ms, decode_latency_ms) differ in length.
+    pub const ARRAY_LENGTH_MISMATCH: &str = "array_length_mismatch";
+}
+
+/// True when a line holds a bare `NaN` or `Infinity` token somewhere (cheap pre-check).
+pub fn has_non_finite_literal(line: &[u8]) -> bool {
+    memchr::memmem::find(line, b"NaN").is_some() || memchr::memmem::find(line, b"Infinity").is_some()
+}
+
+/// Replaces the bare tokens `NaN`, `Infinity`, `-Infinity` outside strings with `null`.
+pub fn null_non_finite_literals(line: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(line.len());
+    let (mut i, mut in_str, mut escaped) = (0, false, false);
+    while i < line.len() {
+        let b = line[i];
+        if in_str {
+            out.push(b);
+            match (escaped, b) {
+                (true, _) => escaped = false,
+                (false, b'\\') => escaped = true,
+                (false, b'"') => in_str = false,
+                _ => {}
+            }
+            i += 1;
+            continue;
+        }
+        let rest = &line[i..];
+        if let Some(len) = [&b"-Infinity"[..], b"Infinity", b"NaN"].iter().find(|t| rest.starts_with(t)).map(|t| t.len()) {
+            out.extend_from_slice(b"null");
+            i += len;
+            continue;
+        }
+        in_str = b == b'"';
+        out.push(b);
+        i += 1;
+    }
+    out
+}
+
 /// One alternative in an OpenAI-style `top_logprobs` list.
 #[derive(Debug, Deserialize)]
 pub struct TopLogprob<'a> {
@@ -176,21 +219,31 @@ impl<'a> LogprobEntry<'a> {
 
 /// Merges per-token logprobs with emission times and inter-token latencies
 /// (any of them may be absent) into token rows, by position.
+/// Arrays of different lengths are padded with nulls and reported in `issues`.
 pub fn merge_token_data<'a>(
     logprobs: Option<Vec<LogprobEntry<'a>>>,
-    token_times_ms: Option<Vec<f64>>,
-    decode_latency_ms: Option<Vec<f64>>,
+    token_times_ms: Option<Vec<Option<f64>>>,
+    decode_latency_ms: Option<Vec<Option<f64>>>,
+    issues: &mut Vec<String>,
 ) -> Vec<TokenRecord<'a>> {
+    let lens: Vec<usize> =
+        [logprobs.as_ref().map(Vec::len), token_times_ms.as_ref().map(Vec::len), decode_latency_ms.as_ref().map(Vec::len)]
+            .into_iter()
+            .flatten()
+            .collect();
+    if lens.windows(2).any(|w| w[0] != w[1]) {
+        issues.push(issue::ARRAY_LENGTH_MISMATCH.to_string());
+    }
     let mut tokens: Vec<TokenRecord<'a>> = logprobs.unwrap_or_default().into_iter().map(LogprobEntry::into_token).collect();
     let times = token_times_ms.unwrap_or_default();
     let itls = decode_latency_ms.unwrap_or_default();
     let n = tokens.len().max(times.len()).max(itls.len());
     tokens.resize_with(n, TokenRecord::default);
     for (i, tok) in tokens.iter_mut().enumerate() {
-        tok.emitted_ms = times.get(i).copied();
+        tok.emitted_ms = times.get(i).copied().flatten();
         tok.itl_ms = match itls.get(i) {
-            Some(&v) => Some(v),
-            None if i > 0 => match (times.get(i), times.get(i - 1)) {
+            Some(&v) => v,
+            None if i > 0 => match (times.get(i).copied().flatten(), times.get(i - 1).copied().flatten()) {
                 (Some(t), Some(p)) => Some(t - p),
                 _ => None,
             },
@@ -226,12 +279,24 @@ mod tests {
 
     #[test]
     fn token_data_merges_by_position() {
-        let t = merge_token_data(None, Some(vec![100.0, 130.0, 170.0]), None);
+        let mut issues = Vec::new();
+        let t = merge_token_data(None, Some(vec![Some(100.0), Some(130.0), Some(170.0)]), None, &mut issues);
         assert_eq!(t.len(), 3);
         assert_eq!(t[0].itl_ms, None);
         assert_eq!(t[1].itl_ms, Some(30.0));
         assert_eq!(t[2].itl_ms, Some(40.0));
-        let t = merge_token_data(None, None, Some(vec![5.0, 6.0]));
+        let t = merge_token_data(None, None, Some(vec![Some(5.0), Some(6.0)]), &mut issues);
         assert_eq!((t[0].itl_ms, t[1].itl_ms, t[1].emitted_ms), (Some(5.0), Some(6.0), None));
+        assert!(issues.is_empty());
+        merge_token_data(None, Some(vec![Some(1.0)]), Some(vec![Some(1.0), Some(2.0)]), &mut issues);
+        assert_eq!(issues, vec!["array_length_mismatch"]);
+    }
+
+    #[test]
+    fn non_finite_literals_become_null_outside_strings() {
+        let line = br#"{"a":NaN,"b":[-Infinity,Infinity],"c":"NaN \" Infinity","d":1}"#;
+        assert!(has_non_finite_literal(line));
+        let fixed = null_non_finite_literals(line);
+        assert_eq!(std::str::from_utf8(&fixed).unwrap(), r#"{"a":null,"b":[null,null],"c":"NaN \" Infinity","d":1}"#);
     }
 }

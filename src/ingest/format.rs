@@ -7,7 +7,7 @@ use std::str::FromStr;
 use crate::error::Error;
 use crate::record::RequestRecord;
 
-use super::{anthropic, azure, canonical, mooncake, openai, tgi};
+use super::{anthropic, azure, canonical, fields, mooncake, openai, tgi};
 
 /// A supported access-log format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -80,8 +80,29 @@ impl Format {
         None
     }
 
-    /// Parses one non-blank line of this format.
+    /// Parses one non-blank line of this format. Lines written by Python's
+    /// `json.dumps` may hold the non-JSON numbers `NaN` and `Infinity` (in
+    /// logprobs, typically): such a line is parsed again with them read as
+    /// `null`, and the request keeps a `non_finite_number` token issue.
     pub fn parse<'a>(self, line: &'a [u8], ctx: &LineContext<'_>) -> Result<Parsed<'a>, String> {
+        match self.parse_strict(line, ctx) {
+            Err(e) if fields::has_non_finite_literal(line) => {
+                let cleaned = fields::null_non_finite_literals(line);
+                match self.parse_strict(&cleaned, ctx) {
+                    Ok(Parsed::Request(rec)) => {
+                        let mut rec = rec.into_owned();
+                        rec.token_issues.push(fields::issue::NON_FINITE_NUMBER.to_string());
+                        Ok(Parsed::Request(rec))
+                    }
+                    Ok(Parsed::Skip) => Ok(Parsed::Skip),
+                    Err(_) => Err(e),
+                }
+            }
+            other => other,
+        }
+    }
+
+    fn parse_strict<'a>(self, line: &'a [u8], ctx: &LineContext<'_>) -> Result<Parsed<'a>, String> {
         match self {
             Format::Canonical => canonical::parse(line).map(Parsed::Request),
             Format::OpenAiChat => openai::parse_chat(line).map(Parsed::Request),

@@ -120,7 +120,7 @@ fn chat_record<'a>(env: Envelope<'a>, body: &'a [u8]) -> Result<RequestRecord<'a
         prompt: env.prompt()?,
         model_output: output,
         output_is_raw: false,
-        tokens: fields::merge_token_data(logprobs, None, None),
+        tokens: fields::merge_token_data(logprobs, None, None, &mut Vec::new()),
         ..Default::default()
     })
 }
