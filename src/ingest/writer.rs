@@ -13,7 +13,8 @@ use arrow::compute::take_record_batch;
 use arrow::datatypes::SchemaRef;
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
-use parquet::file::properties::WriterProperties;
+use parquet::file::properties::{EnabledStatistics, WriterProperties};
+use parquet::schema::types::ColumnPath;
 
 use super::batch::DatedBatch;
 use crate::error::{Error, Result};
@@ -31,12 +32,20 @@ pub fn date_string(day: i32) -> String {
         .unwrap_or_else(|| "invalid".into())
 }
 
+/// Free-text and unique columns: a dictionary never pays off and min/max
+/// statistics of long texts only cost time, so both are off for them.
+const TEXT_COLUMNS: [&str; 6] = ["request_id", "prompt", "model_output", "extra", "raw_line", "source_file"];
+
 fn writer_props() -> WriterProperties {
-    WriterProperties::builder()
+    let mut b = WriterProperties::builder()
         .set_compression(Compression::ZSTD(ZstdLevel::try_new(1).unwrap_or_default()))
         .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
-        .set_created_by(format!("tokscope {}", env!("CARGO_PKG_VERSION")))
-        .build()
+        .set_created_by(format!("tokscope {}", env!("CARGO_PKG_VERSION")));
+    for col in TEXT_COLUMNS {
+        let path = ColumnPath::from(col);
+        b = b.set_column_dictionary_enabled(path.clone(), col == "source_file").set_column_statistics_enabled(path, EnabledStatistics::None);
+    }
+    b.build()
 }
 
 struct OpenFile {
