@@ -11,11 +11,7 @@ use common::{ingest, query};
 const GOOD: &str = r#"{"ts":"2024-06-01T00:00:00Z","request_id":"ok-1","model":"m","prompt_tokens":10,"completion_tokens":5,"model_output":"hi</s>"}"#;
 const GOOD2: &str = r#"{"ts":"2024-06-01T00:00:01Z","request_id":"ok-2","model":"m","prompt_tokens":20,"completion_tokens":6}"#;
 
-fn write(dir: &Path, name: &str, bytes: &[u8]) -> String {
-    let p = dir.join(name);
-    std::fs::write(&p, bytes).unwrap();
-    p.to_str().unwrap().to_string()
-}
+use common::write_file as write;
 
 fn totals(s: &serde_json::Value) -> (u64, u64, u64) {
     let t = &s["totals"];

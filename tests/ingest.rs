@@ -3,15 +3,10 @@
 
 mod common;
 
-use std::path::Path;
 
 use common::{ingest, python, query, repo, tokscope, S3Server};
 
-fn write(dir: &Path, name: &str, text: &str) -> String {
-    let p = dir.join(name);
-    std::fs::write(&p, text).unwrap();
-    p.to_str().unwrap().to_string()
-}
+use common::write_file as write;
 
 /// Hand-checked rows: each line states the value every derived column must take.
 #[test]

@@ -3,15 +3,10 @@
 
 mod common;
 
-use std::path::Path;
 
 use common::{ingest, query};
 
-fn write(dir: &Path, name: &str, text: &str) -> String {
-    let p = dir.join(name);
-    std::fs::write(&p, text).unwrap();
-    p.to_str().unwrap().to_string()
-}
+use common::write_file as write;
 
 fn close(a: &serde_json::Value, b: f64) -> bool {
     (a.as_f64().unwrap() - b).abs() < 1e-9

@@ -24,6 +24,13 @@ pub fn repo() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// Writes a test input file into `dir` and returns its path as a string.
+pub fn write_file(dir: &Path, name: &str, bytes: impl AsRef<[u8]>) -> String {
+    let p = dir.join(name);
+    std::fs::write(&p, bytes).expect("write test input");
+    p.to_str().expect("utf-8 path").to_string()
+}
+
 /// Runs tokscope and asserts success; returns stdout.
 pub fn tokscope(args: &[&str]) -> String {
     let out = tokscope_output(args);
