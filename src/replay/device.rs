@@ -65,7 +65,11 @@ impl DeviceRequest {
 
 #[cfg(feature = "cuda")]
 fn cuda_probe() -> std::result::Result<Device, String> {
-    super::cuda::probe().map(|_| Device::Cuda(0))
+    super::cuda::probe()?;
+    if !super::cuda::FORWARD_AVAILABLE {
+        return Err("a GPU is present but the CUDA forward pass is not implemented yet".into());
+    }
+    Ok(Device::Cuda(0))
 }
 
 #[cfg(not(feature = "cuda"))]

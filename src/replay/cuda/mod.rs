@@ -6,6 +6,11 @@
 
 pub mod kernels;
 
+/// Whether the cuBLAS forward pass is wired into decoding. Until it is,
+/// `auto` stays on the CPU and `--device cuda` says so, rather than labelling
+/// CPU results `cuda`; the kernels, probe and parity tests already exist.
+pub const FORWARD_AVAILABLE: bool = false;
+
 /// Whether the driver library (`libcuda.so`) can be loaded and reports a
 /// device: `Ok(device count)`, or why not, in words for the `--device` line.
 pub fn probe() -> Result<usize, String> {
