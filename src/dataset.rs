@@ -79,6 +79,20 @@ impl DatasetRoot {
         }
     }
 
+    /// The object store holding this dataset and the path of its root inside
+    /// it (a local directory is served by a `LocalFileSystem` rooted there, so
+    /// table rewrites use one code path for local and remote datasets).
+    pub fn store_and_root(&self) -> Result<(Arc<dyn ObjectStore>, object_store::path::Path)> {
+        match self {
+            DatasetRoot::Local(p) => {
+                std::fs::create_dir_all(p).map_err(|e| Error::io(p.display(), e))?;
+                let fs = object_store::local::LocalFileSystem::new_with_prefix(p)?;
+                Ok((Arc::new(fs), object_store::path::Path::default()))
+            }
+            DatasetRoot::Remote { store, prefix, .. } => Ok((Arc::clone(store), prefix.clone())),
+        }
+    }
+
     /// Reads a side file; `None` when it does not exist.
     pub fn read_side_file(&self, name: &str, rt: &tokio::runtime::Runtime) -> Result<Option<Vec<u8>>> {
         match self {

@@ -35,6 +35,8 @@ enum Command {
     Decode(tokscope::replay::cli::DecodeArgs),
     /// Teacher-forced log-probabilities of a continuation after a prompt.
     Score(tokscope::replay::cli::ScoreArgs),
+    /// Replay suspected silent truncations through a model; write `replay_verdicts`.
+    Replay(tokscope::replay::cli::ReplayArgs),
 }
 
 #[derive(Args)]
@@ -247,6 +249,7 @@ fn main() -> anyhow::Result<()> {
         }
         Command::Decode(args) => tokscope::replay::cli::run_decode(&args, &mut std::io::stdout().lock())?,
         Command::Score(args) => tokscope::replay::cli::run_score(&args, &mut std::io::stdout().lock())?,
+        Command::Replay(args) => tokscope::replay::cli::run_replay(&args, &mut std::io::stdout().lock())?,
     }
     Ok(())
 }

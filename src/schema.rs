@@ -97,3 +97,26 @@ pub fn rejects_schema() -> SchemaRef {
         Field::new("raw_line_truncated", Boolean, false),
     ]))
 }
+
+/// The `replay_verdicts` table (written by `tokscope replay`): one row per
+/// replayed request, keyed by `request_id` (a rerun replaces the row).
+pub fn replay_verdicts_schema() -> SchemaRef {
+    use DataType::*;
+    Arc::new(Schema::new(vec![
+        Field::new("request_id", Utf8, false),
+        Field::new("verdict", Utf8, false),
+        Field::new("reason", Utf8, true),
+        Field::new("p_eos_at_cut", Float64, true),
+        Field::new("threshold", Float64, false),
+        Field::new("continuation", Utf8, true),
+        Field::new("continuation_ended_with_eos", Boolean, true),
+        Field::new("prompt_tokens_replayed", Int64, false),
+        Field::new("output_tokens_replayed", Int64, false),
+        Field::new("cut_in_special_token", Boolean, false),
+        Field::new("cut_in_utf8_char", Boolean, false),
+        Field::new("deterministic", Boolean, true),
+        Field::new("device", Utf8, false),
+        Field::new("model", Utf8, false),
+        Field::new("replayed_at", ts_type(), false),
+    ]))
+}

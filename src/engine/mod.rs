@@ -23,7 +23,7 @@ pub fn new_session() -> SessionContext {
     SessionContext::new_with_config(config)
 }
 
-/// Registers `requests`, `tokens` and `rejects` of `dataset` in `ctx`.
+/// Registers `requests`, `tokens`, `rejects` and `replay_verdicts` of `dataset` in `ctx`.
 /// A table the dataset does not have yet is registered empty, with its schema.
 pub async fn register_dataset(ctx: &SessionContext, dataset: &DatasetRoot) -> Result<()> {
     if let DatasetRoot::Remote { url, store, .. } = dataset {
@@ -55,6 +55,23 @@ pub async fn register_dataset(ctx: &SessionContext, dataset: &DatasetRoot) -> Re
         let config = ListingTableConfig::new(ListingTableUrl::parse(&url)?).with_listing_options(options).with_schema(file_schema);
         ctx.register_table(table, Arc::new(ListingTable::try_new(config)?))?;
     }
+    register_replay_verdicts(ctx, dataset)
+}
+
+/// Registers `replay_verdicts` (written by `tokscope replay`, not by ingest;
+/// unpartitioned), empty when the dataset has none yet, so SQL can always join it.
+fn register_replay_verdicts(ctx: &SessionContext, dataset: &DatasetRoot) -> Result<()> {
+    let table = crate::replay::verdicts::TABLE;
+    let file_schema = schema::replay_verdicts_schema();
+    if matches!(dataset, DatasetRoot::Local(p) if !p.join(table).is_dir()) {
+        ctx.register_table(table, Arc::new(MemTable::try_new(file_schema, vec![vec![]])?))?;
+        return Ok(());
+    }
+    let options = ListingOptions::new(Arc::new(ParquetFormat::default())).with_file_extension(".parquet");
+    let config = ListingTableConfig::new(ListingTableUrl::parse(dataset.table_url(table)?)?)
+        .with_listing_options(options)
+        .with_schema(file_schema);
+    ctx.register_table(table, Arc::new(ListingTable::try_new(config)?))?;
     Ok(())
 }
 

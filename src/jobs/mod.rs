@@ -19,11 +19,18 @@ pub struct Job {
 }
 
 /// Every job.
-pub const JOBS: &[Job] = &[Job {
-    name: "eos",
-    about: "EOS compliance and silent-truncation rate per model x context bin",
-    sql: include_str!("../../sql/eos.sql"),
-}];
+pub const JOBS: &[Job] = &[
+    Job {
+        name: "eos",
+        about: "EOS compliance and silent-truncation rate per model x context bin",
+        sql: include_str!("../../sql/eos.sql"),
+    },
+    Job {
+        name: "replay",
+        about: "Replay verdicts (natural stop / confirmed truncation / ...) per model x context bin",
+        sql: include_str!("../../sql/replay.sql"),
+    },
+];
 
 /// Looks a job up by name.
 pub fn job(name: &str) -> Result<&'static Job> {

@@ -1,12 +1,13 @@
-//! Where the forward pass runs. Only the CPU backend exists; the choice is
-//! validated before any model is loaded, so a CUDA request fails fast.
+//! Where the forward pass runs: the CPU, or (with the `cuda` feature) an
+//! NVIDIA GPU. The choice is validated before any model is loaded, so a CUDA
+//! request fails fast, and `auto` falls back to the CPU with one stderr line.
 
 use crate::error::{Error, Result};
 
 /// The `--device` a user asked for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum DeviceRequest {
-    /// The best backend this build has (the CPU, for now).
+    /// A CUDA GPU when this build has the feature and the machine a driver and device; else the CPU.
     #[default]
     Auto,
     /// The rayon CPU backend.
@@ -20,28 +21,67 @@ pub enum DeviceRequest {
 pub enum Device {
     /// Plain Rust with rayon.
     Cpu,
+    /// CUDA device with this ordinal (cuBLAS + NVRTC kernels).
+    #[cfg(feature = "cuda")]
+    Cuda(usize),
 }
 
-impl DeviceRequest {
-    /// Resolves the request against what this build supports.
-    pub fn resolve(self) -> Result<Device> {
+impl Device {
+    /// The name stored in `replay_verdicts.device`: `cpu` or `cuda:N`.
+    pub fn label(&self) -> String {
         match self {
-            DeviceRequest::Auto | DeviceRequest::Cpu => Ok(Device::Cpu),
-            DeviceRequest::Cuda if cfg!(feature = "cuda") => Err(Error::Config(
-                "the CUDA replay backend is not implemented yet; use --device cpu".into(),
-            )),
-            DeviceRequest::Cuda => Err(Error::Config(
-                "built without the cuda feature; rebuild with --features cuda or use --device cpu"
-                    .into(),
-            )),
+            Device::Cpu => "cpu".into(),
+            #[cfg(feature = "cuda")]
+            Device::Cuda(n) => format!("cuda:{n}"),
         }
     }
+}
+
+/// The stderr line printed when `--device auto` runs on the CPU.
+pub const AUTO_CPU_NOTE: &str = "device auto: using the CPU";
+
+impl DeviceRequest {
+    /// Resolves the request against this build and this machine.
+    pub fn resolve(self) -> Result<Device> {
+        self.resolve_with_note().map(|(device, _)| device)
+    }
+
+    /// Like [`Self::resolve`], plus the one line to print on stderr when
+    /// `auto` had to fall back to the CPU (and why). The CUDA libraries are
+    /// probed (dlopen) before any CUDA call: creating a context without them panics.
+    pub fn resolve_with_note(self) -> Result<(Device, Option<String>)> {
+        match self {
+            DeviceRequest::Cpu => Ok((Device::Cpu, None)),
+            DeviceRequest::Auto => match cuda_probe() {
+                Ok(device) => Ok((device, None)),
+                Err(why) => Ok((Device::Cpu, Some(format!("{AUTO_CPU_NOTE} ({why})")))),
+            },
+            DeviceRequest::Cuda => cuda_probe()
+                .map(|d| (d, None))
+                .map_err(|why| Error::Config(format!("--device cuda: {why}"))),
+        }
+    }
+}
+
+#[cfg(feature = "cuda")]
+fn cuda_probe() -> std::result::Result<Device, String> {
+    super::cuda::probe()?;
+    if !super::cuda::FORWARD_AVAILABLE {
+        return Err("a GPU is present but the CUDA forward pass is not implemented yet".into());
+    }
+    Ok(Device::Cuda(0))
+}
+
+#[cfg(not(feature = "cuda"))]
+fn cuda_probe() -> std::result::Result<Device, String> {
+    Err("built without the cuda feature; rebuild with --features cuda or use --device cpu".into())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    #[cfg(not(feature = "cuda"))]
     #[test]
     fn auto_resolves_to_cpu() {
         assert_eq!(DeviceRequest::Auto.resolve().unwrap(), Device::Cpu);

@@ -7,7 +7,8 @@
 //! [`LlamaModel`] (forward pass with KV cache, optional hidden states and
 //! [`Intervention`]s for causal tracing) -> `decode` (greedy, scoring), with
 //! [`PromptTokenizer`] at both ends. [`ReplayModel`] bundles a model and its
-//! tokenizer; `cli` holds the `decode` and `score` commands.
+//! tokenizer; `cli` holds the `decode`, `score` and `replay` commands;
+//! `verdict` classifies suspected truncations and `verdicts` stores them.
 //!
 //! ```no_run
 //! use tokscope::replay::{DeviceRequest, ReplayModel};
@@ -27,7 +28,11 @@ pub mod kv_cache;
 pub mod linear;
 pub mod model;
 pub mod tokenizer;
+pub mod verdict;
+pub mod verdicts;
 pub mod weights;
+#[cfg(feature = "cuda")]
+pub mod cuda;
 
 use std::path::Path;
 
@@ -48,18 +53,22 @@ pub struct ReplayModel {
     pub model: LlamaModel,
     /// The model's tokenizer, with its BOS convention.
     pub tokenizer: PromptTokenizer,
+    /// Where the forward pass runs.
+    pub device: Device,
 }
 
 impl ReplayModel {
     /// Loads `config.json`, the safetensors weights and `tokenizer.json` from
     /// `dir`, after checking that `device` is available in this build.
     pub fn load(dir: &Path, device: DeviceRequest) -> Result<Self> {
-        match device.resolve()? {
-            Device::Cpu => {}
-        }
+        Self::load_on(dir, device.resolve()?)
+    }
+
+    /// Loads the model for an already resolved device.
+    pub fn load_on(dir: &Path, device: Device) -> Result<Self> {
         let model = LlamaModel::from_dir(dir)?;
         let tokenizer = PromptTokenizer::from_dir(dir, model.config().bos_token_id)?;
-        Ok(ReplayModel { model, tokenizer })
+        Ok(ReplayModel { model, tokenizer, device })
     }
 
     /// Tokenizes `prompt` (BOS first) and decodes greedily; returns the prompt ids too.

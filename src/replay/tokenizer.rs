@@ -50,6 +50,31 @@ impl PromptTokenizer {
         self.encode_raw(text, false)
     }
 
+    /// Ids of `text` without BOS, with each token's byte span in `text`. Replay
+    /// uses the spans to say where a context-window cut falls in the text.
+    pub fn encode_with_offsets(&self, text: &str) -> Result<(Vec<u32>, Vec<(usize, usize)>)> {
+        let encoding = self
+            .inner
+            .encode(text, false)
+            .map_err(|e| Error::Model(format!("tokenizing: {e}")))?;
+        Ok((encoding.get_ids().to_vec(), encoding.get_offsets().to_vec()))
+    }
+
+    /// The text of every special added token (`<s>`, `</s>`, `<|user|>`, ...).
+    pub fn special_token_texts(&self) -> Vec<String> {
+        self.inner
+            .get_added_tokens_decoder()
+            .values()
+            .filter(|t| t.special)
+            .map(|t| t.content.clone())
+            .collect()
+    }
+
+    /// The vocabulary string of one id (`</s>` for EOS), if the id exists.
+    pub fn token_text(&self, id: u32) -> Option<String> {
+        self.inner.id_to_token(id)
+    }
+
     fn encode_raw(&self, text: &str, add_special_tokens: bool) -> Result<Vec<u32>> {
         let encoding = self
             .inner

@@ -1,0 +1,89 @@
+//! GPU kernels against the CPU path (needs `--features cuda` and a GPU; skips
+//! with a message otherwise). Run on a lent GPU through `bench/gpu_check.sh`.
+#![cfg(feature = "cuda")]
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaContext, LaunchConfig, PushKernelArg};
+use cudarc::nvrtc::Ptx;
+use tokscope::replay::cuda::{self, kernels as gpu};
+use tokscope::replay::kernels as cpu;
+
+fn context() -> Option<Arc<CudaContext>> {
+    match cuda::probe() {
+        Ok(_) => Some(CudaContext::new(0).expect("CUDA context")),
+        Err(why) => {
+            eprintln!("skip: no GPU ({why})");
+            None
+        }
+    }
+}
+
+fn values(n: usize, seed: u32) -> Vec<f32> {
+    // Deterministic values in [-2, 2) without an RNG dependency.
+    (0..n).map(|i| ((i as u32).wrapping_mul(2654435761).wrapping_add(seed) % 4000) as f32 / 1000.0 - 2.0).collect()
+}
+
+fn max_diff(a: &[f32], b: &[f32]) -> f32 {
+    assert_eq!(a.len(), b.len());
+    a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
+}
+
+#[test]
+fn rms_norm_rope_and_swiglu_match_the_cpu() {
+    let Some(ctx) = context() else { return };
+    let stream = ctx.default_stream();
+    let ptx = gpu::compile_ptx(&[]).expect("NVRTC");
+    let module = ctx.load_module(Ptx::from_src(ptx)).expect("module");
+
+    // RMSNorm over 5 rows of 300 (more than one block's stride).
+    let (rows, dim) = (5usize, 300usize);
+    let (x, w) = (values(rows * dim, 1), values(dim, 2));
+    let expected = cpu::rms_norm(&x, &w, 1e-5);
+    let dx = stream.clone_htod(&x).unwrap();
+    let dw = stream.clone_htod(&w).unwrap();
+    let mut dy = stream.alloc_zeros::<f32>(rows * dim).unwrap();
+    let f = module.load_function("rms_norm").unwrap();
+    let cfg = LaunchConfig { grid_dim: (rows as u32, 1, 1), block_dim: (gpu::BLOCK, 1, 1), shared_mem_bytes: 0 };
+    let (dim_i, eps) = (dim as i32, 1e-5f32);
+    unsafe { stream.launch_builder(&f).arg(&dx).arg(&dw).arg(&mut dy).arg(&dim_i).arg(&eps).launch(cfg) }.unwrap();
+    let got = stream.clone_dtoh(&dy).unwrap();
+    assert!(max_diff(&got, &expected) < 1e-5, "rms_norm differs by {}", max_diff(&got, &expected));
+
+    // RoPE: 3 tokens x 4 heads x 16, starting at position 7.
+    let (tokens, heads, head_dim, start) = (3usize, 4usize, 16usize, 7usize);
+    let inv_freq = cpu::rope_inv_freq(10000.0, head_dim);
+    let q = values(tokens * heads * head_dim, 3);
+    let mut expected = q.clone();
+    for (t, row) in expected.chunks_exact_mut(heads * head_dim).enumerate() {
+        cpu::apply_rope(row, start + t, &inv_freq);
+    }
+    let mut dq = stream.clone_htod(&q).unwrap();
+    let df = stream.clone_htod(&inv_freq).unwrap();
+    let f = module.load_function("rope").unwrap();
+    let cfg = LaunchConfig { grid_dim: (tokens as u32, heads as u32, 1), block_dim: (32, 1, 1), shared_mem_bytes: 0 };
+    let (h_i, d_i, s_i) = (heads as i32, head_dim as i32, start as i32);
+    unsafe { stream.launch_builder(&f).arg(&mut dq).arg(&df).arg(&h_i).arg(&d_i).arg(&s_i).launch(cfg) }.unwrap();
+    let got = stream.clone_dtoh(&dq).unwrap();
+    assert!(max_diff(&got, &expected) < 1e-5, "rope differs by {}", max_diff(&got, &expected));
+
+    // SwiGLU over 1000 values.
+    let (g, u) = (values(1000, 4), values(1000, 5));
+    let expected: Vec<f32> = g.iter().zip(&u).map(|(g, u)| cpu::silu(*g) * u).collect();
+    let (dg, du) = (stream.clone_htod(&g).unwrap(), stream.clone_htod(&u).unwrap());
+    let mut dout = stream.alloc_zeros::<f32>(1000).unwrap();
+    let f = module.load_function("swiglu").unwrap();
+    let n = 1000i32;
+    unsafe { stream.launch_builder(&f).arg(&dg).arg(&du).arg(&mut dout).arg(&n).launch(LaunchConfig::for_num_elems(1000)) }.unwrap();
+    let got = stream.clone_dtoh(&dout).unwrap();
+    assert!(max_diff(&got, &expected) < 1e-6, "swiglu differs by {}", max_diff(&got, &expected));
+}
+
+#[test]
+fn device_cuda_on_a_gpu_is_explicit_about_the_missing_forward() {
+    if context().is_none() {
+        return;
+    }
+    let message = tokscope::replay::DeviceRequest::Cuda.resolve().unwrap_err().to_string();
+    assert!(message.contains("not implemented"), "{message}");
+}
