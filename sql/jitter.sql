@@ -1,0 +1,28 @@
+-- jitter: decode jitter per model x context bin, from per-token timings.
+-- Columns and formulas: docs/metrics.md#jitter
+-- First-token and last-token latency are kept apart: averages hide both.
+WITH per_request AS (
+  SELECT
+    request_id,
+    stddev_samp(itl_ms)                       AS itl_std_ms,
+    first_value(emitted_ms ORDER BY position) AS first_token_ms,
+    last_value(emitted_ms ORDER BY position)  AS last_token_ms
+  FROM tokens
+  GROUP BY request_id
+)
+SELECT
+  r.model,
+  r.context_bin,
+  count(*)                                                  AS requests,
+  quantile_cont(p.itl_std_ms, 0.50)                         AS itl_std_p50_ms,
+  quantile_cont(p.itl_std_ms, 0.95)                         AS itl_std_p95_ms,
+  quantile_cont(coalesce(p.first_token_ms, r.ttft_ms), 0.50) AS first_token_p50_ms,
+  quantile_cont(coalesce(p.first_token_ms, r.ttft_ms), 0.95) AS first_token_p95_ms,
+  quantile_cont(coalesce(p.first_token_ms, r.ttft_ms), 0.99) AS first_token_p99_ms,
+  quantile_cont(coalesce(p.last_token_ms, r.latency_ms), 0.50) AS last_token_p50_ms,
+  quantile_cont(coalesce(p.last_token_ms, r.latency_ms), 0.95) AS last_token_p95_ms,
+  quantile_cont(coalesce(p.last_token_ms, r.latency_ms), 0.99) AS last_token_p99_ms
+FROM per_request p
+JOIN requests r ON r.request_id = p.request_id
+GROUP BY r.model, r.context_bin, r.context_bin_lo
+ORDER BY r.model, r.context_bin_lo
