@@ -16,6 +16,7 @@ pub mod export;
 pub mod generate;
 pub mod ingest;
 pub mod jobs;
+pub mod mediation;
 pub mod record;
 pub mod replay;
 pub mod samples;

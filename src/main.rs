@@ -35,6 +35,12 @@ enum Command {
     Decode(tokscope::replay::cli::DecodeArgs),
     /// Teacher-forced log-probabilities of a continuation after a prompt.
     Score(tokscope::replay::cli::ScoreArgs),
+    /// Causal tracing: corrupt the subject, restore each layer x position, print P(target).
+    Trace(tokscope::mediation::cli::TraceArgs),
+    /// Run mediation interventions for logged requests (or import rows) into `interventions`.
+    Mediate(tokscope::mediation::cli::MediateArgs),
+    /// TE / IE / DE per layer with bootstrap CIs, or the layer x position heatmap.
+    MediationReport(tokscope::mediation::cli::ReportArgs),
 }
 
 #[derive(Args)]
@@ -247,6 +253,11 @@ fn main() -> anyhow::Result<()> {
         }
         Command::Decode(args) => tokscope::replay::cli::run_decode(&args, &mut std::io::stdout().lock())?,
         Command::Score(args) => tokscope::replay::cli::run_score(&args, &mut std::io::stdout().lock())?,
+        Command::Trace(args) => tokscope::mediation::cli::run_trace(&args, &mut std::io::stdout().lock())?,
+        Command::Mediate(args) => tokscope::mediation::cli::run_mediate(&args, &mut std::io::stdout().lock())?,
+        Command::MediationReport(args) => {
+            tokscope::mediation::cli::run_report(&args, &mut std::io::stdout().lock())?
+        }
     }
     Ok(())
 }

@@ -55,6 +55,22 @@ pub async fn register_dataset(ctx: &SessionContext, dataset: &DatasetRoot) -> Re
         let config = ListingTableConfig::new(ListingTableUrl::parse(&url)?).with_listing_options(options).with_schema(file_schema);
         ctx.register_table(table, Arc::new(ListingTable::try_new(config)?))?;
     }
+    register_interventions(ctx, dataset)
+}
+
+/// `interventions` (written by `tokscope mediate`): unpartitioned Parquet,
+/// registered empty with its schema when the dataset has none yet.
+fn register_interventions(ctx: &SessionContext, dataset: &DatasetRoot) -> Result<()> {
+    use crate::mediation::table::{schema, TABLE};
+    let missing = matches!(dataset, DatasetRoot::Local(p) if !p.join(TABLE).is_dir());
+    if missing {
+        ctx.register_table(TABLE, Arc::new(MemTable::try_new(schema(), vec![vec![]])?))?;
+        return Ok(());
+    }
+    let options = ListingOptions::new(Arc::new(ParquetFormat::default())).with_file_extension(".parquet");
+    let url = ListingTableUrl::parse(dataset.table_url(TABLE)?)?;
+    let config = ListingTableConfig::new(url).with_listing_options(options).with_schema(schema());
+    ctx.register_table(TABLE, Arc::new(ListingTable::try_new(config)?))?;
     Ok(())
 }
 

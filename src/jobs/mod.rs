@@ -19,11 +19,20 @@ pub struct Job {
 }
 
 /// Every job.
-pub const JOBS: &[Job] = &[Job {
-    name: "eos",
-    about: "EOS compliance and silent-truncation rate per model x context bin",
-    sql: include_str!("../../sql/eos.sql"),
-}];
+pub const JOBS: &[Job] = &[
+    Job {
+        name: "eos",
+        about: "EOS compliance and silent-truncation rate per model x context bin",
+        sql: include_str!("../../sql/eos.sql"),
+    },
+    // The SQL gives per-prompt effects; `mediation::run_job` adds the mean and
+    // bootstrap CI per layer (resampling is done in Rust, not SQL).
+    Job {
+        name: "mediation",
+        about: "causal mediation per layer: TE, IE, DE, weight perturbation (mean, 95% bootstrap CI)",
+        sql: crate::mediation::EFFECTS_SQL,
+    },
+];
 
 /// Looks a job up by name.
 pub fn job(name: &str) -> Result<&'static Job> {
