@@ -10,8 +10,8 @@ use serde::Serialize;
 
 use super::effects::{DEFAULT_RESAMPLES, DEFAULT_SEED};
 use super::interventions::{
-    gate_perturbation, gaussian_noise, read_noise_file, subject_positions, Metric, Subject, DEFAULT_NOISE_SCALE,
-    DEFAULT_PERTURB_SIGMA,
+    gate_perturbation, gaussian_noise, read_noise_file, subject_positions, Metric, Subject,
+    DEFAULT_NOISE_SCALE, DEFAULT_PERTURB_SIGMA,
 };
 use super::table::{self, InterventionRow};
 use super::trace::{causal_trace, CausalTrace};
@@ -86,7 +86,11 @@ pub fn run_trace(args: &TraceArgs, out: &mut impl Write) -> Result<()> {
             (samples, Some(std))
         }
     };
-    if let Some(bad) = noise_samples.iter().flatten().find(|n| n.position >= prompt_ids.len()) {
+    if let Some(bad) = noise_samples
+        .iter()
+        .flatten()
+        .find(|n| n.position >= prompt_ids.len())
+    {
         return Err(Error::Config(format!(
             "noise at position {} but the prompt has {} tokens",
             bad.position,
@@ -97,8 +101,15 @@ pub fn run_trace(args: &TraceArgs, out: &mut impl Write) -> Result<()> {
     let trace = causal_trace(model, &prompt_ids, &noise_samples, !args.no_reuse)?;
     let wall_ms = started.elapsed().as_secs_f64() * 1e3;
     if args.json {
-        let report = TraceReport { trace: &trace, noise_std, wall_ms };
-        serde_json::to_writer(&mut *out, &report).map_err(|e| Error::Json { path: "<stdout>".into(), source: e })?;
+        let report = TraceReport {
+            trace: &trace,
+            noise_std,
+            wall_ms,
+        };
+        serde_json::to_writer(&mut *out, &report).map_err(|e| Error::Json {
+            path: "<stdout>".into(),
+            source: e,
+        })?;
         return writeln!(out).map_err(stdout_error);
     }
     let mut text = format!(
@@ -195,7 +206,11 @@ pub fn run_mediate(args: &MediateArgs, out: &mut impl Write) -> Result<()> {
         (Some(file), _) => table::read_jsonl(file)?,
         (None, Some(dir)) => {
             let replay = ReplayModel::load(dir, args.device)?;
-            let requests = rt.block_on(select_requests(&dataset, args.filter.as_deref(), args.limit))?;
+            let requests = rt.block_on(select_requests(
+                &dataset,
+                args.filter.as_deref(),
+                args.limit,
+            ))?;
             let mut rows = Vec::new();
             for (request_id, prompt, output) in requests {
                 match mediate_one(&replay, args, &request_id, &prompt, &output) {
@@ -206,7 +221,11 @@ pub fn run_mediate(args: &MediateArgs, out: &mut impl Write) -> Result<()> {
             }
             rows
         }
-        (None, None) => return Err(Error::Config("mediate needs --model DIR or --import FILE".into())),
+        (None, None) => {
+            return Err(Error::Config(
+                "mediate needs --model DIR or --import FILE".into(),
+            ))
+        }
     };
     if rows.is_empty() {
         return writeln!(out, "no intervention rows to write").map_err(stdout_error);
@@ -216,7 +235,11 @@ pub fn run_mediate(args: &MediateArgs, out: &mut impl Write) -> Result<()> {
 }
 
 /// `(request_id, prompt, model_output)` of the selected requests.
-async fn select_requests(dataset: &DatasetRoot, filter: Option<&str>, limit: usize) -> Result<Vec<(String, String, String)>> {
+async fn select_requests(
+    dataset: &DatasetRoot,
+    filter: Option<&str>,
+    limit: usize,
+) -> Result<Vec<(String, String, String)>> {
     let ctx = engine::new_session();
     engine::register_dataset(&ctx, dataset).await?;
     let condition = filter.map(|f| format!(" AND ({f})")).unwrap_or_default();
@@ -236,7 +259,11 @@ async fn select_requests(dataset: &DatasetRoot, filter: Option<&str>, limit: usi
         let (ids, prompts, outputs) = (col(0)?, col(1)?, col(2)?);
         for r in 0..b.num_rows() {
             if prompts.is_valid(r) {
-                rows.push((ids.value(r).to_string(), prompts.value(r).to_string(), outputs.value(r).to_string()));
+                rows.push((
+                    ids.value(r).to_string(),
+                    prompts.value(r).to_string(),
+                    outputs.value(r).to_string(),
+                ));
             }
         }
     }
@@ -256,17 +283,31 @@ fn mediate_one(
     let prompt_ids = replay.tokenizer.encode_prompt(prompt)?;
     let mut continuation_ids = replay.tokenizer.encode_continuation(output)?;
     // Keep prompt + continuation inside the model's positions (the cut point moves earlier).
-    continuation_ids.truncate(model.config().max_position_embeddings.saturating_sub(prompt_ids.len()));
+    continuation_ids.truncate(
+        model
+            .config()
+            .max_position_embeddings
+            .saturating_sub(prompt_ids.len()),
+    );
     let positions = match &args.subject {
         Some(s) => subject_positions(&replay.tokenizer, prompt, s)?,
         // The context before the cut point: BOS carries nothing to corrupt,
         // and corrupting the last token too would leave restores nothing to mediate.
         None => (1..prompt_ids.len().saturating_sub(1)).collect(),
     };
-    let subject = Subject::new(model, prompt_ids.clone(), continuation_ids, args.max_new_tokens)?;
+    let subject = Subject::new(
+        model,
+        prompt_ids.clone(),
+        continuation_ids,
+        args.max_new_tokens,
+    )?;
     let pid = table::prompt_id(prompt);
     let metric = args.metric;
-    let row = |intervention: &str, layer: Option<usize>, position: Option<usize>, sample: usize, value: f64| InterventionRow {
+    let row = |intervention: &str,
+               layer: Option<usize>,
+               position: Option<usize>,
+               sample: usize,
+               value: f64| InterventionRow {
         prompt_id: pid.clone(),
         request_id: Some(request_id.to_string()),
         layer: layer.map(|l| l as i32),
@@ -276,33 +317,61 @@ fn mediate_one(
         value,
         sample: sample as i32,
     };
-    let mut rows = vec![row("clean", None, None, 0, subject.measure(model, metric, None, None)?)];
+    let mut rows = vec![row(
+        "clean",
+        None,
+        None,
+        0,
+        subject.measure(model, metric, None, None)?,
+    )];
     // Per-prompt seeds: distinct prompts get independent noise, reruns the same.
     let prompt_seed = u64::from_str_radix(&pid, 16).unwrap_or(0) ^ args.seed;
     let wants = |k: Kind| args.intervention.contains(&k);
     if wants(Kind::Corrupt) || wants(Kind::Restore) {
         if positions.is_empty() {
-            return Err(Error::Config("prompt too short: no token to corrupt".into()));
+            return Err(Error::Config(
+                "prompt too short: no token to corrupt".into(),
+            ));
         }
         let clean = model.forward(
             &prompt_ids,
             &mut model.new_cache(),
-            ForwardOptions { hidden_states: true, ..Default::default() },
+            ForwardOptions {
+                hidden_states: true,
+                ..Default::default()
+            },
         )?;
         let std = args.noise_scale * model.embedding_std();
         for s in 0..args.samples {
-            let noise = gaussian_noise(&positions, hidden, std, prompt_seed.wrapping_add(s as u64))?;
-            let corrupted = Intervention { embedding_noise: noise.clone(), hidden_patches: vec![] };
-            rows.push(row("corrupt", None, None, s, subject.measure(model, metric, Some(&corrupted), None)?));
+            let noise =
+                gaussian_noise(&positions, hidden, std, prompt_seed.wrapping_add(s as u64))?;
+            let corrupted = Intervention {
+                embedding_noise: noise.clone(),
+                hidden_patches: vec![],
+            };
+            rows.push(row(
+                "corrupt",
+                None,
+                None,
+                s,
+                subject.measure(model, metric, Some(&corrupted), None)?,
+            ));
             if !wants(Kind::Restore) {
                 continue;
             }
             let restore = |l: usize, at: &[usize]| -> Result<f64> {
                 let patches = at
                     .iter()
-                    .map(|&i| HiddenPatch { layer: l, position: i, hidden: clean.hidden_states[l + 1][i].clone() })
+                    .map(|&i| HiddenPatch {
+                        layer: l,
+                        position: i,
+                        hidden: clean.hidden_states[l + 1][i].clone(),
+                    })
                     .collect();
-                let iv = Intervention { embedding_noise: noise.clone(), hidden_patches: patches };
+                let iv = Intervention {
+                    embedding_noise: noise.clone(),
+                    hidden_patches: patches,
+                };
                 subject.measure(model, metric, Some(&iv), None)
             };
             for l in 0..layers {
@@ -320,7 +389,13 @@ fn mediate_one(
             for s in 0..args.samples {
                 let seed = prompt_seed.wrapping_add(((l as u64) << 32) | s as u64);
                 let delta = gate_perturbation(model, l, args.sigma, seed)?;
-                rows.push(row("perturb", Some(l), None, s, subject.measure(model, metric, None, Some(&delta))?));
+                rows.push(row(
+                    "perturb",
+                    Some(l),
+                    None,
+                    s,
+                    subject.measure(model, metric, None, Some(&delta))?,
+                ));
             }
         }
     }
@@ -350,7 +425,9 @@ pub struct ReportArgs {
 /// Runs `tokscope mediation-report`, writing to `out`.
 pub fn run_report(args: &ReportArgs, out: &mut impl Write) -> Result<()> {
     if args.format == OutputFormat::Parquet {
-        return Err(Error::Config("mediation-report prints table, csv or json".into()));
+        return Err(Error::Config(
+            "mediation-report prints table, csv or json".into(),
+        ));
     }
     let rt = runtime()?;
     let dataset = DatasetRoot::parse(&args.data)?;
@@ -365,7 +442,10 @@ pub fn run_report(args: &ReportArgs, out: &mut impl Write) -> Result<()> {
     })?;
     if args.heatmap && args.format == OutputFormat::Json {
         for grid in super::heatmap_grids(&batches)? {
-            serde_json::to_writer(&mut *out, &grid).map_err(|e| Error::Json { path: "<stdout>".into(), source: e })?;
+            serde_json::to_writer(&mut *out, &grid).map_err(|e| Error::Json {
+                path: "<stdout>".into(),
+                source: e,
+            })?;
             writeln!(out).map_err(stdout_error)?;
         }
         return Ok(());
@@ -374,7 +454,10 @@ pub fn run_report(args: &ReportArgs, out: &mut impl Write) -> Result<()> {
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(|e| Error::io("tokio runtime", e))
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Error::io("tokio runtime", e))
 }
 
 fn stdout_error(e: std::io::Error) -> Error {

@@ -25,7 +25,11 @@ impl Effects {
     pub fn new(y_clean: f64, y_corrupt: f64, y_restored: f64) -> Self {
         let te = y_clean - y_corrupt;
         let ie = y_restored - y_corrupt;
-        Effects { te, ie, de: te - ie }
+        Effects {
+            te,
+            ie,
+            de: te - ie,
+        }
     }
 }
 
@@ -64,14 +68,24 @@ pub fn summarize(values: &[f64], resamples: usize, seed: u64) -> Summary {
     let n = values.len();
     let m = mean(values);
     if n == 0 || resamples == 0 {
-        return Summary { n, mean: m, ci_lo: f64::NAN, ci_hi: f64::NAN };
+        return Summary {
+            n,
+            mean: m,
+            ci_lo: f64::NAN,
+            ci_hi: f64::NAN,
+        };
     }
     let mut rng = StdRng::seed_from_u64(seed);
     let mut means: Vec<f64> = (0..resamples)
         .map(|_| (0..n).map(|_| values[rng.random_range(0..n)]).sum::<f64>() / n as f64)
         .collect();
     means.sort_by(f64::total_cmp);
-    Summary { n, mean: m, ci_lo: percentile(&means, 0.025), ci_hi: percentile(&means, 0.975) }
+    Summary {
+        n,
+        mean: m,
+        ci_lo: percentile(&means, 0.025),
+        ci_hi: percentile(&means, 0.975),
+    }
 }
 
 /// The `q` quantile of sorted values, interpolating linearly (numpy's default).
@@ -95,7 +109,10 @@ mod tests {
         ];
         for ((c, k, r), (te, ie, de)) in cases {
             let e = Effects::new(c, k, r);
-            assert!((e.te - te).abs() < 1e-12 && (e.ie - ie).abs() < 1e-12 && (e.de - de).abs() < 1e-12, "{e:?}");
+            assert!(
+                (e.te - te).abs() < 1e-12 && (e.ie - ie).abs() < 1e-12 && (e.de - de).abs() < 1e-12,
+                "{e:?}"
+            );
         }
         assert!((perturbation_delta(0.4, 0.5) + 0.1).abs() < 1e-12);
     }

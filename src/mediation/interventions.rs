@@ -13,7 +13,9 @@ use super::bleu::bleu4;
 use crate::error::{Error, Result};
 use crate::replay::decode::{argmax, eos_probability};
 use crate::replay::kernels::log_softmax;
-use crate::replay::{EmbeddingNoise, ForwardOptions, GateDelta, Intervention, LlamaModel, LogitsFor};
+use crate::replay::{
+    EmbeddingNoise, ForwardOptions, GateDelta, Intervention, LlamaModel, LogitsFor,
+};
 
 /// Meng et al. (2022) corrupt with noise of 3x the embedding matrix's std.
 pub const DEFAULT_NOISE_SCALE: f64 = 3.0;
@@ -22,12 +24,23 @@ pub const DEFAULT_PERTURB_SIGMA: f64 = 0.01;
 
 /// Gaussian noise rows for `positions`, `N(0, std^2)` per value, from a seeded RNG:
 /// the same seed gives the same corruption on every machine.
-pub fn gaussian_noise(positions: &[usize], hidden_size: usize, std: f64, seed: u64) -> Result<Vec<EmbeddingNoise>> {
-    let normal = Normal::new(0.0f64, std).map_err(|e| Error::Config(format!("noise std {std}: {e}")))?;
+pub fn gaussian_noise(
+    positions: &[usize],
+    hidden_size: usize,
+    std: f64,
+    seed: u64,
+) -> Result<Vec<EmbeddingNoise>> {
+    let normal =
+        Normal::new(0.0f64, std).map_err(|e| Error::Config(format!("noise std {std}: {e}")))?;
     let mut rng = StdRng::seed_from_u64(seed);
     Ok(positions
         .iter()
-        .map(|&position| EmbeddingNoise { position, delta: (0..hidden_size).map(|_| normal.sample(&mut rng) as f32).collect() })
+        .map(|&position| EmbeddingNoise {
+            position,
+            delta: (0..hidden_size)
+                .map(|_| normal.sample(&mut rng) as f32)
+                .collect(),
+        })
         .collect())
 }
 
@@ -36,8 +49,10 @@ pub fn gaussian_noise(positions: &[usize], hidden_size: usize, std: f64, seed: u
 /// dropped, so the corrupted positions are exactly the non-zero rows.
 pub fn read_noise_file(path: &Path, hidden_size: usize) -> Result<Vec<EmbeddingNoise>> {
     let bytes = std::fs::read(path).map_err(|e| Error::io(path.display(), e))?;
-    let rows: Vec<Vec<f32>> =
-        serde_json::from_slice(&bytes).map_err(|e| Error::Json { path: path.to_path_buf(), source: e })?;
+    let rows: Vec<Vec<f32>> = serde_json::from_slice(&bytes).map_err(|e| Error::Json {
+        path: path.to_path_buf(),
+        source: e,
+    })?;
     let mut noise = Vec::new();
     for (position, delta) in rows.into_iter().enumerate() {
         if delta.len() != hidden_size {
@@ -55,8 +70,14 @@ pub fn read_noise_file(path: &Path, hidden_size: usize) -> Result<Vec<EmbeddingN
 }
 
 /// `N(0, sigma^2)` noise for layer `layer`'s MLP gate, seeded.
-pub fn gate_perturbation(model: &LlamaModel, layer: usize, sigma: f64, seed: u64) -> Result<GateDelta> {
-    let normal = Normal::new(0.0f64, sigma).map_err(|e| Error::Config(format!("perturbation sigma {sigma}: {e}")))?;
+pub fn gate_perturbation(
+    model: &LlamaModel,
+    layer: usize,
+    sigma: f64,
+    seed: u64,
+) -> Result<GateDelta> {
+    let normal = Normal::new(0.0f64, sigma)
+        .map_err(|e| Error::Config(format!("perturbation sigma {sigma}: {e}")))?;
     let mut rng = StdRng::seed_from_u64(seed);
     model.gate_delta(layer, || normal.sample(&mut rng) as f32)
 }
@@ -73,16 +94,26 @@ pub fn subject_positions(
     let start = prompt
         .rfind(subject)
         .filter(|_| !subject.is_empty())
-        .ok_or_else(|| Error::Config(format!("subject {subject:?} does not occur in the prompt")))?;
+        .ok_or_else(|| {
+            Error::Config(format!("subject {subject:?} does not occur in the prompt"))
+        })?;
     let before = tokenizer.encode_prompt(&prompt[..start])?.len();
-    let through = tokenizer.encode_prompt(&prompt[..start + subject.len()])?.len();
+    let through = tokenizer
+        .encode_prompt(&prompt[..start + subject.len()])?
+        .len();
     // A subject that merges with the text before it into one token still gets that token.
-    let first = if through > before { before } else { before.saturating_sub(1) };
+    let first = if through > before {
+        before
+    } else {
+        before.saturating_sub(1)
+    };
     Ok((first..through.max(first + 1)).collect())
 }
 
 /// The outcome `y` a mediation effect is measured on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "snake_case")]
 #[value(rename_all = "snake_case")]
 pub enum Metric {
@@ -126,10 +157,34 @@ pub struct Subject {
 
 impl Subject {
     /// Runs the clean references once.
-    pub fn new(model: &LlamaModel, prompt_ids: Vec<u32>, continuation_ids: Vec<u32>, max_new_tokens: usize) -> Result<Self> {
-        let logits = last_row(model.forward(&prompt_ids, &mut model.new_cache(), ForwardOptions::default())?.logits)?;
-        let clean_greedy = greedy(model, &prompt_ids, max_new_tokens, ForwardOptions::default())?;
-        Ok(Subject { target_id: argmax(&logits), prompt_ids, continuation_ids, clean_greedy, max_new_tokens })
+    pub fn new(
+        model: &LlamaModel,
+        prompt_ids: Vec<u32>,
+        continuation_ids: Vec<u32>,
+        max_new_tokens: usize,
+    ) -> Result<Self> {
+        let logits = last_row(
+            model
+                .forward(
+                    &prompt_ids,
+                    &mut model.new_cache(),
+                    ForwardOptions::default(),
+                )?
+                .logits,
+        )?;
+        let clean_greedy = greedy(
+            model,
+            &prompt_ids,
+            max_new_tokens,
+            ForwardOptions::default(),
+        )?;
+        Ok(Subject {
+            target_id: argmax(&logits),
+            prompt_ids,
+            continuation_ids,
+            clean_greedy,
+            max_new_tokens,
+        })
     }
 
     /// `y` under `intervention` and `gate_delta` (both `None`: the clean run).
@@ -140,18 +195,36 @@ impl Subject {
         intervention: Option<&Intervention>,
         gate_delta: Option<&GateDelta>,
     ) -> Result<f64> {
-        let options = ForwardOptions { intervention, gate_delta, ..Default::default() };
+        let options = ForwardOptions {
+            intervention,
+            gate_delta,
+            ..Default::default()
+        };
         match metric {
             Metric::TargetProb => {
-                let row = last_row(model.forward(&self.prompt_ids, &mut model.new_cache(), options)?.logits)?;
+                let row = last_row(
+                    model
+                        .forward(&self.prompt_ids, &mut model.new_cache(), options)?
+                        .logits,
+                )?;
                 Ok(log_softmax(&row)[self.target_id as usize].exp())
             }
             Metric::ContinuationLogprob | Metric::PEos => {
-                let ids: Vec<u32> = self.prompt_ids.iter().chain(&self.continuation_ids).copied().collect();
-                let options = ForwardOptions { logits: LogitsFor::AllPositions, ..options };
+                let ids: Vec<u32> = self
+                    .prompt_ids
+                    .iter()
+                    .chain(&self.continuation_ids)
+                    .copied()
+                    .collect();
+                let options = ForwardOptions {
+                    logits: LogitsFor::AllPositions,
+                    ..options
+                };
                 let rows = model.forward(&ids, &mut model.new_cache(), options)?.logits;
                 if metric == Metric::PEos {
-                    let last = rows.last().ok_or_else(|| Error::Model("no logits".into()))?;
+                    let last = rows
+                        .last()
+                        .ok_or_else(|| Error::Model("no logits".into()))?;
                     return Ok(eos_probability(last, &model.config().eos_token_ids));
                 }
                 // rows[p] predicts token p + 1.
@@ -174,13 +247,24 @@ impl Subject {
 /// Greedy decoding with the intervention and gate delta active in the prefill
 /// and in every step (noise and patches address prompt positions, so steps
 /// are only affected through the cache and the perturbed gate).
-fn greedy(model: &LlamaModel, prompt_ids: &[u32], max_new_tokens: usize, options: ForwardOptions<'_>) -> Result<Vec<u32>> {
+fn greedy(
+    model: &LlamaModel,
+    prompt_ids: &[u32],
+    max_new_tokens: usize,
+    options: ForwardOptions<'_>,
+) -> Result<Vec<u32>> {
     let eos = &model.config().eos_token_ids;
     let mut cache = model.new_cache();
-    let options = ForwardOptions { logits: LogitsFor::LastPosition, hidden_states: false, ..options };
+    let options = ForwardOptions {
+        logits: LogitsFor::LastPosition,
+        hidden_states: false,
+        ..options
+    };
     let mut logits = last_row(model.forward(prompt_ids, &mut cache, options)?.logits)?;
     let mut out = Vec::new();
-    while out.len() < max_new_tokens && prompt_ids.len() + out.len() < model.config().max_position_embeddings {
+    while out.len() < max_new_tokens
+        && prompt_ids.len() + out.len() < model.config().max_position_embeddings
+    {
         let next = argmax(&logits);
         out.push(next);
         if eos.contains(&next) {
@@ -192,5 +276,6 @@ fn greedy(model: &LlamaModel, prompt_ids: &[u32], max_new_tokens: usize, options
 }
 
 pub(crate) fn last_row(mut rows: Vec<Vec<f32>>) -> Result<Vec<f32>> {
-    rows.pop().ok_or_else(|| Error::Model("forward pass returned no logits".into()))
+    rows.pop()
+        .ok_or_else(|| Error::Model("forward pass returned no logits".into()))
 }

@@ -36,10 +36,14 @@ pub const HEATMAP_SQL: &str = include_str!("../../sql/mediation_heatmap.sql");
 /// `perturb`), the number of prompts, the mean and the 95% percentile-bootstrap
 /// interval (`resamples` resamples, seeded). Columns: metric, layer, effect,
 /// n, mean, ci_lo, ci_hi.
-pub async fn run_job(ctx: &SessionContext, resamples: usize, seed: u64) -> Result<Vec<RecordBatch>> {
+pub async fn run_job(
+    ctx: &SessionContext,
+    resamples: usize,
+    seed: u64,
+) -> Result<Vec<RecordBatch>> {
     let batches = engine::run_sql(ctx, EFFECTS_SQL, false).await?;
     // Rows arrive ordered by (metric, layer, effect): group consecutive runs.
-    let mut groups: Vec<((String, Option<i32>, String), Vec<f64>)> = Vec::new();
+    let mut groups: Vec<(GroupKey, Vec<f64>)> = Vec::new();
     for b in &batches {
         let metric = column::<StringArray>(b, 0)?;
         let layer = column::<Int32Array>(b, 1)?;
@@ -57,7 +61,10 @@ pub async fn run_job(ctx: &SessionContext, resamples: usize, seed: u64) -> Resul
             }
         }
     }
-    let summaries: Vec<_> = groups.iter().map(|(_, v)| effects::summarize(v, resamples, seed)).collect();
+    let summaries: Vec<_> = groups
+        .iter()
+        .map(|(_, v)| effects::summarize(v, resamples, seed))
+        .collect();
     let schema = Arc::new(Schema::new(vec![
         Field::new("metric", DataType::Utf8, false),
         Field::new("layer", DataType::Int32, true),
@@ -68,16 +75,54 @@ pub async fn run_job(ctx: &SessionContext, resamples: usize, seed: u64) -> Resul
         Field::new("ci_hi", DataType::Float64, true),
     ]));
     let columns: Vec<Arc<dyn Array>> = vec![
-        Arc::new(groups.iter().map(|((m, _, _), _)| Some(m.as_str())).collect::<StringArray>()),
-        Arc::new(groups.iter().map(|((_, l, _), _)| *l).collect::<Int32Array>()),
-        Arc::new(groups.iter().map(|((_, _, e), _)| Some(e.as_str())).collect::<StringArray>()),
-        Arc::new(summaries.iter().map(|s| Some(s.n as i64)).collect::<Int64Array>()),
-        Arc::new(summaries.iter().map(|s| Some(s.mean)).collect::<Float64Array>()),
-        Arc::new(summaries.iter().map(|s| Some(s.ci_lo)).collect::<Float64Array>()),
-        Arc::new(summaries.iter().map(|s| Some(s.ci_hi)).collect::<Float64Array>()),
+        Arc::new(
+            groups
+                .iter()
+                .map(|((m, _, _), _)| Some(m.as_str()))
+                .collect::<StringArray>(),
+        ),
+        Arc::new(
+            groups
+                .iter()
+                .map(|((_, l, _), _)| *l)
+                .collect::<Int32Array>(),
+        ),
+        Arc::new(
+            groups
+                .iter()
+                .map(|((_, _, e), _)| Some(e.as_str()))
+                .collect::<StringArray>(),
+        ),
+        Arc::new(
+            summaries
+                .iter()
+                .map(|s| Some(s.n as i64))
+                .collect::<Int64Array>(),
+        ),
+        Arc::new(
+            summaries
+                .iter()
+                .map(|s| Some(s.mean))
+                .collect::<Float64Array>(),
+        ),
+        Arc::new(
+            summaries
+                .iter()
+                .map(|s| Some(s.ci_lo))
+                .collect::<Float64Array>(),
+        ),
+        Arc::new(
+            summaries
+                .iter()
+                .map(|s| Some(s.ci_hi))
+                .collect::<Float64Array>(),
+        ),
     ];
     Ok(vec![RecordBatch::try_new(schema, columns)?])
 }
+
+/// (metric, layer, effect) of one summarised group.
+type GroupKey = (String, Option<i32>, String);
 
 /// The heatmap as rows: metric, layer, position, mean IE over prompts, prompts.
 pub async fn heatmap(ctx: &SessionContext) -> Result<Vec<RecordBatch>> {
@@ -104,7 +149,10 @@ pub fn heatmap_grids(batches: &[RecordBatch]) -> Result<Vec<HeatmapGrid>> {
         let (metric, layer) = (column::<StringArray>(b, 0)?, column::<Int32Array>(b, 1)?);
         let (position, ie) = (column::<Int32Array>(b, 2)?, column::<Float64Array>(b, 3)?);
         for r in 0..b.num_rows() {
-            let (l, p) = (usize::try_from(layer.value(r)), usize::try_from(position.value(r)));
+            let (l, p) = (
+                usize::try_from(layer.value(r)),
+                usize::try_from(position.value(r)),
+            );
             if let (Ok(l), Ok(p)) = (l, p) {
                 cells.push((metric.value(r).to_string(), l, p, ie.value(r)));
             }
@@ -113,7 +161,12 @@ pub fn heatmap_grids(batches: &[RecordBatch]) -> Result<Vec<HeatmapGrid>> {
     let mut grids: Vec<HeatmapGrid> = Vec::new();
     for (metric, l, p, v) in cells {
         if grids.last().is_none_or(|g| g.metric != metric) {
-            grids.push(HeatmapGrid { metric: metric.clone(), layers: 0, positions: 0, ie: Vec::new() });
+            grids.push(HeatmapGrid {
+                metric: metric.clone(),
+                layers: 0,
+                positions: 0,
+                ie: Vec::new(),
+            });
         }
         let Some(g) = grids.last_mut() else { continue };
         g.layers = g.layers.max(l + 1);
@@ -128,9 +181,10 @@ pub fn heatmap_grids(batches: &[RecordBatch]) -> Result<Vec<HeatmapGrid>> {
 }
 
 fn column<T: 'static>(batch: &RecordBatch, i: usize) -> Result<&T> {
-    batch
-        .column(i)
-        .as_any()
-        .downcast_ref::<T>()
-        .ok_or_else(|| Error::Config(format!("mediation SQL column {i} has type {}", batch.column(i).data_type())))
+    batch.column(i).as_any().downcast_ref::<T>().ok_or_else(|| {
+        Error::Config(format!(
+            "mediation SQL column {i} has type {}",
+            batch.column(i).data_type()
+        ))
+    })
 }

@@ -61,7 +61,9 @@ pub fn schema() -> SchemaRef {
 
 /// Rows to one Arrow batch.
 pub fn to_batch(rows: &[InterventionRow]) -> Result<RecordBatch> {
-    let strings = |f: fn(&InterventionRow) -> Option<&str>| Arc::new(rows.iter().map(f).collect::<StringArray>()) as Arc<dyn Array>;
+    let strings = |f: fn(&InterventionRow) -> Option<&str>| {
+        Arc::new(rows.iter().map(f).collect::<StringArray>()) as Arc<dyn Array>
+    };
     let columns: Vec<Arc<dyn Array>> = vec![
         strings(|r| Some(&r.prompt_id)),
         strings(|r| r.request_id.as_deref()),
@@ -101,7 +103,11 @@ pub fn read_jsonl(path: &Path) -> Result<Vec<InterventionRow>> {
 
 /// Appends `rows` to the dataset's table as one new Parquet file (never
 /// rewriting existing ones); returns the file's location.
-pub fn append(dataset: &DatasetRoot, rows: &[InterventionRow], rt: &tokio::runtime::Runtime) -> Result<String> {
+pub fn append(
+    dataset: &DatasetRoot,
+    rows: &[InterventionRow],
+    rt: &tokio::runtime::Runtime,
+) -> Result<String> {
     let batch = to_batch(rows)?;
     let staging = dataset.staging_dir()?;
     let dir = staging.join(TABLE);
@@ -138,11 +144,19 @@ mod tests {
     fn jsonl_rows_default_missing_optional_fields() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("x.jsonl");
-        std::fs::write(&p, "{\"prompt_id\":\"a\",\"intervention\":\"clean\",\"metric\":\"m\",\"value\":0.5}\n\n").unwrap();
+        std::fs::write(
+            &p,
+            "{\"prompt_id\":\"a\",\"intervention\":\"clean\",\"metric\":\"m\",\"value\":0.5}\n\n",
+        )
+        .unwrap();
         let rows = read_jsonl(&p).unwrap();
         assert_eq!(rows.len(), 1);
         assert_eq!((rows[0].layer, rows[0].sample), (None, 0));
-        std::fs::write(&p, "{\"prompt_id\":\"a\",\"intervention\":\"zap\",\"metric\":\"m\",\"value\":0.5}\n").unwrap();
+        std::fs::write(
+            &p,
+            "{\"prompt_id\":\"a\",\"intervention\":\"zap\",\"metric\":\"m\",\"value\":0.5}\n",
+        )
+        .unwrap();
         assert!(read_jsonl(&p).is_err());
         assert_eq!(to_batch(&rows).unwrap().num_rows(), 1);
     }

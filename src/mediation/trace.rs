@@ -54,12 +54,17 @@ pub fn causal_trace(
     reuse: bool,
 ) -> Result<CausalTrace> {
     if noise_samples.is_empty() {
-        return Err(Error::Config("causal trace needs at least one noise sample".into()));
+        return Err(Error::Config(
+            "causal trace needs at least one noise sample".into(),
+        ));
     }
     let layers = model.config().num_hidden_layers;
     let (t, h) = (prompt_ids.len(), model.config().hidden_size);
     let mut cost = Cost::default();
-    let with_states = ForwardOptions { hidden_states: true, ..Default::default() };
+    let with_states = ForwardOptions {
+        hidden_states: true,
+        ..Default::default()
+    };
     let clean = model.forward(prompt_ids, &mut model.new_cache(), with_states)?;
     cost.layer_evaluations += layers;
     let clean_logits = last_row(clean.logits)?;
@@ -70,8 +75,15 @@ pub fn causal_trace(
     let mut p_corrupt = 0.0;
     let mut p_restored = vec![vec![0.0; t]; layers];
     for noise in noise_samples {
-        let corrupted = Intervention { embedding_noise: noise.clone(), hidden_patches: vec![] };
-        let options = ForwardOptions { hidden_states: reuse, intervention: Some(&corrupted), ..Default::default() };
+        let corrupted = Intervention {
+            embedding_noise: noise.clone(),
+            hidden_patches: vec![],
+        };
+        let options = ForwardOptions {
+            hidden_states: reuse,
+            intervention: Some(&corrupted),
+            ..Default::default()
+        };
         let run = model.forward(prompt_ids, &mut model.new_cache(), options)?;
         cost.layer_evaluations += layers;
         p_corrupt += p(&last_row(run.logits)?);
@@ -83,15 +95,26 @@ pub fn causal_trace(
                     let mut residual: Vec<f32> = run.hidden_states[l + 1].concat();
                     residual[i * h..(i + 1) * h].copy_from_slice(clean_state);
                     cost.layer_evaluations += layers - l - 1;
-                    model.forward_from_layer(&residual, l + 1, ForwardOptions::default())?.logits
+                    model
+                        .forward_from_layer(&residual, l + 1, ForwardOptions::default())?
+                        .logits
                 } else {
                     let patched = Intervention {
                         embedding_noise: noise.clone(),
-                        hidden_patches: vec![HiddenPatch { layer: l, position: i, hidden: clean_state.clone() }],
+                        hidden_patches: vec![HiddenPatch {
+                            layer: l,
+                            position: i,
+                            hidden: clean_state.clone(),
+                        }],
                     };
                     cost.layer_evaluations += layers;
-                    let options = ForwardOptions { intervention: Some(&patched), ..Default::default() };
-                    model.forward(prompt_ids, &mut model.new_cache(), options)?.logits
+                    let options = ForwardOptions {
+                        intervention: Some(&patched),
+                        ..Default::default()
+                    };
+                    model
+                        .forward(prompt_ids, &mut model.new_cache(), options)?
+                        .logits
                 };
                 *cell += p(&last_row(logits)?);
             }
@@ -100,7 +123,8 @@ pub fn causal_trace(
     let samples = noise_samples.len();
     let k = samples as f64;
     p_restored.iter_mut().flatten().for_each(|v| *v /= k);
-    let mut subject_positions: Vec<usize> = noise_samples.iter().flatten().map(|n| n.position).collect();
+    let mut subject_positions: Vec<usize> =
+        noise_samples.iter().flatten().map(|n| n.position).collect();
     subject_positions.sort_unstable();
     subject_positions.dedup();
     Ok(CausalTrace {

@@ -170,7 +170,7 @@ impl LlamaModel {
     ) -> Result<ForwardOutput> {
         let cfg = &self.config;
         let h = cfg.hidden_size;
-        if residual.is_empty() || residual.len() % h != 0 {
+        if residual.is_empty() || !residual.len().is_multiple_of(h) {
             return Err(Error::Model(format!(
                 "residual stream of {} values is not a non-empty multiple of hidden_size {h}",
                 residual.len()
@@ -193,7 +193,15 @@ impl LlamaModel {
         }
         // A scratch cache: layers below first_layer stay empty and are never read.
         let mut cache = self.new_cache();
-        self.run_layers(&mut x, n, 0, first_layer, &mut cache, options, &mut hidden_states);
+        self.run_layers(
+            &mut x,
+            n,
+            0,
+            first_layer,
+            &mut cache,
+            options,
+            &mut hidden_states,
+        );
         Ok(self.finish(x, n, options, hidden_states))
     }
 
@@ -250,11 +258,7 @@ impl LlamaModel {
 
     /// A zero [`GateDelta`] for `layer` plus `noise(row, col)` per weight, so
     /// callers can perturb a gate without seeing the model's weights.
-    pub fn gate_delta(
-        &self,
-        layer: usize,
-        mut noise: impl FnMut() -> f32,
-    ) -> Result<GateDelta> {
+    pub fn gate_delta(&self, layer: usize, mut noise: impl FnMut() -> f32) -> Result<GateDelta> {
         let gate = &self
             .weights
             .layers
@@ -287,7 +291,9 @@ impl LlamaModel {
         }
         let mean = sum / count as f64;
         // Sample variance (n - 1), like torch.std's default.
-        ((sum_sq - count as f64 * mean * mean) / (count as f64 - 1.0)).max(0.0).sqrt()
+        ((sum_sq - count as f64 * mean * mean) / (count as f64 - 1.0))
+            .max(0.0)
+            .sqrt()
     }
 
     /// A fingerprint of every weight (sum of bit patterns), for tests that
@@ -304,7 +310,15 @@ impl LlamaModel {
         };
         add(&w.embed_tokens);
         for layer in &w.layers {
-            for m in [&layer.q_proj, &layer.k_proj, &layer.v_proj, &layer.o_proj, &layer.gate_proj, &layer.up_proj, &layer.down_proj] {
+            for m in [
+                &layer.q_proj,
+                &layer.k_proj,
+                &layer.v_proj,
+                &layer.o_proj,
+                &layer.gate_proj,
+                &layer.up_proj,
+                &layer.down_proj,
+            ] {
                 add(m);
             }
         }
@@ -673,6 +687,51 @@ mod tests {
             }],
         };
         assert!(max_abs_diff(&run(&restored)[0], &clean.logits[0]) < 1e-6);
+    }
+
+    #[test]
+    fn forward_from_layer_continues_a_run_from_its_hidden_states() {
+        let model = tiny_model();
+        let options = ForwardOptions {
+            hidden_states: true,
+            logits: LogitsFor::AllPositions,
+            ..Default::default()
+        };
+        let full = model
+            .forward(&TOKENS, &mut model.new_cache(), options)
+            .unwrap();
+        for k in 0..=1 {
+            let residual = full.hidden_states[k].concat();
+            let resumed = model.forward_from_layer(&residual, k, options).unwrap();
+            for (a, b) in resumed.logits.iter().zip(&full.logits) {
+                assert_eq!(a, b, "resumed at layer {k}");
+            }
+            assert_eq!(resumed.hidden_states.last(), full.hidden_states.last());
+        }
+        assert!(model.forward_from_layer(&[0.0; 3], 0, options).is_err());
+        assert!(model
+            .forward_from_layer(&full.hidden_states[0].concat(), 2, options)
+            .is_err());
+    }
+
+    #[test]
+    fn zero_gate_delta_is_exact_and_a_nonzero_one_changes_the_output() {
+        let model = tiny_model();
+        let clean = all_logits(&model, &TOKENS);
+        let run = |delta: &GateDelta| {
+            let options = ForwardOptions {
+                logits: LogitsFor::AllPositions,
+                gate_delta: Some(delta),
+                ..Default::default()
+            };
+            model
+                .forward(&TOKENS, &mut model.new_cache(), options)
+                .unwrap()
+                .logits
+        };
+        assert_eq!(run(&model.gate_delta(0, || 0.0).unwrap()), clean);
+        assert!(max_abs_diff(&run(&model.gate_delta(0, || 0.1).unwrap())[5], &clean[5]) > 1e-4);
+        assert!(model.gate_delta(1, || 0.0).is_err());
     }
 
     #[test]
