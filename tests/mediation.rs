@@ -74,8 +74,9 @@ fn trace_cli_with_golden_noise_reproduces_the_golden_grid() {
             close(*a, *e, &format!("p_restored[{l}][{i}]"));
         }
     }
-    // 2 layers x 7 positions: clean 1 + corrupt 1 + restores 7 * (2 - 1) / 2 = 5.5, not 1 + 1 + 14.
-    assert_eq!(got["forward_equivalents"].as_f64(), Some(5.5));
+    // 2 layers x 7 positions, noise at position 6 only: clean 1 + corrupt 1 + the restore of
+    // layer 0 at position 6 (1 of 2 layers) = 2.5; cells 0..5 are no-ops; not 1 + 1 + 14.
+    assert_eq!(got["forward_equivalents"].as_f64(), Some(2.5));
 }
 
 #[test]
@@ -115,13 +116,14 @@ fn reuse_gives_the_same_grid_for_far_fewer_forward_passes() {
     let (layers, t) = (model.config().num_hidden_layers, ids.len());
     assert_eq!(
         fast.forward_equivalents,
-        expected_forward_equivalents(layers, t, 2, true)
+        expected_forward_equivalents(layers, t, 4, 2, true)
     );
     assert_eq!(
         slow.forward_equivalents,
-        expected_forward_equivalents(layers, t, 2, false)
+        expected_forward_equivalents(layers, t, 4, 2, false)
     );
-    assert_eq!(fast.forward_equivalents, 1.0 + 2.0 * (1.0 + 7.0 * 0.5));
+    // Noise at 4..=6: three positions x (layer 0: 1 of 2 layers, layer 1: none) per sample.
+    assert_eq!(fast.forward_equivalents, 1.0 + 2.0 * (1.0 + 3.0 * 0.5));
     assert_eq!(slow.forward_equivalents, 1.0 + 2.0 * (1.0 + 14.0));
 }
 

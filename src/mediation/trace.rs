@@ -4,7 +4,9 @@
 //! forward pass per grid cell: the clean and corrupted runs are made once
 //! (with their hidden states cached), and restoring layer `l` restarts the
 //! corrupted residual stream at layer `l + 1` instead of re-running layers
-//! `0..=l`, whose outputs the corrupted run already has.
+//! `0..=l`, whose outputs the corrupted run already has. Cells before the
+//! first corrupted position need no work at all: there the clean and
+//! corrupted states are identical, so the restore changes nothing.
 
 use serde::Serialize;
 
@@ -86,10 +88,17 @@ pub fn causal_trace(
         };
         let run = model.forward(prompt_ids, &mut model.new_cache(), options)?;
         cost.layer_evaluations += layers;
-        p_corrupt += p(&last_row(run.logits)?);
+        let p_sample = p(&last_row(run.logits)?);
+        p_corrupt += p_sample;
         for (l, row) in p_restored.iter_mut().enumerate() {
             for (i, cell) in row.iter_mut().enumerate() {
                 let clean_state = &clean.hidden_states[l + 1][i];
+                if reuse && run.hidden_states[l + 1][i] == *clean_state {
+                    // Restoring a state the noise never reached (positions before the first
+                    // corrupted token: causal attention, same rows, bit-identical) is a no-op.
+                    *cell += p_sample;
+                    continue;
+                }
                 let logits = if reuse {
                     // The corrupted stream after layer l, with position i restored, enters layer l + 1.
                     let mut residual: Vec<f32> = run.hidden_states[l + 1].concat();
@@ -140,11 +149,13 @@ pub fn causal_trace(
 }
 
 /// Forward-pass equivalents [`causal_trace`] spends on `samples` samples of a
-/// `t`-token prompt through `layers` layers: `1 + samples * (1 + t (L - 1) / 2)`
-/// with reuse (restoring layer `l` runs `L - 1 - l` layers), `1 + samples * (1 + L t)` without.
-pub fn expected_forward_equivalents(layers: usize, t: usize, samples: usize, reuse: bool) -> f64 {
+/// `t`-token prompt through `layers` layers whose first corrupted position is
+/// `first`: with reuse `1 + samples * (1 + (t - first) (L - 1) / 2)` (restoring
+/// layer `l` runs `L - 1 - l` layers; cells before `first` are no-ops), without
+/// `1 + samples * (1 + L t)`.
+pub fn expected_forward_equivalents(layers: usize, t: usize, first: usize, samples: usize, reuse: bool) -> f64 {
     let per_sample = if reuse {
-        1.0 + t as f64 * (layers as f64 - 1.0) / 2.0
+        1.0 + t.saturating_sub(first) as f64 * (layers as f64 - 1.0) / 2.0
     } else {
         1.0 + (layers * t) as f64
     };
