@@ -240,6 +240,18 @@ fn imported_rows_give_hand_computed_effects_and_heatmap() {
     );
     assert!((grid["ie"][0][2].as_f64().unwrap() - 0.2).abs() < 1e-9);
     assert!(grid["ie"][0][0].is_null());
+    // `jobs::run_job` (what `tokscope job mediation` calls) gives the same summary.
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let batches = rt.block_on(async {
+        let ctx = tokscope::engine::new_session();
+        let root = tokscope::dataset::DatasetRoot::parse(ds).unwrap();
+        tokscope::engine::register_dataset(&ctx, &root).await.unwrap();
+        let job = tokscope::jobs::job("mediation").unwrap();
+        tokscope::jobs::run_job(&ctx, job).await.unwrap()
+    });
+    let names: Vec<String> = batches[0].schema().fields().iter().map(|f| f.name().clone()).collect();
+    assert_eq!(names, ["metric", "layer", "effect", "n", "mean", "ci_lo", "ci_hi"]);
+    assert_eq!(batches.iter().map(|b| b.num_rows()).sum::<usize>(), rows.len());
     // The table is queryable like any other.
     let counted = common::query(&data, "SELECT count(*) AS n FROM interventions");
     assert_eq!(counted[0]["n"], 10);

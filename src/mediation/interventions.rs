@@ -149,14 +149,15 @@ pub struct Subject {
     pub continuation_ids: Vec<u32>,
     /// The clean run's top next token after the prompt.
     pub target_id: u32,
-    /// The clean run's greedy output (BLEU reference).
-    pub clean_greedy: Vec<u32>,
+    /// The clean run's greedy output (BLEU reference), decoded on first use:
+    /// only [`Metric::Bleu4`] needs it, and it costs `max_new_tokens` steps.
+    clean_greedy: std::sync::OnceLock<Vec<u32>>,
     /// Greedy budget for [`Metric::Bleu4`].
     pub max_new_tokens: usize,
 }
 
 impl Subject {
-    /// Runs the clean references once.
+    /// Runs the clean next-token reference once.
     pub fn new(
         model: &LlamaModel,
         prompt_ids: Vec<u32>,
@@ -172,17 +173,11 @@ impl Subject {
                 )?
                 .logits,
         )?;
-        let clean_greedy = greedy(
-            model,
-            &prompt_ids,
-            max_new_tokens,
-            ForwardOptions::default(),
-        )?;
         Ok(Subject {
             target_id: argmax(&logits),
             prompt_ids,
             continuation_ids,
-            clean_greedy,
+            clean_greedy: std::sync::OnceLock::new(),
             max_new_tokens,
         })
     }
@@ -238,7 +233,19 @@ impl Subject {
             }
             Metric::Bleu4 => {
                 let out = greedy(model, &self.prompt_ids, self.max_new_tokens, options)?;
-                Ok(bleu4(&out, &self.clean_greedy))
+                let reference = match self.clean_greedy.get() {
+                    Some(r) => r,
+                    None => {
+                        let r = greedy(
+                            model,
+                            &self.prompt_ids,
+                            self.max_new_tokens,
+                            ForwardOptions::default(),
+                        )?;
+                        self.clean_greedy.get_or_init(|| r)
+                    }
+                };
+                Ok(bleu4(&out, reference))
             }
         }
     }
