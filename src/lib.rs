@@ -5,7 +5,8 @@
 //! [`schema`], derives the analytic columns once ([`derive`]) and writes a
 //! Parquet [`dataset`]; [`engine`] registers that dataset and tokscope's UDFs
 //! in a DataFusion `SessionContext` for SQL jobs and ad-hoc queries;
-//! [`replay`] runs suspect prompts through a real Llama-family decoder.
+//! [`replay`] runs suspect prompts through a real Llama-family decoder, and
+//! [`mediation`] uses its hooks for causal tracing and layer attribution.
 //! See `docs/ARCHITECTURE.md` for the whole map.
 
 pub mod dataset;
@@ -16,6 +17,7 @@ pub mod export;
 pub mod generate;
 pub mod ingest;
 pub mod jobs;
+pub mod mediation;
 pub mod record;
 pub mod replay;
 pub mod samples;

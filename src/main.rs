@@ -37,6 +37,12 @@ enum Command {
     Score(tokscope::replay::cli::ScoreArgs),
     /// Replay suspected silent truncations through a model; write `replay_verdicts`.
     Replay(tokscope::replay::cli::ReplayArgs),
+    /// Causal tracing: corrupt the subject, restore each layer x position, print P(target).
+    Trace(tokscope::mediation::cli::TraceArgs),
+    /// Run mediation interventions for logged requests (or import rows) into `interventions`.
+    Mediate(tokscope::mediation::cli::MediateArgs),
+    /// TE / IE / DE per layer with bootstrap CIs, or the layer x position heatmap.
+    MediationReport(tokscope::mediation::cli::ReportArgs),
 }
 
 #[derive(Args)]
@@ -250,6 +256,11 @@ fn main() -> anyhow::Result<()> {
         Command::Decode(args) => tokscope::replay::cli::run_decode(&args, &mut std::io::stdout().lock())?,
         Command::Score(args) => tokscope::replay::cli::run_score(&args, &mut std::io::stdout().lock())?,
         Command::Replay(args) => tokscope::replay::cli::run_replay(&args, &mut std::io::stdout().lock())?,
+        Command::Trace(args) => tokscope::mediation::cli::run_trace(&args, &mut std::io::stdout().lock())?,
+        Command::Mediate(args) => tokscope::mediation::cli::run_mediate(&args, &mut std::io::stdout().lock())?,
+        Command::MediationReport(args) => {
+            tokscope::mediation::cli::run_report(&args, &mut std::io::stdout().lock())?
+        }
     }
     Ok(())
 }

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use arrow::datatypes::DataType;
+use arrow::datatypes::{DataType, SchemaRef};
 use arrow::record_batch::RecordBatch;
 use datafusion::datasource::file_format::parquet::ParquetFormat;
 use datafusion::datasource::listing::{ListingOptions, ListingTable, ListingTableConfig, ListingTableUrl};
@@ -23,8 +23,10 @@ pub fn new_session() -> SessionContext {
     SessionContext::new_with_config(config)
 }
 
-/// Registers `requests`, `tokens`, `rejects` and `replay_verdicts` of `dataset` in `ctx`.
-/// A table the dataset does not have yet is registered empty, with its schema.
+/// Registers every table of `dataset` in `ctx`: `requests`, `tokens`,
+/// `rejects` (ingest), `replay_verdicts` (replay) and `interventions`
+/// (mediation). A table the dataset does not have yet is registered empty,
+/// with its schema, so SQL can always name and join it.
 pub async fn register_dataset(ctx: &SessionContext, dataset: &DatasetRoot) -> Result<()> {
     if let DatasetRoot::Remote { url, store, .. } = dataset {
         let base = url::Url::parse(&format!("{}://{}", url.scheme(), url.authority()))
@@ -37,40 +39,37 @@ pub async fn register_dataset(ctx: &SessionContext, dataset: &DatasetRoot) -> Re
             "tokens" => (schema::tokens_schema(), true),
             _ => (schema::rejects_schema(), false),
         };
-        let url = dataset.table_url(table)?;
-        let missing = matches!(dataset, DatasetRoot::Local(p) if !p.join(table).is_dir());
-        if missing {
-            let mut fields: Vec<_> = file_schema.fields().iter().cloned().collect();
-            if partitioned {
-                fields.push(Arc::new(arrow::datatypes::Field::new(DATE_PARTITION, DataType::Date32, true)));
-            }
-            let s = Arc::new(arrow::datatypes::Schema::new(fields));
-            ctx.register_table(table, Arc::new(MemTable::try_new(s, vec![vec![]])?))?;
-            continue;
-        }
-        let mut options = ListingOptions::new(Arc::new(ParquetFormat::default())).with_file_extension(".parquet");
-        if partitioned {
-            options = options.with_table_partition_cols(vec![(DATE_PARTITION.to_string(), DataType::Date32)]);
-        }
-        let config = ListingTableConfig::new(ListingTableUrl::parse(&url)?).with_listing_options(options).with_schema(file_schema);
-        ctx.register_table(table, Arc::new(ListingTable::try_new(config)?))?;
+        register_parquet_table(ctx, dataset, table, file_schema, partitioned)?;
     }
-    register_replay_verdicts(ctx, dataset)
+    register_parquet_table(ctx, dataset, crate::replay::verdicts::TABLE, schema::replay_verdicts_schema(), false)?;
+    register_parquet_table(ctx, dataset, crate::mediation::table::TABLE, crate::mediation::table::schema(), false)
 }
 
-/// Registers `replay_verdicts` (written by `tokscope replay`, not by ingest;
-/// unpartitioned), empty when the dataset has none yet, so SQL can always join it.
-fn register_replay_verdicts(ctx: &SessionContext, dataset: &DatasetRoot) -> Result<()> {
-    let table = crate::replay::verdicts::TABLE;
-    let file_schema = schema::replay_verdicts_schema();
-    if matches!(dataset, DatasetRoot::Local(p) if !p.join(table).is_dir()) {
-        ctx.register_table(table, Arc::new(MemTable::try_new(file_schema, vec![vec![]])?))?;
+/// Registers one table directory of the dataset as a Parquet listing table
+/// (with the `date` hive partition when `partitioned`).
+fn register_parquet_table(
+    ctx: &SessionContext,
+    dataset: &DatasetRoot,
+    table: &str,
+    file_schema: SchemaRef,
+    partitioned: bool,
+) -> Result<()> {
+    let missing = matches!(dataset, DatasetRoot::Local(p) if !p.join(table).is_dir());
+    if missing {
+        let mut fields: Vec<_> = file_schema.fields().iter().cloned().collect();
+        if partitioned {
+            fields.push(Arc::new(arrow::datatypes::Field::new(DATE_PARTITION, DataType::Date32, true)));
+        }
+        let s = Arc::new(arrow::datatypes::Schema::new(fields));
+        ctx.register_table(table, Arc::new(MemTable::try_new(s, vec![vec![]])?))?;
         return Ok(());
     }
-    let options = ListingOptions::new(Arc::new(ParquetFormat::default())).with_file_extension(".parquet");
-    let config = ListingTableConfig::new(ListingTableUrl::parse(dataset.table_url(table)?)?)
-        .with_listing_options(options)
-        .with_schema(file_schema);
+    let mut options = ListingOptions::new(Arc::new(ParquetFormat::default())).with_file_extension(".parquet");
+    if partitioned {
+        options = options.with_table_partition_cols(vec![(DATE_PARTITION.to_string(), DataType::Date32)]);
+    }
+    let url = ListingTableUrl::parse(dataset.table_url(table)?)?;
+    let config = ListingTableConfig::new(url).with_listing_options(options).with_schema(file_schema);
     ctx.register_table(table, Arc::new(ListingTable::try_new(config)?))?;
     Ok(())
 }

@@ -30,6 +30,14 @@ pub const JOBS: &[Job] = &[
         about: "Replay verdicts (natural stop / confirmed truncation / ...) per model x context bin",
         sql: include_str!("../../sql/replay.sql"),
     },
+    // The SQL gives per-prompt effects; `mediation::run_job` adds the mean and
+    // bootstrap CI per layer (resampling is done in Rust, not SQL).
+    Job {
+        name: "mediation",
+        about:
+            "causal mediation per layer: TE, IE, DE, weight perturbation (mean, 95% bootstrap CI)",
+        sql: crate::mediation::EFFECTS_SQL,
+    },
 ];
 
 /// Looks a job up by name.
@@ -42,5 +50,10 @@ pub fn job(name: &str) -> Result<&'static Job> {
 
 /// Runs a job in a session where the dataset is registered.
 pub async fn run_job(ctx: &SessionContext, job: &Job) -> Result<Vec<RecordBatch>> {
+    if job.name == "mediation" {
+        // Its SQL yields per-prompt effects; the report is their bootstrap summary.
+        use crate::mediation::effects::{DEFAULT_RESAMPLES, DEFAULT_SEED};
+        return crate::mediation::run_job(ctx, DEFAULT_RESAMPLES, DEFAULT_SEED).await;
+    }
     engine::run_sql(ctx, job.sql, false).await
 }

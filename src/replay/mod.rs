@@ -41,7 +41,7 @@ pub use decode::{greedy_decode, score_continuation, ContinuationScore, GreedyDec
 pub use device::{Device, DeviceRequest};
 pub use intervention::{EmbeddingNoise, HiddenPatch, Intervention};
 pub use kv_cache::KvCache;
-pub use model::{ForwardOptions, ForwardOutput, LlamaModel, LogitsFor};
+pub use model::{ForwardOptions, ForwardOutput, GateDelta, LlamaModel, LogitsFor};
 pub use tokenizer::PromptTokenizer;
 
 use crate::error::Result;

@@ -12,7 +12,7 @@ use super::config::ModelConfig;
 use super::intervention::Intervention;
 use super::kernels::{apply_rope, rms_norm, rope_inv_freq, silu, softmax_in_place};
 use super::kv_cache::{KvCache, LayerCache};
-use super::linear::dot;
+use super::linear::{dot, Linear};
 use super::weights::{LayerWeights, ModelWeights};
 use crate::error::{Error, Result};
 
@@ -39,6 +39,20 @@ pub struct ForwardOptions<'a> {
     pub hidden_states: bool,
     /// Edits to the residual stream (causal tracing); `None` for a clean run.
     pub intervention: Option<&'a Intervention>,
+    /// An additive change to one layer's MLP gate weights (weight-perturbation
+    /// mediation); `None` runs the model's own weights.
+    pub gate_delta: Option<&'a GateDelta>,
+}
+
+/// `delta` is added to layer `layer`'s MLP gate projection during a forward
+/// pass: the gate becomes `gate_proj(h) + delta(h)`. Only this one matrix is
+/// held, so perturbing a layer never copies (or mutates) the model's weights.
+#[derive(Debug, Clone)]
+pub struct GateDelta {
+    /// Decoder layer whose gate is perturbed.
+    pub layer: usize,
+    /// `[intermediate_size, hidden_size]`, like `gate_proj`.
+    pub delta: Linear,
 }
 
 /// The result of one forward pass over `n` new positions.
@@ -134,19 +148,98 @@ impl LlamaModel {
         if options.hidden_states {
             hidden_states.push(split_rows(&x, h));
         }
+        self.run_layers(&mut x, n, start, 0, cache, options, &mut hidden_states);
+        cache.advance(n);
+        Ok(self.finish(x, n, options, hidden_states))
+    }
 
-        for (l, layer) in self.weights.layers.iter().enumerate() {
-            self.attention_block(layer, &mut x, n, start, &mut cache.layers[l]);
-            self.mlp_block(layer, &mut x, n);
+    /// Runs layers `first_layer..L` (then the final norm and head) over a whole
+    /// sequence from position 0, starting from `residual`, the `[n, hidden]`
+    /// residual stream entering layer `first_layer` (i.e. after `first_layer`
+    /// layers). Causal tracing uses it to restore a clean state at layer `l`
+    /// in a corrupted run without recomputing layers `0..=l`, which the
+    /// corrupted run already did. Embedding noise is not applied (it is
+    /// already in `residual`); hidden patches and `gate_delta` for layers
+    /// `>= first_layer` are. `hidden_states[k]` then holds the stream after
+    /// `first_layer + k` layers. `first_layer == L` only applies the head.
+    pub fn forward_from_layer(
+        &self,
+        residual: &[f32],
+        first_layer: usize,
+        options: ForwardOptions<'_>,
+    ) -> Result<ForwardOutput> {
+        let cfg = &self.config;
+        let h = cfg.hidden_size;
+        if residual.is_empty() || !residual.len().is_multiple_of(h) {
+            return Err(Error::Model(format!(
+                "residual stream of {} values is not a non-empty multiple of hidden_size {h}",
+                residual.len()
+            )));
+        }
+        let n = residual.len() / h;
+        if first_layer > cfg.num_hidden_layers || n > cfg.max_position_embeddings {
+            return Err(Error::Model(format!(
+                "cannot start at layer {first_layer} of {} with {n} positions",
+                cfg.num_hidden_layers
+            )));
+        }
+        if let Some(intervention) = options.intervention {
+            intervention.validate(h, cfg.num_hidden_layers)?;
+        }
+        let mut x = residual.to_vec();
+        let mut hidden_states = Vec::new();
+        if options.hidden_states {
+            hidden_states.push(split_rows(&x, h));
+        }
+        // A scratch cache: layers below first_layer stay empty and are never read.
+        let mut cache = self.new_cache();
+        self.run_layers(
+            &mut x,
+            n,
+            0,
+            first_layer,
+            &mut cache,
+            options,
+            &mut hidden_states,
+        );
+        Ok(self.finish(x, n, options, hidden_states))
+    }
+
+    /// Runs layers `first_layer..L` over `n` new positions starting at `start`.
+    #[allow(clippy::too_many_arguments)]
+    fn run_layers(
+        &self,
+        x: &mut [f32],
+        n: usize,
+        start: usize,
+        first_layer: usize,
+        cache: &mut KvCache,
+        options: ForwardOptions<'_>,
+        hidden_states: &mut Vec<Vec<Vec<f32>>>,
+    ) {
+        let h = self.config.hidden_size;
+        for (l, layer) in self.weights.layers.iter().enumerate().skip(first_layer) {
+            self.attention_block(layer, x, n, start, &mut cache.layers[l]);
+            let delta = options.gate_delta.filter(|d| d.layer == l);
+            self.mlp_block(layer, x, n, delta);
             if let Some(intervention) = options.intervention {
-                intervention.patch_layer_output(l, &mut x, start, h);
+                intervention.patch_layer_output(l, x, start, h);
             }
             if options.hidden_states {
-                hidden_states.push(split_rows(&x, h));
+                hidden_states.push(split_rows(x, h));
             }
         }
-        cache.advance(n);
+    }
 
+    /// Final norm and output projection of the positions `options` asks for.
+    fn finish(
+        &self,
+        x: Vec<f32>,
+        n: usize,
+        options: ForwardOptions<'_>,
+        hidden_states: Vec<Vec<Vec<f32>>>,
+    ) -> ForwardOutput {
+        let (cfg, h) = (&self.config, self.config.hidden_size);
         let rows = match options.logits {
             LogitsFor::LastPosition => &x[(n - 1) * h..],
             LogitsFor::AllPositions => &x[..],
@@ -157,10 +250,79 @@ impl LlamaModel {
             &head.forward(&normed, normed.len() / h),
             head.out_features(),
         );
-        Ok(ForwardOutput {
+        ForwardOutput {
             logits,
             hidden_states,
+        }
+    }
+
+    /// A zero [`GateDelta`] for `layer` plus `noise(row, col)` per weight, so
+    /// callers can perturb a gate without seeing the model's weights.
+    pub fn gate_delta(&self, layer: usize, mut noise: impl FnMut() -> f32) -> Result<GateDelta> {
+        let gate = &self
+            .weights
+            .layers
+            .get(layer)
+            .ok_or_else(|| Error::Model(format!("no layer {layer} to perturb")))?
+            .gate_proj;
+        let (out, inp) = (gate.out_features(), gate.in_features());
+        let values = (0..out * inp).map(|_| noise()).collect();
+        Ok(GateDelta {
+            layer,
+            delta: Linear::new(values, None, out, inp)?,
         })
+    }
+
+    /// Standard deviation of every value in the input embedding matrix; the
+    /// default corruption noise is a multiple of it (Meng et al. 2022 use 3x).
+    pub fn embedding_std(&self) -> f64 {
+        let e = &self.weights.embed_tokens;
+        let rows = e.out_features();
+        let (mut sum, mut sum_sq, mut count) = (0.0f64, 0.0f64, 0usize);
+        for r in 0..rows {
+            for &v in e.row(r) {
+                sum += v as f64;
+                sum_sq += (v as f64) * (v as f64);
+                count += 1;
+            }
+        }
+        if count < 2 {
+            return 0.0;
+        }
+        let mean = sum / count as f64;
+        // Sample variance (n - 1), like torch.std's default.
+        ((sum_sq - count as f64 * mean * mean) / (count as f64 - 1.0))
+            .max(0.0)
+            .sqrt()
+    }
+
+    /// A fingerprint of every weight (sum of bit patterns), for tests that
+    /// check a run left the model's weights untouched.
+    pub fn weights_checksum(&self) -> u64 {
+        let w = &self.weights;
+        let mut sum = 0u64;
+        let mut add = |m: &Linear| {
+            for r in 0..m.out_features() {
+                for v in m.row(r) {
+                    sum = sum.wrapping_mul(31).wrapping_add(v.to_bits() as u64);
+                }
+            }
+        };
+        add(&w.embed_tokens);
+        for layer in &w.layers {
+            for m in [
+                &layer.q_proj,
+                &layer.k_proj,
+                &layer.v_proj,
+                &layer.o_proj,
+                &layer.gate_proj,
+                &layer.up_proj,
+                &layer.down_proj,
+            ] {
+                add(m);
+            }
+        }
+        sum
     }
 
     /// `x += o_proj(attention(rope(q), rope(k), v))` over the cache plus the new positions.
@@ -215,9 +377,14 @@ impl LlamaModel {
     }
 
     /// `x += down(silu(gate(norm(x))) * up(norm(x)))`.
-    fn mlp_block(&self, layer: &LayerWeights, x: &mut [f32], n: usize) {
+    fn mlp_block(&self, layer: &LayerWeights, x: &mut [f32], n: usize, delta: Option<&GateDelta>) {
         let normed = rms_norm(x, &layer.post_attention_layernorm, self.config.rms_norm_eps);
         let mut gate = layer.gate_proj.forward(&normed, n);
+        if let Some(delta) = delta {
+            // (W + D) h = W h + D h: the perturbed gate without a copy of W.
+            let extra = delta.delta.forward(&normed, n);
+            gate.iter_mut().zip(&extra).for_each(|(g, e)| *g += e);
+        }
         let up = layer.up_proj.forward(&normed, n);
         gate.iter_mut()
             .zip(&up)
@@ -520,6 +687,51 @@ mod tests {
             }],
         };
         assert!(max_abs_diff(&run(&restored)[0], &clean.logits[0]) < 1e-6);
+    }
+
+    #[test]
+    fn forward_from_layer_continues_a_run_from_its_hidden_states() {
+        let model = tiny_model();
+        let options = ForwardOptions {
+            hidden_states: true,
+            logits: LogitsFor::AllPositions,
+            ..Default::default()
+        };
+        let full = model
+            .forward(&TOKENS, &mut model.new_cache(), options)
+            .unwrap();
+        for k in 0..=1 {
+            let residual = full.hidden_states[k].concat();
+            let resumed = model.forward_from_layer(&residual, k, options).unwrap();
+            for (a, b) in resumed.logits.iter().zip(&full.logits) {
+                assert_eq!(a, b, "resumed at layer {k}");
+            }
+            assert_eq!(resumed.hidden_states.last(), full.hidden_states.last());
+        }
+        assert!(model.forward_from_layer(&[0.0; 3], 0, options).is_err());
+        assert!(model
+            .forward_from_layer(&full.hidden_states[0].concat(), 2, options)
+            .is_err());
+    }
+
+    #[test]
+    fn zero_gate_delta_is_exact_and_a_nonzero_one_changes_the_output() {
+        let model = tiny_model();
+        let clean = all_logits(&model, &TOKENS);
+        let run = |delta: &GateDelta| {
+            let options = ForwardOptions {
+                logits: LogitsFor::AllPositions,
+                gate_delta: Some(delta),
+                ..Default::default()
+            };
+            model
+                .forward(&TOKENS, &mut model.new_cache(), options)
+                .unwrap()
+                .logits
+        };
+        assert_eq!(run(&model.gate_delta(0, || 0.0).unwrap()), clean);
+        assert!(max_abs_diff(&run(&model.gate_delta(0, || 0.1).unwrap())[5], &clean[5]) > 1e-4);
+        assert!(model.gate_delta(1, || 0.0).is_err());
     }
 
     #[test]

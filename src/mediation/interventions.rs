@@ -1,0 +1,288 @@
+//! The three interventions of causal mediation analysis on the CPU decoder,
+//! all expressed through the replay hooks ([`Intervention`] on the residual
+//! stream, [`GateDelta`] on one MLP gate) so no model weights are copied, and
+//! the outcome metrics they are measured with.
+
+use std::path::Path;
+
+use rand::rngs::StdRng;
+use rand::SeedableRng;
+use rand_distr::{Distribution, Normal};
+
+use super::bleu::bleu4;
+use crate::error::{Error, Result};
+use crate::replay::decode::{argmax, eos_probability};
+use crate::replay::kernels::log_softmax;
+use crate::replay::{
+    EmbeddingNoise, ForwardOptions, GateDelta, Intervention, LlamaModel, LogitsFor,
+};
+
+/// Meng et al. (2022) corrupt with noise of 3x the embedding matrix's std.
+pub const DEFAULT_NOISE_SCALE: f64 = 3.0;
+/// Default sigma of the gate-weight perturbation.
+pub const DEFAULT_PERTURB_SIGMA: f64 = 0.01;
+
+/// Gaussian noise rows for `positions`, `N(0, std^2)` per value, from a seeded RNG:
+/// the same seed gives the same corruption on every machine.
+pub fn gaussian_noise(
+    positions: &[usize],
+    hidden_size: usize,
+    std: f64,
+    seed: u64,
+) -> Result<Vec<EmbeddingNoise>> {
+    let normal =
+        Normal::new(0.0f64, std).map_err(|e| Error::Config(format!("noise std {std}: {e}")))?;
+    let mut rng = StdRng::seed_from_u64(seed);
+    Ok(positions
+        .iter()
+        .map(|&position| EmbeddingNoise {
+            position,
+            delta: (0..hidden_size)
+                .map(|_| normal.sample(&mut rng) as f32)
+                .collect(),
+        })
+        .collect())
+}
+
+/// Reads `--noise FILE`: a JSON array of rows, row `i` added at position `i`
+/// (the layout of golden.json's `causal_trace.noise`). All-zero rows are
+/// dropped, so the corrupted positions are exactly the non-zero rows.
+pub fn read_noise_file(path: &Path, hidden_size: usize) -> Result<Vec<EmbeddingNoise>> {
+    let bytes = std::fs::read(path).map_err(|e| Error::io(path.display(), e))?;
+    let rows: Vec<Vec<f32>> = serde_json::from_slice(&bytes).map_err(|e| Error::Json {
+        path: path.to_path_buf(),
+        source: e,
+    })?;
+    let mut noise = Vec::new();
+    for (position, delta) in rows.into_iter().enumerate() {
+        if delta.len() != hidden_size {
+            return Err(Error::Config(format!(
+                "{}: noise row {position} has {} values, the model's hidden_size is {hidden_size}",
+                path.display(),
+                delta.len()
+            )));
+        }
+        if delta.iter().any(|v| *v != 0.0) {
+            noise.push(EmbeddingNoise { position, delta });
+        }
+    }
+    Ok(noise)
+}
+
+/// `N(0, sigma^2)` noise for layer `layer`'s MLP gate, seeded.
+pub fn gate_perturbation(
+    model: &LlamaModel,
+    layer: usize,
+    sigma: f64,
+    seed: u64,
+) -> Result<GateDelta> {
+    let normal = Normal::new(0.0f64, sigma)
+        .map_err(|e| Error::Config(format!("perturbation sigma {sigma}: {e}")))?;
+    let mut rng = StdRng::seed_from_u64(seed);
+    model.gate_delta(layer, || normal.sample(&mut rng) as f32)
+}
+
+/// Token span of `subject` inside `prompt`, as positions in `prompt_ids`
+/// (BOS at 0). Found by tokenizing the prompt's prefix before and through the
+/// subject's last occurrence, so it works for BPE tokenizers where the
+/// subject's tokens depend on the preceding space.
+pub fn subject_positions(
+    tokenizer: &crate::replay::PromptTokenizer,
+    prompt: &str,
+    subject: &str,
+) -> Result<Vec<usize>> {
+    let start = prompt
+        .rfind(subject)
+        .filter(|_| !subject.is_empty())
+        .ok_or_else(|| {
+            Error::Config(format!("subject {subject:?} does not occur in the prompt"))
+        })?;
+    let before = tokenizer.encode_prompt(&prompt[..start])?.len();
+    let through = tokenizer
+        .encode_prompt(&prompt[..start + subject.len()])?
+        .len();
+    // A subject that merges with the text before it into one token still gets that token.
+    let first = if through > before {
+        before
+    } else {
+        before.saturating_sub(1)
+    };
+    Ok((first..through.max(first + 1)).collect())
+}
+
+/// The outcome `y` a mediation effect is measured on.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "snake_case")]
+#[value(rename_all = "snake_case")]
+pub enum Metric {
+    /// Probability of the target token (the clean run's top next token) after the prompt.
+    TargetProb,
+    /// Teacher-forced log-probability (sum) of the logged continuation.
+    ContinuationLogprob,
+    /// BLEU-4 of the greedy output against the clean run's greedy output.
+    Bleu4,
+    /// P(EOS) at the cut point: after the prompt and the logged continuation.
+    PEos,
+}
+
+impl Metric {
+    /// The name stored in the `metric` column.
+    pub fn name(self) -> &'static str {
+        match self {
+            Metric::TargetProb => "target_prob",
+            Metric::ContinuationLogprob => "continuation_logprob",
+            Metric::Bleu4 => "bleu4",
+            Metric::PEos => "p_eos",
+        }
+    }
+}
+
+/// One prompt prepared for measurement: ids, the logged continuation, and the
+/// clean run's references (target token, greedy output) the metrics compare to.
+#[derive(Debug, Clone)]
+pub struct Subject {
+    /// Prompt ids, BOS first.
+    pub prompt_ids: Vec<u32>,
+    /// Logged continuation ids (may be empty).
+    pub continuation_ids: Vec<u32>,
+    /// The clean run's top next token after the prompt.
+    pub target_id: u32,
+    /// The clean run's greedy output (BLEU reference), decoded on first use:
+    /// only [`Metric::Bleu4`] needs it, and it costs `max_new_tokens` steps.
+    clean_greedy: std::sync::OnceLock<Vec<u32>>,
+    /// Greedy budget for [`Metric::Bleu4`].
+    pub max_new_tokens: usize,
+}
+
+impl Subject {
+    /// Runs the clean next-token reference once.
+    pub fn new(
+        model: &LlamaModel,
+        prompt_ids: Vec<u32>,
+        continuation_ids: Vec<u32>,
+        max_new_tokens: usize,
+    ) -> Result<Self> {
+        let logits = last_row(
+            model
+                .forward(
+                    &prompt_ids,
+                    &mut model.new_cache(),
+                    ForwardOptions::default(),
+                )?
+                .logits,
+        )?;
+        Ok(Subject {
+            target_id: argmax(&logits),
+            prompt_ids,
+            continuation_ids,
+            clean_greedy: std::sync::OnceLock::new(),
+            max_new_tokens,
+        })
+    }
+
+    /// `y` under `intervention` and `gate_delta` (both `None`: the clean run).
+    pub fn measure(
+        &self,
+        model: &LlamaModel,
+        metric: Metric,
+        intervention: Option<&Intervention>,
+        gate_delta: Option<&GateDelta>,
+    ) -> Result<f64> {
+        let options = ForwardOptions {
+            intervention,
+            gate_delta,
+            ..Default::default()
+        };
+        match metric {
+            Metric::TargetProb => {
+                let row = last_row(
+                    model
+                        .forward(&self.prompt_ids, &mut model.new_cache(), options)?
+                        .logits,
+                )?;
+                Ok(log_softmax(&row)[self.target_id as usize].exp())
+            }
+            Metric::ContinuationLogprob | Metric::PEos => {
+                let ids: Vec<u32> = self
+                    .prompt_ids
+                    .iter()
+                    .chain(&self.continuation_ids)
+                    .copied()
+                    .collect();
+                let options = ForwardOptions {
+                    logits: LogitsFor::AllPositions,
+                    ..options
+                };
+                let rows = model.forward(&ids, &mut model.new_cache(), options)?.logits;
+                if metric == Metric::PEos {
+                    let last = rows
+                        .last()
+                        .ok_or_else(|| Error::Model("no logits".into()))?;
+                    return Ok(eos_probability(last, &model.config().eos_token_ids));
+                }
+                // rows[p] predicts token p + 1.
+                let first = self.prompt_ids.len() - 1;
+                Ok(self
+                    .continuation_ids
+                    .iter()
+                    .enumerate()
+                    .map(|(j, &id)| log_softmax(&rows[first + j])[id as usize])
+                    .sum())
+            }
+            Metric::Bleu4 => {
+                let out = greedy(model, &self.prompt_ids, self.max_new_tokens, options)?;
+                let reference = match self.clean_greedy.get() {
+                    Some(r) => r,
+                    None => {
+                        let r = greedy(
+                            model,
+                            &self.prompt_ids,
+                            self.max_new_tokens,
+                            ForwardOptions::default(),
+                        )?;
+                        self.clean_greedy.get_or_init(|| r)
+                    }
+                };
+                Ok(bleu4(&out, reference))
+            }
+        }
+    }
+}
+
+/// Greedy decoding with the intervention and gate delta active in the prefill
+/// and in every step (noise and patches address prompt positions, so steps
+/// are only affected through the cache and the perturbed gate).
+fn greedy(
+    model: &LlamaModel,
+    prompt_ids: &[u32],
+    max_new_tokens: usize,
+    options: ForwardOptions<'_>,
+) -> Result<Vec<u32>> {
+    let eos = &model.config().eos_token_ids;
+    let mut cache = model.new_cache();
+    let options = ForwardOptions {
+        logits: LogitsFor::LastPosition,
+        hidden_states: false,
+        ..options
+    };
+    let mut logits = last_row(model.forward(prompt_ids, &mut cache, options)?.logits)?;
+    let mut out = Vec::new();
+    while out.len() < max_new_tokens
+        && prompt_ids.len() + out.len() < model.config().max_position_embeddings
+    {
+        let next = argmax(&logits);
+        out.push(next);
+        if eos.contains(&next) {
+            break;
+        }
+        logits = last_row(model.forward(&[next], &mut cache, options)?.logits)?;
+    }
+    Ok(out)
+}
+
+pub(crate) fn last_row(mut rows: Vec<Vec<f32>>) -> Result<Vec<f32>> {
+    rows.pop()
+        .ok_or_else(|| Error::Model("forward pass returned no logits".into()))
+}

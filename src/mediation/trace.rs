@@ -1,0 +1,163 @@
+//! Causal tracing (Meng et al. 2022): corrupt the subject's embeddings, then
+//! restore one clean layer output at one position at a time and record the
+//! probability of the clean run's top token. Built to cost far less than one
+//! forward pass per grid cell: the clean and corrupted runs are made once
+//! (with their hidden states cached), and restoring layer `l` restarts the
+//! corrupted residual stream at layer `l + 1` instead of re-running layers
+//! `0..=l`, whose outputs the corrupted run already has. Cells before the
+//! first corrupted position need no work at all: there the clean and
+//! corrupted states are identical, so the restore changes nothing.
+
+use serde::Serialize;
+
+use super::interventions::last_row;
+use crate::error::{Error, Result};
+use crate::replay::decode::argmax;
+use crate::replay::kernels::log_softmax;
+use crate::replay::{EmbeddingNoise, ForwardOptions, HiddenPatch, Intervention, LlamaModel};
+
+/// The result of [`causal_trace`]; also the JSON of `tokscope trace --json`.
+#[derive(Debug, Clone, Serialize)]
+pub struct CausalTrace {
+    /// Prompt ids, BOS first.
+    pub input_ids: Vec<u32>,
+    /// Positions that were corrupted (union over samples).
+    pub subject_positions: Vec<usize>,
+    /// The clean run's top next token.
+    pub target_id: u32,
+    /// P(target) after the clean prompt.
+    pub p_clean: f64,
+    /// P(target) in the corrupted run, mean over noise samples.
+    pub p_corrupt: f64,
+    /// `p_restored[l][i]`: P(target) in the corrupted run with layer `l`'s output
+    /// at position `i` restored to its clean value, mean over samples.
+    pub p_restored: Vec<Vec<f64>>,
+    /// Noise samples averaged.
+    pub samples: usize,
+    /// Work done, in forward-pass equivalents: layer evaluations over the
+    /// whole sequence divided by the number of layers (heads not counted).
+    pub forward_equivalents: f64,
+}
+
+/// Counts layer evaluations, so the cost claim is measured rather than assumed.
+#[derive(Debug, Default)]
+struct Cost {
+    layer_evaluations: usize,
+}
+
+/// Traces `prompt_ids` under each noise sample in `noise_samples` (one
+/// `Vec<EmbeddingNoise>` per sample). With `reuse == false` every cell is a
+/// full corrupted forward pass with one patch (the reference the fast path
+/// is tested against and benchmarked with).
+pub fn causal_trace(
+    model: &LlamaModel,
+    prompt_ids: &[u32],
+    noise_samples: &[Vec<EmbeddingNoise>],
+    reuse: bool,
+) -> Result<CausalTrace> {
+    if noise_samples.is_empty() {
+        return Err(Error::Config(
+            "causal trace needs at least one noise sample".into(),
+        ));
+    }
+    let layers = model.config().num_hidden_layers;
+    let (t, h) = (prompt_ids.len(), model.config().hidden_size);
+    let mut cost = Cost::default();
+    let with_states = ForwardOptions {
+        hidden_states: true,
+        ..Default::default()
+    };
+    let clean = model.forward(prompt_ids, &mut model.new_cache(), with_states)?;
+    cost.layer_evaluations += layers;
+    let clean_logits = last_row(clean.logits)?;
+    let target_id = argmax(&clean_logits);
+    let p = |logits: &[f32]| log_softmax(logits)[target_id as usize].exp();
+    let p_clean = p(&clean_logits);
+
+    let mut p_corrupt = 0.0;
+    let mut p_restored = vec![vec![0.0; t]; layers];
+    for noise in noise_samples {
+        let corrupted = Intervention {
+            embedding_noise: noise.clone(),
+            hidden_patches: vec![],
+        };
+        let options = ForwardOptions {
+            hidden_states: reuse,
+            intervention: Some(&corrupted),
+            ..Default::default()
+        };
+        let run = model.forward(prompt_ids, &mut model.new_cache(), options)?;
+        cost.layer_evaluations += layers;
+        let p_sample = p(&last_row(run.logits)?);
+        p_corrupt += p_sample;
+        for (l, row) in p_restored.iter_mut().enumerate() {
+            for (i, cell) in row.iter_mut().enumerate() {
+                let clean_state = &clean.hidden_states[l + 1][i];
+                if reuse && run.hidden_states[l + 1][i] == *clean_state {
+                    // Restoring a state the noise never reached (positions before the first
+                    // corrupted token: causal attention, same rows, bit-identical) is a no-op.
+                    *cell += p_sample;
+                    continue;
+                }
+                let logits = if reuse {
+                    // The corrupted stream after layer l, with position i restored, enters layer l + 1.
+                    let mut residual: Vec<f32> = run.hidden_states[l + 1].concat();
+                    residual[i * h..(i + 1) * h].copy_from_slice(clean_state);
+                    cost.layer_evaluations += layers - l - 1;
+                    model
+                        .forward_from_layer(&residual, l + 1, ForwardOptions::default())?
+                        .logits
+                } else {
+                    let patched = Intervention {
+                        embedding_noise: noise.clone(),
+                        hidden_patches: vec![HiddenPatch {
+                            layer: l,
+                            position: i,
+                            hidden: clean_state.clone(),
+                        }],
+                    };
+                    cost.layer_evaluations += layers;
+                    let options = ForwardOptions {
+                        intervention: Some(&patched),
+                        ..Default::default()
+                    };
+                    model
+                        .forward(prompt_ids, &mut model.new_cache(), options)?
+                        .logits
+                };
+                *cell += p(&last_row(logits)?);
+            }
+        }
+    }
+    let samples = noise_samples.len();
+    let k = samples as f64;
+    p_restored.iter_mut().flatten().for_each(|v| *v /= k);
+    let mut subject_positions: Vec<usize> =
+        noise_samples.iter().flatten().map(|n| n.position).collect();
+    subject_positions.sort_unstable();
+    subject_positions.dedup();
+    Ok(CausalTrace {
+        input_ids: prompt_ids.to_vec(),
+        subject_positions,
+        target_id,
+        p_clean,
+        p_corrupt: p_corrupt / k,
+        p_restored,
+        samples,
+        forward_equivalents: cost.layer_evaluations as f64 / layers as f64,
+    })
+}
+
+/// Forward-pass equivalents [`causal_trace`] spends on `samples` samples of a
+/// `t`-token prompt through `layers` layers whose first corrupted position is
+/// `first`: with reuse `1 + samples * (1 + (t - first) (L - 1) / 2)` (restoring
+/// layer `l` runs `L - 1 - l` layers; cells before `first` are no-ops), without
+/// `1 + samples * (1 + L t)`.
+pub fn expected_forward_equivalents(layers: usize, t: usize, first: usize, samples: usize, reuse: bool) -> f64 {
+    let per_sample = if reuse {
+        1.0 + t.saturating_sub(first) as f64 * (layers as f64 - 1.0) / 2.0
+    } else {
+        1.0 + (layers * t) as f64
+    };
+    1.0 + samples as f64 * per_sample
+}
