@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, AsArray, Float64Array, Float64Builder, ListArray, StructArray};
+use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, Float64Array, Float64Builder, ListArray, StructArray};
 use arrow::buffer::{NullBuffer, OffsetBuffer};
 use arrow::compute::cast;
 use arrow::datatypes::{DataType, Field, FieldRef, Fields, Float64Type, Int64Type, TimeUnit};
@@ -21,7 +21,7 @@ use datafusion::common::{exec_err, plan_err, ScalarValue};
 use datafusion::error::Result as DfResult;
 use datafusion::logical_expr::function::{AccumulatorArgs, StateFieldsArgs};
 use datafusion::logical_expr::{
-    Accumulator, AggregateUDF, AggregateUDFImpl, ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature,
+    Accumulator, AggregateUDF, AggregateUDFImpl, ColumnarValue, EmitTo, GroupsAccumulator, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature,
     Volatility,
 };
 
@@ -71,19 +71,106 @@ impl AggregateUDFImpl for QuantileCont {
         Ok(vec![Arc::new(Field::new(format!("{}[values]", args.name), DataType::List(Arc::new(item)), true))])
     }
     fn accumulator(&self, args: AccumulatorArgs) -> DfResult<Box<dyn Accumulator>> {
-        // The quantile must be a constant: evaluate it against an empty batch.
-        let empty = arrow::record_batch::RecordBatch::new_empty(Arc::new(arrow::datatypes::Schema::empty()));
-        let p = match args.exprs.get(1).map(|e| e.evaluate(&empty)).transpose()? {
-            Some(ColumnarValue::Scalar(v)) if !v.is_null() => match v.cast_to(&DataType::Float64)? {
-                ScalarValue::Float64(Some(p)) => p,
-                _ => return plan_err!("quantile_cont: the quantile must be a number"),
-            },
-            _ => return plan_err!("quantile_cont: the quantile must be a constant"),
-        };
-        if !(0.0..=1.0).contains(&p) {
-            return plan_err!("quantile_cont: the quantile must be in [0, 1], got {p}");
+        Ok(Box::new(QuantileAcc { p: quantile_arg(&args)?, values: Vec::new() }))
+    }
+    // The grouped path keeps one value vector per group and avoids DataFusion's
+    // per-group slicing of every batch that a plain Accumulator needs.
+    fn groups_accumulator_supported(&self, _args: AccumulatorArgs) -> bool {
+        true
+    }
+    fn create_groups_accumulator(&self, args: AccumulatorArgs) -> DfResult<Box<dyn GroupsAccumulator>> {
+        Ok(Box::new(QuantileGroups { p: quantile_arg(&args)?, groups: Vec::new() }))
+    }
+}
+
+/// The quantile argument: a constant in [0, 1], evaluated against an empty batch.
+fn quantile_arg(args: &AccumulatorArgs) -> DfResult<f64> {
+    let empty = arrow::record_batch::RecordBatch::new_empty(Arc::new(arrow::datatypes::Schema::empty()));
+    let p = match args.exprs.get(1).map(|e| e.evaluate(&empty)).transpose()? {
+        Some(ColumnarValue::Scalar(v)) if !v.is_null() => match v.cast_to(&DataType::Float64)? {
+            ScalarValue::Float64(Some(p)) => p,
+            _ => return plan_err!("quantile_cont: the quantile must be a number"),
+        },
+        _ => return plan_err!("quantile_cont: the quantile must be a constant"),
+    };
+    if !(0.0..=1.0).contains(&p) {
+        return plan_err!("quantile_cont: the quantile must be in [0, 1], got {p}");
+    }
+    Ok(p)
+}
+
+/// Values of every group, in group-index order.
+#[derive(Debug)]
+struct QuantileGroups {
+    p: f64,
+    groups: Vec<Vec<f64>>,
+}
+
+impl QuantileGroups {
+    fn add(&mut self, values: &ArrayRef, group_indices: &[usize], filter: Option<&BooleanArray>, total: usize) -> DfResult<()> {
+        self.groups.resize_with(total, Vec::new);
+        let a = cast(values, &DataType::Float64)?;
+        let a = a.as_primitive::<Float64Type>();
+        for (i, &g) in group_indices.iter().enumerate() {
+            if a.is_null(i) || filter.is_some_and(|f| !f.is_valid(i) || !f.value(i)) {
+                continue;
+            }
+            let v = a.value(i);
+            if !v.is_nan() {
+                self.groups[g].push(v);
+            }
         }
-        Ok(Box::new(QuantileAcc { p, values: Vec::new() }))
+        Ok(())
+    }
+}
+
+fn list_of(values: Vec<Vec<f64>>) -> ArrayRef {
+    let lengths: Vec<usize> = values.iter().map(Vec::len).collect();
+    let flat = Float64Array::from(values.into_iter().flatten().collect::<Vec<_>>());
+    Arc::new(ListArray::new(
+        Arc::new(Field::new_list_field(DataType::Float64, true)),
+        OffsetBuffer::from_lengths(lengths),
+        Arc::new(flat),
+        None,
+    ))
+}
+
+impl GroupsAccumulator for QuantileGroups {
+    fn update_batch(&mut self, values: &[ArrayRef], group_indices: &[usize], opt_filter: Option<&BooleanArray>, total_num_groups: usize) -> DfResult<()> {
+        self.add(&values[0], group_indices, opt_filter, total_num_groups)
+    }
+    fn evaluate(&mut self, emit_to: EmitTo) -> DfResult<ArrayRef> {
+        let groups = emit_to.take_needed(&mut self.groups);
+        let out: Float64Array = groups.into_iter().map(|mut v| quantile_type7(&mut v, self.p)).collect();
+        Ok(Arc::new(out))
+    }
+    fn state(&mut self, emit_to: EmitTo) -> DfResult<Vec<ArrayRef>> {
+        Ok(vec![list_of(emit_to.take_needed(&mut self.groups))])
+    }
+    fn merge_batch(&mut self, values: &[ArrayRef], group_indices: &[usize], total_num_groups: usize) -> DfResult<()> {
+        self.groups.resize_with(total_num_groups, Vec::new);
+        let lists = values[0].as_list::<i32>();
+        for (i, &g) in group_indices.iter().enumerate() {
+            if lists.is_valid(i) {
+                let part = lists.value(i);
+                self.groups[g].extend(part.as_primitive::<Float64Type>().iter().flatten());
+            }
+        }
+        Ok(())
+    }
+    fn convert_to_state(&self, values: &[ArrayRef], opt_filter: Option<&BooleanArray>) -> DfResult<Vec<ArrayRef>> {
+        let a = cast(&values[0], &DataType::Float64)?;
+        let a = a.as_primitive::<Float64Type>();
+        let rows = (0..a.len())
+            .map(|i| {
+                let keep = a.is_valid(i) && !a.value(i).is_nan() && opt_filter.is_none_or(|f| f.is_valid(i) && f.value(i));
+                if keep { vec![a.value(i)] } else { Vec::new() }
+            })
+            .collect();
+        Ok(vec![list_of(rows)])
+    }
+    fn size(&self) -> usize {
+        size_of_val(self) + self.groups.iter().map(|g| g.capacity() * size_of::<f64>() + size_of::<Vec<f64>>()).sum::<usize>()
     }
 }
 
