@@ -6,11 +6,11 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context};
 use clap::{Args, Parser, Subcommand};
-use tokscope::dataset::DatasetRoot;
 use tokscope::derive::{ContextBins, EosMarkers};
 use tokscope::export::{self, OutputFormat};
 use tokscope::generate::{self, GenFormat, GenOptions};
 use tokscope::ingest::{self, DeriveSettings, Format, IngestOptions, IngestSummary, Redaction};
+use tokscope::jobs::cli::{session, UdfArgs};
 use tokscope::{engine, jobs, samples};
 
 /// Token-level analytics for LLM serving logs.
@@ -27,6 +27,10 @@ enum Command {
     Ingest(IngestArgs),
     /// Run ad-hoc SQL over a dataset's `requests`, `tokens` and `rejects` tables.
     Query(QueryArgs),
+    /// Run a named SQL job (eos, latency, cost, kv_cache, report) over a dataset.
+    Job(tokscope::jobs::cli::JobArgs),
+    /// Interactive SQL shell over a dataset (statements end with `;`; reads stdin when piped).
+    Sql(tokscope::jobs::cli::SqlArgs),
     /// The main job end to end: ingest (the bundled sample logs by default) and print the report.
     Run(RunArgs),
     /// Write realistic synthetic access logs.
@@ -108,6 +112,8 @@ struct QueryArgs {
     /// Allow DDL/DML statements (ad-hoc SQL is read-only by default).
     #[arg(long)]
     allow_write: bool,
+    #[command(flatten)]
+    udf: UdfArgs,
 }
 
 #[derive(Args)]
@@ -122,6 +128,8 @@ struct RunArgs {
     /// Report format.
     #[arg(long, value_enum, default_value_t = OutputFormat::Table)]
     report_format: OutputFormat,
+    #[command(flatten)]
+    udf: UdfArgs,
 }
 
 #[derive(Args)]
@@ -209,10 +217,10 @@ fn main() -> anyhow::Result<()> {
             if args.format == OutputFormat::Parquet && args.output.is_none() {
                 bail!("--format parquet needs --output FILE");
             }
+            let udf = args.udf.config()?;
             let rt = runtime()?;
             let batches = rt.block_on(async {
-                let ctx = engine::new_session();
-                engine::register_dataset(&ctx, &DatasetRoot::parse(&args.data)?).await?;
+                let ctx = session(&args.data, &udf).await?;
                 engine::run_sql(&ctx, &args.sql, args.allow_write).await
             })?;
             export::write_batches(&batches, args.format, &mut *output_sink(args.output.as_ref())?)?;
@@ -227,14 +235,16 @@ fn main() -> anyhow::Result<()> {
             if !args.flags.quiet {
                 print_summary(&summary);
             }
+            let udf = args.udf.config()?;
             let rt = runtime()?;
             let batches = rt.block_on(async {
-                let ctx = engine::new_session();
-                engine::register_dataset(&ctx, &DatasetRoot::parse(&args.out)?).await?;
-                jobs::run_job(&ctx, jobs::job("eos")?).await
+                let ctx = session(&args.out, &udf).await?;
+                jobs::run_job(&ctx, jobs::job("report")?).await
             })?;
             export::write_batches(&batches, args.report_format, &mut std::io::stdout().lock())?;
         }
+        Command::Job(args) => jobs::cli::run_job(&args)?,
+        Command::Sql(args) => jobs::cli::run_shell(&args)?,
         Command::Generate(args) => {
             let opts = GenOptions {
                 requests: args.requests,

@@ -1,7 +1,12 @@
-//! The query engine: one function registers a dataset's tables (and, as
-//! jobs grow, tokscope's UDFs) in any DataFusion `SessionContext`, so ad-hoc
-//! SQL, the SQL jobs and distributed executors all see the same catalog.
+//! The query engine: one function registers a dataset's tables and
+//! tokscope's UDFs in any DataFusion `SessionContext`, so ad-hoc SQL, the SQL
+//! jobs, the SQL shell and distributed executors all see the same catalog.
 
+pub mod architectures;
+pub mod pricing;
+pub mod udfs;
+
+use std::path::Path;
 use std::sync::Arc;
 
 use arrow::datatypes::{DataType, SchemaRef};
@@ -13,6 +18,8 @@ use datafusion::execution::context::SQLOptions;
 use datafusion::prelude::{SessionConfig, SessionContext};
 
 use crate::dataset::{DatasetRoot, TABLES};
+use architectures::Architectures;
+use pricing::Pricing;
 use crate::error::Result;
 use crate::schema::{self, DATE_PARTITION};
 
@@ -23,11 +30,57 @@ pub fn new_session() -> SessionContext {
     SessionContext::new_with_config(config)
 }
 
-/// Registers every table of `dataset` in `ctx`: `requests`, `tokens`,
-/// `rejects` (ingest), `replay_verdicts` (replay) and `interventions`
-/// (mediation). A table the dataset does not have yet is registered empty,
-/// with its schema, so SQL can always name and join it.
+/// What tokscope's UDFs need beyond their arguments: prices and model shapes.
+#[derive(Debug, Clone)]
+pub struct UdfConfig {
+    /// Prices for `price_usd` (none by default: every request is unpriced).
+    pub pricing: Arc<Pricing>,
+    /// Model shapes for `kv_cache_bytes` (the bundled `config/architectures.toml` by default).
+    pub architectures: Arc<Architectures>,
+}
+
+impl UdfConfig {
+    /// The defaults: no prices, the bundled architectures.
+    pub fn new() -> Result<Self> {
+        Ok(UdfConfig { pricing: Arc::new(Pricing::default()), architectures: Arc::new(Architectures::bundled()?) })
+    }
+
+    /// Loads `--pricing` (TOML or `litellm:FILE`) and `--architectures` (TOML over the bundled file) when given.
+    pub fn load(pricing: Option<&str>, architectures: Option<&Path>) -> Result<Self> {
+        Ok(UdfConfig {
+            pricing: Arc::new(match pricing {
+                Some(p) => Pricing::load(p)?,
+                None => Pricing::default(),
+            }),
+            architectures: Arc::new(match architectures {
+                Some(p) => Architectures::load_over_bundled(p)?,
+                None => Architectures::bundled()?,
+            }),
+        })
+    }
+}
+
+/// Registers tokscope's SQL functions (see [`udfs`]) in `ctx`; registering
+/// again replaces them, e.g. with other prices.
+pub fn register_udfs(ctx: &SessionContext, config: &UdfConfig) {
+    ctx.register_udaf(udfs::quantile_cont());
+    ctx.register_udf(udfs::price_usd(Arc::clone(&config.pricing)));
+    ctx.register_udf(udfs::kv_cache_bytes(Arc::clone(&config.architectures)));
+}
+
+/// Registers every table of `dataset` and the UDFs with their defaults
+/// ([`UdfConfig::new`]) in `ctx`.
 pub async fn register_dataset(ctx: &SessionContext, dataset: &DatasetRoot) -> Result<()> {
+    register_dataset_with(ctx, dataset, &UdfConfig::new()?).await
+}
+
+/// Registers the UDFs with `config` and every table of `dataset` in `ctx`:
+/// `requests`, `tokens`, `rejects` (ingest), `replay_verdicts` (replay) and
+/// `interventions` (mediation); the one call any session (CLI, shell,
+/// executor) makes. A table the dataset does not have yet is registered empty,
+/// with its schema, so SQL can always name and join it.
+pub async fn register_dataset_with(ctx: &SessionContext, dataset: &DatasetRoot, config: &UdfConfig) -> Result<()> {
+    register_udfs(ctx, config);
     if let DatasetRoot::Remote { url, store, .. } = dataset {
         let base = url::Url::parse(&format!("{}://{}", url.scheme(), url.authority()))
             .map_err(|e| crate::Error::Config(format!("bad dataset URL {url}: {e}")))?;

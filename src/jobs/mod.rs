@@ -1,5 +1,7 @@
 //! SQL jobs: each job is a readable SQL file in `sql/`, compiled into the
-//! binary, run over a dataset registered by [`crate::engine`].
+//! binary, run over a dataset registered by [`crate::engine`] (tables and UDFs).
+
+pub mod cli;
 
 use arrow::record_batch::RecordBatch;
 use datafusion::prelude::SessionContext;
@@ -24,6 +26,26 @@ pub const JOBS: &[Job] = &[
         name: "eos",
         about: "EOS compliance and silent-truncation rate per model x context bin",
         sql: include_str!("../../sql/eos.sql"),
+    },
+    Job {
+        name: "latency",
+        about: "exact TTFT / TPOT / latency percentiles and throughput per model x context bin",
+        sql: include_str!("../../sql/latency.sql"),
+    },
+    Job {
+        name: "cost",
+        about: "cost (needs --pricing) per model x context bin, unpriced requests counted",
+        sql: include_str!("../../sql/cost.sql"),
+    },
+    Job {
+        name: "kv_cache",
+        about: "KV-cache GiB per request (mean, max) per model x context bin",
+        sql: include_str!("../../sql/kv_cache.sql"),
+    },
+    Job {
+        name: "report",
+        about: "eos + latency + cost side by side (what `tokscope run` prints)",
+        sql: include_str!("../../sql/report.sql"),
     },
     Job {
         name: "replay",

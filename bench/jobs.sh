@@ -1,0 +1,164 @@
+#!/usr/bin/env bash
+# Jobs benchmark on generated canonical logs (default 500k requests):
+#  (a) `tokscope job report` over the ingested dataset vs DuckDB computing the
+#      same table from the raw text (read_ndjson, EOS markers by string tests,
+#      context bins and timings derived in SQL). Target: tokscope >= 5x faster.
+#  (b) the same SQL text (sql/eos.sql, sql/latency.sql, sql/report.sql) over the
+#      same Parquet in DuckDB and in tokscope. Target: tokscope no slower.
+# DuckDB runs report.sql unchanged: `price_usd` is a DuckDB macro with the same
+# flat rates as the pricing file below, and DuckDB's quantile_cont is the same
+# exact estimator as tokscope's.
+# Usage: bench/jobs.sh [REQUESTS=500000] [THREADS=all]   (TOKSCOPE_BIN=path skips the build)
+# Needs a release build (CARGO_TARGET_DIR=/work/target-release on the team machines).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+N=${1:-500000}
+THREADS=${2:-$(nproc)}
+WORK=${BENCH_DIR:-/tmp/tokscope-bench-jobs}
+mkdir -p "$WORK"
+if [ -n "${TOKSCOPE_BIN:-}" ]; then
+  BIN=$TOKSCOPE_BIN   # an already built binary (to check the script; timings need release)
+else
+  export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-/work/target-release}
+  cargo build --release --quiet
+  BIN=$CARGO_TARGET_DIR/release/tokscope
+fi
+export TOKIO_WORKER_THREADS=$THREADS
+
+LOG="$WORK/canonical-$N.jsonl"
+[ -f "$LOG" ] || "$BIN" generate --requests "$N" --out "$LOG"
+DS="$WORK/ds-$N"
+[ -d "$DS/requests" ] || "$BIN" ingest --quiet --out "$DS" "$LOG"
+echo "input: $LOG ($(du -h "$LOG" | cut -f1), $N requests), dataset $DS, threads=$THREADS"
+
+PRICING="$WORK/pricing.toml"
+cat > "$PRICING" <<'EOF'
+[[model]]
+model = "llama-3.1-8b-instruct"
+input = 0.1
+output = 0.2
+cached_input = 0.05
+[[model]]
+model = "qwen2.5-72b-instruct"
+input = 1.0
+output = 3.0
+cached_input = 0.5
+[[model]]
+model = "deepseek-v3"
+input = 0.27
+output = 1.1
+cached_input = 0.07
+EOF
+
+# The same rates as a DuckDB macro; mistral-7b-instruct stays unpriced in both.
+DUCK_MACROS="
+CREATE MACRO r_in(m) AS CASE m WHEN 'llama-3.1-8b-instruct' THEN 0.1 WHEN 'qwen2.5-72b-instruct' THEN 1.0 WHEN 'deepseek-v3' THEN 0.27 END;
+CREATE MACRO r_out(m) AS CASE m WHEN 'llama-3.1-8b-instruct' THEN 0.2 WHEN 'qwen2.5-72b-instruct' THEN 3.0 WHEN 'deepseek-v3' THEN 1.1 END;
+CREATE MACRO r_cached(m) AS CASE m WHEN 'llama-3.1-8b-instruct' THEN 0.05 WHEN 'qwen2.5-72b-instruct' THEN 0.5 WHEN 'deepseek-v3' THEN 0.07 END;
+CREATE MACRO price_usd(m, ts, p, c, cw, o) AS CASE WHEN r_in(m) IS NULL THEN NULL ELSE struct_pack(
+  input_usd := greatest(p - c - cw, 0) * r_in(m) / 1e6, cached_input_usd := c * r_cached(m) / 1e6,
+  cache_write_usd := cw * r_in(m) / 1e6, output_usd := o * r_out(m) / 1e6,
+  total_usd := (greatest(p - c - cw, 0) * r_in(m) + c * r_cached(m) + cw * r_in(m) + o * r_out(m)) / 1e6) END;
+"
+
+# The derived columns of docs/metrics.md, from the raw canonical JSON.
+RAW_VIEW="
+CREATE VIEW requests AS
+WITH raw AS (
+  SELECT *, rtrim(model_output, ' ' || chr(9) || chr(10) || chr(13)) AS o, coalesce(cached_tokens, 0) AS ct, 0 AS cwt
+  FROM read_ndjson('$LOG')
+)
+SELECT model, ts, prompt_tokens, completion_tokens, ct AS cached_tokens, cwt AS cache_write_tokens,
+  ttft_ms, latency_ms,
+  CASE WHEN prompt_tokens >= 131072 THEN '128K+' WHEN prompt_tokens >= 65536 THEN '64K-128K'
+       WHEN prompt_tokens >= 32768 THEN '32K-64K' WHEN prompt_tokens >= 16384 THEN '16K-32K'
+       WHEN prompt_tokens >= 8192 THEN '8K-16K' WHEN prompt_tokens >= 4096 THEN '4K-8K'
+       WHEN prompt_tokens >= 2048 THEN '2K-4K' WHEN prompt_tokens >= 1024 THEN '1K-2K' ELSE '0-1K' END AS context_bin,
+  CASE WHEN prompt_tokens >= 131072 THEN 131072 WHEN prompt_tokens < 1024 THEN 0
+       ELSE CAST(pow(2, floor(log2(prompt_tokens))) AS BIGINT) END AS context_bin_lo,
+  CASE
+    WHEN model_output IS NOT NULL THEN
+      CASE WHEN ends_with(o, '<|endoftext|>') OR ends_with(o, '<|im_end|>') OR ends_with(o, '</s>')
+             OR ends_with(o, '<|eot_id|>') OR ends_with(o, '<|end|>') OR ends_with(o, '[EOS]')
+             OR ends_with(o, '<|end▁of▁sentence|>') OR ends_with(o, '<｜end▁of▁sentence｜>') THEN 'eos'
+           WHEN finish_reason IN ('length', 'max_tokens') OR completion_tokens >= max_tokens THEN 'length'
+           ELSE 'implicit_truncation' END
+    WHEN finish_reason IN ('stop', 'eos', 'end_turn', 'stop_sequence', 'tool_calls', 'tool_use') THEN 'eos'
+    WHEN finish_reason IN ('length', 'max_tokens') OR completion_tokens >= max_tokens THEN 'length'
+    ELSE 'unknown' END AS eos_status,
+  CASE WHEN completion_tokens > 1 AND latency_ms >= ttft_ms THEN (latency_ms - ttft_ms) / (completion_tokens - 1) END AS tpot_ms,
+  CASE WHEN completion_tokens > 1 AND latency_ms > ttft_ms THEN 1000.0 * (completion_tokens - 1) / (latency_ms - ttft_ms) END AS decode_tps,
+  CASE WHEN latency_ms > 0 THEN completion_tokens * 1000.0 / latency_ms END AS e2e_tps
+FROM raw;
+"
+PARQUET_VIEW="CREATE VIEW requests AS SELECT * FROM read_parquet('$DS/requests/*/*.parquet', hive_partitioning=true);"
+
+# Times one DuckDB run of SQL file $2 after setup $1; prints seconds.
+duck() {
+  python3 - "$1" "$2" "$THREADS" <<'PY'
+import duckdb, sys, time
+setup, sql_file, threads = sys.argv[1], sys.argv[2], sys.argv[3]
+con = duckdb.connect()
+con.execute(f"SET threads TO {threads}")
+for stmt in [s for s in setup.split(";\n") if s.strip()]:
+    con.execute(stmt)
+sql = open(sql_file).read()
+t = time.perf_counter()
+rows = con.execute(sql).fetchall()
+print(f"{time.perf_counter() - t:.3f}")
+PY
+}
+
+# Times one tokscope command; prints seconds (process start included).
+tok() {
+  python3 - "$@" <<'PY'
+import subprocess, sys, time
+t = time.perf_counter()
+subprocess.run(sys.argv[1:], check=True, stdout=subprocess.DEVNULL)
+print(f"{time.perf_counter() - t:.3f}")
+PY
+}
+
+best() { # best of 3 runs of the given command
+  local b=""
+  for _ in 1 2 3; do
+    local t; t=$("$@")
+    b=$(python3 -c "print(min(float('$t'), float('${b:-inf}')))")
+  done
+  echo "$b"
+}
+
+echo "== (a) tokscope job report (Parquet) vs DuckDB from raw NDJSON"
+# Both sides must compute the same table, or the ratio means nothing.
+"$BIN" job report --data "$DS" --pricing "$PRICING" --format json > "$WORK/report-tok.json"
+python3 - "$DUCK_MACROS$RAW_VIEW" "$WORK/report-tok.json" "$THREADS" <<'PY'
+import duckdb, json, math, sys
+con = duckdb.connect()
+con.execute(f"SET threads TO {sys.argv[3]}")
+for stmt in [s for s in sys.argv[1].split(";\n") if s.strip()]:
+    con.execute(stmt)
+cur = con.execute(open("sql/report.sql").read())
+cols = [d[0] for d in cur.description]
+duck = [dict(zip(cols, r)) for r in cur.fetchall()]
+tok = [json.loads(l) for l in open(sys.argv[2]) if l.strip()]
+bad = [(t.get("model"), t.get("context_bin"), c) for t, d in zip(tok, duck) for c in cols
+       if not ((t.get(c) is None and d[c] is None) or (isinstance(d[c], (int, float)) and t.get(c) is not None
+               and math.isclose(float(t[c]), float(d[c]), rel_tol=1e-9, abs_tol=1e-12)) or t.get(c) == d[c])]
+ok = len(tok) == len(duck) and not bad
+print(f"results agree: {'yes' if ok else 'NO'} ({len(tok)} rows){'' if ok else f' first differences: {bad[:5]}'}")
+PY
+T_TOK=$(best tok "$BIN" job report --data "$DS" --pricing "$PRICING" --format csv)
+T_DUCK=$(best duck "$DUCK_MACROS$RAW_VIEW" sql/report.sql)
+python3 -c "print(f'tokscope job report: {$T_TOK:.3f}s  duckdb raw: {$T_DUCK:.3f}s  ratio {$T_DUCK/$T_TOK:.1f}x (target >= 5x)')"
+
+echo "== (b) same SQL, same Parquet: DuckDB vs tokscope"
+# DuckDB's time is the query alone (connection and views made before the clock
+# starts); tokscope's includes process start and dataset listing, measured
+# here with SELECT 1 and also reported subtracted.
+T_START=$(best tok "$BIN" query --data "$DS" --pricing "$PRICING" --format csv "SELECT 1")
+echo "tokscope process start + registration: ${T_START}s"
+for f in eos latency report; do
+  T_TOK=$(best tok "$BIN" query --data "$DS" --pricing "$PRICING" --format csv -- "$(cat sql/$f.sql)")
+  T_DUCK=$(best duck "$DUCK_MACROS$PARQUET_VIEW" sql/$f.sql)
+  python3 -c "print(f'sql/$f.sql: tokscope {$T_TOK:.3f}s  duckdb {$T_DUCK:.3f}s  ratio duckdb/tokscope {$T_DUCK/$T_TOK:.2f}, without tokscope start {$T_DUCK/max($T_TOK-$T_START,1e-3):.2f} (target >= 1)')"
+done

@@ -1,0 +1,180 @@
+//! Model architectures for the `kv_cache` job and the `kv_cache_bytes` UDF:
+//! how many bytes of KV cache one token occupies. Read from a TOML file
+//! (`config/architectures.toml` is bundled), whose entries may point at a
+//! Hugging Face `config.json` instead of spelling the shape out.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use regex::Regex;
+use serde::Deserialize;
+
+use crate::error::{Error, Result};
+
+/// The architectures file bundled with tokscope.
+pub const BUNDLED: &str = include_str!("../../config/architectures.toml");
+
+/// The shape that sizes a model's KV cache.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Arch {
+    /// Decoder layers.
+    pub layers: u64,
+    /// Key/value heads (grouped-query attention).
+    pub kv_heads: u64,
+    /// Width of one head.
+    pub head_dim: u64,
+    /// Bytes per cached element (2 for bf16/fp16, 1 for fp8, 0.5 for 4-bit).
+    pub bytes_per_elem: f64,
+}
+
+impl Arch {
+    /// KV-cache bytes per token: keys and values (2) for every layer and KV head.
+    pub fn bytes_per_token(&self) -> f64 {
+        2.0 * (self.layers * self.kv_heads * self.head_dim) as f64 * self.bytes_per_elem
+    }
+}
+
+/// Architectures by model: exact names first, then regular expressions (full match) in file order.
+#[derive(Debug, Clone, Default)]
+pub struct Architectures {
+    exact: HashMap<String, Arch>,
+    patterns: Vec<(Regex, Arch)>,
+}
+
+impl Architectures {
+    /// The bundled architectures (`config/architectures.toml`).
+    pub fn bundled() -> Result<Self> {
+        let mut a = Self::default();
+        a.add_toml(BUNDLED, Path::new("."), "config/architectures.toml (bundled)")?;
+        Ok(a)
+    }
+
+    /// The bundled architectures with `path`'s entries taking precedence.
+    pub fn load_over_bundled(path: &Path) -> Result<Self> {
+        let text = std::fs::read_to_string(path).map_err(|e| Error::io(path.display(), e))?;
+        let mut a = Self::default();
+        a.add_toml(&text, path.parent().unwrap_or(Path::new(".")), &path.display().to_string())?;
+        a.add_toml(BUNDLED, Path::new("."), "config/architectures.toml (bundled)")?;
+        Ok(a)
+    }
+
+    /// The architecture of `model`, if known.
+    pub fn get(&self, model: &str) -> Option<&Arch> {
+        self.exact.get(model).or_else(|| self.patterns.iter().find(|(re, _)| re.is_match(model)).map(|(_, a)| a))
+    }
+
+    /// Adds a TOML file's entries after those already present (earlier entries win);
+    /// `config` paths are relative to `base`.
+    pub fn add_toml(&mut self, text: &str, base: &Path, origin: &str) -> Result<()> {
+        let file: File = toml::from_str(text).map_err(|e| Error::Config(format!("architectures {origin}: {e}")))?;
+        for (i, m) in file.model.into_iter().enumerate() {
+            let ctx = |msg: String| Error::Config(format!("architectures {origin}, [[model]] #{}: {msg}", i + 1));
+            let arch = match &m.config {
+                Some(cfg) => {
+                    let path = base.join(cfg);
+                    let mut a = from_hf_config(&path)?;
+                    if let Some(d) = &m.dtype {
+                        a.bytes_per_elem = dtype_bytes(d).map_err(ctx)?;
+                    }
+                    a
+                }
+                None => {
+                    let (Some(layers), Some(kv_heads), Some(head_dim)) = (m.layers, m.kv_heads, m.head_dim) else {
+                        return Err(ctx("give `layers`, `kv_heads` and `head_dim`, or `config` (a Hugging Face config.json)".into()));
+                    };
+                    let bytes_per_elem = dtype_bytes(m.dtype.as_deref().unwrap_or("bf16")).map_err(ctx)?;
+                    Arch { layers, kv_heads, head_dim, bytes_per_elem }
+                }
+            };
+            match (m.model, m.pattern) {
+                (Some(name), None) => {
+                    self.exact.entry(name).or_insert(arch);
+                }
+                (None, Some(p)) => {
+                    let re = Regex::new(&format!("^(?:{p})$")).map_err(|e| ctx(format!("bad pattern {p:?}: {e}")))?;
+                    self.patterns.push((re, arch));
+                }
+                _ => return Err(ctx("give exactly one of `model` (exact name) or `pattern` (regex)".into())),
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Reads the KV-cache shape from a Hugging Face `config.json`: `num_hidden_layers`,
+/// `num_key_value_heads` (default `num_attention_heads`), `head_dim` (default
+/// `hidden_size / num_attention_heads`) and `torch_dtype` / `dtype` (default bf16).
+pub fn from_hf_config(path: &Path) -> Result<Arch> {
+    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path.display(), e))?;
+    let c: HfConfig = serde_json::from_str(&text).map_err(|source| Error::Json { path: PathBuf::from(path), source })?;
+    let bad = |m: &str| Error::Config(format!("{}: {m}", path.display()));
+    if c.num_attention_heads == 0 {
+        return Err(bad("num_attention_heads is 0"));
+    }
+    let head_dim = match (c.head_dim, c.hidden_size) {
+        (Some(d), _) => d,
+        (None, Some(h)) => h / c.num_attention_heads,
+        (None, None) => return Err(bad("needs head_dim or hidden_size")),
+    };
+    let dtype = c.torch_dtype.or(c.dtype).unwrap_or_else(|| "bfloat16".into());
+    Ok(Arch {
+        layers: c.num_hidden_layers,
+        kv_heads: c.num_key_value_heads.unwrap_or(c.num_attention_heads),
+        head_dim,
+        bytes_per_elem: dtype_bytes(&dtype).map_err(|m| bad(&m))?,
+    })
+}
+
+fn dtype_bytes(d: &str) -> std::result::Result<f64, String> {
+    Ok(match d.to_ascii_lowercase().as_str() {
+        "float32" | "fp32" | "f32" => 4.0,
+        "bfloat16" | "bf16" | "float16" | "fp16" | "f16" | "half" => 2.0,
+        "fp8" | "float8" | "float8_e4m3fn" | "float8_e5m2" | "int8" => 1.0,
+        "int4" | "fp4" | "nf4" => 0.5,
+        other => return Err(format!("unknown dtype {other:?} (float32, bf16, fp16, fp8, int8, int4)")),
+    })
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct File {
+    #[serde(default)]
+    model: Vec<Entry>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Entry {
+    model: Option<String>,
+    pattern: Option<String>,
+    layers: Option<u64>,
+    kv_heads: Option<u64>,
+    head_dim: Option<u64>,
+    dtype: Option<String>,
+    config: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct HfConfig {
+    num_hidden_layers: u64,
+    num_attention_heads: u64,
+    num_key_value_heads: Option<u64>,
+    head_dim: Option<u64>,
+    hidden_size: Option<u64>,
+    torch_dtype: Option<String>,
+    dtype: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bundled_file_knows_llama_8b() {
+        let a = Architectures::bundled().unwrap();
+        let l = a.get("llama-3.1-8b-instruct").unwrap();
+        // 2 * 32 layers * 8 heads * 128 dims * 2 bytes = 131072 bytes per token.
+        assert_eq!(l.bytes_per_token(), 131072.0);
+        assert!(a.get("no-such-model").is_none());
+    }
+}

@@ -1,0 +1,386 @@
+//! tokscope's SQL functions, registered by [`super::register_udfs`]:
+//!
+//! - `quantile_cont(x, p)`: exact quantile with linear interpolation between
+//!   closest ranks (DuckDB's `quantile_cont`, Hyndman-Fan type 7). It replaces
+//!   DataFusion's `quantile_cont` alias of `percentile_cont`, whose
+//!   interpolation weight is truncated to 6 decimals.
+//! - `price_usd(model, ts, prompt_tokens, cached_tokens, cache_write_tokens, completion_tokens)`:
+//!   the request's cost as a struct `{input_usd, cached_input_usd, cache_write_usd, output_usd, total_usd}`,
+//!   null when the model has no price at `ts`.
+//! - `kv_cache_bytes(model, tokens)`: KV-cache bytes of `tokens` tokens, null for an unknown architecture.
+
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, Float64Array, Float64Builder, ListArray, StructArray};
+use arrow::buffer::{NullBuffer, OffsetBuffer};
+use arrow::compute::cast;
+use arrow::datatypes::{DataType, Field, FieldRef, Fields, Float64Type, Int64Type, TimeUnit};
+use datafusion::common::{exec_err, plan_err, ScalarValue};
+use datafusion::error::Result as DfResult;
+use datafusion::logical_expr::function::{AccumulatorArgs, StateFieldsArgs};
+use datafusion::logical_expr::{
+    Accumulator, AggregateUDF, AggregateUDFImpl, ColumnarValue, EmitTo, GroupsAccumulator, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature,
+    Volatility,
+};
+
+use super::architectures::{Arch, Architectures};
+use super::pricing::{Pricing, Schedule, Usage};
+
+/// Names of the fields of `price_usd`'s struct, in order.
+pub const PRICE_FIELDS: [&str; 5] = ["input_usd", "cached_input_usd", "cache_write_usd", "output_usd", "total_usd"];
+
+/// The exact-quantile aggregate.
+pub fn quantile_cont() -> AggregateUDF {
+    AggregateUDF::from(QuantileCont { signature: Signature::any(2, Volatility::Immutable) })
+}
+
+/// The pricing scalar function over `pricing`.
+pub fn price_usd(pricing: Arc<Pricing>) -> ScalarUDF {
+    ScalarUDF::from(PriceUsd { pricing, signature: Signature::any(6, Volatility::Immutable) })
+}
+
+/// The KV-cache size scalar function over `architectures`.
+pub fn kv_cache_bytes(architectures: Arc<Architectures>) -> ScalarUDF {
+    ScalarUDF::from(KvCacheBytes { architectures, signature: Signature::any(2, Volatility::Immutable) })
+}
+
+// ---------------------------------------------------------------- quantile_cont
+
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct QuantileCont {
+    signature: Signature,
+}
+
+impl AggregateUDFImpl for QuantileCont {
+    fn name(&self) -> &str {
+        "quantile_cont"
+    }
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+    fn return_type(&self, arg_types: &[DataType]) -> DfResult<DataType> {
+        if !arg_types[0].is_numeric() && !arg_types[0].is_null() {
+            return plan_err!("quantile_cont needs a numeric value, got {}", arg_types[0]);
+        }
+        Ok(DataType::Float64)
+    }
+    fn state_fields(&self, args: StateFieldsArgs) -> DfResult<Vec<FieldRef>> {
+        let item = Field::new_list_field(DataType::Float64, true);
+        Ok(vec![Arc::new(Field::new(format!("{}[values]", args.name), DataType::List(Arc::new(item)), true))])
+    }
+    fn accumulator(&self, args: AccumulatorArgs) -> DfResult<Box<dyn Accumulator>> {
+        Ok(Box::new(QuantileAcc { p: quantile_arg(&args)?, values: Vec::new() }))
+    }
+    // The grouped path keeps one value vector per group and avoids DataFusion's
+    // per-group slicing of every batch that a plain Accumulator needs.
+    fn groups_accumulator_supported(&self, _args: AccumulatorArgs) -> bool {
+        true
+    }
+    fn create_groups_accumulator(&self, args: AccumulatorArgs) -> DfResult<Box<dyn GroupsAccumulator>> {
+        Ok(Box::new(QuantileGroups { p: quantile_arg(&args)?, groups: Vec::new() }))
+    }
+}
+
+/// The quantile argument: a constant in [0, 1], evaluated against an empty batch.
+fn quantile_arg(args: &AccumulatorArgs) -> DfResult<f64> {
+    let empty = arrow::record_batch::RecordBatch::new_empty(Arc::new(arrow::datatypes::Schema::empty()));
+    let p = match args.exprs.get(1).map(|e| e.evaluate(&empty)).transpose()? {
+        Some(ColumnarValue::Scalar(v)) if !v.is_null() => match v.cast_to(&DataType::Float64)? {
+            ScalarValue::Float64(Some(p)) => p,
+            _ => return plan_err!("quantile_cont: the quantile must be a number"),
+        },
+        _ => return plan_err!("quantile_cont: the quantile must be a constant"),
+    };
+    if !(0.0..=1.0).contains(&p) {
+        return plan_err!("quantile_cont: the quantile must be in [0, 1], got {p}");
+    }
+    Ok(p)
+}
+
+/// Values of every group, in group-index order.
+#[derive(Debug)]
+struct QuantileGroups {
+    p: f64,
+    groups: Vec<Vec<f64>>,
+}
+
+impl QuantileGroups {
+    fn add(&mut self, values: &ArrayRef, group_indices: &[usize], filter: Option<&BooleanArray>, total: usize) -> DfResult<()> {
+        self.groups.resize_with(total, Vec::new);
+        let a = cast(values, &DataType::Float64)?;
+        let a = a.as_primitive::<Float64Type>();
+        for (i, &g) in group_indices.iter().enumerate() {
+            if a.is_null(i) || filter.is_some_and(|f| !f.is_valid(i) || !f.value(i)) {
+                continue;
+            }
+            let v = a.value(i);
+            if !v.is_nan() {
+                self.groups[g].push(v);
+            }
+        }
+        Ok(())
+    }
+}
+
+fn list_of(values: Vec<Vec<f64>>) -> ArrayRef {
+    let lengths: Vec<usize> = values.iter().map(Vec::len).collect();
+    let flat = Float64Array::from(values.into_iter().flatten().collect::<Vec<_>>());
+    Arc::new(ListArray::new(
+        Arc::new(Field::new_list_field(DataType::Float64, true)),
+        OffsetBuffer::from_lengths(lengths),
+        Arc::new(flat),
+        None,
+    ))
+}
+
+impl GroupsAccumulator for QuantileGroups {
+    fn update_batch(&mut self, values: &[ArrayRef], group_indices: &[usize], opt_filter: Option<&BooleanArray>, total_num_groups: usize) -> DfResult<()> {
+        self.add(&values[0], group_indices, opt_filter, total_num_groups)
+    }
+    fn evaluate(&mut self, emit_to: EmitTo) -> DfResult<ArrayRef> {
+        let groups = emit_to.take_needed(&mut self.groups);
+        let out: Float64Array = groups.into_iter().map(|mut v| quantile_type7(&mut v, self.p)).collect();
+        Ok(Arc::new(out))
+    }
+    fn state(&mut self, emit_to: EmitTo) -> DfResult<Vec<ArrayRef>> {
+        Ok(vec![list_of(emit_to.take_needed(&mut self.groups))])
+    }
+    fn merge_batch(&mut self, values: &[ArrayRef], group_indices: &[usize], total_num_groups: usize) -> DfResult<()> {
+        self.groups.resize_with(total_num_groups, Vec::new);
+        let lists = values[0].as_list::<i32>();
+        for (i, &g) in group_indices.iter().enumerate() {
+            if lists.is_valid(i) {
+                let part = lists.value(i);
+                self.groups[g].extend(part.as_primitive::<Float64Type>().iter().flatten());
+            }
+        }
+        Ok(())
+    }
+    fn convert_to_state(&self, values: &[ArrayRef], opt_filter: Option<&BooleanArray>) -> DfResult<Vec<ArrayRef>> {
+        let a = cast(&values[0], &DataType::Float64)?;
+        let a = a.as_primitive::<Float64Type>();
+        let rows = (0..a.len())
+            .map(|i| {
+                let keep = a.is_valid(i) && !a.value(i).is_nan() && opt_filter.is_none_or(|f| f.is_valid(i) && f.value(i));
+                if keep { vec![a.value(i)] } else { Vec::new() }
+            })
+            .collect();
+        Ok(vec![list_of(rows)])
+    }
+    fn size(&self) -> usize {
+        size_of_val(self) + self.groups.iter().map(|g| g.capacity() * size_of::<f64>() + size_of::<Vec<f64>>()).sum::<usize>()
+    }
+}
+
+#[derive(Debug)]
+struct QuantileAcc {
+    p: f64,
+    values: Vec<f64>,
+}
+
+impl QuantileAcc {
+    fn add(&mut self, array: &ArrayRef) -> DfResult<()> {
+        let a = cast(array, &DataType::Float64)?;
+        // Nulls are ignored (SQL aggregate semantics); NaN would poison the sort order, so it is too.
+        self.values.extend(a.as_primitive::<Float64Type>().iter().flatten().filter(|v| !v.is_nan()));
+        Ok(())
+    }
+}
+
+/// Type-7 quantile of `values` (reordered in place): with `x` the sorted values,
+/// `h = p * (n - 1)`, `x[floor h] + (h - floor h) * (x[floor h + 1] - x[floor h])`.
+/// Selection instead of a full sort: O(n) per quantile.
+pub fn quantile_type7(values: &mut [f64], p: f64) -> Option<f64> {
+    if values.is_empty() {
+        return None;
+    }
+    let h = p * (values.len() - 1) as f64;
+    let lo = h.floor() as usize;
+    let (_, lo_v, above) = values.select_nth_unstable_by(lo, f64::total_cmp);
+    let lo_v = *lo_v;
+    // x[lo + 1] is the smallest value above the selected one (none when lo = n - 1).
+    let hi_v = above.iter().copied().min_by(f64::total_cmp).unwrap_or(lo_v);
+    Some(lo_v + (h - lo as f64) * (hi_v - lo_v))
+}
+
+impl Accumulator for QuantileAcc {
+    fn update_batch(&mut self, values: &[ArrayRef]) -> DfResult<()> {
+        self.add(&values[0])
+    }
+    fn merge_batch(&mut self, states: &[ArrayRef]) -> DfResult<()> {
+        let lists = states[0].as_list::<i32>();
+        for i in 0..lists.len() {
+            if lists.is_valid(i) {
+                self.add(&lists.value(i))?;
+            }
+        }
+        Ok(())
+    }
+    fn state(&mut self) -> DfResult<Vec<ScalarValue>> {
+        let values = Float64Array::from(std::mem::take(&mut self.values));
+        let list = ListArray::new(
+            Arc::new(Field::new_list_field(DataType::Float64, true)),
+            OffsetBuffer::from_lengths([values.len()]),
+            Arc::new(values),
+            None,
+        );
+        Ok(vec![ScalarValue::List(Arc::new(list))])
+    }
+    fn evaluate(&mut self) -> DfResult<ScalarValue> {
+        Ok(ScalarValue::Float64(quantile_type7(&mut self.values, self.p)))
+    }
+    fn size(&self) -> usize {
+        size_of_val(self) + self.values.capacity() * size_of::<f64>()
+    }
+}
+
+// ---------------------------------------------------------------- price_usd
+
+#[derive(Debug)]
+struct PriceUsd {
+    pricing: Arc<Pricing>,
+    signature: Signature,
+}
+
+// Two instances are the same function only if they share the same loaded prices.
+impl PartialEq for PriceUsd {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.pricing, &other.pricing)
+    }
+}
+impl Eq for PriceUsd {}
+impl Hash for PriceUsd {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        (Arc::as_ptr(&self.pricing) as usize).hash(state)
+    }
+}
+
+fn price_fields() -> Fields {
+    PRICE_FIELDS.iter().map(|n| Field::new(*n, DataType::Float64, true)).collect()
+}
+
+impl ScalarUDFImpl for PriceUsd {
+    fn name(&self) -> &str {
+        "price_usd"
+    }
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+    fn return_type(&self, _arg_types: &[DataType]) -> DfResult<DataType> {
+        Ok(DataType::Struct(price_fields()))
+    }
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+        let arrays = ColumnarValue::values_to_arrays(&args.args)?;
+        let models = cast(&arrays[0], &DataType::Utf8)?;
+        let models = models.as_string::<i32>();
+        // Whatever the timestamp's unit and zone, compare instants in µs since the epoch.
+        let ts = cast(&cast(&arrays[1], &DataType::Timestamp(TimeUnit::Microsecond, None))?, &DataType::Int64)?;
+        let ts = ts.as_primitive::<Int64Type>();
+        let ints: Vec<ArrayRef> = arrays[2..6].iter().map(|a| cast(a, &DataType::Int64)).collect::<Result<_, _>>()?;
+        let ints: Vec<_> = ints.iter().map(|a| a.as_primitive::<Int64Type>()).collect();
+        let n = args.number_rows;
+        let mut builders: Vec<Float64Builder> = (0..5).map(|_| Float64Builder::with_capacity(n)).collect();
+        let mut valid = Vec::with_capacity(n);
+        // A batch holds few distinct models: resolve each name (regexes included) once.
+        let mut cache: HashMap<&str, Option<&Schedule>> = HashMap::new();
+        for i in 0..n {
+            let cost = if models.is_valid(i) && ts.is_valid(i) && ints.iter().all(|a| a.is_valid(i)) {
+                let model = models.value(i);
+                let schedule = *cache.entry(model).or_insert_with(|| self.pricing.schedule(model));
+                schedule.and_then(|s| s.at(ts.value(i))).map(|e| {
+                    let u = Usage { prompt: ints[0].value(i), cached: ints[1].value(i), cache_write: ints[2].value(i), completion: ints[3].value(i) };
+                    super::pricing::cost_with(e, u)
+                })
+            } else {
+                None
+            };
+            match cost {
+                Some(c) => {
+                    for (b, v) in builders.iter_mut().zip([c.input, c.cached_input, c.cache_write, c.output, c.total()]) {
+                        b.append_value(v);
+                    }
+                    valid.push(true);
+                }
+                None => {
+                    // Children are null too, so `price_usd(...)['total_usd']` is null for unpriced rows.
+                    builders.iter_mut().for_each(|b| b.append_null());
+                    valid.push(false);
+                }
+            }
+        }
+        let children: Vec<ArrayRef> = builders.iter_mut().map(|b| Arc::new(b.finish()) as ArrayRef).collect();
+        let s = StructArray::try_new(price_fields(), children, Some(NullBuffer::from(valid)))?;
+        Ok(ColumnarValue::Array(Arc::new(s)))
+    }
+}
+
+// ---------------------------------------------------------------- kv_cache_bytes
+
+#[derive(Debug)]
+struct KvCacheBytes {
+    architectures: Arc<Architectures>,
+    signature: Signature,
+}
+
+impl PartialEq for KvCacheBytes {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.architectures, &other.architectures)
+    }
+}
+impl Eq for KvCacheBytes {}
+impl Hash for KvCacheBytes {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        (Arc::as_ptr(&self.architectures) as usize).hash(state)
+    }
+}
+
+impl ScalarUDFImpl for KvCacheBytes {
+    fn name(&self) -> &str {
+        "kv_cache_bytes"
+    }
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+    fn return_type(&self, _arg_types: &[DataType]) -> DfResult<DataType> {
+        Ok(DataType::Float64)
+    }
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+        let arrays = ColumnarValue::values_to_arrays(&args.args)?;
+        let models = cast(&arrays[0], &DataType::Utf8)?;
+        let models = models.as_string::<i32>();
+        let tokens = cast(&arrays[1], &DataType::Int64)?;
+        let tokens = tokens.as_primitive::<Int64Type>();
+        if models.len() != tokens.len() {
+            return exec_err!("kv_cache_bytes: argument lengths differ");
+        }
+        let mut cache: HashMap<&str, Option<&Arch>> = HashMap::new();
+        let out: Float64Array = (0..models.len())
+            .map(|i| {
+                if models.is_null(i) || tokens.is_null(i) {
+                    return None;
+                }
+                let m = models.value(i);
+                let arch = *cache.entry(m).or_insert_with(|| self.architectures.get(m));
+                arch.map(|a| a.bytes_per_token() * tokens.value(i) as f64)
+            })
+            .collect();
+        Ok(ColumnarValue::Array(Arc::new(out)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::quantile_type7;
+
+    #[test]
+    fn type7_matches_hand_values() {
+        // n = 4: h = 0.5 * 3 = 1.5 -> 20 + 0.5 * 10 = 25; p95: h = 2.85 -> 30 + 0.85 * 10.
+        assert_eq!(quantile_type7(&mut [40.0, 10.0, 30.0, 20.0], 0.5), Some(25.0));
+        assert!((quantile_type7(&mut [40.0, 10.0, 30.0, 20.0], 0.95).unwrap() - 38.5).abs() < 1e-12);
+        assert_eq!(quantile_type7(&mut [7.0], 0.99), Some(7.0));
+        assert_eq!(quantile_type7(&mut [1.0, 2.0], 1.0), Some(2.0));
+        assert_eq!(quantile_type7(&mut [], 0.5), None);
+    }
+}
