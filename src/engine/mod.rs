@@ -66,6 +66,8 @@ pub fn register_udfs(ctx: &SessionContext, config: &UdfConfig) {
     ctx.register_udaf(udfs::quantile_cont());
     ctx.register_udf(udfs::price_usd(Arc::clone(&config.pricing)));
     ctx.register_udf(udfs::kv_cache_bytes(Arc::clone(&config.architectures)));
+    ctx.register_udf(udfs::is_eos_marker());
+    ctx.register_udf(udfs::redundancy_bound());
 }
 
 /// Registers every table of `dataset` and the UDFs with their defaults

@@ -21,7 +21,7 @@ use datafusion::common::{exec_err, plan_err, ScalarValue};
 use datafusion::error::Result as DfResult;
 use datafusion::logical_expr::function::{AccumulatorArgs, StateFieldsArgs};
 use datafusion::logical_expr::{
-    Accumulator, AggregateUDF, AggregateUDFImpl, ColumnarValue, EmitTo, GroupsAccumulator, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature,
+    create_udf, Accumulator, AggregateUDF, AggregateUDFImpl, ColumnarValue, EmitTo, GroupsAccumulator, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature,
     Volatility,
 };
 
@@ -30,6 +30,58 @@ use super::pricing::{Pricing, Schedule, Usage};
 
 /// Names of the fields of `price_usd`'s struct, in order.
 pub const PRICE_FIELDS: [&str; 5] = ["input_usd", "cached_input_usd", "cache_write_usd", "output_usd", "total_usd"];
+
+/// `is_eos_marker(token)`: the token text is one of the default EOS markers
+/// (the list `has_eos_marker` uses at ingest). Null in, null out.
+pub fn is_eos_marker() -> ScalarUDF {
+    create_udf(
+        "is_eos_marker",
+        vec![DataType::Utf8],
+        DataType::Boolean,
+        Volatility::Immutable,
+        Arc::new(|args: &[ColumnarValue]| {
+            let arrays = ColumnarValue::values_to_arrays(args)?;
+            let tokens = cast(&arrays[0], &DataType::Utf8)?;
+            let out: BooleanArray = tokens
+                .as_string::<i32>()
+                .iter()
+                .map(|t| t.map(|t| crate::derive::DEFAULT_EOS_MARKERS.contains(&t.trim())))
+                .collect();
+            Ok(ColumnarValue::Array(Arc::new(out)))
+        }),
+    )
+}
+
+/// `redundancy_bound(entropy_bits, k, K) = 0.45 - 0.3 * entropy_bits / log2(K) + 0.02 * k`:
+/// the seeds' calibrated MoE redundancy bound, an empirical formula (docs/metrics.md).
+/// Null when an argument is null or `K <= 1`.
+pub fn redundancy_bound() -> ScalarUDF {
+    create_udf(
+        "redundancy_bound",
+        vec![DataType::Float64, DataType::Float64, DataType::Float64],
+        DataType::Float64,
+        Volatility::Immutable,
+        Arc::new(|args: &[ColumnarValue]| {
+            let arrays = ColumnarValue::values_to_arrays(args)?;
+            let cols = arrays.iter().map(|a| cast(a, &DataType::Float64)).collect::<std::result::Result<Vec<_>, _>>()?;
+            let (h, k, big_k) = (cols[0].as_primitive::<Float64Type>(), cols[1].as_primitive::<Float64Type>(), cols[2].as_primitive::<Float64Type>());
+            let out: Float64Array = (0..h.len())
+                .map(|i| {
+                    if h.is_null(i) || k.is_null(i) || big_k.is_null(i) || big_k.value(i) <= 1.0 {
+                        return None;
+                    }
+                    Some(redundancy_bound_value(h.value(i), k.value(i), big_k.value(i)))
+                })
+                .collect();
+            Ok(ColumnarValue::Array(Arc::new(out)))
+        }),
+    )
+}
+
+/// The redundancy-bound formula for one row.
+pub fn redundancy_bound_value(entropy_bits: f64, k: f64, big_k: f64) -> f64 {
+    0.45 - 0.3 * entropy_bits / big_k.log2() + 0.02 * k
+}
 
 /// The exact-quantile aggregate.
 pub fn quantile_cont() -> AggregateUDF {

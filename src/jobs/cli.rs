@@ -34,8 +34,12 @@ impl UdfArgs {
 /// `tokscope job`: run a named SQL job.
 #[derive(Debug, Clone, clap::Args)]
 pub struct JobArgs {
-    /// The job: eos, latency, cost, kv_cache, report.
+    /// The job: eos, latency, cost, kv_cache, report, jitter, jitter_requests,
+    /// confidence, eos_logprob, replay, mediation.
     pub name: String,
+    /// A job parameter, `name=value` (repeatable), e.g. `--param low_logprob=-1.5` for `confidence`.
+    #[arg(long = "param", value_name = "NAME=VALUE", value_parser = parse_param)]
+    pub params: Vec<(String, String)>,
     /// The dataset (local directory or object-store URL).
     #[arg(long)]
     pub data: String,
@@ -47,6 +51,10 @@ pub struct JobArgs {
     /// Write the result to this file instead of stdout.
     #[arg(long)]
     pub output: Option<PathBuf>,
+}
+
+fn parse_param(s: &str) -> std::result::Result<(String, String), String> {
+    s.split_once('=').map(|(k, v)| (k.trim().to_string(), v.trim().to_string())).ok_or_else(|| format!("expected NAME=VALUE, got {s:?}"))
 }
 
 /// `tokscope sql`: an interactive SQL shell over a dataset.
@@ -100,7 +108,7 @@ pub fn run_job(args: &JobArgs) -> Result<()> {
     let udf = args.udf.config()?;
     let batches = runtime()?.block_on(async {
         let ctx = session(&args.data, &udf).await?;
-        super::run_job(&ctx, job).await
+        super::run_job_with(&ctx, job, &args.params).await
     })?;
     let mut out = output_sink(args.output.as_deref())?;
     export::write_batches(&batches, args.format, &mut *out)?;
