@@ -33,7 +33,20 @@ con.execute(\"COPY (SELECT * FROM read_ndjson('$LOG')) TO '$WORK/duck.parquet' (
 "
 read -r T_DUCK RSS_DUCK < "$WORK/t_duck"
 
+# Per-token data: the same number of requests with logprobs + token times.
+TLOG="$WORK/canonical-${SIZE_MB}mb-tokens.jsonl"
+if [ ! -f "$TLOG" ]; then
+  "$BIN" generate --requests $(( SIZE_MB * 1000 )) --output-chars 700 --token-data --out "$TLOG"
+fi
+TMB=$(python3 -c "print($(stat -c %s "$TLOG") / 1e6)")
+rm -rf "$WORK/ds-tokens"
+/usr/bin/time -f "%e %M" -o "$WORK/t_tok2" env RAYON_NUM_THREADS=$THREADS "$BIN" ingest --quiet --out "$WORK/ds-tokens" "$TLOG"
+read -r T_TOK2 RSS_TOK2 < "$WORK/t_tok2"
+
 python3 - <<PY
+tmb, tok2 = $TMB, $T_TOK2
+print(f"tokscope ingest with per-token data: {tmb/tok2:8.1f} MB/s  ({tmb:.0f} MB, {tok2:.2f} s, peak RSS {$RSS_TOK2/1024:.0f} MiB)")
+print(f"MB/s without / with per-token data: {($MB/$T_TOK)/(tmb/tok2):.2f}x (target <= 1.5x)")
 mb = $MB
 tok, duck = $T_TOK, $T_DUCK
 print(f"tokscope ingest: {mb/tok:8.1f} MB/s  ({tok:.2f} s, peak RSS {$RSS_TOK/1024:.0f} MiB)")
