@@ -235,7 +235,11 @@ fn main() -> anyhow::Result<()> {
             if !args.flags.quiet {
                 print_summary(&summary);
             }
-            let udf = args.udf.config()?;
+            let mut udf = args.udf.config()?;
+            if args.inputs.is_empty() && args.udf.pricing.is_none() {
+                let example = tokscope::engine::pricing::Pricing::from_toml(samples::EXAMPLE_PRICING, "config/pricing.example.toml")?;
+                udf.pricing = std::sync::Arc::new(example);
+            }
             let rt = runtime()?;
             let batches = rt.block_on(async {
                 let ctx = session(&args.out, &udf).await?;

@@ -16,6 +16,10 @@ pub const SAMPLE_LOGS: &[(&str, &[u8])] = &[
     ("mooncake_head.jsonl", include_bytes!("../sample_logs/mooncake_head.jsonl")),
 ];
 
+/// The example pricing file, used by `tokscope run` on the bundled samples
+/// when no `--pricing` is given, so the demo report shows costs.
+pub const EXAMPLE_PRICING: &str = include_str!("../config/pricing.example.toml");
+
 /// Writes the samples to a directory under the system temp dir and returns it.
 pub fn extract() -> Result<PathBuf> {
     let dir = std::env::temp_dir().join(format!("tokscope-sample-logs-{}", env!("CARGO_PKG_VERSION")));

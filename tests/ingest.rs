@@ -214,6 +214,11 @@ fn run_uses_the_bundled_samples_by_default() {
         "run prints the report job"
     );
     assert!(stdout.contains("llama-3.1-8b-instruct,0-1K,"));
+    // The bundled example prices apply to the bundled samples: gpt-4o rows have a cost.
+    let gpt = stdout.lines().find(|l| l.starts_with("gpt-4o-2024-08-06,")).unwrap();
+    let cols: Vec<&str> = gpt.split(',').collect();
+    let cost_idx = header.split(',').position(|c| c == "cost_usd").unwrap();
+    assert!(cols[cost_idx].parse::<f64>().unwrap() > 0.0, "{gpt}");
 }
 
 #[test]
