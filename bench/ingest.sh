@@ -9,8 +9,11 @@ SIZE_MB=${1:-500}
 THREADS=${2:-2}
 WORK=${BENCH_DIR:-/tmp/tokscope-bench}
 mkdir -p "$WORK"
-cargo build --release --quiet
-BIN=${CARGO_TARGET_DIR:-target}/release/tokscope
+# TOKSCOPE_BIN: use an already built release binary instead of building one.
+if [ -z "${TOKSCOPE_BIN:-}" ]; then
+  cargo build --release --quiet --bin tokscope
+fi
+BIN=${TOKSCOPE_BIN:-${CARGO_TARGET_DIR:-target}/release/tokscope}
 LOG="$WORK/canonical-${SIZE_MB}mb.jsonl"
 if [ ! -f "$LOG" ]; then
   # ~1 KB per line with output text.
