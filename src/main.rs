@@ -37,6 +37,8 @@ enum Command {
     Score(tokscope::replay::cli::ScoreArgs),
     /// Replay suspected silent truncations through a model; write `replay_verdicts`.
     Replay(tokscope::replay::cli::ReplayArgs),
+    /// Prefill and greedy-decode tokens/s on a model directory with fixed ids (bench/decode.sh).
+    DecodeBench(tokscope::replay::bench::DecodeBenchArgs),
 }
 
 #[derive(Args)]
@@ -250,6 +252,9 @@ fn main() -> anyhow::Result<()> {
         Command::Decode(args) => tokscope::replay::cli::run_decode(&args, &mut std::io::stdout().lock())?,
         Command::Score(args) => tokscope::replay::cli::run_score(&args, &mut std::io::stdout().lock())?,
         Command::Replay(args) => tokscope::replay::cli::run_replay(&args, &mut std::io::stdout().lock())?,
+        Command::DecodeBench(args) => {
+            tokscope::replay::bench::run_decode_bench(&args, &mut std::io::stdout().lock())?
+        }
     }
     Ok(())
 }

@@ -18,6 +18,7 @@
 //! # Ok::<(), tokscope::Error>(())
 //! ```
 
+pub mod bench;
 pub mod cli;
 pub mod config;
 pub mod decode;
