@@ -8,8 +8,9 @@
 # Env: THREADS (default 2; RAYON_NUM_THREADS for both engines), REPEAT (runs
 # per engine, alternating, best kept; default 2), CKPT (checkpoint dir, default
 # /tmp/tokscope-bench-llama-100m, generated once), TOKSCOPE_BIN (skip building
-# tokscope), TOKSCOPE_TARGET_DIR (default target), CANDLE_TARGET_DIR (default
-# bench/candle-llama/target).
+# tokscope), TOKSCOPE_TARGET_DIR (default target; TOKSCOPE_DEV_TARGET_DIR for
+# the dev build of the checkpoint generator, examples/random_checkpoint.rs),
+# CANDLE_TARGET_DIR (default bench/candle-llama/target).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 P=${1:-128}
@@ -25,7 +26,8 @@ if [ -z "${TOKSCOPE_BIN:-}" ]; then
   CARGO_TARGET_DIR="${TOKSCOPE_TARGET_DIR:-target}" cargo build --release --quiet --bin tokscope
   TOKSCOPE_BIN="${TOKSCOPE_TARGET_DIR:-target}/release/tokscope"
 fi
-[ -f "$CKPT/model.safetensors" ] || "$CANDLE_TARGET_DIR/release/gen-checkpoint" "$CKPT"
+[ -f "$CKPT/model.safetensors" ] ||
+  CARGO_TARGET_DIR="${TOKSCOPE_DEV_TARGET_DIR:-${TOKSCOPE_TARGET_DIR:-target}}" cargo run --quiet --example random_checkpoint -- "$CKPT"
 
 export RAYON_NUM_THREADS=$THREADS
 out=$(mktemp -d)

@@ -11,8 +11,8 @@ use std::time::Instant;
 
 use serde::Serialize;
 
-use super::decode::argmax;
-use super::{ForwardOptions, LlamaModel};
+use super::decode::{argmax, Decoder};
+use super::{Device, DeviceRequest, LlamaModel, LogitsFor};
 use crate::error::{Error, Result};
 
 /// `tokscope decode-bench` flags.
@@ -27,6 +27,9 @@ pub struct DecodeBenchArgs {
     /// Greedy decode steps N after the prefill (one token per forward pass).
     #[arg(long, default_value_t = 64)]
     pub new_tokens: usize,
+    /// Backend; `cuda` runs the GPU forward pass (`--features cuda`).
+    #[arg(long, value_enum, default_value_t = DeviceRequest::Cpu)]
+    pub device: DeviceRequest,
     /// Print one JSON object instead of a text line.
     #[arg(long)]
     pub json: bool,
@@ -56,7 +59,14 @@ pub struct DecodeBenchReport {
 }
 
 /// Prefills `1..=P`, then runs `N` greedy one-token steps, timing both.
-pub fn decode_bench(model: &LlamaModel, prompt_tokens: usize, new_tokens: usize) -> Result<DecodeBenchReport> {
+/// `params` is the model's parameter count, `engine` names the backend.
+pub fn decode_bench<M: Decoder + ?Sized>(
+    model: &M,
+    engine: &str,
+    params: usize,
+    prompt_tokens: usize,
+    new_tokens: usize,
+) -> Result<DecodeBenchReport> {
     let cfg = model.config();
     if prompt_tokens == 0 || prompt_tokens >= cfg.vocab_size {
         return Err(Error::Config(format!(
@@ -67,20 +77,19 @@ pub fn decode_bench(model: &LlamaModel, prompt_tokens: usize, new_tokens: usize)
     let prompt: Vec<u32> = (1..=prompt_tokens as u32).collect();
     let mut cache = model.new_cache();
     let start = Instant::now();
-    let logits = model.forward(&prompt, &mut cache, ForwardOptions::default())?.logits;
+    let logits = model.logits(&prompt, &mut cache, LogitsFor::LastPosition)?;
     let mut next = argmax(&logits[0]);
     let prefill = start.elapsed().as_secs_f64();
     let mut greedy_ids = Vec::with_capacity(new_tokens);
     let start = Instant::now();
     for _ in 0..new_tokens {
         greedy_ids.push(next);
-        let logits = model.forward(&[next], &mut cache, ForwardOptions::default())?.logits;
+        let logits = model.logits(&[next], &mut cache, LogitsFor::LastPosition)?;
         next = argmax(&logits[0]);
     }
     let decode = start.elapsed().as_secs_f64();
-    let params = model.parameter_count();
     Ok(DecodeBenchReport {
-        engine: "tokscope cpu".into(),
+        engine: engine.into(),
         threads: rayon::current_num_threads(),
         params,
         prompt_tokens,
@@ -94,8 +103,19 @@ pub fn decode_bench(model: &LlamaModel, prompt_tokens: usize, new_tokens: usize)
 
 /// Runs `tokscope decode-bench`, writing to `out`.
 pub fn run_decode_bench(args: &DecodeBenchArgs, out: &mut impl Write) -> Result<()> {
+    let device = args.device.resolve()?;
     let model = LlamaModel::from_dir(&args.model)?;
-    let report = decode_bench(&model, args.prompt_tokens, args.new_tokens)?;
+    let params = model.parameter_count();
+    let (p, n) = (args.prompt_tokens, args.new_tokens);
+    let report = match device {
+        Device::Cpu => decode_bench(&model, "tokscope cpu", params, p, n)?,
+        #[cfg(feature = "cuda")]
+        Device::Cuda(ordinal) => {
+            let gpu = super::cuda::CudaModel::upload(&model, ordinal)?;
+            drop(model);
+            decode_bench(&gpu, &format!("tokscope cuda:{ordinal}"), params, p, n)?
+        }
+    };
     let text = if args.json {
         serde_json::to_string(&report).map_err(|e| Error::Json {
             path: PathBuf::from("<stdout>"),

@@ -63,6 +63,16 @@ impl Linear {
         self.in_features
     }
 
+    /// The whole matrix, row-major `[out_features, in_features]`.
+    pub fn weight(&self) -> &[f32] {
+        &self.weight
+    }
+
+    /// The bias, when the checkpoint has one.
+    pub fn bias(&self) -> Option<&[f32]> {
+        self.bias.as_deref()
+    }
+
     /// Row `r` of the matrix; for an embedding matrix, the vector of token `r`.
     pub fn row(&self, r: usize) -> &[f32] {
         &self.weight[r * self.in_features..(r + 1) * self.in_features]
@@ -76,8 +86,18 @@ impl Linear {
         // Computed transposed, `[out, n]`: each task owns a contiguous block of
         // output rows, and a weight row is read once for all n inputs.
         let mut out_t = vec![0.0f32; out * n];
+        // Decoding (few positions) streams each weight once and computes little:
+        // a few large contiguous tasks per thread beat many small ones (less
+        // scheduling, longer sequential reads). Prefill keeps small blocks that
+        // stay in cache across positions.
+        let rows_per_task = if n <= 4 {
+            let tasks = rayon::current_num_threads() * 4;
+            out.div_ceil(tasks).next_multiple_of(ROWS_PER_TASK)
+        } else {
+            ROWS_PER_TASK
+        };
         let block = |(b, chunk): (usize, &mut [f32])| {
-            let first_row = b * ROWS_PER_TASK;
+            let first_row = b * rows_per_task;
             let rows = chunk.len() / n;
             let w = &self.weight[first_row * inp..(first_row + rows) * inp];
             rows_block(w, x, inp, n, chunk);
@@ -89,12 +109,12 @@ impl Linear {
         };
         if out * inp * n < PARALLEL_MIN_MACS {
             out_t
-                .chunks_mut(ROWS_PER_TASK * n)
+                .chunks_mut(rows_per_task * n)
                 .enumerate()
                 .for_each(block);
         } else {
             out_t
-                .par_chunks_mut(ROWS_PER_TASK * n)
+                .par_chunks_mut(rows_per_task * n)
                 .enumerate()
                 .for_each(block);
         }
@@ -113,11 +133,12 @@ impl Linear {
 
 /// `dst[k * n + t] = dot(w row k, x row t)` for every row of the block `w`
 /// (`[rows, inp]`) and every input `t < n`, bit-identical to [`dot`]. On x86-64
-/// with AVX2 a register-tiled kernel does it: four weight rows at a time (four
-/// independent add chains even when decoding one token, which a single dot
-/// product serialises on) and two inputs at a time during prefill, so every
-/// loaded chunk of a weight row serves two inputs and every chunk of an input
-/// four rows. It keeps [`dot`]'s eight-lane summation order and does not fuse
+/// with AVX2 a register-tiled kernel does it. Prefill (n > 1) takes four weight
+/// rows and two inputs at a time, so every loaded chunk of a weight row serves
+/// two inputs and every chunk of an input four rows. Decoding (n = 1) reads one
+/// row after another: memory-bound, it is fastest as one sequential stream per
+/// thread (interleaving four rows measured ~40% slower on the 2-core VM). The
+/// kernel keeps [`dot`]'s eight-lane summation order and does not fuse
 /// multiply-adds, so both paths round identically.
 fn rows_block(w: &[f32], x: &[f32], inp: usize, n: usize, dst: &mut [f32]) {
     assert!(w.len() % inp == 0 && x.len() == n * inp && dst.len() == w.len() / inp * n);
@@ -143,7 +164,8 @@ mod avx2 {
         let rows = w.len() / inp;
         let (w, x) = (w.as_ptr(), x.as_ptr());
         let mut r = 0;
-        while r + 4 <= rows {
+        // Four-row tiles for prefill only (see `super::rows_block`).
+        while n > 1 && r + 4 <= rows {
             let ws = [0, 1, 2, 3].map(|k| w.add((r + k) * inp));
             let mut t = 0;
             while t + 2 <= n {

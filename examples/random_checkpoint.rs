@@ -2,7 +2,9 @@
 //! (config.json + model.safetensors, f32, lm_head tied to the embeddings: ~100M parameters at the defaults) for `bench/decode.sh`.
 //! Weights are normal(0, 0.02) (xorshift + Box-Muller, fixed seed), norms 1.
 //!
-//! `gen-checkpoint DIR [hidden 768] [layers 12] [heads 12] [kv_heads 4] [intermediate 2048] [vocab 32000]`
+//! (also used by `bench/gpu_check.sh`; no tokenizer: `tokscope decode-bench` takes ids).
+//!
+//! `cargo run --example random_checkpoint -- DIR [hidden 768] [layers 12] [heads 12] [kv_heads 4] [intermediate 2048] [vocab 32000]`
 
 use std::io::Write;
 
@@ -11,7 +13,7 @@ use safetensors::Dtype;
 
 fn main() -> anyhow::Result<()> {
     let a: Vec<String> = std::env::args().collect();
-    let dir = std::path::PathBuf::from(a.get(1).expect("usage: gen-checkpoint DIR [...]"));
+    let dir = std::path::PathBuf::from(a.get(1).expect("usage: random_checkpoint DIR [...]"));
     let num = |i: usize, d: usize| a.get(i).and_then(|v| v.parse().ok()).unwrap_or(d);
     let (h, layers, heads, kv_heads, inter, vocab) =
         (num(2, 768), num(3, 12), num(4, 12), num(5, 4), num(6, 2048), num(7, 32000));
