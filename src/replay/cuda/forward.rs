@@ -17,9 +17,11 @@ use crate::error::{Error, Result};
 use crate::replay::linear::Linear;
 use crate::replay::{LlamaModel, LogitsFor, ModelConfig};
 
-/// Attention keeps one score per visible position in shared memory (48 KiB
-/// without opt-in), so sequences are limited to this many positions on the GPU.
-pub const MAX_ATTENTION_POSITIONS: usize = 48 * 1024 / 4;
+/// Attention keeps one score per visible position in dynamic shared memory;
+/// with the 2 KiB of its static reduction buffers it must stay under the
+/// 48 KiB a block gets without opt-in, so sequences are limited to this many
+/// positions on the GPU (44 KiB of scores).
+pub const MAX_ATTENTION_POSITIONS: usize = 44 * 1024 / 4;
 
 fn cuda_err(e: impl std::fmt::Debug) -> Error {
     Error::Model(format!("CUDA: {e:?}"))
@@ -295,6 +297,8 @@ impl CudaModel {
         let head = self.lm_head.as_ref().unwrap_or(&self.embed_tokens);
         let logits = self.linear(head, &normed, rows)?;
         let host = s.clone_dtoh(&logits).map_err(cuda_err)?;
+        // A copy to pageable memory already waits for completion; be explicit.
+        s.synchronize().map_err(cuda_err)?;
         Ok(host.chunks_exact(head.out_features).map(<[f32]>::to_vec).collect())
     }
 
