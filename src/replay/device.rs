@@ -81,17 +81,15 @@ fn cuda_probe() -> std::result::Result<Device, String> {
     Err("built without the cuda feature; rebuild with --features cuda or use --device cpu".into())
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(feature = "cuda")))]
 mod tests {
     use super::*;
 
-    #[cfg(not(feature = "cuda"))]
     #[test]
     fn auto_resolves_to_cpu() {
         assert_eq!(DeviceRequest::Auto.resolve().unwrap(), Device::Cpu);
     }
 
-    #[cfg(not(feature = "cuda"))]
     #[test]
     fn cuda_without_the_feature_says_how_to_fix_it() {
         let message = DeviceRequest::Cuda.resolve().unwrap_err().to_string();
