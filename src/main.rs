@@ -47,6 +47,8 @@ enum Command {
     Mediate(tokscope::mediation::cli::MediateArgs),
     /// TE / IE / DE per layer with bootstrap CIs, or the layer x position heatmap.
     MediationReport(tokscope::mediation::cli::ReportArgs),
+    /// Prefill and greedy-decode tokens/s on a model directory with fixed ids (bench/decode.sh).
+    DecodeBench(tokscope::replay::bench::DecodeBenchArgs),
 }
 
 #[derive(Args)]
@@ -274,6 +276,9 @@ fn main() -> anyhow::Result<()> {
         Command::Mediate(args) => tokscope::mediation::cli::run_mediate(&args, &mut std::io::stdout().lock())?,
         Command::MediationReport(args) => {
             tokscope::mediation::cli::run_report(&args, &mut std::io::stdout().lock())?
+        }
+        Command::DecodeBench(args) => {
+            tokscope::replay::bench::run_decode_bench(&args, &mut std::io::stdout().lock())?
         }
     }
     Ok(())

@@ -9,6 +9,8 @@ use cudarc::nvrtc::Ptx;
 use tokscope::replay::cuda::{self, kernels as gpu};
 use tokscope::replay::kernels as cpu;
 
+mod common;
+
 fn context() -> Option<Arc<CudaContext>> {
     match cuda::probe() {
         Ok(_) => Some(CudaContext::new(0).expect("CUDA context")),
@@ -80,10 +82,69 @@ fn rms_norm_rope_and_swiglu_match_the_cpu() {
 }
 
 #[test]
-fn device_cuda_on_a_gpu_is_explicit_about_the_missing_forward() {
+fn device_cuda_on_a_gpu_follows_the_forward_switch() {
     if context().is_none() {
         return;
     }
-    let message = tokscope::replay::DeviceRequest::Cuda.resolve().unwrap_err().to_string();
-    assert!(message.contains("not implemented"), "{message}");
+    let resolved = tokscope::replay::DeviceRequest::Cuda.resolve();
+    if cuda::forward_enabled() {
+        assert_eq!(resolved.unwrap(), tokscope::replay::Device::Cuda(0));
+    } else {
+        let message = resolved.unwrap_err().to_string();
+        assert!(message.contains("not enabled") && message.contains(cuda::FORWARD_OPT_IN), "{message}");
+    }
+}
+
+/// Largest logit difference allowed between the GPU and CPU forward passes:
+/// cuBLAS sums in another order (and fuses multiply-adds), nothing else differs.
+const LOGITS_TOLERANCE: f32 = 1e-3;
+
+/// The whole model on the GPU against the CPU on the reference checkpoint:
+/// prefill logits at every position, then cached greedy decoding (ids must be
+/// identical, logits within [`LOGITS_TOLERANCE`]), then teacher-forced scoring.
+#[test]
+fn full_model_logits_match_the_cpu_on_tiny_stories_a() {
+    if context().is_none() {
+        return;
+    }
+    use tokscope::replay::{Decoder, LlamaModel, LogitsFor};
+    let dir = common::shared_dir().join("models/tiny-stories-a");
+    let cpu_model = LlamaModel::from_dir(&dir).expect("reference model");
+    let gpu_model = cuda::CudaModel::upload(&cpu_model, 0).expect("upload");
+    let tokenizer = tokscope::replay::PromptTokenizer::from_dir(&dir, cpu_model.config().bos_token_id).unwrap();
+    let prompt = tokenizer.encode_prompt("Once upon a time, there was a little girl named Lily. She").unwrap();
+
+    let mut worst = 0.0f32;
+    let mut check = |what: &str, a: &[Vec<f32>], b: &[Vec<f32>]| {
+        assert_eq!(a.len(), b.len(), "{what}: row count");
+        for (i, (x, y)) in a.iter().zip(b).enumerate() {
+            let d = max_diff(x, y);
+            worst = worst.max(d);
+            assert!(d < LOGITS_TOLERANCE, "{what} row {i}: max abs logit diff {d}");
+        }
+    };
+    let (mut cpu_cache, mut gpu_cache) = (Decoder::new_cache(&cpu_model), gpu_model.new_cache());
+    let cpu = cpu_model.logits(&prompt, &mut cpu_cache, LogitsFor::AllPositions).unwrap();
+    let gpu = gpu_model.logits(&prompt, &mut gpu_cache, LogitsFor::AllPositions).unwrap();
+    check("prefill", &cpu, &gpu);
+    let mut next = tokscope::replay::decode::argmax(cpu.last().unwrap());
+    for step in 0..24 {
+        let cpu = cpu_model.logits(&[next], &mut cpu_cache, LogitsFor::LastPosition).unwrap();
+        let gpu = gpu_model.logits(&[next], &mut gpu_cache, LogitsFor::LastPosition).unwrap();
+        check(&format!("decode step {step}"), &cpu, &gpu);
+        let (a, b) = (tokscope::replay::decode::argmax(&cpu[0]), tokscope::replay::decode::argmax(&gpu[0]));
+        assert_eq!(a, b, "greedy id differs at step {step}");
+        next = a;
+    }
+    let cpu_greedy = tokscope::replay::greedy_decode(&cpu_model, &prompt, 16).unwrap();
+    let gpu_greedy = tokscope::replay::greedy_decode(&gpu_model, &prompt, 16).unwrap();
+    assert_eq!(cpu_greedy.greedy_ids, gpu_greedy.greedy_ids);
+    let p_eos = cpu_greedy.p_eos.iter().zip(&gpu_greedy.p_eos).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
+    assert!(p_eos < 1e-4, "P(EOS) differs by {p_eos}");
+    let cont = &cpu_greedy.greedy_ids;
+    let cpu_score = tokscope::replay::score_continuation(&cpu_model, &prompt, cont).unwrap();
+    let gpu_score = tokscope::replay::score_continuation(&gpu_model, &prompt, cont).unwrap();
+    let lp = cpu_score.logprobs.iter().zip(&gpu_score.logprobs).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
+    assert!(lp < 1e-3, "teacher-forced logprobs differ by {lp}");
+    eprintln!("full-model parity: max abs logit diff {worst:e}, P(EOS) {p_eos:e}, logprob {lp:e}");
 }

@@ -208,3 +208,21 @@ fn device_auto_falls_back_to_the_cpu_with_one_line() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("--device cuda: "), "{stderr}");
 }
+
+/// `decode-bench` runs the ids 1..=P then greedy steps: its ids must be what
+/// greedy decoding of the same ids gives through the library.
+#[test]
+fn decode_bench_reports_rates_and_the_greedy_ids_of_its_prompt() {
+    let m = model_dir();
+    let out = common::tokscope(&[
+        "decode-bench", "--model", m.to_str().unwrap(), "--prompt-tokens", "5", "--new-tokens", "4", "--json",
+    ]);
+    let report: Value = serde_json::from_str(&out).expect("decode-bench JSON");
+    assert!(report["prefill_tps"].as_f64().unwrap() > 0.0 && report["decode_tps"].as_f64().unwrap() > 0.0);
+    let model = tokscope::replay::LlamaModel::from_dir(&m).unwrap();
+    assert_eq!(report["params"].as_u64().unwrap() as usize, model.parameter_count());
+    let want = tokscope::replay::greedy_decode(&model, &[1, 2, 3, 4, 5], 4).unwrap();
+    let got: Vec<u32> = serde_json::from_value(report["greedy_ids"].clone()).unwrap();
+    // greedy_decode stops at EOS; decode-bench never does, so compare the common prefix.
+    assert_eq!(got[..want.greedy_ids.len()], want.greedy_ids[..]);
+}

@@ -2,9 +2,61 @@
 //! prompt with the stop probability along the way, and teacher-forced
 //! log-probabilities of a logged continuation.
 
+use super::config::ModelConfig;
 use super::kernels::log_softmax;
+use super::kv_cache::KvCache;
 use super::model::{ForwardOptions, LlamaModel, LogitsFor};
 use crate::error::{Error, Result};
+
+/// A forward pass that decoding and scoring can drive: the CPU [`LlamaModel`],
+/// or (with the `cuda` feature) its GPU copy `cuda::CudaModel`.
+pub trait Decoder {
+    /// The per-sequence key/value cache.
+    type Cache;
+    /// The model's hyper-parameters.
+    fn config(&self) -> &ModelConfig;
+    /// An empty cache for one sequence.
+    fn new_cache(&self) -> Self::Cache;
+    /// Runs `tokens` after the cached positions and returns the logits rows `which` asks for.
+    fn logits(&self, tokens: &[u32], cache: &mut Self::Cache, which: LogitsFor) -> Result<Vec<Vec<f32>>>;
+}
+
+impl Decoder for LlamaModel {
+    type Cache = KvCache;
+
+    fn config(&self) -> &ModelConfig {
+        LlamaModel::config(self)
+    }
+
+    fn new_cache(&self) -> KvCache {
+        LlamaModel::new_cache(self)
+    }
+
+    fn logits(&self, tokens: &[u32], cache: &mut KvCache, which: LogitsFor) -> Result<Vec<Vec<f32>>> {
+        let options = ForwardOptions {
+            logits: which,
+            ..Default::default()
+        };
+        Ok(self.forward(tokens, cache, options)?.logits)
+    }
+}
+
+#[cfg(feature = "cuda")]
+impl Decoder for super::cuda::CudaModel {
+    type Cache = super::cuda::CudaKvCache;
+
+    fn config(&self) -> &ModelConfig {
+        super::cuda::CudaModel::config(self)
+    }
+
+    fn new_cache(&self) -> Self::Cache {
+        super::cuda::CudaModel::new_cache(self)
+    }
+
+    fn logits(&self, tokens: &[u32], cache: &mut Self::Cache, which: LogitsFor) -> Result<Vec<Vec<f32>>> {
+        self.forward(tokens, cache, which)
+    }
+}
 
 /// The greedy continuation of one prompt.
 #[derive(Debug, Clone, PartialEq)]
@@ -33,18 +85,14 @@ pub struct ContinuationScore {
 
 /// Decodes greedily from `prompt_ids` until an EOS id or `max_new_tokens` tokens.
 /// The prompt is prefilled in one batched pass; each new token is one cached step.
-pub fn greedy_decode(
-    model: &LlamaModel,
+pub fn greedy_decode<M: Decoder + ?Sized>(
+    model: &M,
     prompt_ids: &[u32],
     max_new_tokens: usize,
 ) -> Result<GreedyDecode> {
     let eos = &model.config().eos_token_ids;
     let mut cache = model.new_cache();
-    let mut logits = last_logits(
-        model
-            .forward(prompt_ids, &mut cache, ForwardOptions::default())?
-            .logits,
-    )?;
+    let mut logits = last_logits(model.logits(prompt_ids, &mut cache, LogitsFor::LastPosition)?)?;
     let last_prompt_logits = logits.clone();
     let (mut greedy_ids, mut p_eos, mut ended_with_eos) = (Vec::new(), Vec::new(), false);
     loop {
@@ -56,11 +104,7 @@ pub fn greedy_decode(
         greedy_ids.push(next);
         ended_with_eos = eos.contains(&next);
         // Run even the EOS (or last budgeted) token: its P(EOS) is the final entry.
-        logits = last_logits(
-            model
-                .forward(&[next], &mut cache, ForwardOptions::default())?
-                .logits,
-        )?;
+        logits = last_logits(model.logits(&[next], &mut cache, LogitsFor::LastPosition)?)?;
     }
     Ok(GreedyDecode {
         greedy_ids,
@@ -73,22 +117,16 @@ pub fn greedy_decode(
 /// Scores `continuation_ids` after `prompt_ids` by teacher forcing: the prompt
 /// is prefilled, then the whole continuation runs in one pass with logits at
 /// every position.
-pub fn score_continuation(
-    model: &LlamaModel,
+pub fn score_continuation<M: Decoder + ?Sized>(
+    model: &M,
     prompt_ids: &[u32],
     continuation_ids: &[u32],
 ) -> Result<ContinuationScore> {
     let eos = &model.config().eos_token_ids;
     let mut cache = model.new_cache();
-    let mut rows = model
-        .forward(prompt_ids, &mut cache, ForwardOptions::default())?
-        .logits;
+    let mut rows = model.logits(prompt_ids, &mut cache, LogitsFor::LastPosition)?;
     if !continuation_ids.is_empty() {
-        let options = ForwardOptions {
-            logits: LogitsFor::AllPositions,
-            ..Default::default()
-        };
-        rows.extend(model.forward(continuation_ids, &mut cache, options)?.logits);
+        rows.extend(model.logits(continuation_ids, &mut cache, LogitsFor::AllPositions)?);
     }
     // rows[j] predicts continuation token j; the extra last row predicts what follows.
     let logprobs = continuation_ids

@@ -66,8 +66,12 @@ impl DeviceRequest {
 #[cfg(feature = "cuda")]
 fn cuda_probe() -> std::result::Result<Device, String> {
     super::cuda::probe()?;
-    if !super::cuda::FORWARD_AVAILABLE {
-        return Err("a GPU is present but the CUDA forward pass is not implemented yet".into());
+    if !super::cuda::forward_enabled() {
+        return Err(format!(
+            "a GPU is present but the CUDA forward pass is not enabled yet (not implemented as the default until it passes \
+             the GPU parity test; {}=1 opts in)",
+            super::cuda::FORWARD_OPT_IN
+        ));
     }
     Ok(Device::Cuda(0))
 }

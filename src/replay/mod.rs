@@ -18,6 +18,7 @@
 //! # Ok::<(), tokscope::Error>(())
 //! ```
 
+pub mod bench;
 pub mod cli;
 pub mod config;
 pub mod decode;
@@ -37,7 +38,7 @@ pub mod cuda;
 use std::path::Path;
 
 pub use config::ModelConfig;
-pub use decode::{greedy_decode, score_continuation, ContinuationScore, GreedyDecode};
+pub use decode::{greedy_decode, Decoder, score_continuation, ContinuationScore, GreedyDecode};
 pub use device::{Device, DeviceRequest};
 pub use intervention::{EmbeddingNoise, HiddenPatch, Intervention};
 pub use kv_cache::KvCache;
@@ -55,6 +56,9 @@ pub struct ReplayModel {
     pub tokenizer: PromptTokenizer,
     /// Where the forward pass runs.
     pub device: Device,
+    /// The model's weights on the GPU, when `device` is CUDA.
+    #[cfg(feature = "cuda")]
+    pub gpu: Option<cuda::CudaModel>,
 }
 
 impl ReplayModel {
@@ -68,13 +72,42 @@ impl ReplayModel {
     pub fn load_on(dir: &Path, device: Device) -> Result<Self> {
         let model = LlamaModel::from_dir(dir)?;
         let tokenizer = PromptTokenizer::from_dir(dir, model.config().bos_token_id)?;
-        Ok(ReplayModel { model, tokenizer, device })
+        #[cfg(feature = "cuda")]
+        let gpu = match device {
+            Device::Cuda(ordinal) => Some(cuda::CudaModel::upload(&model, ordinal)?),
+            Device::Cpu => None,
+        };
+        Ok(ReplayModel {
+            model,
+            tokenizer,
+            device,
+            #[cfg(feature = "cuda")]
+            gpu,
+        })
+    }
+
+    /// Greedy decoding of already tokenized ids on this model's device.
+    pub fn greedy_ids(&self, prompt_ids: &[u32], max_new_tokens: usize) -> Result<GreedyDecode> {
+        #[cfg(feature = "cuda")]
+        if let Some(gpu) = &self.gpu {
+            return greedy_decode(gpu, prompt_ids, max_new_tokens);
+        }
+        greedy_decode(&self.model, prompt_ids, max_new_tokens)
+    }
+
+    /// Teacher-forced scoring of already tokenized ids on this model's device.
+    pub fn score_ids(&self, prompt_ids: &[u32], continuation_ids: &[u32]) -> Result<ContinuationScore> {
+        #[cfg(feature = "cuda")]
+        if let Some(gpu) = &self.gpu {
+            return score_continuation(gpu, prompt_ids, continuation_ids);
+        }
+        score_continuation(&self.model, prompt_ids, continuation_ids)
     }
 
     /// Tokenizes `prompt` (BOS first) and decodes greedily; returns the prompt ids too.
     pub fn greedy(&self, prompt: &str, max_new_tokens: usize) -> Result<(Vec<u32>, GreedyDecode)> {
         let prompt_ids = self.tokenizer.encode_prompt(prompt)?;
-        let decoded = greedy_decode(&self.model, &prompt_ids, max_new_tokens)?;
+        let decoded = self.greedy_ids(&prompt_ids, max_new_tokens)?;
         Ok((prompt_ids, decoded))
     }
 
@@ -87,7 +120,7 @@ impl ReplayModel {
     ) -> Result<(Vec<u32>, Vec<u32>, ContinuationScore)> {
         let prompt_ids = self.tokenizer.encode_prompt(prompt)?;
         let continuation_ids = self.tokenizer.encode_continuation(continuation)?;
-        let scored = score_continuation(&self.model, &prompt_ids, &continuation_ids)?;
+        let scored = self.score_ids(&prompt_ids, &continuation_ids)?;
         Ok((prompt_ids, continuation_ids, scored))
     }
 }

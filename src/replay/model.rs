@@ -97,6 +97,16 @@ impl LlamaModel {
         &self.config
     }
 
+    /// The weights (read-only), e.g. to upload them to another device.
+    pub fn weights(&self) -> &ModelWeights {
+        &self.weights
+    }
+
+    /// Number of parameters (a tied output projection counted once).
+    pub fn parameter_count(&self) -> usize {
+        self.weights.parameter_count()
+    }
+
     /// An empty key/value cache for one sequence.
     pub fn new_cache(&self) -> KvCache {
         KvCache::new(&self.config)

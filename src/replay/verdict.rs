@@ -11,7 +11,6 @@
 //!   the serving stack cannot have seen the whole prompt, nothing is replayed.
 //! - `error`: the request cannot be replayed (null or empty prompt, tokenizer failure).
 
-use super::decode::greedy_decode;
 use super::ReplayModel;
 use crate::error::Result;
 
@@ -189,10 +188,10 @@ fn try_replay(replay: &ReplayModel, suspect: &Suspect, options: &ReplayOptions) 
     let ids: Vec<u32> = prompt_ids.iter().chain(&output_ids).copied().collect();
     // Every decoded token is run once more for its P(EOS), so stay inside the window.
     let budget = options.max_new_tokens.min(window - total);
-    let first = greedy_decode(&replay.model, &ids, budget)?;
+    let first = replay.greedy_ids(&ids, budget)?;
     let mut deterministic = None;
     for _ in 1..options.repeat.max(1) {
-        let again = greedy_decode(&replay.model, &ids, budget)?;
+        let again = replay.greedy_ids(&ids, budget)?;
         let same = again.greedy_ids == first.greedy_ids
             && again.p_eos.len() == first.p_eos.len()
             && again

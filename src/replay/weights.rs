@@ -49,6 +49,24 @@ pub struct ModelWeights {
 }
 
 impl ModelWeights {
+    /// Number of parameters (a tied output projection counted once).
+    pub fn parameter_count(&self) -> usize {
+        let lin = |l: &Linear| l.out_features() * l.in_features();
+        let layers: usize = self
+            .layers
+            .iter()
+            .map(|l| {
+                l.input_layernorm.len()
+                    + l.post_attention_layernorm.len()
+                    + [&l.q_proj, &l.k_proj, &l.v_proj, &l.o_proj, &l.gate_proj, &l.up_proj, &l.down_proj]
+                        .into_iter()
+                        .map(lin)
+                        .sum::<usize>()
+            })
+            .sum();
+        lin(&self.embed_tokens) + layers + self.norm.len() + self.lm_head.as_ref().map_or(0, lin)
+    }
+
     /// The matrix that turns the final hidden state into logits.
     pub fn output_projection(&self) -> &Linear {
         self.lm_head.as_ref().unwrap_or(&self.embed_tokens)

@@ -4,12 +4,25 @@
 //! without CUDA; [`probe`] checks they are present before any CUDA call,
 //! because cudarc panics when a call needs a library that is missing.
 
+pub mod forward;
 pub mod kernels;
 
-/// Whether the cuBLAS forward pass is wired into decoding. Until it is,
-/// `auto` stays on the CPU and `--device cuda` says so, rather than labelling
-/// CPU results `cuda`; the kernels, probe and parity tests already exist.
+pub use forward::{CudaKvCache, CudaModel};
+
+/// Whether the cuBLAS forward pass ([`CudaModel`]) is used for `--device
+/// cuda|auto`. It is implemented and wired in, but has not yet passed the
+/// full-model parity test (`tests/gpu_parity.rs`, run by `bench/gpu_check.sh`)
+/// on a real GPU; until it has, `auto` stays on the CPU and `--device cuda`
+/// refuses, unless `TOKSCOPE_CUDA_FORWARD=1` opts in (what the GPU check does).
 pub const FORWARD_AVAILABLE: bool = false;
+
+/// The environment variable that enables the not-yet-verified CUDA forward pass.
+pub const FORWARD_OPT_IN: &str = "TOKSCOPE_CUDA_FORWARD";
+
+/// [`FORWARD_AVAILABLE`], or the [`FORWARD_OPT_IN`] variable set to `1`.
+pub fn forward_enabled() -> bool {
+    FORWARD_AVAILABLE || std::env::var(FORWARD_OPT_IN).is_ok_and(|v| v == "1")
+}
 
 /// Whether the driver library (`libcuda.so`) can be loaded and reports a
 /// device: `Ok(device count)`, or why not, in words for the `--device` line.
