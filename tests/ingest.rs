@@ -281,6 +281,10 @@ fn object_store_inputs_and_dataset_over_s3() {
     assert_eq!(again["files_skipped"].as_array().unwrap().len(), 2);
     let rows = s3.tokscope(&["query", "--format", "csv", "--data", "s3://lake/tokscope", "SELECT count(*) AS n FROM requests"]);
     assert_eq!(rows.trim(), "n\n95");
+    // The bucket root lists every object (95 + 20 Anthropic rows, 5 + 1 rejects).
+    let out = s3.tokscope(&["ingest", "--quiet", "--json", "--out", "s3://lake/all", "s3://logs/"]);
+    let root: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!((root["totals"]["rows_written"].as_u64(), root["totals"]["lines_rejected"].as_u64()), (Some(115), Some(6)));
 }
 
 #[test]

@@ -141,7 +141,8 @@ async fn resolve_remote(input: &str) -> Result<Vec<InputObject>> {
     } else {
         (full_path.trim_end_matches('/').to_string(), None)
     };
-    if pattern.is_none() && !full_path.ends_with('/') {
+    // A bucket root (`s3://bucket/`) or a trailing slash always means "list".
+    if pattern.is_none() && !full_path.is_empty() && !full_path.ends_with('/') {
         // A single object, unless the name is a prefix (a "directory").
         let path = store::object_path(&url)?;
         if let Ok(meta) = store.head(&path).await {

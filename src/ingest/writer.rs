@@ -32,18 +32,29 @@ pub fn date_string(day: i32) -> String {
         .unwrap_or_else(|| "invalid".into())
 }
 
-/// Free-text and unique columns: a dictionary never pays off and min/max
-/// statistics of long texts only cost time, so both are off for them.
-const TEXT_COLUMNS: [&str; 6] = ["request_id", "prompt", "model_output", "extra", "raw_line", "source_file"];
+/// Columns with few distinct values, where dictionary encoding pays off.
+/// Everything else (ids, texts, timestamps, measured floats) is nearly unique:
+/// a dictionary attempt there fails and falls back after doing the work
+/// (about a tenth of ingest time when it was on everywhere).
+const DICTIONARY_COLUMNS: [&str; 11] = [
+    "source_format", "source_file", "model", "model_version", "status", "max_tokens", "finish_reason",
+    "finish_reason_raw", "eos_status", "context_bin", "context_bin_lo",
+];
+
+/// Long free-text columns: min/max statistics on them never help pruning.
+const NO_STATISTICS_COLUMNS: [&str; 5] = ["prompt", "model_output", "extra", "raw_line", "request_id"];
 
 fn writer_props() -> WriterProperties {
     let mut b = WriterProperties::builder()
         .set_compression(Compression::ZSTD(ZstdLevel::try_new(1).unwrap_or_default()))
         .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
+        .set_dictionary_enabled(false)
         .set_created_by(format!("tokscope {}", env!("CARGO_PKG_VERSION")));
-    for col in TEXT_COLUMNS {
-        let path = ColumnPath::from(col);
-        b = b.set_column_dictionary_enabled(path.clone(), col == "source_file").set_column_statistics_enabled(path, EnabledStatistics::None);
+    for col in DICTIONARY_COLUMNS {
+        b = b.set_column_dictionary_enabled(ColumnPath::from(col), true);
+    }
+    for col in NO_STATISTICS_COLUMNS {
+        b = b.set_column_statistics_enabled(ColumnPath::from(col), EnabledStatistics::None);
     }
     b.build()
 }
