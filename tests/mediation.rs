@@ -196,6 +196,8 @@ fn imported_rows_give_hand_computed_effects_and_heatmap() {
     let out = common::tokscope(&["mediate", "--data", ds, "--import", &file]);
     assert!(out.contains("wrote 10 intervention rows"), "{out}");
     let report = common::tokscope(&["mediation-report", "--data", ds, "--format", "json"]);
+    // `tokscope job mediation` is the same seeded summary.
+    assert_eq!(common::tokscope(&["job", "mediation", "--data", ds, "--format", "json"]), report);
     let rows: Vec<Value> = report
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
