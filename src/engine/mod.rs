@@ -109,6 +109,7 @@ fn register_parquet_table(
     file_schema: SchemaRef,
     partitioned: bool,
 ) -> Result<()> {
+    let file_schema = with_view_types(&file_schema);
     let missing = matches!(dataset, DatasetRoot::Local(p) if !p.join(table).is_dir());
     if missing {
         let mut fields: Vec<_> = file_schema.fields().iter().cloned().collect();
@@ -129,10 +130,47 @@ fn register_parquet_table(
     Ok(())
 }
 
+/// The schema with top-level strings and binaries as view types, which
+/// DataFusion reads from Parquet without copying each value into a new
+/// offsets buffer; declaring plain `Utf8` forces that copy on every scan.
+fn with_view_types(schema: &SchemaRef) -> SchemaRef {
+    let fields: Vec<_> = schema
+        .fields()
+        .iter()
+        .map(|f| match f.data_type() {
+            DataType::Utf8 => Arc::new(f.as_ref().clone().with_data_type(DataType::Utf8View)),
+            DataType::Binary => Arc::new(f.as_ref().clone().with_data_type(DataType::BinaryView)),
+            _ => Arc::clone(f),
+        })
+        .collect();
+    Arc::new(arrow::datatypes::Schema::new(fields))
+}
+
 /// Runs SQL. Unless `allow_write`, only queries are accepted: no DDL, DML or
 /// `SET`, so ad-hoc SQL over a shared dataset cannot change it.
 pub async fn run_sql(ctx: &SessionContext, sql: &str, allow_write: bool) -> Result<Vec<RecordBatch>> {
     let options = SQLOptions::new().with_allow_ddl(allow_write).with_allow_dml(allow_write).with_allow_statements(allow_write);
     let df = ctx.sql_with_options(sql, options).await?;
-    Ok(df.collect().await?)
+    df.collect().await?.iter().map(without_view_types).collect()
+}
+
+/// Results leave the engine with plain `Utf8`/`Binary` columns: view types are
+/// a scan-time optimisation, and every consumer (exports, replay, mediation)
+/// then reads one string type.
+fn without_view_types(batch: &RecordBatch) -> Result<RecordBatch> {
+    if !batch.schema().fields().iter().any(|f| matches!(f.data_type(), DataType::Utf8View | DataType::BinaryView)) {
+        return Ok(batch.clone());
+    }
+    let mut fields = Vec::with_capacity(batch.num_columns());
+    let mut columns = Vec::with_capacity(batch.num_columns());
+    for (f, c) in batch.schema().fields().iter().zip(batch.columns()) {
+        let plain = match f.data_type() {
+            DataType::Utf8View => DataType::Utf8,
+            DataType::BinaryView => DataType::Binary,
+            other => other.clone(),
+        };
+        columns.push(arrow::compute::cast(c, &plain)?);
+        fields.push(f.as_ref().clone().with_data_type(plain));
+    }
+    Ok(RecordBatch::try_new(Arc::new(arrow::datatypes::Schema::new(fields)), columns)?)
 }
