@@ -96,6 +96,23 @@ fn default_max_position_embeddings() -> usize {
 const DEFAULT_ROPE_THETA: f64 = 10_000.0;
 
 impl ModelConfig {
+    /// Checks that `n` more tokens after `start` cached positions form a
+    /// non-empty sequence inside the context window; every backend's forward
+    /// pass calls this first.
+    pub fn check_sequence(&self, start: usize, n: usize) -> Result<()> {
+        if n == 0 {
+            return Err(Error::Model("forward pass over zero tokens".into()));
+        }
+        if start + n > self.max_position_embeddings {
+            return Err(Error::Model(format!(
+                "sequence of {} tokens exceeds max_position_embeddings {}",
+                start + n,
+                self.max_position_embeddings
+            )));
+        }
+        Ok(())
+    }
+
     /// Reads and validates `config.json` in a model directory.
     pub fn from_dir(dir: &Path) -> Result<Self> {
         let path = dir.join("config.json");

@@ -122,16 +122,7 @@ impl LlamaModel {
     ) -> Result<ForwardOutput> {
         let cfg = &self.config;
         let (h, n, start) = (cfg.hidden_size, tokens.len(), cache.len());
-        if n == 0 {
-            return Err(Error::Model("forward pass over zero tokens".into()));
-        }
-        if start + n > cfg.max_position_embeddings {
-            return Err(Error::Model(format!(
-                "sequence of {} tokens exceeds max_position_embeddings {}",
-                start + n,
-                cfg.max_position_embeddings
-            )));
-        }
+        cfg.check_sequence(start, n)?;
         if !cache.fits(cfg) {
             return Err(Error::Model(
                 "KV cache was made for a model of another shape".into(),

@@ -193,16 +193,7 @@ impl CudaModel {
         let _running = self.running.lock().unwrap_or_else(|e| e.into_inner());
         let cfg = &self.config;
         let (h, n, start) = (cfg.hidden_size, tokens.len(), cache.len);
-        if n == 0 {
-            return Err(Error::Model("forward pass over zero tokens".into()));
-        }
-        if start + n > cfg.max_position_embeddings {
-            return Err(Error::Model(format!(
-                "sequence of {} tokens exceeds max_position_embeddings {}",
-                start + n,
-                cfg.max_position_embeddings
-            )));
-        }
+        cfg.check_sequence(start, n)?;
         if start + n > MAX_ATTENTION_POSITIONS {
             return Err(Error::Model(format!(
                 "sequence of {} tokens exceeds the CUDA attention limit of {MAX_ATTENTION_POSITIONS} positions",
