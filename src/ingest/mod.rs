@@ -143,6 +143,65 @@ enum Output {
     Rejects(RecordBatch),
 }
 
+/// Writer threads, each with its own Parquet files. Encoding and zstd are the
+/// most expensive steps of ingest, so one writer would leave the other cores
+/// idle; each parsed slice goes to the next writer in turn.
+struct WriterPool {
+    senders: Vec<std::sync::mpsc::SyncSender<Output>>,
+    handles: Vec<std::thread::JoinHandle<Result<Vec<std::path::PathBuf>>>>,
+    next: usize,
+}
+
+impl WriterPool {
+    fn new(n: usize, root: &Path, run_id: &str) -> Self {
+        let (mut senders, mut handles) = (Vec::with_capacity(n), Vec::with_capacity(n));
+        for i in 0..n {
+            let (tx, rx) = sync_channel::<Output>(2);
+            let (root, run) = (root.to_path_buf(), format!("{run_id}-w{i}"));
+            handles.push(std::thread::spawn(move || -> Result<Vec<std::path::PathBuf>> {
+                let mut w = writer::DatasetWriter::new(&root, &run);
+                for out in rx {
+                    match out {
+                        Output::Requests(b) => w.write_requests(b)?,
+                        Output::Tokens(b) => w.write_tokens(b)?,
+                        Output::Rejects(b) => w.write_rejects(b)?,
+                    }
+                }
+                w.finish()
+            }));
+            senders.push(tx);
+        }
+        Self { senders, handles, next: 0 }
+    }
+
+    /// Hands one slice's batches to the next writer.
+    fn send(&mut self, (requests, tokens, rejects): (Option<DatedBatch>, Option<DatedBatch>, Option<RecordBatch>)) -> Result<()> {
+        let tx = &self.senders[self.next % self.senders.len()];
+        self.next += 1;
+        let stopped = || Error::Config("a writer thread stopped".into());
+        if let Some(b) = requests {
+            tx.send(Output::Requests(b)).map_err(|_| stopped())?;
+        }
+        if let Some(b) = tokens {
+            tx.send(Output::Tokens(b)).map_err(|_| stopped())?;
+        }
+        if let Some(b) = rejects {
+            tx.send(Output::Rejects(b)).map_err(|_| stopped())?;
+        }
+        Ok(())
+    }
+
+    /// Closes every writer; returns all files written, or the first error.
+    fn finish(self) -> Result<Vec<std::path::PathBuf>> {
+        drop(self.senders);
+        let mut files = Vec::new();
+        for h in self.handles {
+            files.extend(h.join().map_err(|_| Error::Config("writer thread panicked".into()))??);
+        }
+        Ok(files)
+    }
+}
+
 /// A fresh id per run: UTC time plus process id, sortable and unique enough
 /// for one writer per dataset at a time.
 fn new_run_id() -> String {
@@ -171,24 +230,10 @@ pub fn ingest(inputs: &[String], out: &str, opts: &IngestOptions) -> Result<Inge
     summary.files_skipped = skipped.iter().map(|o| o.location.clone()).collect();
 
     let progress = progress_bar(opts.progress, todo.iter().map(|o| o.size).sum());
-    let (tx, rx) = sync_channel::<Output>(4);
-    let writer_root = staging.clone();
-    let writer_run = run_id.clone();
-    let writer_thread = std::thread::spawn(move || -> Result<Vec<std::path::PathBuf>> {
-        let mut w = writer::DatasetWriter::new(&writer_root, &writer_run);
-        for out in rx {
-            match out {
-                Output::Requests(b) => w.write_requests(b)?,
-                Output::Tokens(b) => w.write_tokens(b)?,
-                Output::Rejects(b) => w.write_rejects(b)?,
-            }
-        }
-        w.finish()
-    });
-
+    let mut writers = WriterPool::new(rayon::current_num_threads().max(1), &staging, &run_id);
     let mut result = Ok(());
     for obj in &todo {
-        match ingest_object(obj, opts, &rt, &tx, progress.as_ref()) {
+        match ingest_object(obj, opts, &rt, &mut writers, progress.as_ref()) {
             Ok(fs) => {
                 summary.totals.add(&fs);
                 summary.files.push(fs);
@@ -199,8 +244,7 @@ pub fn ingest(inputs: &[String], out: &str, opts: &IngestOptions) -> Result<Inge
             }
         }
     }
-    drop(tx);
-    let written = writer_thread.join().map_err(|_| Error::Config("writer thread panicked".into()))??;
+    let written = writers.finish()?;
     result?;
     if let Some(p) = progress {
         p.finish_and_clear();
@@ -243,7 +287,7 @@ fn ingest_object(
     obj: &InputObject,
     opts: &IngestOptions,
     rt: &tokio::runtime::Runtime,
-    tx: &std::sync::mpsc::SyncSender<Output>,
+    writers: &mut WriterPool,
     progress: Option<&indicatif::ProgressBar>,
 ) -> Result<FileSummary> {
     let reader = obj.open(rt)?;
@@ -275,15 +319,7 @@ fn ingest_object(
         let outputs = parse_chunk(&chunk, format, &ctx, &obj.location, &opts.derive)?;
         for (out, counts) in outputs {
             fs.add(&counts);
-            if let Some(b) = out.0 {
-                tx.send(Output::Requests(b)).map_err(|_| Error::Config("writer stopped".into()))?;
-            }
-            if let Some(b) = out.1 {
-                tx.send(Output::Tokens(b)).map_err(|_| Error::Config("writer stopped".into()))?;
-            }
-            if let Some(b) = out.2 {
-                tx.send(Output::Rejects(b)).map_err(|_| Error::Config("writer stopped".into()))?;
-            }
+            writers.send(out)?;
         }
         if let Some(p) = progress {
             p.inc(chunk.data.len() as u64);
