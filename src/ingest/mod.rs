@@ -3,7 +3,7 @@
 //! Per input object: a reader thread decompresses and splits lines into
 //! chunks ([`lines`]); each chunk is parsed in parallel with rayon (one
 //! [`format`] parser per file, detected from its first lines) into Arrow
-//! batches ([`batch`]); a writer thread streams them into the partitioned
+//! batches ([`batch`]); a pool of writer threads streams them into the partitioned
 //! dataset ([`writer`]). Every line ends up as a row, a reject, or a counted
 //! skip (blank line, CSV header), so the summary reconciles exactly.
 
