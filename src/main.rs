@@ -189,16 +189,6 @@ fn print_summary(s: &IngestSummary) {
     }
 }
 
-fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
-    Ok(tokio::runtime::Builder::new_multi_thread().enable_all().build()?)
-}
-
-fn output_sink(path: Option<&PathBuf>) -> anyhow::Result<Box<dyn Write>> {
-    Ok(match path {
-        Some(p) => Box::new(std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?),
-        None => Box::new(std::io::stdout().lock()),
-    })
-}
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
@@ -220,12 +210,12 @@ fn main() -> anyhow::Result<()> {
                 bail!("--format parquet needs --output FILE");
             }
             let udf = args.udf.config()?;
-            let rt = runtime()?;
+            let rt = engine::runtime()?;
             let batches = rt.block_on(async {
                 let ctx = session(&args.data, &udf).await?;
                 engine::run_sql(&ctx, &args.sql, args.allow_write).await
             })?;
-            export::write_batches(&batches, args.format, &mut *output_sink(args.output.as_ref())?)?;
+            export::write_batches(&batches, args.format, &mut *export::output_sink(args.output.as_deref())?)?;
         }
         Command::Run(args) => {
             let inputs = if args.inputs.is_empty() {
@@ -242,7 +232,7 @@ fn main() -> anyhow::Result<()> {
                 let example = tokscope::engine::pricing::Pricing::from_toml(samples::EXAMPLE_PRICING, "config/pricing.example.toml")?;
                 udf.pricing = std::sync::Arc::new(example);
             }
-            let rt = runtime()?;
+            let rt = engine::runtime()?;
             let batches = rt.block_on(async {
                 let ctx = session(&args.out, &udf).await?;
                 jobs::run_job(&ctx, jobs::job("report")?).await

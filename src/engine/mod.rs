@@ -60,6 +60,12 @@ impl UdfConfig {
     }
 }
 
+/// A multi-threaded runtime for driving the engine's async calls from
+/// synchronous commands (the one every command uses).
+pub fn runtime() -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(|e| crate::Error::io("tokio runtime", e))
+}
+
 /// Registers tokscope's SQL functions (see [`udfs`]) in `ctx`; registering
 /// again replaces them, e.g. with other prices.
 pub fn register_udfs(ctx: &SessionContext, config: &UdfConfig) {

@@ -20,6 +20,14 @@ pub enum OutputFormat {
     Parquet,
 }
 
+/// Where a result goes: a file, or stdout.
+pub fn output_sink(path: Option<&std::path::Path>) -> Result<Box<dyn Write>> {
+    Ok(match path {
+        Some(p) => Box::new(std::fs::File::create(p).map_err(|e| Error::io(p.display(), e))?),
+        None => Box::new(std::io::stdout().lock()),
+    })
+}
+
 /// Writes `batches` to `out` in `format`.
 pub fn write_batches(batches: &[RecordBatch], format: OutputFormat, out: &mut dyn Write) -> Result<()> {
     match format {

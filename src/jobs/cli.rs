@@ -2,7 +2,7 @@
 //! `main.rs` only dispatches here.
 
 use std::io::{BufRead, IsTerminal, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use datafusion::prelude::SessionContext;
 
@@ -79,24 +79,11 @@ pub struct SqlArgs {
     pub allow_write: bool,
 }
 
-/// A multi-threaded runtime for the library's async engine calls.
-pub fn runtime() -> Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(|e| Error::io("tokio runtime", e))
-}
-
 /// A session with `data`'s tables and the UDFs configured by `udf`.
 pub async fn session(data: &str, udf: &UdfConfig) -> Result<SessionContext> {
     let ctx = engine::new_session();
     engine::register_dataset_with(&ctx, &DatasetRoot::parse(data)?, udf).await?;
     Ok(ctx)
-}
-
-/// Where a result goes: a file, or stdout.
-pub fn output_sink(path: Option<&Path>) -> Result<Box<dyn Write>> {
-    Ok(match path {
-        Some(p) => Box::new(std::fs::File::create(p).map_err(|e| Error::io(p.display(), e))?),
-        None => Box::new(std::io::stdout().lock()),
-    })
 }
 
 /// Runs `tokscope job`.
@@ -106,11 +93,11 @@ pub fn run_job(args: &JobArgs) -> Result<()> {
     }
     let job = super::job(&args.name)?;
     let udf = args.udf.config()?;
-    let batches = runtime()?.block_on(async {
+    let batches = engine::runtime()?.block_on(async {
         let ctx = session(&args.data, &udf).await?;
         super::run_job_with(&ctx, job, &args.params).await
     })?;
-    let mut out = output_sink(args.output.as_deref())?;
+    let mut out = export::output_sink(args.output.as_deref())?;
     export::write_batches(&batches, args.format, &mut *out)?;
     out.flush().map_err(|e| Error::io("output", e))
 }
@@ -125,7 +112,7 @@ pub fn run_shell(args: &SqlArgs) -> Result<()> {
         return Err(Error::Config("the SQL shell prints table, csv or json; use `tokscope query --format parquet --output F`".into()));
     }
     let udf = args.udf.config()?;
-    let rt = runtime()?;
+    let rt = engine::runtime()?;
     let ctx = rt.block_on(session(&args.data, &udf))?;
     let history_path = if args.no_history {
         None

@@ -200,7 +200,7 @@ pub struct MediateArgs {
 
 /// Runs `tokscope mediate`; reports the rows written on `out`.
 pub fn run_mediate(args: &MediateArgs, out: &mut impl Write) -> Result<()> {
-    let rt = runtime()?;
+    let rt = engine::runtime()?;
     let dataset = DatasetRoot::parse(&args.data)?;
     let rows = match (&args.import, &args.model) {
         (Some(file), _) => table::read_jsonl(file)?,
@@ -429,7 +429,7 @@ pub fn run_report(args: &ReportArgs, out: &mut impl Write) -> Result<()> {
             "mediation-report prints table, csv or json".into(),
         ));
     }
-    let rt = runtime()?;
+    let rt = engine::runtime()?;
     let dataset = DatasetRoot::parse(&args.data)?;
     let batches = rt.block_on(async {
         let ctx = engine::new_session();
@@ -453,12 +453,6 @@ pub fn run_report(args: &ReportArgs, out: &mut impl Write) -> Result<()> {
     export::write_batches(&batches, args.format, out)
 }
 
-fn runtime() -> Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| Error::io("tokio runtime", e))
-}
 
 fn stdout_error(e: std::io::Error) -> Error {
     Error::io("<stdout>", e)

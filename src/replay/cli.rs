@@ -210,10 +210,7 @@ pub fn run_replay(args: &ReplayArgs, out: &mut impl Write) -> Result<()> {
     let replayed_at_micros = chrono::Utc::now().timestamp_micros();
     let dataset = DatasetRoot::parse(&args.data)?;
     let replay = load_model(&args.model)?;
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| Error::io("<tokio runtime>", e))?;
+    let rt = crate::engine::runtime()?;
     let suspects = rt.block_on(verdicts::select_suspects(&dataset, args.predicate.as_deref(), args.limit))?;
     let options = ReplayOptions {
         threshold: args.threshold,
