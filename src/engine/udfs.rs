@@ -163,13 +163,23 @@ impl QuantileGroups {
         self.groups.resize_with(total, Vec::new);
         let a = cast(values, &DataType::Float64)?;
         let a = a.as_primitive::<Float64Type>();
-        for (i, &g) in group_indices.iter().enumerate() {
-            if a.is_null(i) || filter.is_some_and(|f| !f.is_valid(i) || !f.value(i)) {
-                continue;
+        let values = a.values();
+        // Nulls are skipped (SQL aggregate semantics), and so is NaN, which has no rank.
+        match (a.nulls().filter(|n| n.null_count() > 0), filter) {
+            (None, None) => {
+                for (&v, &g) in values.iter().zip(group_indices) {
+                    if !v.is_nan() {
+                        self.groups[g].push(v);
+                    }
+                }
             }
-            let v = a.value(i);
-            if !v.is_nan() {
-                self.groups[g].push(v);
+            (nulls, filter) => {
+                for (i, (&v, &g)) in values.iter().zip(group_indices).enumerate() {
+                    let keep = nulls.is_none_or(|n| n.is_valid(i)) && filter.is_none_or(|f| f.is_valid(i) && f.value(i));
+                    if keep && !v.is_nan() {
+                        self.groups[g].push(v);
+                    }
+                }
             }
         }
         Ok(())
@@ -202,10 +212,12 @@ impl GroupsAccumulator for QuantileGroups {
     fn merge_batch(&mut self, values: &[ArrayRef], group_indices: &[usize], total_num_groups: usize) -> DfResult<()> {
         self.groups.resize_with(total_num_groups, Vec::new);
         let lists = values[0].as_list::<i32>();
+        // State lists hold no nulls (see `add`): copy each list's slice of the flat values.
+        let flat = lists.values().as_primitive::<Float64Type>().values();
+        let offsets = lists.value_offsets();
         for (i, &g) in group_indices.iter().enumerate() {
             if lists.is_valid(i) {
-                let part = lists.value(i);
-                self.groups[g].extend(part.as_primitive::<Float64Type>().iter().flatten());
+                self.groups[g].extend_from_slice(&flat[offsets[i] as usize..offsets[i + 1] as usize]);
             }
         }
         Ok(())
