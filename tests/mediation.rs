@@ -245,7 +245,7 @@ fn imported_rows_give_hand_computed_effects_and_heatmap() {
     // `jobs::run_job` (what `tokscope job mediation` calls) gives the same summary.
     let rt = tokio::runtime::Runtime::new().unwrap();
     let batches = rt.block_on(async {
-        let ctx = tokscope::engine::new_session();
+        let ctx = tokscope::engine::new_session().unwrap();
         let root = tokscope::dataset::DatasetRoot::parse(ds).unwrap();
         tokscope::engine::register_dataset(&ctx, &root).await.unwrap();
         let job = tokscope::jobs::job("mediation").unwrap();

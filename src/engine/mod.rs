@@ -24,10 +24,12 @@ use crate::error::Result;
 use crate::schema::{self, DATE_PARTITION};
 
 /// A session with tokscope's defaults (information schema on, so
-/// `SHOW TABLES` and `information_schema.columns` work).
-pub fn new_session() -> SessionContext {
-    let config = SessionConfig::new().with_information_schema(true);
-    SessionContext::new_with_config(config)
+/// `SHOW TABLES` and `information_schema.columns` work), tunable with
+/// DataFusion's `DATAFUSION_*` environment variables (e.g.
+/// `DATAFUSION_EXECUTION_TARGET_PARTITIONS=8`), as in datafusion-cli.
+pub fn new_session() -> Result<SessionContext> {
+    let config = SessionConfig::from_env()?.with_information_schema(true);
+    Ok(SessionContext::new_with_config(config))
 }
 
 /// What tokscope's UDFs need beyond their arguments: prices and model shapes.

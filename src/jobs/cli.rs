@@ -81,7 +81,7 @@ pub struct SqlArgs {
 
 /// A session with `data`'s tables and the UDFs configured by `udf`.
 pub async fn session(data: &str, udf: &UdfConfig) -> Result<SessionContext> {
-    let ctx = engine::new_session();
+    let ctx = engine::new_session()?;
     engine::register_dataset_with(&ctx, &DatasetRoot::parse(data)?, udf).await?;
     Ok(ctx)
 }

@@ -240,7 +240,7 @@ async fn select_requests(
     filter: Option<&str>,
     limit: usize,
 ) -> Result<Vec<(String, String, String)>> {
-    let ctx = engine::new_session();
+    let ctx = engine::new_session()?;
     engine::register_dataset(&ctx, dataset).await?;
     let condition = filter.map(|f| format!(" AND ({f})")).unwrap_or_default();
     let sql = format!(
@@ -432,7 +432,7 @@ pub fn run_report(args: &ReportArgs, out: &mut impl Write) -> Result<()> {
     let rt = engine::runtime()?;
     let dataset = DatasetRoot::parse(&args.data)?;
     let batches = rt.block_on(async {
-        let ctx = engine::new_session();
+        let ctx = engine::new_session()?;
         engine::register_dataset(&ctx, &dataset).await?;
         if args.heatmap {
             super::heatmap(&ctx).await

@@ -59,7 +59,7 @@ pub async fn select_suspects(
     predicate: Option<&str>,
     limit: Option<usize>,
 ) -> Result<Vec<Suspect>> {
-    let ctx = engine::new_session();
+    let ctx = engine::new_session()?;
     engine::register_dataset(&ctx, dataset).await?;
     let predicate = match predicate {
         Some(p) => format!("({p})"),
