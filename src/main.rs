@@ -13,6 +13,13 @@ use tokscope::ingest::{self, DeriveSettings, Format, IngestOptions, IngestSummar
 use tokscope::jobs::cli::{session, UdfArgs};
 use tokscope::{engine, jobs, samples};
 
+// mimalloc instead of glibc malloc: the engine allocates and frees many
+// short-lived, batch-sized buffers; with glibc about half of a latency-job
+// query went to the kernel (page faults and page zeroing after memory went
+// back to the OS). datafusion-cli makes the same choice. docs/PERFORMANCE.md.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Token-level analytics for LLM serving logs.
 #[derive(Parser)]
 #[command(name = "tokscope", version, about)]
