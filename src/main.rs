@@ -110,7 +110,8 @@ struct QueryArgs {
     /// The dataset (local directory or object-store URL).
     #[arg(long)]
     data: String,
-    /// The SQL to run.
+    /// The SQL to run (may start with a `--` comment, like the files in `sql/`).
+    #[arg(allow_hyphen_values = true)]
     sql: String,
     /// Result format.
     #[arg(long, value_enum, default_value_t = OutputFormat::Table)]
@@ -121,6 +122,10 @@ struct QueryArgs {
     /// Allow DDL/DML statements (ad-hoc SQL is read-only by default).
     #[arg(long)]
     allow_write: bool,
+    /// Print the query's wall time (planning and execution, file listing and
+    /// Parquet footers included; process start and output excluded) to stderr.
+    #[arg(long)]
+    timing: bool,
     #[command(flatten)]
     udf: UdfArgs,
 }
@@ -220,7 +225,13 @@ fn main() -> anyhow::Result<()> {
             let rt = engine::runtime()?;
             let batches = rt.block_on(async {
                 let ctx = session(&args.data, &udf).await?;
-                engine::run_sql(&ctx, &args.sql, args.allow_write).await
+                let start = std::time::Instant::now();
+                let batches = engine::run_sql(&ctx, &args.sql, args.allow_write).await?;
+                if args.timing {
+                    let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
+                    eprintln!("elapsed: {:.3} s ({rows} rows)", start.elapsed().as_secs_f64());
+                }
+                Ok::<_, tokscope::Error>(batches)
             })?;
             export::write_batches(&batches, args.format, &mut *export::output_sink(args.output.as_deref())?)?;
         }

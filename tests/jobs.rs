@@ -363,6 +363,24 @@ fn every_output_format_and_unknown_job() {
 }
 
 #[test]
+fn query_runs_a_sql_file_verbatim_and_times_it() {
+    // The files in sql/ start with `--` comments: `query` must take them as SQL,
+    // not as flags (bench/jobs.sh runs them this way against DuckDB).
+    let dir = tempfile::tempdir().unwrap();
+    let ds = hand_dataset(dir.path());
+    let d = ds.to_str().unwrap();
+    let sql = std::fs::read_to_string(common::repo().join("sql/eos.sql")).unwrap();
+    assert!(sql.starts_with("--"));
+    let o = common::tokscope_output(&["query", "--data", d, "--format", "csv", "--timing", &sql]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(String::from_utf8(o.stdout).unwrap(), tokscope(&["job", "eos", "--data", d, "--format", "csv"]));
+    let err = String::from_utf8_lossy(&o.stderr);
+    let secs: f64 = err.strip_prefix("elapsed: ").and_then(|r| r.split(' ').next()).and_then(|t| t.parse().ok())
+        .unwrap_or_else(|| panic!("no timing line on stderr: {err}"));
+    assert!(secs > 0.0 && err.contains("(3 rows)"), "{err}");
+}
+
+#[test]
 fn sql_shell_runs_piped_statements_with_udfs_and_history() {
     let dir = tempfile::tempdir().unwrap();
     let ds = hand_dataset(dir.path());
