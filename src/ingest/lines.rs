@@ -139,6 +139,9 @@ impl<R: Read> LineSplitter<R> {
                     self.pos += i + 1;
                     self.first = false;
                 }
+                // A line that would overflow the chunk's buffer starts the next
+                // chunk: growing the buffer would copy the whole chunk again.
+                Some(i) if !chunk.lines.is_empty() && chunk.data.len() + i > chunk.data.capacity() => return Some(chunk),
                 Some(i) => {
                     let end = self.pos + i;
                     self.push_line(&mut chunk, end, (i + 1) as u64);
@@ -153,8 +156,12 @@ impl<R: Read> LineSplitter<R> {
                     if self.fill() {
                         continue;
                     }
-                    // End of input or a stream error: the unterminated tail is the last line.
+                    // End of input or a stream error: the unterminated tail is the last line
+                    // (in the next chunk if it does not fit in this one).
                     let pending = self.filled - self.pos;
+                    if !chunk.lines.is_empty() && chunk.data.len() + pending > chunk.data.capacity() {
+                        return Some(chunk);
+                    }
                     if let Some(err) = self.error.take() {
                         let end = self.pos + pending;
                         self.push_line(&mut chunk, end, pending as u64);
@@ -228,5 +235,35 @@ impl<R: Read> LineSplitter<R> {
         self.next_line_no += 1;
         self.offset += len + terminated as u64;
         self.first = false;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::LineSplitter;
+
+    /// Every line comes back once, in order, with its number and byte offset;
+    /// no chunk outgrows its buffer unless it holds a single line longer than it.
+    #[test]
+    fn chunks_hold_whole_lines_within_their_buffer() {
+        let lines: Vec<String> = (0..500).map(|i| "x".repeat(i % 97) + &format!("#{i}")).collect();
+        let input = lines.join("\n") + "\n" + &"y".repeat(300);
+        let mut split = LineSplitter::new(input.as_bytes(), 256, 1 << 20, 64);
+        let (mut got, mut offsets) = (Vec::new(), Vec::new());
+        while let Some(chunk) = split.next_chunk() {
+            assert!(chunk.data.len() <= 256 || chunk.lines.len() == 1, "chunk of {} bytes", chunk.data.len());
+            for l in &chunk.lines {
+                got.push(String::from_utf8(chunk.data[l.start..l.end].to_vec()).unwrap());
+                offsets.push((l.line_no, l.byte_offset));
+            }
+        }
+        let want: Vec<String> = lines.iter().cloned().chain(["y".repeat(300)]).collect();
+        assert_eq!(got, want);
+        let mut offset = 0;
+        for (i, (no, at)) in offsets.iter().enumerate() {
+            assert_eq!((*no, *at), (i as u64 + 1, offset));
+            offset += want[i].len() as u64 + 1;
+        }
+        assert_eq!(split.bytes_read(), input.len() as u64);
     }
 }
