@@ -411,6 +411,69 @@ fn sql_shell_runs_piped_statements_with_udfs_and_history() {
 }
 
 #[test]
+fn sql_shell_on_a_terminal_edits_lines_and_recalls_statements() {
+    // A real pseudo-terminal (Python's pty): the shell must switch to the line
+    // editor, which handles backspace, the up arrow, Ctrl-C and Ctrl-D.
+    let dir = tempfile::tempdir().unwrap();
+    let ds = hand_dataset(dir.path());
+    let hist = dir.path().join("history");
+    std::fs::write(&hist, "SELECT count(*) AS n FROM requests;\n").unwrap();
+    let script = format!(
+        r#"
+import os, pty, select, sys, time
+pid, fd = pty.fork()
+if pid == 0:
+    os.execv({bin:?}, [{bin:?}, "sql", "--format", "csv", "--data", {ds:?}, "--history", {hist:?}])
+seen = b""
+def until(pattern, timeout=60):
+    # Consumes the output up to and including `pattern`; exits with what it saw if it never comes.
+    global seen
+    end = time.time() + timeout
+    while pattern not in seen:
+        if time.time() > end:
+            sys.exit("timed out waiting for %r; got %r" % (pattern, seen))
+        if select.select([fd], [], [], 0.2)[0]:
+            try:
+                seen += os.read(fd, 4096)
+            except OSError:
+                break
+    seen = seen.split(pattern, 1)[1]
+# Each step waits for its result and then for the next prompt (the editor also
+# redraws the prompt while recalling, so the prompt alone is no sync point).
+until(b"tokscope> ")
+os.write(fd, b"SELECT 40 + 3x\x7f\x7f2 AS answer;\r")  # two backspaces: 40 + 2
+until(b"answer\r\n42\r\n"); until(b"tokscope> ")
+print("edited")
+os.write(fd, b"\x1b[A\r")                             # up arrow: the same statement again
+until(b"answer\r\n42\r\n"); until(b"tokscope> ")
+print("recalled")
+os.write(fd, b"\x1b[A\x1b[A\r")                       # two up: the statement from the history file
+until(b"n\r\n7\r\n"); until(b"tokscope> ")
+print("from file")
+os.write(fd, b"SELECT nope_column +\r")
+until(b"     -> ")
+os.write(fd, b"\x03")                                 # Ctrl-C drops the unfinished statement
+until(b"tokscope> ")
+os.write(fd, b"\x04")                                 # Ctrl-D ends the session
+_, status = os.waitpid(pid, 0)
+print("exit:", os.waitstatus_to_exitcode(status))
+"#,
+        bin = common::bin(),
+        ds = ds.to_str().unwrap(),
+        hist = hist.to_str().unwrap()
+    );
+    let out = common::python(&script);
+    assert_eq!(out, "edited\nrecalled\nfrom file\nexit: 0\n", "{out}");
+    let h = std::fs::read_to_string(&hist).unwrap();
+    let lines: Vec<&str> = h.lines().collect();
+    assert_eq!(
+        lines,
+        ["SELECT count(*) AS n FROM requests;", "SELECT 40 + 2 AS answer;", "SELECT 40 + 2 AS answer;", "SELECT count(*) AS n FROM requests;"],
+        "the cancelled statement is neither run nor kept"
+    );
+}
+
+#[test]
 fn jobs_over_a_dataset_on_s3_match_the_local_dataset() {
     let s3 = S3Server::start();
     let samples = repo().join("sample_logs");

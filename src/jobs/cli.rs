@@ -120,16 +120,64 @@ pub fn run_shell(args: &SqlArgs) -> Result<()> {
         args.history.clone().or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".tokscope_history")))
     };
     let stdin = std::io::stdin();
-    let interactive = stdin.is_terminal();
     let mut shell = Shell { ctx, rt, format: args.format, allow_write: args.allow_write, history: Vec::new(), history_path, failed: 0 };
     shell.load_history();
-    if interactive {
+    let mut input = if stdin.is_terminal() && std::io::stderr().is_terminal() {
+        let mut editor = rustyline::DefaultEditor::new().map_err(|e| Error::Config(format!("line editor: {e}")))?;
+        for sql in &shell.history {
+            // In-memory history cannot fail to take an entry; a failure only loses recall.
+            let _ = editor.add_history_entry(sql.as_str());
+        }
         eprintln!("tokscope sql over {}. {HELP}", args.data);
-    }
-    shell.run(stdin.lock(), interactive)?;
+        Input::Editor(editor)
+    } else {
+        Input::Piped(stdin.lock().lines())
+    };
+    shell.run(&mut input)?;
     match shell.failed {
         0 => Ok(()),
         n => Err(Error::Config(format!("{n} statement(s) failed"))),
+    }
+}
+
+/// Where the shell's lines come from: a terminal, through rustyline (line
+/// editing, up-arrow recall of earlier statements, Ctrl-C to drop the
+/// statement being typed, Ctrl-D to quit), or a pipe, read as it is.
+enum Input<R> {
+    Editor(rustyline::DefaultEditor),
+    Piped(std::io::Lines<R>),
+}
+
+/// One read from [`Input`].
+enum Line {
+    Text(String),
+    /// Ctrl-C: forget the statement typed so far.
+    Cancel,
+    End,
+}
+
+impl<R: BufRead> Input<R> {
+    /// The next line; `continued`: inside a statement (the prompt says so).
+    fn next_line(&mut self, continued: bool) -> Result<Line> {
+        match self {
+            Input::Piped(lines) => match lines.next() {
+                Some(line) => Ok(Line::Text(line.map_err(|e| Error::io("stdin", e))?)),
+                None => Ok(Line::End),
+            },
+            Input::Editor(editor) => match editor.readline(if continued { "     -> " } else { "tokscope> " }) {
+                Ok(line) => Ok(Line::Text(line)),
+                Err(rustyline::error::ReadlineError::Interrupted) => Ok(Line::Cancel),
+                Err(rustyline::error::ReadlineError::Eof) => Ok(Line::End),
+                Err(e) => Err(Error::Config(format!("line editor: {e}"))),
+            },
+        }
+    }
+
+    /// Makes a statement recallable with the up arrow (terminal only).
+    fn recall(&mut self, sql: &str) {
+        if let Input::Editor(editor) = self {
+            let _ = editor.add_history_entry(sql);
+        }
     }
 }
 
@@ -151,7 +199,8 @@ impl Shell {
         }
     }
 
-    fn remember(&mut self, sql: &str) {
+    /// Appends a statement (on one line) to the history and its file; returns that line.
+    fn remember(&mut self, sql: &str) -> String {
         let one_line = sql.split_whitespace().collect::<Vec<_>>().join(" ");
         if let Some(p) = &self.history_path {
             let appended = std::fs::OpenOptions::new().create(true).append(true).open(p).and_then(|mut f| writeln!(f, "{one_line}"));
@@ -159,26 +208,25 @@ impl Shell {
                 eprintln!("warning: history file {}: {e}", p.display());
             }
         }
-        self.history.push(one_line);
+        self.history.push(one_line.clone());
+        one_line
     }
 
-    fn run(&mut self, input: impl BufRead, interactive: bool) -> Result<()> {
+    fn run<R: BufRead>(&mut self, input: &mut Input<R>) -> Result<()> {
         let mut buf = String::new();
-        let prompt = |continued: bool| {
-            if interactive {
-                eprint!("{}", if continued { "     -> " } else { "tokscope> " });
-            }
-        };
-        prompt(false);
-        for line in input.lines() {
-            let line = line.map_err(|e| Error::io("stdin", e))?;
+        loop {
+            let line = match input.next_line(!buf.is_empty())? {
+                Line::Text(line) => line,
+                Line::Cancel => {
+                    buf.clear();
+                    continue;
+                }
+                Line::End => break,
+            };
             let t = line.trim();
             if buf.is_empty() {
                 match t {
-                    "" => {
-                        prompt(false);
-                        continue;
-                    }
+                    "" => continue,
                     "\\q" | "\\quit" | "quit" | "exit" | ".quit" => return Ok(()),
                     "\\?" | "help" | "\\h" => println!("{HELP}"),
                     "\\history" => {
@@ -192,7 +240,8 @@ impl Shell {
                             let sql = sql.clone();
                             println!("{sql}");
                             self.execute(sql.trim_end_matches(';'));
-                            self.remember(&sql);
+                            let one_line = self.remember(&sql);
+                            input.recall(&one_line);
                         }
                         None => {
                             eprintln!("error: no history entry {t:?}");
@@ -202,7 +251,6 @@ impl Shell {
                     _ => {}
                 }
                 if t.starts_with('\\') || t.starts_with('!') || matches!(t, "help" | ".tables") {
-                    prompt(false);
                     continue;
                 }
             }
@@ -212,10 +260,8 @@ impl Shell {
                 let sql = buf.trim().trim_end_matches(';').to_string();
                 buf.clear();
                 self.execute(&sql);
-                self.remember(&format!("{sql};"));
-                prompt(false);
-            } else {
-                prompt(true);
+                let one_line = self.remember(&format!("{sql};"));
+                input.recall(&one_line);
             }
         }
         // A last statement without `;` at end of input still runs.
