@@ -237,9 +237,7 @@ fn main() -> anyhow::Result<()> {
             }
         }
         Command::Query(args) => {
-            if args.format == OutputFormat::Parquet && args.output.is_none() {
-                bail!("--format parquet needs --output FILE");
-            }
+            export::check_destination(args.format, args.output.as_deref())?;
             let udf = args.udf.config()?;
             let rt = engine::runtime()?;
             let batches = rt.block_on(async {

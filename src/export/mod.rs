@@ -20,6 +20,15 @@ pub enum OutputFormat {
     Parquet,
 }
 
+/// Checks that `format` can go to `output` before any work is done: Parquet
+/// is binary and needs a file.
+pub fn check_destination(format: OutputFormat, output: Option<&std::path::Path>) -> Result<()> {
+    if format == OutputFormat::Parquet && output.is_none() {
+        return Err(Error::Config("--format parquet needs --output FILE".into()));
+    }
+    Ok(())
+}
+
 /// Where a result goes: a file, or stdout.
 pub fn output_sink(path: Option<&std::path::Path>) -> Result<Box<dyn Write>> {
     Ok(match path {

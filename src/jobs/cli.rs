@@ -88,9 +88,7 @@ pub async fn session(data: &str, udf: &UdfConfig) -> Result<SessionContext> {
 
 /// Runs `tokscope job`.
 pub fn run_job(args: &JobArgs) -> Result<()> {
-    if args.format == OutputFormat::Parquet && args.output.is_none() {
-        return Err(Error::Config("--format parquet needs --output FILE".into()));
-    }
+    export::check_destination(args.format, args.output.as_deref())?;
     let job = super::job(&args.name)?;
     let udf = args.udf.config()?;
     let batches = engine::runtime()?.block_on(async {
