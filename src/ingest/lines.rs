@@ -17,6 +17,15 @@ pub struct LineChunk {
     pub stream_error: Option<String>,
 }
 
+impl LineChunk {
+    /// Whether a line of `len` bytes may join this chunk: it fits in the
+    /// buffer (growing it would copy the whole chunk), or the chunk is empty,
+    /// so a line longer than the chunk size still gets a chunk of its own.
+    fn has_room(&self, len: usize) -> bool {
+        self.lines.is_empty() || self.data.len() + len <= self.data.capacity()
+    }
+}
+
 /// Position of one line inside a [`LineChunk`].
 #[derive(Debug, Clone, Copy)]
 pub struct LineSpan {
@@ -139,9 +148,8 @@ impl<R: Read> LineSplitter<R> {
                     self.pos += i + 1;
                     self.first = false;
                 }
-                // A line that would overflow the chunk's buffer starts the next
-                // chunk: growing the buffer would copy the whole chunk again.
-                Some(i) if !chunk.lines.is_empty() && chunk.data.len() + i > chunk.data.capacity() => return Some(chunk),
+                // A line that would overflow the chunk's buffer starts the next chunk.
+                Some(i) if !chunk.has_room(i) => return Some(chunk),
                 Some(i) => {
                     let end = self.pos + i;
                     self.push_line(&mut chunk, end, (i + 1) as u64);
@@ -159,7 +167,7 @@ impl<R: Read> LineSplitter<R> {
                     // End of input or a stream error: the unterminated tail is the last line
                     // (in the next chunk if it does not fit in this one).
                     let pending = self.filled - self.pos;
-                    if !chunk.lines.is_empty() && chunk.data.len() + pending > chunk.data.capacity() {
+                    if !chunk.has_room(pending) {
                         return Some(chunk);
                     }
                     if let Some(err) = self.error.take() {
