@@ -24,12 +24,13 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 /// (mimalloc.h, v3), for which the sys crate exports no constant.
 const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 
-/// Keeps freed memory for reuse instead of returning it to the OS (mimalloc's
-/// default returns it after 10 ms). Ingest frees and reallocates chunk- and
-/// batch-sized buffers many times a second; returned pages came back through
-/// page faults and kernel zeroing, which made ingest 13% slower than with
-/// glibc (docs/PERFORMANCE.md). Peak memory is unchanged; a process simply
-/// keeps it until it exits. `MIMALLOC_PURGE_DELAY` in the environment wins.
+/// Keeps freed memory for reuse instead of returning it to the OS after
+/// mimalloc's purge delay (1 s in the bundled v3). Ingest frees and
+/// reallocates chunk- and batch-sized buffers many times a second; returned
+/// pages came back through page faults and kernel zeroing, which made ingest
+/// 13% slower than with glibc (docs/PERFORMANCE.md). Peak RSS on the ingest
+/// benchmark stays ~470-500 MiB; a process keeps it until it exits.
+/// `MIMALLOC_PURGE_DELAY` in the environment wins.
 fn tune_allocator() {
     if std::env::var_os("MIMALLOC_PURGE_DELAY").is_none() {
         // SAFETY: stores one integer option. Called first thing in `main`,
