@@ -220,7 +220,6 @@ fn print_summary(s: &IngestSummary) {
     }
 }
 
-
 fn main() -> anyhow::Result<()> {
     tune_allocator();
     let cli = Cli::parse();
@@ -251,7 +250,7 @@ fn main() -> anyhow::Result<()> {
                 }
                 Ok::<_, tokscope::Error>(batches)
             })?;
-            export::write_batches(&batches, args.format, &mut *export::output_sink(args.output.as_deref())?)?;
+            export::write_output(&batches, args.format, args.output.as_deref())?;
         }
         Command::Run(args) => {
             let inputs = if args.inputs.is_empty() {

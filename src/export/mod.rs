@@ -29,12 +29,15 @@ pub fn check_destination(format: OutputFormat, output: Option<&std::path::Path>)
     Ok(())
 }
 
-/// Where a result goes: a file, or stdout.
-pub fn output_sink(path: Option<&std::path::Path>) -> Result<Box<dyn Write>> {
-    Ok(match path {
+/// Writes `batches` in `format` to the file `path`, or to stdout, and
+/// flushes it, so a failed write is an error and not a short output.
+pub fn write_output(batches: &[RecordBatch], format: OutputFormat, path: Option<&std::path::Path>) -> Result<()> {
+    let mut out: Box<dyn Write> = match path {
         Some(p) => Box::new(std::fs::File::create(p).map_err(|e| Error::io(p.display(), e))?),
         None => Box::new(std::io::stdout().lock()),
-    })
+    };
+    write_batches(batches, format, &mut *out)?;
+    out.flush().map_err(|e| Error::io("output", e))
 }
 
 /// Writes `batches` to `out` in `format`.

@@ -95,9 +95,7 @@ pub fn run_job(args: &JobArgs) -> Result<()> {
         let ctx = session(&args.data, &udf).await?;
         super::run_job_with(&ctx, job, &args.params).await
     })?;
-    let mut out = export::output_sink(args.output.as_deref())?;
-    export::write_batches(&batches, args.format, &mut *out)?;
-    out.flush().map_err(|e| Error::io("output", e))
+    export::write_output(&batches, args.format, args.output.as_deref())
 }
 
 const HELP: &str = "Statements end with `;` at the end of a line. Commands: \\d (tables), \\history, !N (re-run history entry N), \\q (quit).";

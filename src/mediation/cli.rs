@@ -453,7 +453,6 @@ pub fn run_report(args: &ReportArgs, out: &mut impl Write) -> Result<()> {
     export::write_batches(&batches, args.format, out)
 }
 
-
 fn stdout_error(e: std::io::Error) -> Error {
     Error::io("<stdout>", e)
 }
