@@ -195,8 +195,9 @@ impl Shell {
         }
     }
 
-    /// Appends a statement (on one line) to the history and its file; returns that line.
-    fn remember(&mut self, sql: &str) -> String {
+    /// Appends a statement (on one line) to the history and its file, and
+    /// makes it recallable in `input`'s line editor.
+    fn remember<R: BufRead>(&mut self, sql: &str, input: &mut Input<R>) {
         let one_line = sql.split_whitespace().collect::<Vec<_>>().join(" ");
         if let Some(p) = &self.history_path {
             let appended = std::fs::OpenOptions::new().create(true).append(true).open(p).and_then(|mut f| writeln!(f, "{one_line}"));
@@ -204,8 +205,8 @@ impl Shell {
                 eprintln!("warning: history file {}: {e}", p.display());
             }
         }
-        self.history.push(one_line.clone());
-        one_line
+        input.recall(&one_line);
+        self.history.push(one_line);
     }
 
     fn run<R: BufRead>(&mut self, input: &mut Input<R>) -> Result<()> {
@@ -236,8 +237,7 @@ impl Shell {
                             let sql = sql.clone();
                             println!("{sql}");
                             self.execute(sql.trim_end_matches(';'));
-                            let one_line = self.remember(&sql);
-                            input.recall(&one_line);
+                            self.remember(&sql, input);
                         }
                         None => {
                             eprintln!("error: no history entry {t:?}");
@@ -256,15 +256,14 @@ impl Shell {
                 let sql = buf.trim().trim_end_matches(';').to_string();
                 buf.clear();
                 self.execute(&sql);
-                let one_line = self.remember(&format!("{sql};"));
-                input.recall(&one_line);
+                self.remember(&format!("{sql};"), input);
             }
         }
         // A last statement without `;` at end of input still runs.
         let sql = buf.trim().trim_end_matches(';').to_string();
         if !sql.is_empty() {
             self.execute(&sql);
-            self.remember(&format!("{sql};"));
+            self.remember(&format!("{sql};"), input);
         }
         Ok(())
     }
