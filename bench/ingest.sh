@@ -26,8 +26,8 @@ BYTES=$(stat -c %s "$LOG")
 MB=$(python3 -c "print($BYTES / 1e6)")
 echo "input: $LOG ($MB MB, $(wc -l < "$LOG") lines), threads=$THREADS"
 
-# Best (lowest) "seconds rss" pair of the runs appended to file $1.
-best_of() { sort -n "$1" | head -1; }
+# Best (lowest) seconds, and peak RSS over all runs, of the "seconds rss" lines in file $1.
+best_of() { awk 'NR == 1 || $1 < t {t = $1} $2 > m {m = $2} END {print t, m}' "$1"; }
 rm -f "$WORK/t_tok" "$WORK/t_duck" "$WORK/t_zstd"
 for _ in $(seq "$REPEAT"); do
   rm -rf "$WORK/ds"
@@ -42,7 +42,6 @@ con.execute(\"COPY (SELECT * FROM read_ndjson('$LOG')) TO '$WORK/duck.parquet' (
 done
 read -r T_TOK RSS_TOK < <(best_of "$WORK/t_tok")
 read -r T_DUCK RSS_DUCK < <(best_of "$WORK/t_duck")
-RSS_TOK=$(awk 'BEGIN {m = 0} $2 > m {m = $2} END {print m}' "$WORK/t_tok")   # peak over all runs
 
 # The compression floor: zstd level 1 (tokscope's level, the lowest Parquet
 # allows) alone on the same column bytes. pyarrow rewrites the ingested
