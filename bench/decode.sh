@@ -7,7 +7,7 @@
 #
 # Env: THREADS (default 2; RAYON_NUM_THREADS for both engines), REPEAT (runs
 # per engine, alternating; best and median reported; default 3), CKPT (checkpoint dir, default
-# /tmp/tokscope-bench-llama-100m, generated once), TOKSCOPE_BIN (skip building
+# target/bench/llama-100m under the target directory, generated once), TOKSCOPE_BIN (skip building
 # tokscope), TOKSCOPE_TARGET_DIR (default target; TOKSCOPE_DEV_TARGET_DIR for
 # the dev build of the checkpoint generator, examples/random_checkpoint.rs),
 # CANDLE_TARGET_DIR (default bench/candle-llama/target).
@@ -17,7 +17,7 @@ P=${1:-128}
 N=${2:-64}
 THREADS=${THREADS:-2}
 REPEAT=${REPEAT:-3}
-CKPT=${CKPT:-/tmp/tokscope-bench-llama-100m}
+CKPT=${CKPT:-${CARGO_TARGET_DIR:-target}/bench/llama-100m}
 CANDLE_TARGET_DIR=${CANDLE_TARGET_DIR:-$PWD/bench/candle-llama/target}
 
 (cd bench/candle-llama && CARGO_TARGET_DIR="$CANDLE_TARGET_DIR" cargo build --release --quiet)

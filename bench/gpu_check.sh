@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # GPU check for the CUDA replay backend, for a machine with an NVIDIA GPU and
-# driver (run from the repository root; shared/ beside it or TOKSCOPE_SHARED).
+# driver (run from the repository root).
 # 1. builds with --features cuda, 2. runs the NVRTC/PTX and GPU parity tests
 # (TOKSCOPE_REQUIRE_NVRTC=1: a missing libnvrtc fails instead of skipping;
 # gpu_parity includes the full-model logits parity on tiny-stories-a),
@@ -20,20 +20,22 @@ cargo build --features cuda --bin tokscope --example random_checkpoint
 cargo test --features cuda --test cuda_kernels --test gpu_parity -- --nocapture
 cargo test --features cuda --test replay --test decoder_golden
 target="${CARGO_TARGET_DIR:-target}/debug"
-ckpt=${CKPT:-/tmp/tokscope-bench-llama-100m}
+work=${BENCH_DIR:-${CARGO_TARGET_DIR:-target}/bench}
+mkdir -p "$work"
+ckpt=${CKPT:-$work/llama-100m}
 [ -f "$ckpt/model.safetensors" ] || "$target/examples/random_checkpoint" "$ckpt"
 # Host code is the dev build (launches only; the GPU does the work).
 "$target/tokscope" decode-bench --model "$ckpt" --device cuda --prompt-tokens 128 --new-tokens 256 --json \
-  | tee /tmp/gpu_decode_bench.json
-python3 - "$BANDWIDTH_GBS" <<'PY'
+  | tee "$work/gpu_decode_bench.json"
+python3 - "$BANDWIDTH_GBS" "$work/gpu_decode_bench.json" <<'PY'
 import json, sys
-r = json.load(open("/tmp/gpu_decode_bench.json"))
+r = json.load(open(sys.argv[2]))
 limit = float(sys.argv[1]) * 1e9 / (r["params"] * 4)
 print(f"{r['engine']}: {r['params']/1e6:.1f}M params f32, prefill {r['prefill_tps']:.0f} tok/s, "
       f"decode {r['decode_tps']:.1f} tok/s = {r['decode_weight_gb_s']:.0f} GB/s of weights, "
       f"{r['decode_tps']/limit:.1%} of the {sys.argv[1]} GB/s limit ({limit:.0f} tok/s)")
 PY
-model="${TOKSCOPE_SHARED:-../shared}/models/tiny-stories-a"
+model=tests/data/models/tiny-stories-a
 for device in cpu cuda; do
   start=$(date +%s.%N)
   for _ in 1 2 3 4 5; do "$target/tokscope" decode --model "$model" --prompt "Once upon a time," --max-new-tokens 40 --device "$device" --json >/dev/null; done

@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 SIZE_MB=${1:-500}
 THREADS=${2:-2}
 REPEAT=${REPEAT:-3}
-WORK=${BENCH_DIR:-/tmp/tokscope-bench}
+WORK=${BENCH_DIR:-${CARGO_TARGET_DIR:-target}/bench/ingest}
 mkdir -p "$WORK"
 # TOKSCOPE_BIN: use an already built release binary instead of building one.
 if [ -z "${TOKSCOPE_BIN:-}" ]; then

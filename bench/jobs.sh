@@ -10,21 +10,18 @@
 # flat rates as the pricing file below, and DuckDB's quantile_cont is the same
 # exact estimator as tokscope's.
 # Usage: bench/jobs.sh [REQUESTS=500000] [THREADS=all]   (TOKSCOPE_BIN=path skips the build)
-# Builds release into BENCH_TARGET_DIR, else /work/target-release when present, else ./target.
+# Builds release into BENCH_TARGET_DIR when set, else into CARGO_TARGET_DIR (or ./target).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${1:-500000}
 THREADS=${2:-$(nproc)}
-WORK=${BENCH_DIR:-/tmp/tokscope-bench-jobs}
+WORK=${BENCH_DIR:-${BENCH_TARGET_DIR:-${CARGO_TARGET_DIR:-target}}/bench/jobs}
 mkdir -p "$WORK"
 if [ -n "${TOKSCOPE_BIN:-}" ]; then
   BIN=$TOKSCOPE_BIN   # an already built binary (to check the script; timings need release)
 else
-  # A release target dir of its own (never the shared dev one a caller may have
-  # exported): /work/target-release on the team machines, else ./target.
-  if [ -n "${BENCH_TARGET_DIR:-}" ]; then export CARGO_TARGET_DIR=$BENCH_TARGET_DIR
-  elif [ -d /work/target-release ]; then export CARGO_TARGET_DIR=/work/target-release
-  else unset CARGO_TARGET_DIR; fi
+  # BENCH_TARGET_DIR keeps the release build apart from a dev target dir.
+  if [ -n "${BENCH_TARGET_DIR:-}" ]; then export CARGO_TARGET_DIR=$BENCH_TARGET_DIR; fi
   cargo build --release --quiet
   BIN=${CARGO_TARGET_DIR:-target}/release/tokscope
 fi

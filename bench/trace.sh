@@ -4,7 +4,7 @@
 # Usage: bench/trace.sh [MODEL_DIR] [PROMPT] [SAMPLES]
 # Build first (cargo build, or --release for real checkpoints); TOKSCOPE picks the binary.
 set -euo pipefail
-MODEL=${1:-../shared/models/tiny-stories-a}
+MODEL=${1:-tests/data/models/tiny-stories-a}
 PROMPT=${2:-"Once upon a time, there was a little girl named Lily. She loved to play outside with her dog"}
 SAMPLES=${3:-3}
 BIN=${TOKSCOPE:-${CARGO_TARGET_DIR:-target}/debug/tokscope}

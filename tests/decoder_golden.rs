@@ -49,7 +49,7 @@ struct CausalTrace {
 }
 
 fn model_dir() -> PathBuf {
-    common::shared_dir().join("models/tiny-stories-a")
+    common::data_dir().join("models/tiny-stories-a")
 }
 
 fn golden() -> Golden {

@@ -108,7 +108,7 @@ fn full_model_logits_match_the_cpu_on_tiny_stories_a() {
         return;
     }
     use tokscope::replay::{Decoder, LlamaModel, LogitsFor};
-    let dir = common::shared_dir().join("models/tiny-stories-a");
+    let dir = common::data_dir().join("models/tiny-stories-a");
     let cpu_model = LlamaModel::from_dir(&dir).expect("reference model");
     let gpu_model = cuda::CudaModel::upload(&cpu_model, 0).expect("upload");
     let tokenizer = tokscope::replay::PromptTokenizer::from_dir(&dir, cpu_model.config().bos_token_id).unwrap();

@@ -9,7 +9,7 @@ use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use common::{ingest, python, repo, shared_dir, tokscope, S3Server};
+use common::{ingest, python, repo, data_dir, tokscope, S3Server};
 use serde_json::Value;
 
 fn write(dir: &Path, name: &str, text: &str) -> String {
@@ -260,7 +260,7 @@ output = 1.0
 #[test]
 fn litellm_prices_import_with_the_200k_tier_and_ad_hoc_sql_sees_the_udfs() {
     let dir = tempfile::tempdir().unwrap();
-    let json = shared_dir().join("real_logs/litellm_pricing/model_prices_and_context_window_backup.json");
+    let json = data_dir().join("real_logs/litellm_pricing/model_prices_and_context_window_backup.json");
     let spec = format!("litellm:{}", json.display());
     // From the file: input 3e-6, output 1.5e-5, cache read 3e-7, cache creation 3.75e-6;
     // above 200k: 6e-6, 2.25e-5, 6e-7, 7.5e-6 (per token).
@@ -292,7 +292,7 @@ fn litellm_prices_import_with_the_200k_tier_and_ad_hoc_sql_sees_the_udfs() {
 #[test]
 fn kv_cache_job_uses_bundled_and_given_architectures() {
     let dir = tempfile::tempdir().unwrap();
-    let hf = shared_dir().join("models/tiny-stories-a/config.json");
+    let hf = data_dir().join("models/tiny-stories-a/config.json");
     let arch = write(
         dir.path(),
         "arch.toml",

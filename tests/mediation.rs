@@ -13,7 +13,7 @@ use tokscope::mediation::{effects, interventions};
 use tokscope::replay::{DeviceRequest, ReplayModel};
 
 fn model_dir() -> PathBuf {
-    common::shared_dir().join("models/tiny-stories-a")
+    common::data_dir().join("models/tiny-stories-a")
 }
 
 fn golden_trace() -> Value {

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{ingest, query, shared_dir};
+use common::{ingest, query, data_dir};
 
 /// `(rows, sum ContextTokens, sum GeneratedTokens, rows at exactly 1000 generated)` read straight from the CSV.
 fn azure_truth(path: &std::path::Path) -> (u64, i64, i64, u64) {
@@ -24,7 +24,7 @@ fn azure_truth(path: &std::path::Path) -> (u64, i64, i64, u64) {
 #[test]
 fn azure_traces_ingest_every_row_with_exact_token_sums() {
     let dir = tempfile::tempdir().unwrap();
-    let azure = shared_dir().join("real_logs/azure_llm_2023");
+    let azure = data_dir().join("real_logs/azure_llm_2023");
     let code = azure.join("AzureLLMInferenceTrace_code.csv");
     let conv = azure.join("AzureLLMInferenceTrace_conv.csv");
     let summary = ingest(&[azure.to_str().unwrap()], dir.path(), &[]);
@@ -65,7 +65,7 @@ fn azure_traces_ingest_every_row_with_exact_token_sums() {
 #[test]
 fn mooncake_trace_ingests_with_base_time_and_bins() {
     let dir = tempfile::tempdir().unwrap();
-    let path = shared_dir().join("real_logs/mooncake_fast25/conversation_trace.jsonl");
+    let path = data_dir().join("real_logs/mooncake_fast25/conversation_trace.jsonl");
     // Independent truth from the raw JSON lines.
     let text = std::fs::read_to_string(&path).unwrap();
     let (mut rows, mut input, mut output, mut at_2000, mut in_64k_128k, mut max_ts) = (0u64, 0i64, 0i64, 0u64, 0u64, 0i64);

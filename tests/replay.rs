@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{json, Value};
 
 fn model_dir() -> PathBuf {
-    common::shared_dir().join("models/tiny-stories-a")
+    common::data_dir().join("models/tiny-stories-a")
 }
 
 fn golden() -> Value {

@@ -1,5 +1,5 @@
-//! Shared test support: the built binary, the `shared/` materials, Python
-//! oracles (pyarrow, DuckDB) and a local S3-compatible server (moto).
+//! Shared test support: the built binary, the test data in `tests/data/`,
+//! Python oracles (pyarrow, DuckDB) and a local S3-compatible server (moto).
 #![allow(dead_code)]
 
 use std::net::TcpListener;
@@ -12,11 +12,10 @@ pub fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_tokscope")
 }
 
-/// The read-only `shared/` folder beside the checkout (`TOKSCOPE_SHARED` overrides).
-pub fn shared_dir() -> PathBuf {
-    std::env::var_os("TOKSCOPE_SHARED")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared"))
+/// `tests/data/`: real trace excerpts, the LiteLLM price table and the tiny
+/// checkpoint with its golden file (provenance in `tests/data/README.md`).
+pub fn data_dir() -> PathBuf {
+    repo().join("tests/data")
 }
 
 /// The repository root.
