@@ -4,8 +4,10 @@
 #      same table from the raw text (read_ndjson, EOS markers by string tests,
 #      context bins and timings derived in SQL). Target: tokscope >= 5x faster.
 #  (b) the same SQL text over the same Parquet in DuckDB and in tokscope:
-#      sql/report.sql (the report job's SQL; target: tokscope no slower), and
-#      sql/eos.sql and sql/latency.sql alone, the report's parts (tracked).
+#      the report job's SQL (target: tokscope no slower), and the eos and
+#      latency jobs alone, the report's parts (tracked). Each job's SQL is
+#      `tokscope job NAME --show-sql` (sql/<name>.sql with its shared metrics
+#      from sql/metrics.sql expanded), saved to $WORK/<name>.sql.
 # DuckDB runs report.sql unchanged: `price_usd` is a DuckDB macro with the same
 # flat rates as the pricing file below, and DuckDB's quantile_cont is the same
 # exact estimator as tokscope's.
@@ -31,6 +33,7 @@ LOG="$WORK/canonical-$N.jsonl"
 [ -f "$LOG" ] || "$BIN" generate --requests "$N" --out "$LOG"
 DS="$WORK/ds-$N"
 [ -d "$DS/requests" ] || "$BIN" ingest --quiet --out "$DS" "$LOG"
+for f in eos latency report; do "$BIN" job "$f" --show-sql > "$WORK/$f.sql"; done
 echo "input: $LOG ($(du -h "$LOG" | cut -f1), $N requests), dataset $DS, threads=$THREADS"
 
 PRICING="$WORK/pricing.toml"
@@ -133,13 +136,13 @@ best() { # best of 5 runs of the given command
 echo "== (a) tokscope job report (Parquet) vs DuckDB from raw NDJSON"
 # Both sides must compute the same table, or the ratio means nothing.
 "$BIN" job report --data "$DS" --pricing "$PRICING" --format json > "$WORK/report-tok.json"
-python3 - "$DUCK_MACROS$RAW_VIEW" "$WORK/report-tok.json" "$THREADS" <<'PY'
+python3 - "$DUCK_MACROS$RAW_VIEW" "$WORK/report-tok.json" "$THREADS" "$WORK/report.sql" <<'PY'
 import duckdb, json, math, sys
 con = duckdb.connect()
 con.execute(f"SET threads TO {sys.argv[3]}")
 for stmt in [s for s in sys.argv[1].split(";\n") if s.strip()]:
     con.execute(stmt)
-cur = con.execute(open("sql/report.sql").read())
+cur = con.execute(open(sys.argv[4]).read())
 cols = [d[0] for d in cur.description]
 duck = [dict(zip(cols, r)) for r in cur.fetchall()]
 tok = [json.loads(l) for l in open(sys.argv[2]) if l.strip()]
@@ -150,7 +153,7 @@ ok = len(tok) == len(duck) and not bad
 print(f"results agree: {'yes' if ok else 'NO'} ({len(tok)} rows){'' if ok else f' first differences: {bad[:5]}'}")
 PY
 T_TOK=$(best tok "$BIN" job report --data "$DS" --pricing "$PRICING" --format csv)
-T_DUCK=$(best duck "$DUCK_MACROS$RAW_VIEW" sql/report.sql)
+T_DUCK=$(best duck "$DUCK_MACROS$RAW_VIEW" "$WORK/report.sql")
 python3 -c "print(f'tokscope job report: {$T_TOK:.3f}s  duckdb raw: {$T_DUCK:.3f}s  ratio {$T_DUCK/$T_TOK:.1f}x (target >= 5x)')"
 
 echo "== (b) same SQL, same Parquet: DuckDB vs tokscope"
@@ -165,8 +168,8 @@ tok_query() { # seconds printed by `tokscope query --timing` for SQL file $1
 }
 for f in eos latency report; do
   if [ "$f" = report ]; then TARGET="(target >= 1)"; else TARGET="(tracked)"; fi
-  T_Q=$(best tok_query sql/$f.sql)
-  T_P=$(best tok "$BIN" query --data "$DS" --pricing "$PRICING" --format csv "$(cat sql/$f.sql)")
-  T_DUCK=$(best duck "$DUCK_MACROS$PARQUET_VIEW" sql/$f.sql)
-  python3 -c "print(f'sql/$f.sql: tokscope query {$T_Q:.3f}s (whole process {$T_P:.3f}s)  duckdb {$T_DUCK:.3f}s  ratio duckdb/tokscope {$T_DUCK/$T_Q:.2f} (whole process {$T_DUCK/$T_P:.2f}) $TARGET')"
+  T_Q=$(best tok_query "$WORK/$f.sql")
+  T_P=$(best tok "$BIN" query --data "$DS" --pricing "$PRICING" --format csv "$(cat "$WORK/$f.sql")")
+  T_DUCK=$(best duck "$DUCK_MACROS$PARQUET_VIEW" "$WORK/$f.sql")
+  python3 -c "print(f'job $f: tokscope query {$T_Q:.3f}s (whole process {$T_P:.3f}s)  duckdb {$T_DUCK:.3f}s  ratio duckdb/tokscope {$T_DUCK/$T_Q:.2f} (whole process {$T_DUCK/$T_P:.2f}) $TARGET')"
 done

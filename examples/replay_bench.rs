@@ -10,10 +10,7 @@ use tokscope::replay::weights::{LayerWeights, ModelWeights};
 use tokscope::replay::{ForwardOptions, LlamaModel, ModelConfig};
 
 fn arg(i: usize, default: usize) -> usize {
-    std::env::args()
-        .nth(i)
-        .and_then(|a| a.parse().ok())
-        .unwrap_or(default)
+    std::env::args().nth(i).and_then(|a| a.parse().ok()).unwrap_or(default)
 }
 
 /// Deterministic small weights; the values do not matter for timing.
@@ -28,8 +25,7 @@ fn matrix(out: usize, inp: usize, seed: &mut u32) -> Linear {
 }
 
 fn main() -> tokscope::Result<()> {
-    let (hidden, layers, prompt_len, new_tokens) =
-        (arg(1, 1024), arg(2, 8), arg(3, 128), arg(4, 32));
+    let (hidden, layers, prompt_len, new_tokens) = (arg(1, 1024), arg(2, 8), arg(3, 128), arg(4, 32));
     let heads = hidden / 64;
     let config = ModelConfig::from_json(&format!(
         r#"{{"hidden_size": {hidden}, "intermediate_size": {}, "num_hidden_layers": {layers},
@@ -39,12 +35,7 @@ fn main() -> tokscope::Result<()> {
         (heads / 4).max(1)
     ))?;
     let mut seed = 7;
-    let (h, i, q, kv) = (
-        hidden,
-        config.intermediate_size,
-        config.q_width(),
-        config.kv_width(),
-    );
+    let (h, i, q, kv) = (hidden, config.intermediate_size, config.q_width(), config.kv_width());
     let weights = ModelWeights {
         embed_tokens: matrix(config.vocab_size, h, &mut seed),
         layers: (0..layers)
@@ -69,16 +60,12 @@ fn main() -> tokscope::Result<()> {
 
     let mut cache = model.new_cache();
     let start = Instant::now();
-    let mut logits = model
-        .forward(&prompt, &mut cache, ForwardOptions::default())?
-        .logits;
+    let mut logits = model.forward(&prompt, &mut cache, ForwardOptions::default())?.logits;
     let prefill = start.elapsed().as_secs_f64();
     let start = Instant::now();
     for _ in 0..new_tokens {
         let next = tokscope::replay::decode::argmax(&logits[0]);
-        logits = model
-            .forward(&[next], &mut cache, ForwardOptions::default())?
-            .logits;
+        logits = model.forward(&[next], &mut cache, ForwardOptions::default())?.logits;
     }
     let decode = start.elapsed().as_secs_f64();
     let per_token = decode / new_tokens as f64;

@@ -15,7 +15,7 @@ classified AS (
   SELECT
     r.model, r.context_bin, r.context_bin_lo, l.logprob,
     CASE
-      WHEN coalesce(l.is_special, false) OR is_eos_marker(l.token) THEN 'eos_token'
+      WHEN coalesce(l.is_special, false) OR is_eos_marker(l.token, r.model) THEN 'eos_token'
       WHEN r.eos_status = 'implicit_truncation' THEN 'implicit_truncation'
     END AS last_token_kind
   FROM last_tokens l

@@ -5,15 +5,15 @@
 SELECT
   model,
   context_bin,
-  quantile_cont(ttft_ms, 0.50)    AS ttft_p50_ms,
-  quantile_cont(ttft_ms, 0.95)    AS ttft_p95_ms,
-  quantile_cont(ttft_ms, 0.99)    AS ttft_p99_ms,
-  quantile_cont(tpot_ms, 0.50)    AS tpot_p50_ms,
-  quantile_cont(tpot_ms, 0.95)    AS tpot_p95_ms,
-  quantile_cont(latency_ms, 0.50) AS latency_p50_ms,
-  quantile_cont(latency_ms, 0.95) AS latency_p95_ms,
-  quantile_cont(decode_tps, 0.50) AS decode_tps_p50,
-  avg(e2e_tps)                    AS e2e_tps_mean
+  {{> ttft_p50_ms}},
+  {{> ttft_p95_ms}},
+  {{> ttft_p99_ms}},
+  {{> tpot_p50_ms}},
+  {{> tpot_p95_ms}},
+  {{> latency_p50_ms}},
+  {{> latency_p95_ms}},
+  {{> decode_tps_p50}},
+  {{> e2e_tps_mean}}
 FROM requests
 GROUP BY model, context_bin, context_bin_lo
 ORDER BY model, context_bin_lo

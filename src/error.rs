@@ -1,29 +1,25 @@
 //! The library's one error type. Binaries wrap it in `anyhow`; library code
 //! returns [`Result`] and attaches the context (file, line, table) where the
 //! error happens, so a message always says where to look.
+//!
+//! Construct errors with the macros [`config_err!`](crate::config_err),
+//! [`model_err!`](crate::model_err) and [`internal_err!`](crate::internal_err)
+//! (like DataFusion's `plan_err!`), or with `?` from the wrapped error types.
 
 use std::path::PathBuf;
 
 /// Everything that can go wrong inside tokscope.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// Reading an input (local file or object) failed.
+    /// Reading or writing a file or object failed.
     #[error("reading {path}: {source}")]
     Io {
-        /// The file or object being read or written.
+        /// The file or object concerned.
         path: String,
         /// The underlying I/O error.
         source: std::io::Error,
     },
-    /// An input could not be parsed as a whole (not a single line: those go to `rejects`).
-    #[error("ingesting {file}: {message}")]
-    Ingest {
-        /// The input file or object URL.
-        file: String,
-        /// What was wrong.
-        message: String,
-    },
-    /// The command line or a configuration file is invalid.
+    /// The command line, a configuration file or a dataset is invalid.
     #[error("invalid configuration: {0}")]
     Config(String),
     /// An object-store operation failed.
@@ -49,15 +45,45 @@ pub enum Error {
     /// The replay decoder failed (model loading, tokenizer, numerics).
     #[error("model: {0}")]
     Model(String),
+    /// A bug or a broken invariant inside tokscope (a thread that panicked):
+    /// never the user's input.
+    #[error("internal error: {0}")]
+    Internal(String),
 }
 
 /// Shorthand for results carrying [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+impl From<tokscope_core::Error> for Error {
+    fn from(e: tokscope_core::Error) -> Self {
+        // The core's variants that have a twin here become the twin, so a
+        // caller matches one `Error::Config` whichever crate raised it.
+        match e {
+            tokscope_core::Error::Io { path, source } => Error::Io { path, source },
+            tokscope_core::Error::Config(m) => Error::Config(m),
+            tokscope_core::Error::Json { path, source } => Error::Json { path, source },
+            tokscope_core::Error::Arrow(e) => Error::Arrow(e),
+            tokscope_core::Error::Internal(m) => Error::Internal(m),
+        }
+    }
+}
+
 /// Builds an [`Error::Config`] from a format string, like DataFusion's `plan_err!`.
 #[macro_export]
 macro_rules! config_err {
     ($($arg:tt)*) => { $crate::error::Error::Config(format!($($arg)*)) };
+}
+
+/// Builds an [`Error::Model`] from a format string.
+#[macro_export]
+macro_rules! model_err {
+    ($($arg:tt)*) => { $crate::error::Error::Model(format!($($arg)*)) };
+}
+
+/// Builds an [`Error::Internal`] from a format string.
+#[macro_export]
+macro_rules! internal_err {
+    ($($arg:tt)*) => { $crate::error::Error::Internal(format!($($arg)*)) };
 }
 
 impl Error {

@@ -12,15 +12,16 @@ use serde_json::json;
 
 use crate::error::{Error, Result};
 
-/// Formats the generator can write.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum GenFormat {
-    /// tokscope's canonical full-token log.
-    Canonical,
-    /// OpenAI Chat Completions responses in a gateway envelope.
-    OpenaiChat,
-    /// Anthropic Messages responses in a gateway envelope.
-    Anthropic,
+tokscope_core::named_enum! {
+    /// Formats the generator can write (named as the ingest formats that read them).
+    pub enum GenFormat as "generator format" {
+        /// tokscope's canonical full-token log.
+        Canonical = "canonical",
+        /// OpenAI Chat Completions responses in a gateway envelope.
+        OpenaiChat = "openai_chat",
+        /// Anthropic Messages responses in a gateway envelope.
+        Anthropic = "anthropic",
+    }
 }
 
 /// Generator settings.
@@ -71,7 +72,7 @@ fn text(rng: &mut StdRng, chars: usize) -> String {
 pub fn generate(opts: &GenOptions, out: &mut dyn Write) -> Result<()> {
     let mut rng = StdRng::seed_from_u64(opts.seed);
     // Median prompt ~1.1K tokens; the tail passes 128K a few times per 10K requests.
-    let prompt_dist = LogNormal::new(7.0, 1.6).map_err(|e| Error::Config(e.to_string()))?;
+    let prompt_dist = LogNormal::new(7.0, 1.6).map_err(|e| config_err!("{e}"))?;
     let start_ms: i64 = 1_717_200_000_000; // 2024-06-01T00:00:00Z
     let mut ts_ms = start_ms;
     for i in 0..opts.requests {

@@ -21,7 +21,7 @@ pub fn is_url(input: &str) -> bool {
 
 /// Parses a URL, mapping errors to a config error that names the input.
 pub fn parse_url(input: &str) -> Result<Url> {
-    Url::parse(input).map_err(|e| Error::Config(format!("invalid URL {input:?}: {e}")))
+    Url::parse(input).map_err(|e| config_err!("invalid URL {input:?}: {e}"))
 }
 
 /// The store serving `url`'s bucket/host, configured from the environment
@@ -30,13 +30,15 @@ pub fn store_for(url: &Url) -> Result<Arc<dyn ObjectStore>> {
     let store: Arc<dyn ObjectStore> = match url.scheme() {
         "s3" | "s3a" => Arc::new(AmazonS3Builder::from_env().with_url(url.as_str()).build()?),
         "gs" => Arc::new(GoogleCloudStorageBuilder::from_env().with_url(url.as_str()).build()?),
-        "az" | "abfs" | "abfss" | "azure" => Arc::new(MicrosoftAzureBuilder::from_env().with_url(url.as_str()).build()?),
+        "az" | "abfs" | "abfss" | "azure" => {
+            Arc::new(MicrosoftAzureBuilder::from_env().with_url(url.as_str()).build()?)
+        }
         "http" | "https" => {
             let base = format!("{}://{}", url.scheme(), url.authority());
             Arc::new(HttpBuilder::new().with_url(base).build()?)
         }
         "file" => Arc::new(LocalFileSystem::new()),
-        other => return Err(Error::Config(format!("unsupported URL scheme {other:?} in {url}"))),
+        other => return Err(config_err!("unsupported URL scheme {other:?} in {url}")),
     };
     Ok(store)
 }
@@ -45,7 +47,7 @@ pub fn store_for(url: &Url) -> Result<Arc<dyn ObjectStore>> {
 pub fn object_path(url: &Url) -> Result<object_store::path::Path> {
     let raw = url.path().trim_start_matches('/');
     let decoded = percent_encoding::percent_decode_str(raw).decode_utf8_lossy();
-    object_store::path::Path::parse(&decoded).map_err(|e| Error::Config(format!("invalid object path in {url}: {e}")))
+    object_store::path::Path::parse(&decoded).map_err(|e| config_err!("invalid object path in {url}: {e}"))
 }
 
 /// A small multi-threaded runtime for object-store I/O from synchronous code.

@@ -9,7 +9,8 @@ use std::path::Path;
 use common::{ingest, query};
 
 const GOOD: &str = r#"{"ts":"2024-06-01T00:00:00Z","request_id":"ok-1","model":"m","prompt_tokens":10,"completion_tokens":5,"model_output":"hi</s>"}"#;
-const GOOD2: &str = r#"{"ts":"2024-06-01T00:00:01Z","request_id":"ok-2","model":"m","prompt_tokens":20,"completion_tokens":6}"#;
+const GOOD2: &str =
+    r#"{"ts":"2024-06-01T00:00:01Z","request_id":"ok-2","model":"m","prompt_tokens":20,"completion_tokens":6}"#;
 
 use common::write_file as write;
 
@@ -29,7 +30,9 @@ fn reject_errors(data: &Path) -> Vec<(u64, String)> {
 fn invalid_utf8_and_nul_bytes_are_rejected_with_their_line() {
     let dir = tempfile::tempdir().unwrap();
     let mut bytes = format!("{GOOD}\n").into_bytes();
-    bytes.extend_from_slice(b"{\"ts\":1717200000000,\"model\":\"m\xff\xfe\",\"prompt_tokens\":1,\"completion_tokens\":1}\n");
+    bytes.extend_from_slice(
+        b"{\"ts\":1717200000000,\"model\":\"m\xff\xfe\",\"prompt_tokens\":1,\"completion_tokens\":1}\n",
+    );
     bytes.extend_from_slice(b"{\"ts\":1717200000000,\"model\":\"m\0\",\"prompt_tokens\":1,\"completion_tokens\":1}\n");
     bytes.extend_from_slice(b"\0\0\0\n");
     bytes.extend_from_slice(format!("{GOOD2}\n").as_bytes());
@@ -50,7 +53,8 @@ fn a_100_mb_line_is_rejected_without_stopping_ingest() {
     let path = dir.path().join("huge.jsonl");
     let mut f = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
     writeln!(f, "{GOOD}").unwrap();
-    write!(f, "{{\"ts\":1717200000000,\"model\":\"m\",\"prompt_tokens\":1,\"completion_tokens\":1,\"model_output\":\"").unwrap();
+    write!(f, "{{\"ts\":1717200000000,\"model\":\"m\",\"prompt_tokens\":1,\"completion_tokens\":1,\"model_output\":\"")
+        .unwrap();
     let block = vec![b'x'; 1 << 20];
     for _ in 0..100 {
         f.write_all(&block).unwrap();
@@ -101,8 +105,8 @@ fn gzip_and_zstd_inputs_are_decompressed() {
     let text = format!("{GOOD}\n{GOOD2}\n");
     let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
     enc.write_all(text.as_bytes()).unwrap();
-    let gz = write(dir.path(), "a.jsonl.gz", &enc.finish().unwrap());
-    let zst = write(dir.path(), "b.jsonl.zst", &zstd::encode_all(text.replace("ok-", "z-").as_bytes(), 3).unwrap());
+    let gz = write(dir.path(), "a.jsonl.gz", enc.finish().unwrap());
+    let zst = write(dir.path(), "b.jsonl.zst", zstd::encode_all(text.replace("ok-", "z-").as_bytes(), 3).unwrap());
     let out = dir.path().join("ds");
     let s = ingest(&[&gz, &zst], &out, &[]);
     assert_eq!(totals(&s), (4, 4, 0));
@@ -159,7 +163,15 @@ fn missing_required_fields_and_bad_counts_are_rejects() {
     let s = ingest(&[&input], &out, &["--format", "canonical"]);
     assert_eq!(totals(&s), (8, 1, 7));
     let errs = reject_errors(&out);
-    for (line, want) in [(2, "ts"), (3, "model"), (4, "prompt_tokens"), (5, "non-negative"), (6, "integer"), (7, "plausible"), (8, "timestamp")] {
+    for (line, want) in [
+        (2, "ts"),
+        (3, "model"),
+        (4, "prompt_tokens"),
+        (5, "non-negative"),
+        (6, "integer"),
+        (7, "plausible"),
+        (8, "timestamp"),
+    ] {
         let e = &errs.iter().find(|e| e.0 == line).unwrap().1;
         assert!(e.contains(want), "line {line}: {e}");
     }

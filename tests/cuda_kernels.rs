@@ -50,7 +50,8 @@ fn nvrtc_or_rerun(test: &str) -> Result<(), Option<bool>> {
             return Err(Some(status.success()));
         }
     }
-    let message = "libnvrtc not found: pip install nvidia-cuda-nvrtc and put site-packages/nvidia/cu13/lib on LD_LIBRARY_PATH";
+    let message =
+        "libnvrtc not found: pip install nvidia-cuda-nvrtc and put site-packages/nvidia/cu13/lib on LD_LIBRARY_PATH";
     assert!(std::env::var_os("TOKSCOPE_REQUIRE_NVRTC").is_none(), "TOKSCOPE_REQUIRE_NVRTC is set but {message}");
     eprintln!("skip: {message}");
     Err(None)

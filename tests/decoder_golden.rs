@@ -9,8 +9,7 @@ use std::process::Command;
 
 use serde::Deserialize;
 use tokscope::replay::{
-    DeviceRequest, EmbeddingNoise, ForwardOptions, HiddenPatch, Intervention, LogitsFor,
-    ReplayModel,
+    DeviceRequest, EmbeddingNoise, ForwardOptions, HiddenPatch, Intervention, LogitsFor, ReplayModel,
 };
 
 const TOLERANCE: f64 = 1e-4;
@@ -65,27 +64,15 @@ fn replay() -> ReplayModel {
 fn assert_close(what: &str, actual: impl IntoIterator<Item = f64>, expected: &[f64]) {
     let actual: Vec<f64> = actual.into_iter().collect();
     assert_eq!(actual.len(), expected.len(), "{what}: length");
-    let worst = actual
-        .iter()
-        .zip(expected)
-        .map(|(a, e)| (a - e).abs())
-        .fold(0.0, f64::max);
-    assert!(
-        worst <= TOLERANCE,
-        "{what}: max abs diff {worst:e} > {TOLERANCE:e}"
-    );
+    let worst = actual.iter().zip(expected).map(|(a, e)| (a - e).abs()).fold(0.0, f64::max);
+    assert!(worst <= TOLERANCE, "{what}: max abs diff {worst:e} > {TOLERANCE:e}");
 }
 
 #[test]
 fn prompts_tokenize_to_golden_input_ids() {
     let replay = replay();
     for case in golden().cases {
-        assert_eq!(
-            replay.tokenizer.encode_prompt(&case.prompt).unwrap(),
-            case.input_ids,
-            "{:?}",
-            case.prompt
-        );
+        assert_eq!(replay.tokenizer.encode_prompt(&case.prompt).unwrap(), case.input_ids, "{:?}", case.prompt);
     }
 }
 
@@ -93,14 +80,8 @@ fn prompts_tokenize_to_golden_input_ids() {
 fn logits_match_golden_at_every_prompt_position() {
     let replay = replay();
     for case in golden().cases {
-        let options = ForwardOptions {
-            logits: LogitsFor::AllPositions,
-            ..Default::default()
-        };
-        let out = replay
-            .model
-            .forward(&case.input_ids, &mut replay.model.new_cache(), options)
-            .unwrap();
+        let options = ForwardOptions { logits: LogitsFor::AllPositions, ..Default::default() };
+        let out = replay.model.forward(&case.input_ids, &mut replay.model.new_cache(), options).unwrap();
         assert_eq!(out.logits.len(), case.logits.len());
         for (i, (row, expected)) in out.logits.iter().zip(&case.logits).enumerate() {
             let what = format!("{:?} logits at position {i}", case.prompt);
@@ -117,15 +98,8 @@ fn greedy_decode_matches_golden_ids_text_and_p_eos() {
         assert_eq!(input_ids, case.input_ids);
         assert_eq!(decoded.greedy_ids, case.greedy_ids, "{:?}", case.prompt);
         assert_eq!(decoded.ended_with_eos, case.ended_with_eos);
-        assert_eq!(
-            replay.tokenizer.decode(&decoded.greedy_ids).unwrap(),
-            case.greedy_text
-        );
-        assert_close(
-            &format!("{:?} p_eos", case.prompt),
-            decoded.p_eos,
-            &case.p_eos_before_each_greedy_token,
-        );
+        assert_eq!(replay.tokenizer.decode(&decoded.greedy_ids).unwrap(), case.greedy_text);
+        assert_close(&format!("{:?} p_eos", case.prompt), decoded.p_eos, &case.p_eos_before_each_greedy_token);
     }
 }
 
@@ -133,14 +107,8 @@ fn greedy_decode_matches_golden_ids_text_and_p_eos() {
 fn teacher_forced_logprobs_match_golden() {
     let replay = replay();
     for case in golden().cases {
-        let scored =
-            tokscope::replay::score_continuation(&replay.model, &case.input_ids, &case.greedy_ids)
-                .unwrap();
-        assert_close(
-            &format!("{:?} logprobs", case.prompt),
-            scored.logprobs,
-            &case.teacher_forced_logprobs,
-        );
+        let scored = tokscope::replay::score_continuation(&replay.model, &case.input_ids, &case.greedy_ids).unwrap();
+        assert_close(&format!("{:?} logprobs", case.prompt), scored.logprobs, &case.teacher_forced_logprobs);
         let p_eos_after = *case.p_eos_before_each_greedy_token.last().unwrap();
         assert_close("p_eos_after", [scored.p_eos_after], &[p_eos_after]);
     }
@@ -151,9 +119,7 @@ fn continuation_text_with_eos_marker_scores_like_golden_ids() {
     let replay = replay();
     let golden = golden();
     let case = &golden.cases[0];
-    let (_, continuation_ids, scored) = replay
-        .score(&case.prompt, &format!("{}</s>", case.greedy_text))
-        .unwrap();
+    let (_, continuation_ids, scored) = replay.score(&case.prompt, &format!("{}</s>", case.greedy_text)).unwrap();
     assert_eq!(continuation_ids, case.greedy_ids);
     assert_eq!(continuation_ids.last(), Some(&golden.eos_id));
     assert_close("logprobs", scored.logprobs, &case.teacher_forced_logprobs);
@@ -165,27 +131,12 @@ fn hidden_states_match_golden_residual_stream_after_each_layer() {
     let golden = golden();
     let trace = &golden.causal_trace;
     assert_eq!(trace.input_ids, golden.cases[trace.case].input_ids);
-    let options = ForwardOptions {
-        hidden_states: true,
-        ..Default::default()
-    };
-    let out = replay
-        .model
-        .forward(&trace.input_ids, &mut replay.model.new_cache(), options)
-        .unwrap();
+    let options = ForwardOptions { hidden_states: true, ..Default::default() };
+    let out = replay.model.forward(&trace.input_ids, &mut replay.model.new_cache(), options).unwrap();
     assert_eq!(out.hidden_states.len(), trace.hidden_states_clean.len());
-    for (k, (layer, expected)) in out
-        .hidden_states
-        .iter()
-        .zip(&trace.hidden_states_clean)
-        .enumerate()
-    {
+    for (k, (layer, expected)) in out.hidden_states.iter().zip(&trace.hidden_states_clean).enumerate() {
         for (i, (row, want)) in layer.iter().zip(expected).enumerate() {
-            assert_close(
-                &format!("hidden state after {k} layers, position {i}"),
-                row.iter().map(|&v| v as f64),
-                want,
-            );
+            assert_close(&format!("hidden state after {k} layers, position {i}"), row.iter().map(|&v| v as f64), want);
         }
     }
 }
@@ -198,51 +149,25 @@ fn interventions_reproduce_golden_causal_trace_probabilities() {
     let trace = golden().causal_trace;
     let model = &replay.model;
     let target_probability = |intervention: Option<&Intervention>| {
-        let options = ForwardOptions {
-            intervention,
-            ..Default::default()
-        };
-        let out = model
-            .forward(&trace.input_ids, &mut model.new_cache(), options)
-            .unwrap();
+        let options = ForwardOptions { intervention, ..Default::default() };
+        let out = model.forward(&trace.input_ids, &mut model.new_cache(), options).unwrap();
         let logp = tokscope::replay::kernels::log_softmax(&out.logits[0]);
         logp[trace.target_id as usize].exp()
     };
     let clean = model
-        .forward(
-            &trace.input_ids,
-            &mut model.new_cache(),
-            ForwardOptions {
-                hidden_states: true,
-                ..Default::default()
-            },
-        )
+        .forward(&trace.input_ids, &mut model.new_cache(), ForwardOptions { hidden_states: true, ..Default::default() })
         .unwrap();
     assert_close("p_clean", [target_probability(None)], &[trace.p_clean]);
     let embedding_noise: Vec<EmbeddingNoise> = trace
         .subject_positions
         .iter()
-        .map(|&position| EmbeddingNoise {
-            position,
-            delta: trace.noise[position].clone(),
-        })
+        .map(|&position| EmbeddingNoise { position, delta: trace.noise[position].clone() })
         .collect();
-    let corrupted = Intervention {
-        embedding_noise: embedding_noise.clone(),
-        hidden_patches: vec![],
-    };
-    assert_close(
-        "p_corrupt",
-        [target_probability(Some(&corrupted))],
-        &[trace.p_corrupt],
-    );
+    let corrupted = Intervention { embedding_noise: embedding_noise.clone(), hidden_patches: vec![] };
+    assert_close("p_corrupt", [target_probability(Some(&corrupted))], &[trace.p_corrupt]);
     for (layer, expected) in trace.p_restored_layer_position.iter().enumerate() {
         let restored = (0..trace.input_ids.len()).map(|position| {
-            let patch = HiddenPatch {
-                layer,
-                position,
-                hidden: clean.hidden_states[layer + 1][position].clone(),
-            };
+            let patch = HiddenPatch { layer, position, hidden: clean.hidden_states[layer + 1][position].clone() };
             target_probability(Some(&Intervention {
                 embedding_noise: embedding_noise.clone(),
                 hidden_patches: vec![patch],
@@ -273,23 +198,14 @@ fn cli_decode_json_matches_golden_case_0() {
         .args(["--prompt", &case.prompt, "--json"])
         .output()
         .expect("tokscope runs");
-    assert!(
-        output.status.success(),
-        "stderr: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let json: DecodeJson =
-        serde_json::from_slice(&output.stdout).expect("decode --json prints one JSON object");
+    assert!(output.status.success(), "stderr: {}", String::from_utf8_lossy(&output.stderr));
+    let json: DecodeJson = serde_json::from_slice(&output.stdout).expect("decode --json prints one JSON object");
     assert_eq!(json.input_ids, case.input_ids);
     assert_eq!(json.greedy_ids, case.greedy_ids);
     assert_eq!(json.greedy_text, case.greedy_text);
     assert_eq!(json.ended_with_eos, case.ended_with_eos);
     assert_close("p_eos", json.p_eos, &case.p_eos_before_each_greedy_token);
-    assert_close(
-        "last_logits",
-        json.last_logits,
-        &case.logits[case.logits.len() - 1],
-    );
+    assert_close("last_logits", json.last_logits, &case.logits[case.logits.len() - 1]);
 }
 
 #[derive(Deserialize)]
@@ -309,22 +225,11 @@ fn cli_score_json_matches_golden_teacher_forced_logprobs() {
         .arg("score")
         .arg("--model")
         .arg(model_dir())
-        .args([
-            "--prompt",
-            &case.prompt,
-            "--continuation",
-            &continuation,
-            "--json",
-        ])
+        .args(["--prompt", &case.prompt, "--continuation", &continuation, "--json"])
         .output()
         .expect("tokscope runs");
-    assert!(
-        output.status.success(),
-        "stderr: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let json: ScoreJson =
-        serde_json::from_slice(&output.stdout).expect("score --json prints one JSON object");
+    assert!(output.status.success(), "stderr: {}", String::from_utf8_lossy(&output.stderr));
+    let json: ScoreJson = serde_json::from_slice(&output.stdout).expect("score --json prints one JSON object");
     assert_eq!(json.input_ids, case.input_ids);
     assert_eq!(json.continuation_ids, case.greedy_ids);
     assert_close("logprobs", json.logprobs, &case.teacher_forced_logprobs);
@@ -347,9 +252,7 @@ fn cli_decode_on_cuda_without_the_feature_explains_the_fix() {
     assert!(!output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
-        stderr.contains(
-            "built without the cuda feature; rebuild with --features cuda or use --device cpu"
-        ),
+        stderr.contains("built without the cuda feature; rebuild with --features cuda or use --device cpu"),
         "stderr: {stderr}"
     );
 }

@@ -76,7 +76,10 @@ fn rms_norm_rope_and_swiglu_match_the_cpu() {
     let mut dout = stream.alloc_zeros::<f32>(1000).unwrap();
     let f = module.load_function("swiglu").unwrap();
     let n = 1000i32;
-    unsafe { stream.launch_builder(&f).arg(&dg).arg(&du).arg(&mut dout).arg(&n).launch(LaunchConfig::for_num_elems(1000)) }.unwrap();
+    unsafe {
+        stream.launch_builder(&f).arg(&dg).arg(&du).arg(&mut dout).arg(&n).launch(LaunchConfig::for_num_elems(1000))
+    }
+    .unwrap();
     let got = stream.clone_dtoh(&dout).unwrap();
     assert!(max_diff(&got, &expected) < 1e-6, "swiglu differs by {}", max_diff(&got, &expected));
 }

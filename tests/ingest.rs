@@ -3,7 +3,6 @@
 
 mod common;
 
-
 use common::{ingest, python, query, repo, tokscope, S3Server};
 
 use common::write_file as write;
@@ -87,7 +86,10 @@ fn custom_bins_and_eos_marker_overrides() {
     ingest(&[&input], &out, &["--bins", "0,512,4K", "--eos-markers", &markers]);
     let rows = query(&out, "SELECT request_id, context_bin, eos_status FROM requests ORDER BY request_id");
     assert_eq!((rows[0]["context_bin"].as_str(), rows[0]["eos_status"].as_str()), (Some("512-4K"), Some("eos")));
-    assert_eq!((rows[1]["context_bin"].as_str(), rows[1]["eos_status"].as_str()), (Some("4K+"), Some("implicit_truncation")));
+    assert_eq!(
+        (rows[1]["context_bin"].as_str(), rows[1]["eos_status"].as_str()),
+        (Some("4K+"), Some("implicit_truncation"))
+    );
 }
 
 #[test]
@@ -97,7 +99,8 @@ fn every_sample_format_is_detected_and_ingested() {
     let samples = repo().join("sample_logs");
     let s = ingest(&[samples.to_str().unwrap()], &out, &["--base-time", "2024-06-01T00:00:00Z"]);
     let files = s["files"].as_array().unwrap();
-    let fmt = |name: &str| files.iter().find(|f| f["location"].as_str().unwrap().ends_with(name)).unwrap()["format"].clone();
+    let fmt =
+        |name: &str| files.iter().find(|f| f["location"].as_str().unwrap().ends_with(name)).unwrap()["format"].clone();
     assert_eq!(fmt("canonical.jsonl"), "canonical");
     assert_eq!(fmt("openai_chat.jsonl"), "openai_chat");
     assert_eq!(fmt("openai_batch.jsonl"), "openai_batch");
@@ -114,7 +117,8 @@ fn every_sample_format_is_detected_and_ingested() {
     assert_eq!(s["totals"]["lines_read"].as_u64().unwrap() + 1, lines);
     // The malformed lines planted in the samples: 5 canonical, 1 OpenAI, 1 batch error, 1 Anthropic without ts.
     assert_eq!(s["totals"]["lines_rejected"], 8);
-    let per_format = query(&out, "SELECT source_format, count(*) AS n FROM requests GROUP BY source_format ORDER BY source_format");
+    let per_format =
+        query(&out, "SELECT source_format, count(*) AS n FROM requests GROUP BY source_format ORDER BY source_format");
     let n = |f: &str| per_format.iter().find(|r| r["source_format"] == f).map(|r| r["n"].as_u64().unwrap());
     assert_eq!(n("canonical"), Some(80));
     assert_eq!(n("azure_csv"), Some(100));
@@ -197,7 +201,10 @@ fn ad_hoc_sql_is_read_only_unless_asked() {
     ingest(&[repo().join("sample_logs/tgi.jsonl").to_str().unwrap()], &out, &[]);
     let o = common::tokscope_output(&["query", "--data", out.to_str().unwrap(), "CREATE TABLE x AS SELECT 1"]);
     assert!(!o.status.success());
-    assert!(String::from_utf8_lossy(&o.stderr).contains("not supported") || String::from_utf8_lossy(&o.stderr).contains("DDL"));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("not supported")
+            || String::from_utf8_lossy(&o.stderr).contains("DDL")
+    );
 }
 
 #[test]
@@ -250,7 +257,10 @@ fn generated_logs_ingest_with_independently_counted_statuses() {
         "SELECT count(*) FILTER (WHERE eos_status='eos') AS eos, count(*) FILTER (WHERE eos_status='length') AS length, \
          count(*) FILTER (WHERE eos_status='implicit_truncation') AS trunc, count(*) FILTER (WHERE context_bin='128K+') AS big FROM requests",
     )[0];
-    assert_eq!((r["eos"].as_u64(), r["length"].as_u64(), r["trunc"].as_u64(), r["big"].as_u64()), (Some(eos), Some(length), Some(trunc), Some(big)));
+    assert_eq!(
+        (r["eos"].as_u64(), r["length"].as_u64(), r["trunc"].as_u64(), r["big"].as_u64()),
+        (Some(eos), Some(length), Some(trunc), Some(big))
+    );
     assert!(trunc > 100 && big > 0, "the generator makes silent truncations and 128K+ prompts");
     let t = &query(&out, "SELECT count(*) AS n FROM tokens")[0];
     assert_eq!(t["n"].as_u64(), Some(tokens));
@@ -279,27 +289,43 @@ fn object_store_inputs_and_dataset_over_s3() {
     let again: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(again["totals"]["rows_written"], 0);
     assert_eq!(again["files_skipped"].as_array().unwrap().len(), 2);
-    let rows = s3.tokscope(&["query", "--format", "csv", "--data", "s3://lake/tokscope", "SELECT count(*) AS n FROM requests"]);
+    let rows = s3.tokscope(&[
+        "query",
+        "--format",
+        "csv",
+        "--data",
+        "s3://lake/tokscope",
+        "SELECT count(*) AS n FROM requests",
+    ]);
     assert_eq!(rows.trim(), "n\n95");
     // The bucket root lists every object (95 + 20 Anthropic rows, 5 + 1 rejects).
     let out = s3.tokscope(&["ingest", "--quiet", "--json", "--out", "s3://lake/all", "s3://logs/"]);
     let root: serde_json::Value = serde_json::from_str(&out).unwrap();
-    assert_eq!((root["totals"]["rows_written"].as_u64(), root["totals"]["lines_rejected"].as_u64()), (Some(115), Some(6)));
+    assert_eq!(
+        (root["totals"]["rows_written"].as_u64(), root["totals"]["lines_rejected"].as_u64()),
+        (Some(115), Some(6))
+    );
 }
 
 #[test]
 fn schema_files_document_every_column_in_order() {
-    for (table, schema) in [
-        ("requests", tokscope::schema::requests_schema()),
-        ("tokens", tokscope::schema::tokens_schema()),
-        ("rejects", tokscope::schema::rejects_schema()),
-    ] {
-        let doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(repo().join(format!("schemas/{table}.json"))).unwrap()).unwrap();
-        let documented: Vec<&str> = doc["columns"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).filter(|n| *n != "date").collect();
+    for table in tokscope::catalog::CATALOG {
+        let name = table.name;
+        let schema = table.schema();
+        let doc: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(repo().join(format!("schemas/{name}.json"))).unwrap())
+                .unwrap();
+        let documented: Vec<&str> = doc["columns"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["name"].as_str().unwrap())
+            .filter(|n| *n != "date")
+            .collect();
         let actual: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
-        assert_eq!(documented, actual, "schemas/{table}.json");
+        assert_eq!(documented, actual, "schemas/{name}.json");
         for (c, f) in doc["columns"].as_array().unwrap().iter().zip(schema.fields()) {
-            assert_eq!(c["nullable"].as_bool(), Some(f.is_nullable()), "{table}.{}", f.name());
+            assert_eq!(c["nullable"].as_bool(), Some(f.is_nullable()), "{name}.{}", f.name());
         }
     }
 }

@@ -9,7 +9,7 @@ use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use common::{ingest, python, repo, data_dir, tokscope, S3Server};
+use common::{data_dir, ingest, python, repo, tokscope, S3Server};
 use serde_json::Value;
 
 fn write(dir: &Path, name: &str, text: &str) -> String {
@@ -43,7 +43,11 @@ enum V {
 fn check(rows: &[Value], columns: &[&str], want: &[Vec<V>], what: &str) {
     assert_eq!(rows.len(), want.len(), "{what}: rows {rows:#?}");
     for (r, (row, w)) in rows.iter().zip(want).enumerate() {
-        assert_eq!(row.as_object().unwrap().keys().filter(|k| !columns.contains(&k.as_str())).count(), 0, "{what}: unexpected columns in {row}");
+        assert_eq!(
+            row.as_object().unwrap().keys().filter(|k| !columns.contains(&k.as_str())).count(),
+            0,
+            "{what}: unexpected columns in {row}"
+        );
         for (c, v) in columns.iter().zip(w) {
             let got = col(row, c);
             let ok = match v {
@@ -83,14 +87,40 @@ fn hand_dataset(dir: &Path) -> std::path::PathBuf {
 }
 
 const EOS_COLS: &[&str] = &[
-    "model", "context_bin", "requests", "eos", "length", "implicit_truncation", "unknown", "eos_compliance_rate", "implicit_truncation_rate",
+    "model",
+    "context_bin",
+    "requests",
+    "eos",
+    "length",
+    "implicit_truncation",
+    "unknown",
+    "eos_compliance_rate",
+    "implicit_truncation_rate",
 ];
 const LATENCY_COLS: &[&str] = &[
-    "model", "context_bin", "ttft_p50_ms", "ttft_p95_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p95_ms", "latency_p50_ms", "latency_p95_ms",
-    "decode_tps_p50", "e2e_tps_mean",
+    "model",
+    "context_bin",
+    "ttft_p50_ms",
+    "ttft_p95_ms",
+    "ttft_p99_ms",
+    "tpot_p50_ms",
+    "tpot_p95_ms",
+    "latency_p50_ms",
+    "latency_p95_ms",
+    "decode_tps_p50",
+    "e2e_tps_mean",
 ];
-const COST_COLS: &[&str] =
-    &["model", "context_bin", "requests", "unpriced_requests", "cost_usd", "cost_per_1k_tokens", "input_share", "cached_share", "output_share"];
+const COST_COLS: &[&str] = &[
+    "model",
+    "context_bin",
+    "requests",
+    "unpriced_requests",
+    "cost_usd",
+    "cost_per_1k_tokens",
+    "input_share",
+    "cached_share",
+    "output_share",
+];
 
 fn eos_want() -> Vec<Vec<V>> {
     use V::*;
@@ -123,7 +153,19 @@ fn latency_want() -> Vec<Vec<V>> {
             F((11000.0 / 600.0 + 15.0 + 100000.0 / 2280.0 + 2.5) / 4.0),
         ],
         // b: a single request: every quantile is its value.
-        vec![S("b"), S("1K-2K"), F(50.0), F(50.0), F(50.0), F(100.0), F(100.0), F(950.0), F(950.0), F(10.0), F(10000.0 / 950.0)],
+        vec![
+            S("b"),
+            S("1K-2K"),
+            F(50.0),
+            F(50.0),
+            F(50.0),
+            F(100.0),
+            F(100.0),
+            F(950.0),
+            F(950.0),
+            F(10.0),
+            F(10000.0 / 950.0),
+        ],
         // c: no timings: all null.
         vec![S("c"), S("0-1K"), Null, Null, Null, Null, Null, Null, Null, Null, Null],
     ]
@@ -212,7 +254,9 @@ output = 1.0
 "#,
     );
     let line = |id: &str, ts: &str, model: &str, p: i64, c: i64, cw: i64, out: i64| {
-        format!(r#"{{"ts":"{ts}","request_id":"{id}","model":"{model}","prompt_tokens":{p},"cached_tokens":{c},"cache_write_tokens":{cw},"completion_tokens":{out}}}"#)
+        format!(
+            r#"{{"ts":"{ts}","request_id":"{id}","model":"{model}","prompt_tokens":{p},"cached_tokens":{c},"cache_write_tokens":{cw},"completion_tokens":{out}}}"#
+        )
     };
     let t = "2024-06-01T00:00:00Z";
     let lines = [
@@ -235,9 +279,29 @@ output = 1.0
     let want = vec![
         // prompt includes cache tokens: uncached = 1000 - 400 - 100 = 500; rates default to input 1.
         // (500 + 400 + 100) * 1 + 10 * 2 = 1020; input share counts cache writes: (500 + 100) / 1020.
-        vec![S("defaults"), S("0-1K"), I(1), I(0), F(1020.0 * m), F(1000.0 * 1020.0 * m / 1010.0), F(600.0 / 1020.0), F(400.0 / 1020.0), F(20.0 / 1020.0)],
+        vec![
+            S("defaults"),
+            S("0-1K"),
+            I(1),
+            I(0),
+            F(1020.0 * m),
+            F(1000.0 * 1020.0 * m / 1010.0),
+            F(600.0 / 1020.0),
+            F(400.0 / 1020.0),
+            F(20.0 / 1020.0),
+        ],
         // 700 * 2 + 200 * 0.5 + 100 * 2.5 + 500 * 8 = 1400 + 100 + 250 + 4000 = 5750.
-        vec![S("flat"), S("0-1K"), I(1), I(0), F(5750.0 * m), F(1000.0 * 5750.0 * m / 1500.0), F(1650.0 / 5750.0), F(100.0 / 5750.0), F(4000.0 / 5750.0)],
+        vec![
+            S("flat"),
+            S("0-1K"),
+            I(1),
+            I(0),
+            F(5750.0 * m),
+            F(1000.0 * 5750.0 * m / 1500.0),
+            F(1650.0 / 5750.0),
+            F(100.0 / 5750.0),
+            F(4000.0 / 5750.0),
+        ],
         // History: before 2024-07-01 at 1/1: 100 * 1.
         vec![S("hist"), S("0-1K"), I(1), I(0), F(100.0 * m), F(1000.0 * 100.0 * m / 100.0), F(1.0), F(0.0), F(0.0)],
         // From 2024-07-01 at 2/2: 2000 * 2.
@@ -247,9 +311,29 @@ output = 1.0
         // No price: counted, never 0.
         vec![S("nobody"), S("0-1K"), I(2), I(2), Null, Null, Null, Null, Null],
         // prompt = 1000 is not above the tier: base 1000 * 1 + 100 * 2 = 1200.
-        vec![S("tiered-at"), S("0-1K"), I(1), I(0), F(1200.0 * m), F(1000.0 * 1200.0 * m / 1100.0), F(1000.0 / 1200.0), F(0.0), F(200.0 / 1200.0)],
+        vec![
+            S("tiered-at"),
+            S("0-1K"),
+            I(1),
+            I(0),
+            F(1200.0 * m),
+            F(1000.0 * 1200.0 * m / 1100.0),
+            F(1000.0 / 1200.0),
+            F(0.0),
+            F(200.0 / 1200.0),
+        ],
         // prompt = 1001 > 1000: tier rates on ALL tokens: 1000 * 3 + 1 * 0.25 (tier keeps base cached) + 100 * 6.
-        vec![S("tiered-over"), S("0-1K"), I(1), I(0), F(3600.25 * m), F(1000.0 * 3600.25 * m / 1101.0), F(3000.0 / 3600.25), F(0.25 / 3600.25), F(600.0 / 3600.25)],
+        vec![
+            S("tiered-over"),
+            S("0-1K"),
+            I(1),
+            I(0),
+            F(3600.25 * m),
+            F(1000.0 * 3600.25 * m / 1101.0),
+            F(3000.0 / 3600.25),
+            F(0.25 / 3600.25),
+            F(600.0 / 3600.25),
+        ],
     ];
     check(&job("cost", &ds, &["--pricing", &pricing]), COST_COLS, &want, "cost");
     // Without --pricing every request is unpriced.
@@ -266,8 +350,12 @@ fn litellm_prices_import_with_the_200k_tier_and_ad_hoc_sql_sees_the_udfs() {
     // above 200k: 6e-6, 2.25e-5, 6e-7, 7.5e-6 (per token).
     let model = "anthropic.claude-sonnet-4-20250514-v1:0";
     let lines = [
-        format!(r#"{{"ts":"2025-06-01T00:00:00Z","request_id":"at","model":"{model}","prompt_tokens":200000,"cached_tokens":50000,"cache_write_tokens":10000,"completion_tokens":1000}}"#),
-        format!(r#"{{"ts":"2025-06-01T00:00:01Z","request_id":"over","model":"{model}","prompt_tokens":200001,"cached_tokens":50000,"cache_write_tokens":10000,"completion_tokens":1000}}"#),
+        format!(
+            r#"{{"ts":"2025-06-01T00:00:00Z","request_id":"at","model":"{model}","prompt_tokens":200000,"cached_tokens":50000,"cache_write_tokens":10000,"completion_tokens":1000}}"#
+        ),
+        format!(
+            r#"{{"ts":"2025-06-01T00:00:01Z","request_id":"over","model":"{model}","prompt_tokens":200001,"cached_tokens":50000,"cache_write_tokens":10000,"completion_tokens":1000}}"#
+        ),
     ];
     let input = write(dir.path(), "l.jsonl", &(lines.join("\n") + "\n"));
     let ds = dir.path().join("ds");
@@ -302,7 +390,9 @@ fn kv_cache_job_uses_bundled_and_given_architectures() {
         ),
     );
     let line = |id: &str, model: &str, p: i64, c: i64| {
-        format!(r#"{{"ts":"2024-06-01T00:00:00Z","request_id":"{id}","model":"{model}","prompt_tokens":{p},"completion_tokens":{c}}}"#)
+        format!(
+            r#"{{"ts":"2024-06-01T00:00:00Z","request_id":"{id}","model":"{model}","prompt_tokens":{p},"completion_tokens":{c}}}"#
+        )
     };
     let lines = [
         line("c", "custom-1", 100, 28),
@@ -325,7 +415,8 @@ fn kv_cache_job_uses_bundled_and_given_architectures() {
         vec![S("tiny"), S("0-1K"), I(1), I(0), F(512.0 * 1048.0 / gib), F(512.0 * 1048.0 / gib)],
         vec![S("unknown-model"), S("0-1K"), I(1), I(1), Null, Null],
     ];
-    let cols = ["model", "context_bin", "requests", "unknown_architecture_requests", "kv_cache_gib_mean", "kv_cache_gib_max"];
+    let cols =
+        ["model", "context_bin", "requests", "unknown_architecture_requests", "kv_cache_gib_mean", "kv_cache_gib_max"];
     check(&job("kv_cache", &ds, &["--architectures", &arch]), &cols, &want, "kv_cache");
 }
 
@@ -349,33 +440,54 @@ fn every_output_format_and_unknown_job() {
     let want = eos_want();
     assert_eq!(rows.len(), 3);
     assert_eq!(rows[2]["eos_compliance_rate"], Value::Null);
-    check(&rows.iter().map(|r| {
-        // pyarrow writes explicit nulls; drop them so `check` sees what the JSON writer gives.
-        Value::Object(r.as_object().unwrap().iter().filter(|(_, v)| !v.is_null()).map(|(k, v)| (k.clone(), v.clone())).collect())
-    }).collect::<Vec<_>>(), EOS_COLS, &want, "parquet");
+    check(
+        &rows
+            .iter()
+            .map(|r| {
+                // pyarrow writes explicit nulls; drop them so `check` sees what the JSON writer gives.
+                Value::Object(
+                    r.as_object()
+                        .unwrap()
+                        .iter()
+                        .filter(|(_, v)| !v.is_null())
+                        .map(|(k, v)| (k.clone(), v.clone()))
+                        .collect(),
+                )
+            })
+            .collect::<Vec<_>>(),
+        EOS_COLS,
+        &want,
+        "parquet",
+    );
     let csv_out = dir.path().join("eos.csv");
     tokscope(&["job", "eos", "--data", d, "--format", "csv", "--output", csv_out.to_str().unwrap()]);
     assert_eq!(std::fs::read_to_string(&csv_out).unwrap(), csv);
     let o = common::tokscope_output(&["job", "nope", "--data", d]);
-    assert!(!o.status.success() && String::from_utf8_lossy(&o.stderr).contains("jobs: eos, latency, cost, kv_cache, report"));
+    assert!(
+        !o.status.success()
+            && String::from_utf8_lossy(&o.stderr).contains("jobs: eos, latency, cost, kv_cache, report")
+    );
     let o = common::tokscope_output(&["job", "eos", "--data", d, "--format", "parquet"]);
     assert!(!o.status.success(), "parquet needs --output");
 }
 
 #[test]
 fn query_runs_a_sql_file_verbatim_and_times_it() {
-    // The files in sql/ start with `--` comments: `query` must take them as SQL,
-    // not as flags (bench/jobs.sh runs them this way against DuckDB).
+    // Job SQL starts with a `--` comment: `query` must take it as SQL, not as
+    // flags (bench/jobs.sh runs `job --show-sql` output this way and in DuckDB).
     let dir = tempfile::tempdir().unwrap();
     let ds = hand_dataset(dir.path());
     let d = ds.to_str().unwrap();
-    let sql = std::fs::read_to_string(common::repo().join("sql/eos.sql")).unwrap();
+    let sql = tokscope(&["job", "eos", "--show-sql"]);
     assert!(sql.starts_with("--"));
     let o = common::tokscope_output(&["query", "--data", d, "--format", "csv", "--timing", &sql]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(String::from_utf8(o.stdout).unwrap(), tokscope(&["job", "eos", "--data", d, "--format", "csv"]));
     let err = String::from_utf8_lossy(&o.stderr);
-    let secs: f64 = err.strip_prefix("elapsed: ").and_then(|r| r.split(' ').next()).and_then(|t| t.parse().ok())
+    let secs: f64 = err
+        .strip_prefix("elapsed: ")
+        .and_then(|r| r.split(' ').next())
+        .and_then(|t| t.parse().ok())
         .unwrap_or_else(|| panic!("no timing line on stderr: {err}"));
     assert!(secs > 0.0 && err.contains("(3 rows)"), "{err}");
 }
@@ -468,7 +580,12 @@ print("exit:", os.waitstatus_to_exitcode(status))
     let lines: Vec<&str> = h.lines().collect();
     assert_eq!(
         lines,
-        ["SELECT count(*) AS n FROM requests;", "SELECT 40 + 2 AS answer;", "SELECT 40 + 2 AS answer;", "SELECT count(*) AS n FROM requests;"],
+        [
+            "SELECT count(*) AS n FROM requests;",
+            "SELECT 40 + 2 AS answer;",
+            "SELECT 40 + 2 AS answer;",
+            "SELECT count(*) AS n FROM requests;"
+        ],
         "the cancelled statement is neither run nor kept"
     );
 }
@@ -477,12 +594,22 @@ print("exit:", os.waitstatus_to_exitcode(status))
 fn jobs_over_a_dataset_on_s3_match_the_local_dataset() {
     let s3 = S3Server::start();
     let samples = repo().join("sample_logs");
-    s3.put("logs", &[("in/canonical.jsonl", &samples.join("canonical.jsonl")), ("in/anthropic.jsonl", &samples.join("anthropic.jsonl"))]);
+    s3.put(
+        "logs",
+        &[
+            ("in/canonical.jsonl", &samples.join("canonical.jsonl")),
+            ("in/anthropic.jsonl", &samples.join("anthropic.jsonl")),
+        ],
+    );
     s3.put("lake", &[]);
     s3.tokscope(&["ingest", "--quiet", "--out", "s3://lake/ds", "s3://logs/in/"]);
     let dir = tempfile::tempdir().unwrap();
     let local = dir.path().join("ds");
-    ingest(&[samples.join("canonical.jsonl").to_str().unwrap(), samples.join("anthropic.jsonl").to_str().unwrap()], &local, &[]);
+    ingest(
+        &[samples.join("canonical.jsonl").to_str().unwrap(), samples.join("anthropic.jsonl").to_str().unwrap()],
+        &local,
+        &[],
+    );
     let pricing = repo().join("config/pricing.example.toml");
     let p = pricing.to_str().unwrap();
     let remote = s3.tokscope(&["job", "report", "--format", "csv", "--pricing", p, "--data", "s3://lake/ds"]);
@@ -525,8 +652,9 @@ output = 1.1
 cached_input = 0.07
 "#,
     );
-    let eos_sql = std::fs::read_to_string(repo().join("sql/eos.sql")).unwrap();
-    let latency_sql = std::fs::read_to_string(repo().join("sql/latency.sql")).unwrap();
+    // The jobs' own SQL, shared metrics expanded, run by DuckDB on the same Parquet.
+    let eos_sql = tokscope(&["job", "eos", "--show-sql"]);
+    let latency_sql = tokscope(&["job", "latency", "--show-sql"]);
     // The cost formula written independently for DuckDB (docs/metrics.md#cost).
     let cost_sql = r#"
 WITH r AS (

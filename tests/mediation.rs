@@ -7,9 +7,9 @@ mod common;
 use std::path::PathBuf;
 
 use serde_json::Value;
+use tokscope::mediation::interventions;
 use tokscope::mediation::interventions::{gate_perturbation, Metric, Subject};
 use tokscope::mediation::trace::{causal_trace, expected_forward_equivalents};
-use tokscope::mediation::{effects, interventions};
 use tokscope::replay::{DeviceRequest, ReplayModel};
 
 fn model_dir() -> PathBuf {
@@ -23,11 +23,7 @@ fn golden_trace() -> Value {
 }
 
 fn f64s(v: &Value) -> Vec<f64> {
-    v.as_array()
-        .expect("array")
-        .iter()
-        .map(|x| x.as_f64().expect("number"))
-        .collect()
+    v.as_array().expect("array").iter().map(|x| x.as_f64().expect("number")).collect()
 }
 
 const PROMPT: &str = "Once upon a time, Lily";
@@ -52,18 +48,9 @@ fn trace_cli_with_golden_noise_reproduces_the_golden_grid() {
     assert_eq!(got["input_ids"], golden["input_ids"]);
     assert_eq!(got["target_id"], golden["target_id"]);
     assert_eq!(got["subject_positions"], golden["subject_positions"]);
-    let close =
-        |a: f64, b: f64, what: &str| assert!((a - b).abs() < 1e-4, "{what}: {a} vs golden {b}");
-    close(
-        got["p_clean"].as_f64().unwrap(),
-        golden["p_clean"].as_f64().unwrap(),
-        "p_clean",
-    );
-    close(
-        got["p_corrupt"].as_f64().unwrap(),
-        golden["p_corrupt"].as_f64().unwrap(),
-        "p_corrupt",
-    );
+    let close = |a: f64, b: f64, what: &str| assert!((a - b).abs() < 1e-4, "{what}: {a} vs golden {b}");
+    close(got["p_clean"].as_f64().unwrap(), golden["p_clean"].as_f64().unwrap(), "p_clean");
+    close(got["p_corrupt"].as_f64().unwrap(), golden["p_corrupt"].as_f64().unwrap(), "p_corrupt");
     let grid = golden["p_restored_layer_position"].as_array().unwrap();
     assert_eq!(got["p_restored"].as_array().unwrap().len(), grid.len());
     for (l, row) in grid.iter().enumerate() {
@@ -83,10 +70,7 @@ fn trace_cli_with_golden_noise_reproduces_the_golden_grid() {
 fn subject_text_locates_the_golden_subject_positions() {
     let replay = ReplayModel::load(&model_dir(), DeviceRequest::Auto).unwrap();
     for subject in ["Lily", " Lily"] {
-        assert_eq!(
-            interventions::subject_positions(&replay.tokenizer, PROMPT, subject).unwrap(),
-            vec![6]
-        );
+        assert_eq!(interventions::subject_positions(&replay.tokenizer, PROMPT, subject).unwrap(), vec![6]);
     }
     assert!(interventions::subject_positions(&replay.tokenizer, PROMPT, "Tom").is_err());
 }
@@ -98,30 +82,17 @@ fn reuse_gives_the_same_grid_for_far_fewer_forward_passes() {
     let ids = replay.tokenizer.encode_prompt(PROMPT).unwrap();
     let std = 3.0 * model.embedding_std();
     let samples: Vec<_> = (0..2)
-        .map(|s| {
-            interventions::gaussian_noise(&[4, 5, 6], model.config().hidden_size, std, s).unwrap()
-        })
+        .map(|s| interventions::gaussian_noise(&[4, 5, 6], model.config().hidden_size, std, s).unwrap())
         .collect();
     let fast = causal_trace(model, &ids, &samples, true).unwrap();
     let slow = causal_trace(model, &ids, &samples, false).unwrap();
-    for (a, b) in fast
-        .p_restored
-        .iter()
-        .flatten()
-        .zip(slow.p_restored.iter().flatten())
-    {
+    for (a, b) in fast.p_restored.iter().flatten().zip(slow.p_restored.iter().flatten()) {
         assert!((a - b).abs() < 1e-9, "{a} vs {b}");
     }
     assert_eq!(fast.p_corrupt, slow.p_corrupt);
     let (layers, t) = (model.config().num_hidden_layers, ids.len());
-    assert_eq!(
-        fast.forward_equivalents,
-        expected_forward_equivalents(layers, t, 4, 2, true)
-    );
-    assert_eq!(
-        slow.forward_equivalents,
-        expected_forward_equivalents(layers, t, 4, 2, false)
-    );
+    assert_eq!(fast.forward_equivalents, expected_forward_equivalents(layers, t, 4, 2, true));
+    assert_eq!(slow.forward_equivalents, expected_forward_equivalents(layers, t, 4, 2, false));
     // Noise at 4..=6: three positions x (layer 0: 1 of 2 layers, layer 1: none) per sample.
     assert_eq!(fast.forward_equivalents, 1.0 + 2.0 * (1.0 + 3.0 * 0.5));
     assert_eq!(slow.forward_equivalents, 1.0 + 2.0 * (1.0 + 14.0));
@@ -133,43 +104,22 @@ fn zero_sigma_perturbation_changes_nothing_and_weights_stay_untouched() {
     let model = &replay.model;
     let before = model.weights_checksum();
     let ids = replay.tokenizer.encode_prompt(PROMPT).unwrap();
-    let cont = replay
-        .tokenizer
-        .encode_continuation(" saw a cat.</s>")
-        .unwrap();
+    let cont = replay.tokenizer.encode_continuation(" saw a cat.</s>").unwrap();
     let subject = Subject::new(model, ids, cont, 10).unwrap();
-    for metric in [
-        Metric::TargetProb,
-        Metric::ContinuationLogprob,
-        Metric::PEos,
-        Metric::Bleu4,
-    ] {
+    for metric in [Metric::TargetProb, Metric::ContinuationLogprob, Metric::PEos, Metric::Bleu4] {
         let clean = subject.measure(model, metric, None, None).unwrap();
         let zero = gate_perturbation(model, 1, 0.0, 3).unwrap();
-        let delta = effects::perturbation_delta(
-            subject.measure(model, metric, None, Some(&zero)).unwrap(),
-            clean,
-        );
+        // The perturbation delta y(perturb) - y(clean) (docs/metrics.md).
+        let delta = subject.measure(model, metric, None, Some(&zero)).unwrap() - clean;
         assert_eq!(delta, 0.0, "{metric:?}");
         let big = gate_perturbation(model, 0, 0.5, 3).unwrap();
         subject.measure(model, metric, None, Some(&big)).unwrap();
     }
     assert!(subject.measure(model, Metric::Bleu4, None, None).unwrap() == 1.0);
     let big = gate_perturbation(model, 0, 0.5, 3).unwrap();
-    let moved = subject
-        .measure(model, Metric::TargetProb, None, Some(&big))
-        .unwrap();
-    assert_ne!(
-        moved,
-        subject
-            .measure(model, Metric::TargetProb, None, None)
-            .unwrap()
-    );
-    assert_eq!(
-        model.weights_checksum(),
-        before,
-        "a perturbed run must not modify the model"
-    );
+    let moved = subject.measure(model, Metric::TargetProb, None, Some(&big)).unwrap();
+    assert_ne!(moved, subject.measure(model, Metric::TargetProb, None, None).unwrap());
+    assert_eq!(model.weights_checksum(), before, "a perturbed run must not modify the model");
 }
 
 /// Hand-computed effects through the job: two prompts, one layer.
@@ -198,10 +148,7 @@ fn imported_rows_give_hand_computed_effects_and_heatmap() {
     let report = common::tokscope(&["mediation-report", "--data", ds, "--format", "json"]);
     // `tokscope job mediation` is the same seeded summary.
     assert_eq!(common::tokscope(&["job", "mediation", "--data", ds, "--format", "json"]), report);
-    let rows: Vec<Value> = report
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let rows: Vec<Value> = report.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     let get = |layer: i64, effect: &str| {
         rows.iter()
             .find(|r| r["layer"] == layer && r["effect"] == effect)
@@ -210,36 +157,19 @@ fn imported_rows_give_hand_computed_effects_and_heatmap() {
     for (effect, mean) in [("te", 0.45), ("ie", 0.25), ("de", 0.2)] {
         let r = get(0, effect);
         assert_eq!(r["n"], 2);
-        assert!(
-            (r["mean"].as_f64().unwrap() - mean).abs() < 1e-9,
-            "{effect}: {r}"
-        );
+        assert!((r["mean"].as_f64().unwrap() - mean).abs() < 1e-9, "{effect}: {r}");
         let (lo, hi) = (r["ci_lo"].as_f64().unwrap(), r["ci_hi"].as_f64().unwrap());
         assert!(lo <= mean + 1e-12 && mean <= hi + 1e-12, "{effect}: {r}");
     }
     let p = get(1, "perturb");
     assert!((p["mean"].as_f64().unwrap() + 0.05).abs() < 1e-9);
-    assert_eq!(
-        (p["ci_lo"].as_f64(), p["ci_hi"].as_f64()),
-        (p["mean"].as_f64(), p["mean"].as_f64())
-    );
+    assert_eq!((p["ci_lo"].as_f64(), p["ci_hi"].as_f64()), (p["mean"].as_f64(), p["mean"].as_f64()));
     // Heatmap: IE(0, 2) = mean(0.5 - 0.2, 0.4 - 0.3) = 0.2.
     let grid: Value = serde_json::from_str(
-        common::tokscope(&[
-            "mediation-report",
-            "--data",
-            ds,
-            "--heatmap",
-            "--format",
-            "json",
-        ])
-        .trim(),
+        common::tokscope(&["mediation-report", "--data", ds, "--heatmap", "--format", "json"]).trim(),
     )
     .unwrap();
-    assert_eq!(
-        (grid["layers"].as_u64(), grid["positions"].as_u64()),
-        (Some(1), Some(3))
-    );
+    assert_eq!((grid["layers"].as_u64(), grid["positions"].as_u64()), (Some(1), Some(3)));
     assert!((grid["ie"][0][2].as_f64().unwrap() - 0.2).abs() < 1e-9);
     assert!(grid["ie"][0][0].is_null());
     // `jobs::run_job` (what `tokscope job mediation` calls) gives the same summary.
@@ -288,10 +218,7 @@ fn mediate_runs_logged_requests_into_the_interventions_table() {
     let t = |p: &str| replay.tokenizer.encode_prompt(p).unwrap().len();
     let per = |t: usize| 1 + 2 * (1 + 2 * (1 + t)) + 4;
     let expected = per(t("Once upon a time, Lily")) + per(t("Tom had a big"));
-    assert!(
-        out.contains(&format!("wrote {expected} intervention rows")),
-        "{out}"
-    );
+    assert!(out.contains(&format!("wrote {expected} intervention rows")), "{out}");
     let rows = common::query(
         &data,
         "SELECT request_id, count(DISTINCT prompt_id) AS prompts, min(metric) AS metric FROM interventions GROUP BY request_id ORDER BY request_id",
@@ -299,9 +226,6 @@ fn mediate_runs_logged_requests_into_the_interventions_table() {
     assert_eq!(rows.len(), 2);
     assert_eq!(rows[0]["metric"], "p_eos");
     let report = common::tokscope(&["mediation-report", "--data", ds, "--format", "csv"]);
-    assert!(
-        report.starts_with("metric,layer,effect,n,mean,ci_lo,ci_hi"),
-        "{report}"
-    );
+    assert!(report.starts_with("metric,layer,effect,n,mean,ci_lo,ci_hi"), "{report}");
     assert_eq!(report.lines().count(), 1 + 2 * 4, "{report}");
 }

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{ingest, query, data_dir};
+use common::{data_dir, ingest, query};
 
 /// `(rows, sum ContextTokens, sum GeneratedTokens, rows at exactly 1000 generated)` read straight from the CSV.
 fn azure_truth(path: &std::path::Path) -> (u64, i64, i64, u64) {
@@ -44,8 +44,14 @@ fn azure_traces_ingest_every_row_with_exact_token_sums() {
     );
     assert_eq!(rows.len(), 2);
     assert_eq!(rows[0]["model"], "azure_csv:AzureLLMInferenceTrace_code");
-    assert_eq!((rows[0]["n"].as_u64(), rows[0]["p"].as_i64(), rows[0]["c"].as_i64()), (Some(code_rows), Some(code_ctx), Some(code_gen)));
-    assert_eq!((rows[1]["n"].as_u64(), rows[1]["p"].as_i64(), rows[1]["c"].as_i64()), (Some(conv_rows), Some(conv_ctx), Some(conv_gen)));
+    assert_eq!(
+        (rows[0]["n"].as_u64(), rows[0]["p"].as_i64(), rows[0]["c"].as_i64()),
+        (Some(code_rows), Some(code_ctx), Some(code_gen))
+    );
+    assert_eq!(
+        (rows[1]["n"].as_u64(), rows[1]["p"].as_i64(), rows[1]["c"].as_i64()),
+        (Some(conv_rows), Some(conv_ctx), Some(conv_gen))
+    );
     assert_eq!(rows[1]["at_1000"].as_u64(), Some(conv_1000));
     assert_eq!(conv_1000, 11);
     // All prompts < 16K; stamped 2023-11-16 18:15-19:14 (zone-less, taken as UTC).
@@ -58,7 +64,10 @@ fn azure_traces_ingest_every_row_with_exact_token_sums() {
     assert_eq!(status[0]["eos_status"], "unknown");
     assert!(status[0].get("has_eos_marker").is_none_or(|v| v.is_null()));
     // Seven-digit fractions survive at microsecond precision.
-    let first = query(dir.path(), "SELECT CAST(ts AS VARCHAR) AS ts FROM requests WHERE source_line = 2 AND model LIKE '%code'");
+    let first = query(
+        dir.path(),
+        "SELECT CAST(ts AS VARCHAR) AS ts FROM requests WHERE source_line = 2 AND model LIKE '%code'",
+    );
     assert_eq!(first[0]["ts"], "2023-11-16T18:17:03.979960Z");
 }
 
@@ -68,7 +77,8 @@ fn mooncake_trace_ingests_with_base_time_and_bins() {
     let path = data_dir().join("real_logs/mooncake_fast25/conversation_trace.jsonl");
     // Independent truth from the raw JSON lines.
     let text = std::fs::read_to_string(&path).unwrap();
-    let (mut rows, mut input, mut output, mut at_2000, mut in_64k_128k, mut max_ts) = (0u64, 0i64, 0i64, 0u64, 0u64, 0i64);
+    let (mut rows, mut input, mut output, mut at_2000, mut in_64k_128k, mut max_ts) =
+        (0u64, 0i64, 0i64, 0u64, 0u64, 0i64);
     for line in text.lines().filter(|l| !l.trim().is_empty()) {
         let v: serde_json::Value = serde_json::from_str(line).unwrap();
         let i = v["input_length"].as_i64().unwrap();
@@ -82,7 +92,8 @@ fn mooncake_trace_ingests_with_base_time_and_bins() {
     }
     assert_eq!((rows, at_2000, in_64k_128k), (12031, 30, 254), "README's facts");
 
-    let summary = ingest(&[path.to_str().unwrap()], dir.path(), &["--base-time", "2025-02-25T00:00:00Z", "--model", "kimi"]);
+    let summary =
+        ingest(&[path.to_str().unwrap()], dir.path(), &["--base-time", "2025-02-25T00:00:00Z", "--model", "kimi"]);
     assert_eq!(summary["totals"]["rows_written"], rows);
     let r = &query(
         dir.path(),

@@ -36,8 +36,8 @@ fn build_dataset(dir: &Path) -> (PathBuf, Value) {
     // (a) case 0's greedy output cut after its first words: the model goes on.
     let cut = text(0, "greedy_text");
     let cut = cut.split(' ').take(3).collect::<Vec<_>>().join(" "); // " saw a"
-    // (b) case 1's complete greedy output, its `</s>` dropped: P(EOS) there is ~0.999.
-    // (c) a prompt far beyond the 256-token context window.
+                                                                    // (b) case 1's complete greedy output, its `</s>` dropped: P(EOS) there is ~0.999.
+                                                                    // (c) a prompt far beyond the 256-token context window.
     let long = "Once upon a time, the old cat saw a bright star. ".repeat(40);
     let lines = [
         line("a-cut", &text(0, "prompt"), &cut),
@@ -58,8 +58,14 @@ fn build_dataset(dir: &Path) -> (PathBuf, Value) {
 fn replay(data: &Path, extra: &[&str]) -> Value {
     let model = model_dir();
     let mut args = vec![
-        "replay", "--data", data.to_str().unwrap(), "--model", model.to_str().unwrap(),
-        "--device", "cpu", "--json",
+        "replay",
+        "--data",
+        data.to_str().unwrap(),
+        "--model",
+        model.to_str().unwrap(),
+        "--device",
+        "cpu",
+        "--json",
     ];
     args.extend_from_slice(extra);
     serde_json::from_str(&common::tokscope(&args)).expect("summary JSON")
@@ -86,7 +92,8 @@ fn replay_classifies_suspects_and_reruns_replace_rows() {
     assert_eq!(summary["model"], "tiny-stories-a");
 
     let rows = verdicts(&data);
-    let by_id = |id: &str| rows.iter().find(|r| r["request_id"] == id).unwrap_or_else(|| panic!("{id} in {rows:?}")).clone();
+    let by_id =
+        |id: &str| rows.iter().find(|r| r["request_id"] == id).unwrap_or_else(|| panic!("{id} in {rows:?}")).clone();
     assert_eq!(rows.len(), 4, "{rows:?}");
 
     let a = by_id("a-cut");
@@ -189,7 +196,17 @@ fn device_auto_falls_back_to_the_cpu_with_one_line() {
     }
     let m = model_dir();
     let m = m.to_str().unwrap();
-    let out = common::tokscope_output(&["decode", "--model", m, "--prompt", "Once upon a time,", "--max-new-tokens", "2", "--device", "auto"]);
+    let out = common::tokscope_output(&[
+        "decode",
+        "--model",
+        m,
+        "--prompt",
+        "Once upon a time,",
+        "--max-new-tokens",
+        "2",
+        "--device",
+        "auto",
+    ]);
     assert!(out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     let lines: Vec<_> = stderr.lines().filter(|l| l.contains("device auto")).collect();
@@ -201,12 +218,56 @@ fn device_auto_falls_back_to_the_cpu_with_one_line() {
         assert!(lines[0].contains("built without the cuda feature"), "{stderr}");
     }
     // --device cpu is silent; --device cuda without a usable GPU fails clearly.
-    let out = common::tokscope_output(&["decode", "--model", m, "--prompt", "Once", "--max-new-tokens", "1", "--device", "cpu"]);
+    let out = common::tokscope_output(&[
+        "decode",
+        "--model",
+        m,
+        "--prompt",
+        "Once",
+        "--max-new-tokens",
+        "1",
+        "--device",
+        "cpu",
+    ]);
     assert!(out.status.success() && !String::from_utf8_lossy(&out.stderr).contains("device auto"));
     let out = common::tokscope_output(&["decode", "--model", m, "--prompt", "Once", "--device", "cuda"]);
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("--device cuda: "), "{stderr}");
+}
+
+/// `trace` and `mediate` intervene inside the forward pass, which only the
+/// CPU decoder supports: `--device cuda` is refused with the reason (on any
+/// machine, GPU or not), `auto` runs on the CPU and says so in the same line
+/// format as every other command.
+#[test]
+fn interventions_refuse_cuda_and_run_auto_on_the_cpu() {
+    let m = model_dir();
+    let m = m.to_str().unwrap();
+    let out = common::tokscope_output(&["trace", "--model", m, "--prompt", "Once upon a time,", "--device", "cuda"]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("--device cuda: causal tracing and mediation patch hidden states"), "{stderr}");
+    assert!(stderr.contains("use --device cpu"), "{stderr}");
+    let dir = tempfile::tempdir().unwrap();
+    let out =
+        common::tokscope_output(&["mediate", "--data", dir.path().to_str().unwrap(), "--model", m, "--device", "cuda"]);
+    assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("--device cuda: causal tracing"));
+    let out = common::tokscope_output(&[
+        "trace",
+        "--model",
+        m,
+        "--prompt",
+        "Once upon a time,",
+        "--device",
+        "auto",
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<_> = stderr.lines().filter(|l| l.contains("device auto")).collect();
+    assert_eq!(lines.len(), 1, "{stderr}");
+    assert!(lines[0].starts_with("device auto: using the CPU (causal tracing and mediation"), "{stderr}");
 }
 
 /// `decode-bench` runs the ids 1..=P then greedy steps: its ids must be what
@@ -215,7 +276,14 @@ fn device_auto_falls_back_to_the_cpu_with_one_line() {
 fn decode_bench_reports_rates_and_the_greedy_ids_of_its_prompt() {
     let m = model_dir();
     let out = common::tokscope(&[
-        "decode-bench", "--model", m.to_str().unwrap(), "--prompt-tokens", "5", "--new-tokens", "4", "--json",
+        "decode-bench",
+        "--model",
+        m.to_str().unwrap(),
+        "--prompt-tokens",
+        "5",
+        "--new-tokens",
+        "4",
+        "--json",
     ]);
     let report: Value = serde_json::from_str(&out).expect("decode-bench JSON");
     assert!(report["prefill_tps"].as_f64().unwrap() > 0.0 && report["decode_tps"].as_f64().unwrap() > 0.0);

@@ -42,7 +42,10 @@ fn jitter_per_request_and_per_bin() {
     close(&per[1]["itl_std_ms"], 14.142135623730951);
     close(&per[1]["last_token_ms"], 90.0);
     let bin = &job(&data, "jitter", &[])[0];
-    assert_eq!((bin["model"].as_str(), bin["context_bin"].as_str(), bin["requests"].as_i64()), (Some("m"), Some("0-1K"), Some(2)));
+    assert_eq!(
+        (bin["model"].as_str(), bin["context_bin"].as_str(), bin["requests"].as_i64()),
+        (Some("m"), Some("0-1K"), Some(2))
+    );
     // Type-7 quantiles of two values a <= b: a + p (b - a).
     close(&bin["itl_std_p50_ms"], 12.071067811865476);
     close(&bin["itl_std_p95_ms"], 10.0 + 0.95 * 4.142135623730951);
@@ -81,7 +84,14 @@ fn confidence_by_eos_status_with_default_and_custom_thresholds() {
     let strict = job(&data, "confidence", &["--param", "low_logprob=-1.2"]);
     close(&strict[0]["low_confidence_share"], 0.25);
     close(&strict[1]["low_confidence_share"], 1.0 / 3.0);
-    let bad = common::tokscope_output(&["job", "confidence", "--data", data.to_str().unwrap(), "--param", "low_logprob=1;DROP"]);
+    let bad = common::tokscope_output(&[
+        "job",
+        "confidence",
+        "--data",
+        data.to_str().unwrap(),
+        "--param",
+        "low_logprob=1;DROP",
+    ]);
     assert!(!bad.status.success());
 }
 

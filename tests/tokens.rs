@@ -3,7 +3,6 @@
 
 mod common;
 
-
 use common::{ingest, query};
 
 use common::write_file as write;
@@ -25,8 +24,11 @@ fn canonical_logprobs_and_token_times_fill_tokens() {
     let out = dir.path().join("ds");
     let s = ingest(&[&input], &out, &[]);
     assert_eq!(s["totals"]["tokens_written"], 3);
-    let t = query(&out, "SELECT position, token, logprob, entropy_bits, top1_margin, emitted_ms, itl_ms, context_bin, model, \
-        array_length(top_logprobs) AS k FROM tokens ORDER BY position");
+    let t = query(
+        &out,
+        "SELECT position, token, logprob, entropy_bits, top1_margin, emitted_ms, itl_ms, context_bin, model, \
+        array_length(top_logprobs) AS k FROM tokens ORDER BY position",
+    );
     assert_eq!(t.len(), 3);
     assert_eq!(t[0]["token"], "A");
     assert!(close(&t[0]["entropy_bits"], 0.9182958340544896));
@@ -48,7 +50,7 @@ fn canonical_logprobs_and_token_times_fill_tokens() {
 fn openai_logprob_content_fills_tokens_with_bytes() {
     let dir = tempfile::tempdir().unwrap();
     let line = r#"{"id":"c1","object":"chat.completion","created":1717200000,"model":"gpt-4o","choices":[{"index":0,"message":{"content":"Hi!"},"finish_reason":"stop","logprobs":{"content":[{"token":"Hi","logprob":-0.2,"bytes":[72,105],"top_logprobs":[{"token":"Hi","logprob":-0.2},{"token":"Hey","logprob":-1.7}]},{"token":"!","logprob":-0.05,"bytes":[33],"top_logprobs":[{"token":"!","logprob":-0.05},{"token":".","logprob":-3.05}]}]}}],"usage":{"prompt_tokens":9,"completion_tokens":2}}"#;
-    let input = write(dir.path(), "o.jsonl", &format!("{line}\n"));
+    let input = write(dir.path(), "o.jsonl", format!("{line}\n"));
     let out = dir.path().join("ds");
     ingest(&[&input], &out, &[]);
     let t = query(&out, "SELECT request_id, position, token, encode(token_bytes, 'hex') AS hex, logprob, top1_margin FROM tokens ORDER BY position");
@@ -62,7 +64,7 @@ fn openai_logprob_content_fills_tokens_with_bytes() {
 fn tgi_tokens_fill_tokens_with_special_flags() {
     let dir = tempfile::tempdir().unwrap();
     let line = r#"{"ts":"2024-06-03T08:00:00Z","model":"mistral","request_id":"t1","response":{"generated_text":"Hi","details":{"finish_reason":"eos_token","generated_tokens":2,"prefill":[{"id":1,"text":"<s>","logprob":null},{"id":9,"text":"Q","logprob":-2.0}],"tokens":[{"id":5,"text":"Hi","logprob":-0.3,"special":false},{"id":2,"text":"</s>","logprob":-0.02,"special":true}]}}}"#;
-    let input = write(dir.path(), "t.jsonl", &format!("{line}\n"));
+    let input = write(dir.path(), "t.jsonl", format!("{line}\n"));
     let out = dir.path().join("ds");
     ingest(&[&input], &out, &[]);
     let t = query(&out, "SELECT position, token, logprob, is_special FROM tokens ORDER BY position");
@@ -92,8 +94,12 @@ fn bad_token_data_keeps_the_request_and_flags_it() {
     let s = ingest(&[&input], &out, &[]);
     assert_eq!(s["totals"]["rows_written"], 5, "no request is dropped");
     assert_eq!(s["totals"]["lines_rejected"], 0);
-    let rows = query(&out, "SELECT request_id, array_to_string(token_issues, ',') AS issues FROM requests ORDER BY request_id");
-    let issues = |id: &str| rows.iter().find(|r| r["request_id"] == id).unwrap()["issues"].as_str().unwrap().to_string();
+    let rows = query(
+        &out,
+        "SELECT request_id, array_to_string(token_issues, ',') AS issues FROM requests ORDER BY request_id",
+    );
+    let issues =
+        |id: &str| rows.iter().find(|r| r["request_id"] == id).unwrap()["issues"].as_str().unwrap().to_string();
     assert_eq!(issues("len"), "token_count_mismatch");
     assert_eq!(issues("time"), "non_monotonic_token_times,negative_itl");
     assert_eq!(issues("nan"), "non_finite_number,missing_logprob");

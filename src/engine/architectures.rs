@@ -66,9 +66,9 @@ impl Architectures {
     /// Adds a TOML file's entries after those already present (earlier entries win);
     /// `config` paths are relative to `base`.
     pub fn add_toml(&mut self, text: &str, base: &Path, origin: &str) -> Result<()> {
-        let file: File = toml::from_str(text).map_err(|e| Error::Config(format!("architectures {origin}: {e}")))?;
+        let file: File = toml::from_str(text).map_err(|e| config_err!("architectures {origin}: {e}"))?;
         for (i, m) in file.model.into_iter().enumerate() {
-            let ctx = |msg: String| Error::Config(format!("architectures {origin}, [[model]] #{}: {msg}", i + 1));
+            let ctx = |msg: String| config_err!("architectures {origin}, [[model]] #{}: {msg}", i + 1);
             let arch = match &m.config {
                 Some(cfg) => {
                     let path = base.join(cfg);
@@ -80,7 +80,9 @@ impl Architectures {
                 }
                 None => {
                     let (Some(layers), Some(kv_heads), Some(head_dim)) = (m.layers, m.kv_heads, m.head_dim) else {
-                        return Err(ctx("give `layers`, `kv_heads` and `head_dim`, or `config` (a Hugging Face config.json)".into()));
+                        return Err(ctx(
+                            "give `layers`, `kv_heads` and `head_dim`, or `config` (a Hugging Face config.json)".into(),
+                        ));
                     };
                     let bytes_per_elem = dtype_bytes(m.dtype.as_deref().unwrap_or("bf16")).map_err(ctx)?;
                     Arch { layers, kv_heads, head_dim, bytes_per_elem }
@@ -106,8 +108,9 @@ impl Architectures {
 /// `hidden_size / num_attention_heads`) and `torch_dtype` / `dtype` (default bf16).
 pub fn from_hf_config(path: &Path) -> Result<Arch> {
     let text = std::fs::read_to_string(path).map_err(|e| Error::io(path.display(), e))?;
-    let c: HfConfig = serde_json::from_str(&text).map_err(|source| Error::Json { path: PathBuf::from(path), source })?;
-    let bad = |m: &str| Error::Config(format!("{}: {m}", path.display()));
+    let c: HfConfig =
+        serde_json::from_str(&text).map_err(|source| Error::Json { path: PathBuf::from(path), source })?;
+    let bad = |m: &str| config_err!("{}: {m}", path.display());
     if c.num_attention_heads == 0 {
         return Err(bad("num_attention_heads is 0"));
     }

@@ -17,11 +17,13 @@ use datafusion::datasource::MemTable;
 use datafusion::execution::context::SQLOptions;
 use datafusion::prelude::{SessionConfig, SessionContext};
 
-use crate::dataset::{DatasetRoot, TABLES};
+use tokscope_core::catalog::{Partition, TableDef, CATALOG, DATE_PARTITION};
+use tokscope_core::derive::EosMarkers;
+
+use crate::dataset::DatasetRoot;
+use crate::error::Result;
 use architectures::Architectures;
 use pricing::Pricing;
-use crate::error::Result;
-use crate::schema::{self, DATE_PARTITION};
 
 /// A session with tokscope's defaults (information schema on, so
 /// `SHOW TABLES` and `information_schema.columns` work), tunable with
@@ -32,23 +34,27 @@ pub fn new_session() -> Result<SessionContext> {
     Ok(SessionContext::new_with_config(config))
 }
 
-/// What tokscope's UDFs need beyond their arguments: prices and model shapes.
+/// What tokscope's UDFs need beyond their arguments: prices, model shapes
+/// and EOS markers.
 #[derive(Debug, Clone)]
 pub struct UdfConfig {
     /// Prices for `price_usd` (none by default: every request is unpriced).
     pub pricing: Arc<Pricing>,
     /// Model shapes for `kv_cache_bytes` (the bundled `config/architectures.toml` by default).
     pub architectures: Arc<Architectures>,
+    /// Markers for `is_eos_marker` (the defaults plus `--eos-markers`, as at ingest).
+    pub markers: Arc<EosMarkers>,
 }
 
 impl UdfConfig {
-    /// The defaults: no prices, the bundled architectures.
+    /// The defaults: no prices, the bundled architectures, the default EOS markers.
     pub fn new() -> Result<Self> {
-        Ok(UdfConfig { pricing: Arc::new(Pricing::default()), architectures: Arc::new(Architectures::bundled()?) })
+        Self::load(None, None, None)
     }
 
-    /// Loads `--pricing` (TOML or `litellm:FILE`) and `--architectures` (TOML over the bundled file) when given.
-    pub fn load(pricing: Option<&str>, architectures: Option<&Path>) -> Result<Self> {
+    /// Loads `--pricing` (TOML or `litellm:FILE`), `--architectures` (TOML over
+    /// the bundled file) and `--eos-markers` (JSON over the defaults) when given.
+    pub fn load(pricing: Option<&str>, architectures: Option<&Path>, eos_markers: Option<&Path>) -> Result<Self> {
         Ok(UdfConfig {
             pricing: Arc::new(match pricing {
                 Some(p) => Pricing::load(p)?,
@@ -57,6 +63,10 @@ impl UdfConfig {
             architectures: Arc::new(match architectures {
                 Some(p) => Architectures::load_over_bundled(p)?,
                 None => Architectures::bundled()?,
+            }),
+            markers: Arc::new(match eos_markers {
+                Some(p) => EosMarkers::from_file(p)?,
+                None => EosMarkers::default(),
             }),
         })
     }
@@ -72,9 +82,10 @@ pub fn runtime() -> Result<tokio::runtime::Runtime> {
 /// again replaces them, e.g. with other prices.
 pub fn register_udfs(ctx: &SessionContext, config: &UdfConfig) {
     ctx.register_udaf(udfs::quantile_cont());
+    ctx.register_udaf(udfs::bootstrap_mean_ci());
     ctx.register_udf(udfs::price_usd(Arc::clone(&config.pricing)));
     ctx.register_udf(udfs::kv_cache_bytes(Arc::clone(&config.architectures)));
-    ctx.register_udf(udfs::is_eos_marker());
+    ctx.register_udf(udfs::is_eos_marker(Arc::clone(&config.markers)));
     ctx.register_udf(udfs::redundancy_bound());
 }
 
@@ -84,57 +95,46 @@ pub async fn register_dataset(ctx: &SessionContext, dataset: &DatasetRoot) -> Re
     register_dataset_with(ctx, dataset, &UdfConfig::new()?).await
 }
 
-/// Registers the UDFs with `config` and every table of `dataset` in `ctx`:
-/// `requests`, `tokens`, `rejects` (ingest), `replay_verdicts` (replay) and
-/// `interventions` (mediation); the one call any session (CLI, shell,
-/// executor) makes. A table the dataset does not have yet is registered empty,
-/// with its schema, so SQL can always name and join it.
+/// Registers the UDFs with `config` and every table of the catalog
+/// (`tokscope_core::catalog::CATALOG`) that `dataset` holds in `ctx`: the one
+/// call any session (CLI, shell, executor) makes. A table the dataset does not
+/// have yet is registered empty, with its schema, so SQL can always name and
+/// join it.
 pub async fn register_dataset_with(ctx: &SessionContext, dataset: &DatasetRoot, config: &UdfConfig) -> Result<()> {
     register_udfs(ctx, config);
     if let DatasetRoot::Remote { url, store, .. } = dataset {
         let base = url::Url::parse(&format!("{}://{}", url.scheme(), url.authority()))
-            .map_err(|e| crate::Error::Config(format!("bad dataset URL {url}: {e}")))?;
+            .map_err(|e| config_err!("bad dataset URL {url}: {e}"))?;
         ctx.register_object_store(&base, Arc::clone(store));
     }
-    for table in TABLES {
-        let (file_schema, partitioned) = match table {
-            "requests" => (schema::requests_schema(), true),
-            "tokens" => (schema::tokens_schema(), true),
-            _ => (schema::rejects_schema(), false),
-        };
-        register_parquet_table(ctx, dataset, table, file_schema, partitioned)?;
+    for table in CATALOG {
+        register_parquet_table(ctx, dataset, table)?;
     }
-    register_parquet_table(ctx, dataset, crate::replay::verdicts::TABLE, schema::replay_verdicts_schema(), false)?;
-    register_parquet_table(ctx, dataset, crate::mediation::table::TABLE, crate::mediation::table::schema(), false)
+    Ok(())
 }
 
 /// Registers one table directory of the dataset as a Parquet listing table
-/// (with the `date` hive partition when `partitioned`).
-fn register_parquet_table(
-    ctx: &SessionContext,
-    dataset: &DatasetRoot,
-    table: &str,
-    file_schema: SchemaRef,
-    partitioned: bool,
-) -> Result<()> {
-    let file_schema = with_view_types(&file_schema);
-    let missing = matches!(dataset, DatasetRoot::Local(p) if !p.join(table).is_dir());
+/// (with the `date` hive partition for date-partitioned tables).
+fn register_parquet_table(ctx: &SessionContext, dataset: &DatasetRoot, table: &TableDef) -> Result<()> {
+    let file_schema = with_view_types(&table.schema());
+    let partitioned = table.partition == Partition::Date;
+    let missing = matches!(dataset, DatasetRoot::Local(p) if !p.join(table.name).is_dir());
     if missing {
         let mut fields: Vec<_> = file_schema.fields().iter().cloned().collect();
         if partitioned {
             fields.push(Arc::new(arrow::datatypes::Field::new(DATE_PARTITION, DataType::Date32, true)));
         }
         let s = Arc::new(arrow::datatypes::Schema::new(fields));
-        ctx.register_table(table, Arc::new(MemTable::try_new(s, vec![vec![]])?))?;
+        ctx.register_table(table.name, Arc::new(MemTable::try_new(s, vec![vec![]])?))?;
         return Ok(());
     }
     let mut options = ListingOptions::new(Arc::new(ParquetFormat::default())).with_file_extension(".parquet");
     if partitioned {
         options = options.with_table_partition_cols(vec![(DATE_PARTITION.to_string(), DataType::Date32)]);
     }
-    let url = ListingTableUrl::parse(dataset.table_url(table)?)?;
+    let url = ListingTableUrl::parse(dataset.table_url(table.name)?)?;
     let config = ListingTableConfig::new(url).with_listing_options(options).with_schema(file_schema);
-    ctx.register_table(table, Arc::new(ListingTable::try_new(config)?))?;
+    ctx.register_table(table.name, Arc::new(ListingTable::try_new(config)?))?;
     Ok(())
 }
 
@@ -157,7 +157,8 @@ fn with_view_types(schema: &SchemaRef) -> SchemaRef {
 /// Runs SQL. Unless `allow_write`, only queries are accepted: no DDL, DML or
 /// `SET`, so ad-hoc SQL over a shared dataset cannot change it.
 pub async fn run_sql(ctx: &SessionContext, sql: &str, allow_write: bool) -> Result<Vec<RecordBatch>> {
-    let options = SQLOptions::new().with_allow_ddl(allow_write).with_allow_dml(allow_write).with_allow_statements(allow_write);
+    let options =
+        SQLOptions::new().with_allow_ddl(allow_write).with_allow_dml(allow_write).with_allow_statements(allow_write);
     let df = ctx.sql_with_options(sql, options).await?;
     df.collect().await?.iter().map(without_view_types).collect()
 }

@@ -146,10 +146,10 @@ impl Pricing {
 
     /// Parses the TOML pricing format (see `docs/metrics.md#pricing-file`).
     pub fn from_toml(text: &str, origin: &str) -> Result<Self> {
-        let file: TomlFile = toml::from_str(text).map_err(|e| Error::Config(format!("pricing file {origin}: {e}")))?;
+        let file: TomlFile = toml::from_str(text).map_err(|e| config_err!("pricing file {origin}: {e}"))?;
         let mut pricing = Pricing { origin: origin.to_string(), ..Default::default() };
         for (i, m) in file.model.into_iter().enumerate() {
-            let ctx = |msg: String| Error::Config(format!("pricing file {origin}, [[model]] #{}: {msg}", i + 1));
+            let ctx = |msg: String| config_err!("pricing file {origin}, [[model]] #{}: {msg}", i + 1);
             let base = Rates {
                 input: m.input,
                 output: m.output,
@@ -186,11 +186,11 @@ impl Pricing {
         let doc: serde_json::Value =
             serde_json::from_str(text).map_err(|source| Error::Json { path: origin.into(), source })?;
         let Some(models) = doc.as_object() else {
-            return Err(Error::Config(format!("LiteLLM prices {origin}: not a JSON object")));
+            return Err(config_err!("LiteLLM prices {origin}: not a JSON object"));
         };
         let mut pricing = Pricing { origin: format!("litellm:{origin}"), ..Default::default() };
         let tier_key = Regex::new(r"^(input_cost_per_token|output_cost_per_token|cache_read_input_token_cost|cache_creation_input_token_cost)_above_(\d+)k_tokens$")
-            .map_err(|e| Error::Config(e.to_string()))?;
+            .map_err(|e| config_err!("{e}"))?;
         for (name, spec) in models {
             let per_m = |key: &str| spec.get(key).and_then(|v| v.as_f64()).map(|v| v * 1e6);
             // Entries without a token input price (images, audio, `sample_spec`) cannot price a request.
@@ -224,7 +224,9 @@ impl Pricing {
                 }
             }
             tiers.sort_by_key(|t| t.above_prompt_tokens);
-            pricing.exact.insert(name.clone(), Schedule { entries: vec![PriceEntry { effective_from: None, base, tiers }] });
+            pricing
+                .exact
+                .insert(name.clone(), Schedule { entries: vec![PriceEntry { effective_from: None, base, tiers }] });
         }
         Ok(pricing)
     }

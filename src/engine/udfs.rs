@@ -8,6 +8,9 @@
 //!   the request's cost as a struct `{input_usd, cached_input_usd, cache_write_usd, output_usd, total_usd}`,
 //!   null when the model has no price at `ts`.
 //! - `kv_cache_bytes(model, tokens)`: KV-cache bytes of `tokens` tokens, null for an unknown architecture.
+//! - `is_eos_marker(token [, model])`: the token is one of the configured EOS markers.
+//! - `redundancy_bound(entropy_bits, k, K)`: the calibrated MoE redundancy bound.
+//! - `bootstrap_mean_ci(x, resamples, seed)`: seeded 95% percentile-bootstrap interval of the mean.
 
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
@@ -21,9 +24,12 @@ use datafusion::common::{exec_err, plan_err, ScalarValue};
 use datafusion::error::Result as DfResult;
 use datafusion::logical_expr::function::{AccumulatorArgs, StateFieldsArgs};
 use datafusion::logical_expr::{
-    create_udf, Accumulator, AggregateUDF, AggregateUDFImpl, ColumnarValue, EmitTo, GroupsAccumulator, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature,
-    Volatility,
+    create_udf, Accumulator, AggregateUDF, AggregateUDFImpl, ColumnarValue, EmitTo, GroupsAccumulator,
+    ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, TypeSignature, Volatility,
 };
+use tokscope_core::derive::EosMarkers;
+
+use tokscope_core::stats::bootstrap;
 
 use super::architectures::{Arch, Architectures};
 use super::pricing::{Pricing, Schedule, Usage};
@@ -31,25 +37,13 @@ use super::pricing::{Pricing, Schedule, Usage};
 /// Names of the fields of `price_usd`'s struct, in order.
 pub const PRICE_FIELDS: [&str; 5] = ["input_usd", "cached_input_usd", "cache_write_usd", "output_usd", "total_usd"];
 
-/// `is_eos_marker(token)`: the token text is one of the default EOS markers
-/// (the list `has_eos_marker` uses at ingest). Null in, null out.
-pub fn is_eos_marker() -> ScalarUDF {
-    create_udf(
-        "is_eos_marker",
-        vec![DataType::Utf8],
-        DataType::Boolean,
-        Volatility::Immutable,
-        Arc::new(|args: &[ColumnarValue]| {
-            let arrays = ColumnarValue::values_to_arrays(args)?;
-            let tokens = cast(&arrays[0], &DataType::Utf8)?;
-            let out: BooleanArray = tokens
-                .as_string::<i32>()
-                .iter()
-                .map(|t| t.map(|t| crate::derive::DEFAULT_EOS_MARKERS.contains(&t.trim())))
-                .collect();
-            Ok(ColumnarValue::Array(Arc::new(out)))
-        }),
-    )
+/// `is_eos_marker(token [, model])`: the token text, trimmed, is one of the
+/// EOS markers `has_eos_marker` uses at ingest: the defaults plus those of
+/// `--eos-markers` (every model's, and with `model` that model's own).
+/// Null in, null out.
+pub fn is_eos_marker(markers: Arc<EosMarkers>) -> ScalarUDF {
+    let signature = Signature::one_of(vec![TypeSignature::String(1), TypeSignature::String(2)], Volatility::Immutable);
+    ScalarUDF::from(IsEosMarker { markers, signature })
 }
 
 /// `redundancy_bound(entropy_bits, k, K) = 0.45 - 0.3 * entropy_bits / log2(K) + 0.02 * k`:
@@ -63,8 +57,13 @@ pub fn redundancy_bound() -> ScalarUDF {
         Volatility::Immutable,
         Arc::new(|args: &[ColumnarValue]| {
             let arrays = ColumnarValue::values_to_arrays(args)?;
-            let cols = arrays.iter().map(|a| cast(a, &DataType::Float64)).collect::<std::result::Result<Vec<_>, _>>()?;
-            let (h, k, big_k) = (cols[0].as_primitive::<Float64Type>(), cols[1].as_primitive::<Float64Type>(), cols[2].as_primitive::<Float64Type>());
+            let cols =
+                arrays.iter().map(|a| cast(a, &DataType::Float64)).collect::<std::result::Result<Vec<_>, _>>()?;
+            let (h, k, big_k) = (
+                cols[0].as_primitive::<Float64Type>(),
+                cols[1].as_primitive::<Float64Type>(),
+                cols[2].as_primitive::<Float64Type>(),
+            );
             let out: Float64Array = (0..h.len())
                 .map(|i| {
                     if h.is_null(i) || k.is_null(i) || big_k.is_null(i) || big_k.value(i) <= 1.0 {
@@ -88,6 +87,12 @@ pub fn quantile_cont() -> AggregateUDF {
     AggregateUDF::from(QuantileCont { signature: Signature::any(2, Volatility::Immutable) })
 }
 
+/// `bootstrap_mean_ci(x, resamples, seed)`: the 95% percentile-bootstrap
+/// interval of the mean of `x` as a struct `{lo, hi}` (null for no values).
+pub fn bootstrap_mean_ci() -> AggregateUDF {
+    AggregateUDF::from(BootstrapMeanCi { signature: Signature::any(3, Volatility::Immutable) })
+}
+
 /// The pricing scalar function over `pricing`.
 pub fn price_usd(pricing: Arc<Pricing>) -> ScalarUDF {
     ScalarUDF::from(PriceUsd { pricing, signature: Signature::any(6, Volatility::Immutable) })
@@ -96,6 +101,25 @@ pub fn price_usd(pricing: Arc<Pricing>) -> ScalarUDF {
 /// The KV-cache size scalar function over `architectures`.
 pub fn kv_cache_bytes(architectures: Arc<Architectures>) -> ScalarUDF {
     ScalarUDF::from(KvCacheBytes { architectures, signature: Signature::any(2, Volatility::Immutable) })
+}
+
+/// `PartialEq`, `Eq` and `Hash` for a function struct that carries loaded
+/// configuration in an `Arc`: two instances are the same function only if
+/// they share the same loaded configuration.
+macro_rules! same_if_same_config {
+    ($udf:ident, $config:ident) => {
+        impl PartialEq for $udf {
+            fn eq(&self, other: &Self) -> bool {
+                Arc::ptr_eq(&self.$config, &other.$config)
+            }
+        }
+        impl Eq for $udf {}
+        impl Hash for $udf {
+            fn hash<H: Hasher>(&self, state: &mut H) {
+                (Arc::as_ptr(&self.$config) as usize).hash(state)
+            }
+        }
+    };
 }
 
 // ---------------------------------------------------------------- quantile_cont
@@ -123,7 +147,7 @@ impl AggregateUDFImpl for QuantileCont {
         Ok(vec![Arc::new(Field::new(format!("{}[values]", args.name), DataType::List(Arc::new(item)), true))])
     }
     fn accumulator(&self, args: AccumulatorArgs) -> DfResult<Box<dyn Accumulator>> {
-        Ok(Box::new(QuantileAcc { p: quantile_arg(&args)?, values: Vec::new() }))
+        Ok(Box::new(CollectAcc { finish: Finish::Quantile(quantile_arg(&args)?), values: Vec::new() }))
     }
     // The grouped path keeps one value vector per group and avoids DataFusion's
     // per-group slicing of every batch that a plain Accumulator needs.
@@ -135,21 +159,72 @@ impl AggregateUDFImpl for QuantileCont {
     }
 }
 
-/// The quantile argument: a constant in [0, 1], evaluated against an empty batch.
-fn quantile_arg(args: &AccumulatorArgs) -> DfResult<f64> {
+/// Argument `index` of an aggregate call: a numeric constant, evaluated
+/// against an empty batch.
+fn constant_arg(args: &AccumulatorArgs, index: usize, function: &str, what: &str) -> DfResult<f64> {
     let empty = arrow::record_batch::RecordBatch::new_empty(Arc::new(arrow::datatypes::Schema::empty()));
-    let p = match args.exprs.get(1).map(|e| e.evaluate(&empty)).transpose()? {
+    match args.exprs.get(index).map(|e| e.evaluate(&empty)).transpose()? {
         Some(ColumnarValue::Scalar(v)) if !v.is_null() => match v.cast_to(&DataType::Float64)? {
-            ScalarValue::Float64(Some(p)) => p,
-            _ => return plan_err!("quantile_cont: the quantile must be a number"),
+            ScalarValue::Float64(Some(x)) => Ok(x),
+            _ => plan_err!("{function}: the {what} must be a number"),
         },
-        _ => return plan_err!("quantile_cont: the quantile must be a constant"),
-    };
+        _ => plan_err!("{function}: the {what} must be a constant"),
+    }
+}
+
+/// The quantile argument: a constant in [0, 1].
+fn quantile_arg(args: &AccumulatorArgs) -> DfResult<f64> {
+    let p = constant_arg(args, 1, "quantile_cont", "quantile")?;
     if !(0.0..=1.0).contains(&p) {
         return plan_err!("quantile_cont: the quantile must be in [0, 1], got {p}");
     }
     Ok(p)
 }
+
+// ---------------------------------------------------------------- bootstrap_mean_ci
+
+fn bootstrap_fields() -> Fields {
+    Fields::from(vec![Field::new("lo", DataType::Float64, true), Field::new("hi", DataType::Float64, true)])
+}
+
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct BootstrapMeanCi {
+    signature: Signature,
+}
+
+impl AggregateUDFImpl for BootstrapMeanCi {
+    fn name(&self) -> &str {
+        "bootstrap_mean_ci"
+    }
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+    fn return_type(&self, arg_types: &[DataType]) -> DfResult<DataType> {
+        if !arg_types[0].is_numeric() && !arg_types[0].is_null() {
+            return plan_err!("bootstrap_mean_ci needs a numeric value, got {}", arg_types[0]);
+        }
+        Ok(DataType::Struct(bootstrap_fields()))
+    }
+    fn state_fields(&self, args: StateFieldsArgs) -> DfResult<Vec<FieldRef>> {
+        let item = Field::new_list_field(DataType::Float64, true);
+        Ok(vec![Arc::new(Field::new(format!("{}[values]", args.name), DataType::List(Arc::new(item)), true))])
+    }
+    fn accumulator(&self, args: AccumulatorArgs) -> DfResult<Box<dyn Accumulator>> {
+        let resamples = constant_arg(&args, 1, "bootstrap_mean_ci", "number of resamples")?;
+        let seed = constant_arg(&args, 2, "bootstrap_mean_ci", "seed")?;
+        if resamples < 1.0 || resamples.fract() != 0.0 || seed < 0.0 || seed.fract() != 0.0 {
+            return plan_err!(
+                "bootstrap_mean_ci: resamples must be a positive integer and seed a non-negative integer"
+            );
+        }
+        Ok(Box::new(CollectAcc {
+            finish: Finish::BootstrapMeanCi { resamples: resamples as usize, seed: seed as u64 },
+            values: Vec::new(),
+        }))
+    }
+}
+
+// ---------------------------------------------------------------- quantile_cont groups
 
 /// Values of every group, in group-index order.
 #[derive(Debug)]
@@ -159,7 +234,13 @@ struct QuantileGroups {
 }
 
 impl QuantileGroups {
-    fn add(&mut self, values: &ArrayRef, group_indices: &[usize], filter: Option<&BooleanArray>, total: usize) -> DfResult<()> {
+    fn add(
+        &mut self,
+        values: &ArrayRef,
+        group_indices: &[usize],
+        filter: Option<&BooleanArray>,
+        total: usize,
+    ) -> DfResult<()> {
         self.groups.resize_with(total, Vec::new);
         let a = cast(values, &DataType::Float64)?;
         let a = a.as_primitive::<Float64Type>();
@@ -175,7 +256,8 @@ impl QuantileGroups {
             }
             (nulls, filter) => {
                 for (i, (&v, &g)) in values.iter().zip(group_indices).enumerate() {
-                    let keep = nulls.is_none_or(|n| n.is_valid(i)) && filter.is_none_or(|f| f.is_valid(i) && f.value(i));
+                    let keep =
+                        nulls.is_none_or(|n| n.is_valid(i)) && filter.is_none_or(|f| f.is_valid(i) && f.value(i));
                     if keep && !v.is_nan() {
                         self.groups[g].push(v);
                     }
@@ -198,7 +280,13 @@ fn list_of(values: Vec<Vec<f64>>) -> ArrayRef {
 }
 
 impl GroupsAccumulator for QuantileGroups {
-    fn update_batch(&mut self, values: &[ArrayRef], group_indices: &[usize], opt_filter: Option<&BooleanArray>, total_num_groups: usize) -> DfResult<()> {
+    fn update_batch(
+        &mut self,
+        values: &[ArrayRef],
+        group_indices: &[usize],
+        opt_filter: Option<&BooleanArray>,
+        total_num_groups: usize,
+    ) -> DfResult<()> {
         self.add(&values[0], group_indices, opt_filter, total_num_groups)
     }
     fn evaluate(&mut self, emit_to: EmitTo) -> DfResult<ArrayRef> {
@@ -227,24 +315,40 @@ impl GroupsAccumulator for QuantileGroups {
         let a = a.as_primitive::<Float64Type>();
         let rows = (0..a.len())
             .map(|i| {
-                let keep = a.is_valid(i) && !a.value(i).is_nan() && opt_filter.is_none_or(|f| f.is_valid(i) && f.value(i));
-                if keep { vec![a.value(i)] } else { Vec::new() }
+                let keep =
+                    a.is_valid(i) && !a.value(i).is_nan() && opt_filter.is_none_or(|f| f.is_valid(i) && f.value(i));
+                if keep {
+                    vec![a.value(i)]
+                } else {
+                    Vec::new()
+                }
             })
             .collect();
         Ok(vec![list_of(rows)])
     }
     fn size(&self) -> usize {
-        size_of_val(self) + self.groups.iter().map(|g| g.capacity() * size_of::<f64>() + size_of::<Vec<f64>>()).sum::<usize>()
+        size_of_val(self)
+            + self.groups.iter().map(|g| g.capacity() * size_of::<f64>() + size_of::<Vec<f64>>()).sum::<usize>()
     }
 }
 
+/// What a value-collecting aggregate computes from all of a group's values.
+#[derive(Debug, Clone, Copy)]
+enum Finish {
+    /// `quantile_cont(x, p)`.
+    Quantile(f64),
+    /// `bootstrap_mean_ci(x, resamples, seed)`.
+    BootstrapMeanCi { resamples: usize, seed: u64 },
+}
+
+/// Keeps every non-null value of a group, then computes [`Finish`] over them.
 #[derive(Debug)]
-struct QuantileAcc {
-    p: f64,
+struct CollectAcc {
+    finish: Finish,
     values: Vec<f64>,
 }
 
-impl QuantileAcc {
+impl CollectAcc {
     fn add(&mut self, array: &ArrayRef) -> DfResult<()> {
         let a = cast(array, &DataType::Float64)?;
         // Nulls are ignored (SQL aggregate semantics); NaN would poison the sort order, so it is too.
@@ -269,7 +373,7 @@ pub fn quantile_type7(values: &mut [f64], p: f64) -> Option<f64> {
     Some(lo_v + (h - lo as f64) * (hi_v - lo_v))
 }
 
-impl Accumulator for QuantileAcc {
+impl Accumulator for CollectAcc {
     fn update_batch(&mut self, values: &[ArrayRef]) -> DfResult<()> {
         self.add(&values[0])
     }
@@ -293,7 +397,20 @@ impl Accumulator for QuantileAcc {
         Ok(vec![ScalarValue::List(Arc::new(list))])
     }
     fn evaluate(&mut self) -> DfResult<ScalarValue> {
-        Ok(ScalarValue::Float64(quantile_type7(&mut self.values, self.p)))
+        match self.finish {
+            Finish::Quantile(p) => Ok(ScalarValue::Float64(quantile_type7(&mut self.values, p))),
+            Finish::BootstrapMeanCi { resamples, seed } => {
+                // The values arrive in whatever order the plan's partitions
+                // produce them; sorting makes the resamples, and so the
+                // interval, depend on the values alone.
+                self.values.sort_by(f64::total_cmp);
+                let s = bootstrap::summarize(&self.values, resamples, seed);
+                let ci =
+                    |x: f64| Arc::new(Float64Array::from(vec![(!self.values.is_empty()).then_some(x)])) as ArrayRef;
+                let fields = bootstrap_fields();
+                Ok(ScalarValue::Struct(Arc::new(StructArray::try_new(fields, vec![ci(s.ci_lo), ci(s.ci_hi)], None)?)))
+            }
+        }
     }
     fn size(&self) -> usize {
         size_of_val(self) + self.values.capacity() * size_of::<f64>()
@@ -308,18 +425,7 @@ struct PriceUsd {
     signature: Signature,
 }
 
-// Two instances are the same function only if they share the same loaded prices.
-impl PartialEq for PriceUsd {
-    fn eq(&self, other: &Self) -> bool {
-        Arc::ptr_eq(&self.pricing, &other.pricing)
-    }
-}
-impl Eq for PriceUsd {}
-impl Hash for PriceUsd {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        (Arc::as_ptr(&self.pricing) as usize).hash(state)
-    }
-}
+same_if_same_config!(PriceUsd, pricing);
 
 fn price_fields() -> Fields {
     PRICE_FIELDS.iter().map(|n| Field::new(*n, DataType::Float64, true)).collect()
@@ -354,7 +460,12 @@ impl ScalarUDFImpl for PriceUsd {
                 let model = models.value(i);
                 let schedule = *cache.entry(model).or_insert_with(|| self.pricing.schedule(model));
                 schedule.and_then(|s| s.at(ts.value(i))).map(|e| {
-                    let u = Usage { prompt: ints[0].value(i), cached: ints[1].value(i), cache_write: ints[2].value(i), completion: ints[3].value(i) };
+                    let u = Usage {
+                        prompt: ints[0].value(i),
+                        cached: ints[1].value(i),
+                        cache_write: ints[2].value(i),
+                        completion: ints[3].value(i),
+                    };
                     super::pricing::cost_with(e, u)
                 })
             } else {
@@ -362,7 +473,8 @@ impl ScalarUDFImpl for PriceUsd {
             };
             match cost {
                 Some(c) => {
-                    for (b, v) in builders.iter_mut().zip([c.input, c.cached_input, c.cache_write, c.output, c.total()]) {
+                    for (b, v) in builders.iter_mut().zip([c.input, c.cached_input, c.cache_write, c.output, c.total()])
+                    {
                         b.append_value(v);
                     }
                     valid.push(true);
@@ -380,6 +492,42 @@ impl ScalarUDFImpl for PriceUsd {
     }
 }
 
+// ---------------------------------------------------------------- is_eos_marker
+
+#[derive(Debug)]
+struct IsEosMarker {
+    markers: Arc<EosMarkers>,
+    signature: Signature,
+}
+
+same_if_same_config!(IsEosMarker, markers);
+
+impl ScalarUDFImpl for IsEosMarker {
+    fn name(&self) -> &str {
+        "is_eos_marker"
+    }
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+    fn return_type(&self, _arg_types: &[DataType]) -> DfResult<DataType> {
+        Ok(DataType::Boolean)
+    }
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+        let arrays = ColumnarValue::values_to_arrays(&args.args)?;
+        let tokens = cast(&arrays[0], &DataType::Utf8)?;
+        let tokens = tokens.as_string::<i32>();
+        let models = arrays.get(1).map(|m| cast(m, &DataType::Utf8)).transpose()?;
+        let models = models.as_ref().map(|m| m.as_string::<i32>());
+        let out: BooleanArray = (0..tokens.len())
+            .map(|i| {
+                let model = models.filter(|m| m.is_valid(i)).map(|m| m.value(i));
+                tokens.is_valid(i).then(|| self.markers.is_marker(model, tokens.value(i)))
+            })
+            .collect();
+        Ok(ColumnarValue::Array(Arc::new(out)))
+    }
+}
+
 // ---------------------------------------------------------------- kv_cache_bytes
 
 #[derive(Debug)]
@@ -388,17 +536,7 @@ struct KvCacheBytes {
     signature: Signature,
 }
 
-impl PartialEq for KvCacheBytes {
-    fn eq(&self, other: &Self) -> bool {
-        Arc::ptr_eq(&self.architectures, &other.architectures)
-    }
-}
-impl Eq for KvCacheBytes {}
-impl Hash for KvCacheBytes {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        (Arc::as_ptr(&self.architectures) as usize).hash(state)
-    }
-}
+same_if_same_config!(KvCacheBytes, architectures);
 
 impl ScalarUDFImpl for KvCacheBytes {
     fn name(&self) -> &str {

@@ -6,25 +6,27 @@ use arrow::record_batch::RecordBatch;
 
 use crate::error::{Error, Result};
 
-/// Result formats.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Default)]
-pub enum OutputFormat {
-    /// An aligned text table.
-    #[default]
-    Table,
-    /// CSV with a header.
-    Csv,
-    /// JSON lines, one object per row.
-    Json,
-    /// Parquet (needs `--output`).
-    Parquet,
+tokscope_core::named_enum! {
+    /// Result formats.
+    #[derive(Default)]
+    pub enum OutputFormat as "output format" {
+        /// An aligned text table.
+        #[default]
+        Table = "table",
+        /// CSV with a header.
+        Csv = "csv",
+        /// JSON lines, one object per row.
+        Json = "json",
+        /// Parquet (needs `--output`).
+        Parquet = "parquet",
+    }
 }
 
 /// Checks that `format` can go to `output` before any work is done: Parquet
 /// is binary and needs a file.
 pub fn check_destination(format: OutputFormat, output: Option<&std::path::Path>) -> Result<()> {
     if format == OutputFormat::Parquet && output.is_none() {
-        return Err(Error::Config("--format parquet needs --output FILE".into()));
+        return Err(config_err!("--format parquet needs --output FILE"));
     }
     Ok(())
 }
@@ -62,7 +64,7 @@ pub fn write_batches(batches: &[RecordBatch], format: OutputFormat, out: &mut dy
         }
         OutputFormat::Parquet => {
             let Some(schema) = batches.first().map(|b| b.schema()) else {
-                return Err(Error::Config("no rows to write as Parquet".into()));
+                return Err(config_err!("no rows to write as Parquet"));
             };
             let mut buf = Vec::new();
             let mut w = parquet::arrow::ArrowWriter::try_new(&mut buf, schema, None)?;

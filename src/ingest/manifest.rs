@@ -66,8 +66,8 @@ impl Manifest {
             size: obj.size,
             version: obj.version.clone(),
             run_id: run_id.to_string(),
-            rows_written: fs.rows_written,
-            lines_rejected: fs.lines_rejected,
+            rows_written: fs.counts.rows_written,
+            lines_rejected: fs.counts.lines_rejected,
         });
     }
 

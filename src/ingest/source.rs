@@ -73,14 +73,17 @@ fn local_object(path: &Path) -> Result<InputObject> {
         .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
         .map(|d| d.as_nanos().to_string())
         .unwrap_or_default();
-    Ok(InputObject { location: abs.display().to_string(), size: meta.len(), version: mtime, kind: ObjectKind::Local(abs) })
+    Ok(InputObject {
+        location: abs.display().to_string(),
+        size: meta.len(),
+        version: mtime,
+        kind: ObjectKind::Local(abs),
+    })
 }
 
 fn walk_dir(dir: &Path, out: &mut Vec<InputObject>) -> Result<()> {
-    let mut entries: Vec<_> = std::fs::read_dir(dir)
-        .map_err(|e| Error::io(dir.display(), e))?
-        .filter_map(|e| e.ok())
-        .collect();
+    let mut entries: Vec<_> =
+        std::fs::read_dir(dir).map_err(|e| Error::io(dir.display(), e))?.filter_map(|e| e.ok()).collect();
     entries.sort_by_key(|e| e.file_name());
     for entry in entries {
         let name = entry.file_name();
@@ -100,7 +103,7 @@ fn walk_dir(dir: &Path, out: &mut Vec<InputObject>) -> Result<()> {
 fn resolve_local(input: &str) -> Result<Vec<InputObject>> {
     let mut out = Vec::new();
     if has_glob(input) {
-        let paths = glob::glob(input).map_err(|e| Error::Config(format!("bad glob {input:?}: {e}")))?;
+        let paths = glob::glob(input).map_err(|e| config_err!("bad glob {input:?}: {e}"))?;
         for p in paths {
             let p = p.map_err(|e| Error::io(input, e.into()))?;
             if p.is_file() {
@@ -108,7 +111,7 @@ fn resolve_local(input: &str) -> Result<Vec<InputObject>> {
             }
         }
         if out.is_empty() {
-            return Err(Error::Config(format!("no input matches {input:?}")));
+            return Err(config_err!("no input matches {input:?}"));
         }
     } else {
         let path = Path::new(input);
@@ -125,7 +128,8 @@ async fn resolve_remote(input: &str) -> Result<Vec<InputObject>> {
     let url = store::parse_url(input)?;
     let store = store::store_for(&url)?;
     let base = format!("{}://{}", url.scheme(), url.authority());
-    let full_path = percent_encoding::percent_decode_str(url.path().trim_start_matches('/')).decode_utf8_lossy().into_owned();
+    let full_path =
+        percent_encoding::percent_decode_str(url.path().trim_start_matches('/')).decode_utf8_lossy().into_owned();
     let make = |meta: object_store::ObjectMeta| InputObject {
         location: format!("{base}/{}", meta.location),
         size: meta.size,
@@ -136,7 +140,7 @@ async fn resolve_remote(input: &str) -> Result<Vec<InputObject>> {
     let (prefix, pattern) = if has_glob(&full_path) {
         let cut = full_path.find(['*', '?', '[']).unwrap_or(full_path.len());
         let prefix = full_path[..cut].rsplit_once('/').map(|(p, _)| p.to_string()).unwrap_or_default();
-        let pat = glob::Pattern::new(&full_path).map_err(|e| Error::Config(format!("bad glob {input:?}: {e}")))?;
+        let pat = glob::Pattern::new(&full_path).map_err(|e| config_err!("bad glob {input:?}: {e}"))?;
         (prefix, Some(pat))
     } else {
         (full_path.trim_end_matches('/').to_string(), None)
@@ -163,7 +167,7 @@ async fn resolve_remote(input: &str) -> Result<Vec<InputObject>> {
         }
     }
     if out.is_empty() {
-        return Err(Error::Config(format!("no object matches {input:?}")));
+        return Err(config_err!("no object matches {input:?}"));
     }
     Ok(out)
 }
@@ -209,7 +213,8 @@ impl InputObject {
                                 let failed = item.is_err();
                                 let tx = tx.clone();
                                 // The receiver is a blocking reader; hand off without blocking the runtime.
-                                let sent = tokio::task::spawn_blocking(move || tx.send(item).is_ok()).await.unwrap_or(false);
+                                let sent =
+                                    tokio::task::spawn_blocking(move || tx.send(item).is_ok()).await.unwrap_or(false);
                                 if !sent || failed {
                                     break;
                                 }

@@ -1,13 +1,20 @@
 //! SQL jobs: each job is a readable SQL file in `sql/`, compiled into the
 //! binary, run over a dataset registered by [`crate::engine`] (tables and UDFs).
+//!
+//! A job's SQL may include shared metrics from `sql/metrics.sql` as
+//! `{{> name}}` (expanded to `<expression> AS name`, so every metric is
+//! written once) and take numeric parameters as `{{name}}`.
+//!
+//! Adding a job: a file `sql/<name>.sql` and one entry in [`JOBS`].
 
-pub mod cli;
+use std::collections::HashMap;
+use std::sync::OnceLock;
 
 use arrow::record_batch::RecordBatch;
 use datafusion::prelude::SessionContext;
 
 use crate::engine;
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 /// A named SQL job.
 #[derive(Debug, Clone, Copy)]
@@ -16,108 +23,117 @@ pub struct Job {
     pub name: &'static str,
     /// What it computes.
     pub about: &'static str,
-    /// Its SQL (from `sql/<name>.sql`); `{{name}}` marks a parameter.
+    /// Its SQL (from `sql/<name>.sql`), before includes and parameters are expanded.
     pub sql: &'static str,
     /// Parameters and their defaults, set with `--param name=value` (numbers only).
     pub params: &'static [(&'static str, &'static str)],
+    /// Tables it reads: the job runs only where they hold rows (see [`Job::tables`]).
+    pub tables: &'static [&'static str],
+}
+
+/// The shared metric expressions (`sql/metrics.sql`).
+const METRICS_SQL: &str = include_str!("../../sql/metrics.sql");
+
+macro_rules! job {
+    ($name:literal, $about:literal, tables: [$($table:literal),*] $(, params: [$(($p:literal, $d:literal)),*])?) => {
+        Job {
+            name: $name,
+            about: $about,
+            sql: include_str!(concat!("../../sql/", $name, ".sql")),
+            params: &[$($(($p, $d)),*)?],
+            tables: &[$($table),*],
+        }
+    };
 }
 
 /// Every job.
 pub const JOBS: &[Job] = &[
-    Job {
-        name: "eos",
-        about: "EOS compliance and silent-truncation rate per model x context bin",
-        sql: include_str!("../../sql/eos.sql"),
-        params: &[],
-    },
-    Job {
-        name: "latency",
-        about: "exact TTFT / TPOT / latency percentiles and throughput per model x context bin",
-        sql: include_str!("../../sql/latency.sql"),
-        params: &[],
-    },
-    Job {
-        name: "cost",
-        about: "cost (needs --pricing) per model x context bin, unpriced requests counted",
-        sql: include_str!("../../sql/cost.sql"),
-        params: &[],
-    },
-    Job {
-        name: "kv_cache",
-        about: "KV-cache GiB per request (mean, max) per model x context bin",
-        sql: include_str!("../../sql/kv_cache.sql"),
-        params: &[],
-    },
-    Job {
-        name: "report",
-        about: "eos + latency + cost side by side (what `tokscope run` prints)",
-        sql: include_str!("../../sql/report.sql"),
-        params: &[],
-    },
-    Job {
-        name: "jitter",
-        about: "inter-token latency jitter, first- and last-token latency per model x context bin",
-        sql: include_str!("../../sql/jitter.sql"),
-        params: &[],
-    },
-    Job {
-        name: "jitter_requests",
-        about: "per-request itl_std_ms, first_token_ms, last_token_ms",
-        sql: include_str!("../../sql/jitter_requests.sql"),
-        params: &[],
-    },
-    Job {
-        name: "confidence",
-        about: "logprob / entropy confidence and low-confidence spans per model x context bin x eos_status",
-        sql: include_str!("../../sql/confidence.sql"),
-        params: &[("low_logprob", "-0.6931471805599453"), ("high_entropy_bits", "1.0")],
-    },
-    Job {
-        name: "eos_logprob",
-        about: "logprob of the last token: EOS tokens vs silent truncations, per model x context bin",
-        sql: include_str!("../../sql/eos_logprob.sql"),
-        params: &[],
-    },
-    Job {
-        name: "replay",
-        about: "Replay verdicts (natural stop / confirmed truncation / ...) per model x context bin",
-        sql: include_str!("../../sql/replay.sql"),
-        params: &[],
-    },
-    // The SQL gives per-prompt effects; `mediation::run_job` adds the mean and
-    // bootstrap CI per layer (resampling is done in Rust, not SQL).
-    Job {
-        name: "mediation",
-        about:
-            "causal mediation per layer: TE, IE, DE, weight perturbation (mean, 95% bootstrap CI)",
-        sql: crate::mediation::EFFECTS_SQL,
-        params: &[],
-    },
+    job!("eos", "EOS compliance and silent-truncation rate per model x context bin", tables: ["requests"]),
+    job!("latency", "exact TTFT / TPOT / latency percentiles and throughput per model x context bin", tables: ["requests"]),
+    job!("cost", "cost (needs --pricing) per model x context bin, unpriced requests counted", tables: ["requests"]),
+    job!("kv_cache", "KV-cache GiB per request (mean, max) per model x context bin", tables: ["requests"]),
+    job!("report", "eos + latency + cost side by side (what `tokscope run` prints)", tables: ["requests"]),
+    job!("jitter", "inter-token latency jitter, first- and last-token latency per model x context bin", tables: ["tokens"]),
+    job!("jitter_requests", "per-request itl_std_ms, first_token_ms, last_token_ms", tables: ["tokens"]),
+    job!(
+        "confidence",
+        "logprob / entropy confidence and low-confidence spans per model x context bin x eos_status",
+        tables: ["tokens"],
+        params: [("low_logprob", "-0.6931471805599453"), ("high_entropy_bits", "1.0")]
+    ),
+    job!("eos_logprob", "logprob of the last token: EOS tokens vs silent truncations, per model x context bin", tables: ["tokens"]),
+    job!("replay", "replay verdicts (natural stop / confirmed truncation / ...) per model x context bin", tables: ["replay_verdicts"]),
+    job!(
+        "mediation",
+        "causal mediation per layer: TE, IE, DE, weight perturbation (mean, 95% bootstrap CI)",
+        tables: ["interventions"],
+        params: [("resamples", "1000"), ("seed", "0")]
+    ),
+    job!("mediation_heatmap", "mean indirect effect per metric x layer x restored position", tables: ["interventions"]),
 ];
 
 /// Looks a job up by name.
 pub fn job(name: &str) -> Result<&'static Job> {
     JOBS.iter().find(|j| j.name == name).ok_or_else(|| {
         let names: Vec<_> = JOBS.iter().map(|j| j.name).collect();
-        Error::Config(format!("unknown job {name:?}; jobs: {}", names.join(", ")))
+        config_err!("unknown job {name:?}; jobs: {}", names.join(", "))
     })
 }
 
+/// The metrics of `sql/metrics.sql` by name.
+fn metrics() -> &'static HashMap<&'static str, &'static str> {
+    static METRICS: OnceLock<HashMap<&'static str, &'static str>> = OnceLock::new();
+    METRICS.get_or_init(|| {
+        METRICS_SQL
+            .split("-- metric: ")
+            .skip(1)
+            .filter_map(|section| section.split_once('\n'))
+            .map(|(name, expr)| (name.trim(), expr.trim()))
+            .collect()
+    })
+}
+
+/// `sql` with every `{{> name}}` replaced by `<metric expression> AS name`.
+fn expand_metrics(sql: &str) -> Result<String> {
+    let mut out = String::with_capacity(sql.len() * 2);
+    let mut rest = sql;
+    while let Some(start) = rest.find("{{> ") {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 4..];
+        let end = after.find("}}").ok_or_else(|| config_err!("unclosed `{{{{> ` in job SQL"))?;
+        let name = after[..end].trim();
+        let expr = metrics()
+            .get(name)
+            .ok_or_else(|| config_err!("job SQL includes unknown metric {name:?} (sql/metrics.sql)"))?;
+        out.push_str(expr);
+        out.push_str(" AS ");
+        out.push_str(name);
+        rest = &after[end + 2..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
 impl Job {
-    /// The job's SQL with `{{name}}` parameters replaced by `overrides`, else
-    /// their defaults. Values must be numbers, so a parameter cannot inject SQL.
+    /// The job's SQL with metrics expanded and `{{name}}` parameters replaced
+    /// by `overrides`, else their defaults. Values must be numbers, so a
+    /// parameter cannot inject SQL.
     pub fn sql_with(&self, overrides: &[(String, String)]) -> Result<String> {
         for (name, _) in overrides {
             if !self.params.iter().any(|(p, _)| p == name) {
                 let known: Vec<_> = self.params.iter().map(|(p, _)| *p).collect();
-                return Err(Error::Config(format!("job {} has no parameter {name:?} (parameters: {})", self.name, known.join(", "))));
+                return Err(config_err!(
+                    "job {} has no parameter {name:?} (parameters: {})",
+                    self.name,
+                    known.join(", ")
+                ));
             }
         }
-        let mut sql = self.sql.to_string();
+        let mut sql = expand_metrics(self.sql)?;
         for (name, default) in self.params {
             let value = overrides.iter().rev().find(|(n, _)| n == name).map(|(_, v)| v.as_str()).unwrap_or(default);
             if value.trim().parse::<f64>().is_err() {
-                return Err(Error::Config(format!("parameter {name} must be a number, got {value:?}")));
+                return Err(config_err!("parameter {name} must be a number, got {value:?}"));
             }
             sql = sql.replace(&format!("{{{{{name}}}}}"), value.trim());
         }
@@ -132,10 +148,30 @@ pub async fn run_job(ctx: &SessionContext, job: &Job) -> Result<Vec<RecordBatch>
 
 /// Runs a job with parameter overrides (`--param name=value`).
 pub async fn run_job_with(ctx: &SessionContext, job: &Job, params: &[(String, String)]) -> Result<Vec<RecordBatch>> {
-    if job.name == "mediation" {
-        // Its SQL yields per-prompt effects; the report is their bootstrap summary.
-        use crate::mediation::effects::{DEFAULT_RESAMPLES, DEFAULT_SEED};
-        return crate::mediation::run_job(ctx, DEFAULT_RESAMPLES, DEFAULT_SEED).await;
-    }
     engine::run_sql(ctx, &job.sql_with(params)?, false).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_job_expands_and_names_its_metrics() {
+        for job in JOBS {
+            let sql = job.sql_with(&[]).unwrap_or_else(|e| panic!("{}: {e}", job.name));
+            assert!(!sql.contains("{{"), "{}: unexpanded template in\n{sql}", job.name);
+            assert!(job.sql.starts_with("-- "), "{}: a job file starts with what it computes", job.name);
+        }
+        let report = job("report").and_then(|j| j.sql_with(&[])).unwrap();
+        assert!(report.contains("quantile_cont(ttft_ms, 0.50) AS ttft_p50_ms"), "{report}");
+    }
+
+    #[test]
+    fn unknown_metrics_and_parameters_are_errors() {
+        assert!(expand_metrics("SELECT {{> nope}}").is_err());
+        assert!(expand_metrics("SELECT {{> requests").is_err());
+        let confidence = job("confidence").unwrap();
+        assert!(confidence.sql_with(&[("nope".into(), "1".into())]).is_err());
+        assert!(confidence.sql_with(&[("low_logprob".into(), "1; DROP".into())]).is_err());
+    }
 }

@@ -18,15 +18,9 @@ pub fn bleu4(candidate: &[u32], reference: &[u32]) -> f64 {
         let cand = ngrams(candidate, n);
         let refs = ngrams(reference, n);
         let total: usize = cand.values().sum();
-        let matched: usize = cand
-            .iter()
-            .map(|(g, &c)| c.min(*refs.get(g).unwrap_or(&0)))
-            .sum();
-        let (num, den) = if n == 1 {
-            (matched as f64, total as f64)
-        } else {
-            (matched as f64 + 1.0, total as f64 + 1.0)
-        };
+        let matched: usize = cand.iter().map(|(g, &c)| c.min(*refs.get(g).unwrap_or(&0))).sum();
+        let (num, den) =
+            if n == 1 { (matched as f64, total as f64) } else { (matched as f64 + 1.0, total as f64 + 1.0) };
         if num == 0.0 {
             return 0.0;
         }

@@ -13,9 +13,7 @@ use super::bleu::bleu4;
 use crate::error::{Error, Result};
 use crate::replay::decode::{argmax, eos_probability};
 use crate::replay::kernels::log_softmax;
-use crate::replay::{
-    EmbeddingNoise, ForwardOptions, GateDelta, Intervention, LlamaModel, LogitsFor,
-};
+use crate::replay::{EmbeddingNoise, ForwardOptions, GateDelta, Intervention, LlamaModel, LogitsFor};
 
 /// Meng et al. (2022) corrupt with noise of 3x the embedding matrix's std.
 pub const DEFAULT_NOISE_SCALE: f64 = 3.0;
@@ -24,22 +22,14 @@ pub const DEFAULT_PERTURB_SIGMA: f64 = 0.01;
 
 /// Gaussian noise rows for `positions`, `N(0, std^2)` per value, from a seeded RNG:
 /// the same seed gives the same corruption on every machine.
-pub fn gaussian_noise(
-    positions: &[usize],
-    hidden_size: usize,
-    std: f64,
-    seed: u64,
-) -> Result<Vec<EmbeddingNoise>> {
-    let normal =
-        Normal::new(0.0f64, std).map_err(|e| Error::Config(format!("noise std {std}: {e}")))?;
+pub fn gaussian_noise(positions: &[usize], hidden_size: usize, std: f64, seed: u64) -> Result<Vec<EmbeddingNoise>> {
+    let normal = Normal::new(0.0f64, std).map_err(|e| config_err!("noise std {std}: {e}"))?;
     let mut rng = StdRng::seed_from_u64(seed);
     Ok(positions
         .iter()
         .map(|&position| EmbeddingNoise {
             position,
-            delta: (0..hidden_size)
-                .map(|_| normal.sample(&mut rng) as f32)
-                .collect(),
+            delta: (0..hidden_size).map(|_| normal.sample(&mut rng) as f32).collect(),
         })
         .collect())
 }
@@ -49,18 +39,16 @@ pub fn gaussian_noise(
 /// dropped, so the corrupted positions are exactly the non-zero rows.
 pub fn read_noise_file(path: &Path, hidden_size: usize) -> Result<Vec<EmbeddingNoise>> {
     let bytes = std::fs::read(path).map_err(|e| Error::io(path.display(), e))?;
-    let rows: Vec<Vec<f32>> = serde_json::from_slice(&bytes).map_err(|e| Error::Json {
-        path: path.to_path_buf(),
-        source: e,
-    })?;
+    let rows: Vec<Vec<f32>> =
+        serde_json::from_slice(&bytes).map_err(|e| Error::Json { path: path.to_path_buf(), source: e })?;
     let mut noise = Vec::new();
     for (position, delta) in rows.into_iter().enumerate() {
         if delta.len() != hidden_size {
-            return Err(Error::Config(format!(
+            return Err(config_err!(
                 "{}: noise row {position} has {} values, the model's hidden_size is {hidden_size}",
                 path.display(),
                 delta.len()
-            )));
+            ));
         }
         if delta.iter().any(|v| *v != 0.0) {
             noise.push(EmbeddingNoise { position, delta });
@@ -70,14 +58,8 @@ pub fn read_noise_file(path: &Path, hidden_size: usize) -> Result<Vec<EmbeddingN
 }
 
 /// `N(0, sigma^2)` noise for layer `layer`'s MLP gate, seeded.
-pub fn gate_perturbation(
-    model: &LlamaModel,
-    layer: usize,
-    sigma: f64,
-    seed: u64,
-) -> Result<GateDelta> {
-    let normal = Normal::new(0.0f64, sigma)
-        .map_err(|e| Error::Config(format!("perturbation sigma {sigma}: {e}")))?;
+pub fn gate_perturbation(model: &LlamaModel, layer: usize, sigma: f64, seed: u64) -> Result<GateDelta> {
+    let normal = Normal::new(0.0f64, sigma).map_err(|e| config_err!("perturbation sigma {sigma}: {e}"))?;
     let mut rng = StdRng::seed_from_u64(seed);
     model.gate_delta(layer, || normal.sample(&mut rng) as f32)
 }
@@ -94,48 +76,25 @@ pub fn subject_positions(
     let start = prompt
         .rfind(subject)
         .filter(|_| !subject.is_empty())
-        .ok_or_else(|| {
-            Error::Config(format!("subject {subject:?} does not occur in the prompt"))
-        })?;
+        .ok_or_else(|| config_err!("subject {subject:?} does not occur in the prompt"))?;
     let before = tokenizer.encode_prompt(&prompt[..start])?.len();
-    let through = tokenizer
-        .encode_prompt(&prompt[..start + subject.len()])?
-        .len();
+    let through = tokenizer.encode_prompt(&prompt[..start + subject.len()])?.len();
     // A subject that merges with the text before it into one token still gets that token.
-    let first = if through > before {
-        before
-    } else {
-        before.saturating_sub(1)
-    };
+    let first = if through > before { before } else { before.saturating_sub(1) };
     Ok((first..through.max(first + 1)).collect())
 }
 
-/// The outcome `y` a mediation effect is measured on.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize,
-)]
-#[serde(rename_all = "snake_case")]
-#[value(rename_all = "snake_case")]
-pub enum Metric {
-    /// Probability of the target token (the clean run's top next token) after the prompt.
-    TargetProb,
-    /// Teacher-forced log-probability (sum) of the logged continuation.
-    ContinuationLogprob,
-    /// BLEU-4 of the greedy output against the clean run's greedy output.
-    Bleu4,
-    /// P(EOS) at the cut point: after the prompt and the logged continuation.
-    PEos,
-}
-
-impl Metric {
-    /// The name stored in the `metric` column.
-    pub fn name(self) -> &'static str {
-        match self {
-            Metric::TargetProb => "target_prob",
-            Metric::ContinuationLogprob => "continuation_logprob",
-            Metric::Bleu4 => "bleu4",
-            Metric::PEos => "p_eos",
-        }
+tokscope_core::named_enum! {
+    /// The outcome `y` a mediation effect is measured on.
+    pub enum Metric as "metric" {
+        /// Probability of the target token (the clean run's top next token) after the prompt.
+        TargetProb = "target_prob",
+        /// Teacher-forced log-probability (sum) of the logged continuation.
+        ContinuationLogprob = "continuation_logprob",
+        /// BLEU-4 of the greedy output against the clean run's greedy output.
+        Bleu4 = "bleu4",
+        /// P(EOS) at the cut point: after the prompt and the logged continuation.
+        PEos = "p_eos",
     }
 }
 
@@ -164,15 +123,7 @@ impl Subject {
         continuation_ids: Vec<u32>,
         max_new_tokens: usize,
     ) -> Result<Self> {
-        let logits = last_row(
-            model
-                .forward(
-                    &prompt_ids,
-                    &mut model.new_cache(),
-                    ForwardOptions::default(),
-                )?
-                .logits,
-        )?;
+        let logits = last_row(model.forward(&prompt_ids, &mut model.new_cache(), ForwardOptions::default())?.logits)?;
         Ok(Subject {
             target_id: argmax(&logits),
             prompt_ids,
@@ -190,36 +141,18 @@ impl Subject {
         intervention: Option<&Intervention>,
         gate_delta: Option<&GateDelta>,
     ) -> Result<f64> {
-        let options = ForwardOptions {
-            intervention,
-            gate_delta,
-            ..Default::default()
-        };
+        let options = ForwardOptions { intervention, gate_delta, ..Default::default() };
         match metric {
             Metric::TargetProb => {
-                let row = last_row(
-                    model
-                        .forward(&self.prompt_ids, &mut model.new_cache(), options)?
-                        .logits,
-                )?;
+                let row = last_row(model.forward(&self.prompt_ids, &mut model.new_cache(), options)?.logits)?;
                 Ok(log_softmax(&row)[self.target_id as usize].exp())
             }
             Metric::ContinuationLogprob | Metric::PEos => {
-                let ids: Vec<u32> = self
-                    .prompt_ids
-                    .iter()
-                    .chain(&self.continuation_ids)
-                    .copied()
-                    .collect();
-                let options = ForwardOptions {
-                    logits: LogitsFor::AllPositions,
-                    ..options
-                };
+                let ids: Vec<u32> = self.prompt_ids.iter().chain(&self.continuation_ids).copied().collect();
+                let options = ForwardOptions { logits: LogitsFor::AllPositions, ..options };
                 let rows = model.forward(&ids, &mut model.new_cache(), options)?.logits;
                 if metric == Metric::PEos {
-                    let last = rows
-                        .last()
-                        .ok_or_else(|| Error::Model("no logits".into()))?;
+                    let last = rows.last().ok_or_else(|| model_err!("no logits"))?;
                     return Ok(eos_probability(last, &model.config().eos_token_ids));
                 }
                 // rows[p] predicts token p + 1.
@@ -236,12 +169,7 @@ impl Subject {
                 let reference = match self.clean_greedy.get() {
                     Some(r) => r,
                     None => {
-                        let r = greedy(
-                            model,
-                            &self.prompt_ids,
-                            self.max_new_tokens,
-                            ForwardOptions::default(),
-                        )?;
+                        let r = greedy(model, &self.prompt_ids, self.max_new_tokens, ForwardOptions::default())?;
                         self.clean_greedy.get_or_init(|| r)
                     }
                 };
@@ -262,16 +190,10 @@ fn greedy(
 ) -> Result<Vec<u32>> {
     let eos = &model.config().eos_token_ids;
     let mut cache = model.new_cache();
-    let options = ForwardOptions {
-        logits: LogitsFor::LastPosition,
-        hidden_states: false,
-        ..options
-    };
+    let options = ForwardOptions { logits: LogitsFor::LastPosition, hidden_states: false, ..options };
     let mut logits = last_row(model.forward(prompt_ids, &mut cache, options)?.logits)?;
     let mut out = Vec::new();
-    while out.len() < max_new_tokens
-        && prompt_ids.len() + out.len() < model.config().max_position_embeddings
-    {
+    while out.len() < max_new_tokens && prompt_ids.len() + out.len() < model.config().max_position_embeddings {
         let next = argmax(&logits);
         out.push(next);
         if eos.contains(&next) {
@@ -283,6 +205,5 @@ fn greedy(
 }
 
 pub(crate) fn last_row(mut rows: Vec<Vec<f32>>) -> Result<Vec<f32>> {
-    rows.pop()
-        .ok_or_else(|| Error::Model("forward pass returned no logits".into()))
+    rows.pop().ok_or_else(|| model_err!("forward pass returned no logits"))
 }

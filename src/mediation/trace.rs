@@ -8,12 +8,16 @@
 //! first corrupted position need no work at all: there the clean and
 //! corrupted states are identical, so the restore changes nothing.
 
+use std::path::PathBuf;
+use std::time::Instant;
+
 use serde::Serialize;
 
-use super::interventions::last_row;
-use crate::error::{Error, Result};
+use super::interventions::{gaussian_noise, last_row, read_noise_file, subject_positions};
+use crate::error::Result;
 use crate::replay::decode::argmax;
 use crate::replay::kernels::log_softmax;
+use crate::replay::ReplayModel;
 use crate::replay::{EmbeddingNoise, ForwardOptions, HiddenPatch, Intervention, LlamaModel};
 
 /// The result of [`causal_trace`]; also the JSON of `tokscope trace --json`.
@@ -39,6 +43,77 @@ pub struct CausalTrace {
     pub forward_equivalents: f64,
 }
 
+/// Where the noise of a causal trace comes from.
+#[derive(Debug, Clone)]
+pub enum Noise {
+    /// A JSON array of noise rows, row i added at position i (zero rows:
+    /// untouched): exactly reproducible.
+    File(PathBuf),
+    /// Seeded Gaussian noise on the subject's tokens.
+    Gaussian {
+        /// Text inside the prompt whose tokens are corrupted (its last
+        /// occurrence); `None`: every prompt token after BOS.
+        subject: Option<String>,
+        /// Seed of sample 0 (sample s uses seed + s).
+        seed: u64,
+        /// Samples to average over.
+        samples: usize,
+        /// Std as a multiple of the embedding matrix's std.
+        scale: f64,
+    },
+}
+
+/// A causal trace to run.
+#[derive(Debug, Clone)]
+pub struct TraceOptions {
+    /// Prompt text; BOS is prepended.
+    pub prompt: String,
+    /// The corruption.
+    pub noise: Noise,
+    /// Reuse the clean and corrupted activations (the default); `false`
+    /// recomputes every cell with a full forward pass (for benchmarks).
+    pub reuse: bool,
+}
+
+/// What [`trace_prompt`] measured.
+#[derive(Debug, Clone, Serialize)]
+pub struct TraceRun {
+    /// The grid.
+    #[serde(flatten)]
+    pub trace: CausalTrace,
+    /// Noise std used (`None` with a noise file).
+    pub noise_std: Option<f64>,
+    /// Wall time of the trace itself (model loading excluded).
+    pub wall_ms: f64,
+}
+
+/// Builds the noise `options` asks for and traces the prompt.
+pub fn trace_prompt(replay: &ReplayModel, options: &TraceOptions) -> Result<TraceRun> {
+    let model = &replay.model;
+    let hidden = model.config().hidden_size;
+    let prompt_ids = replay.tokenizer.encode_prompt(&options.prompt)?;
+    let (noise_samples, noise_std) = match &options.noise {
+        Noise::File(path) => (vec![read_noise_file(path, hidden)?], None),
+        Noise::Gaussian { subject, seed, samples, scale } => {
+            let positions = match subject {
+                Some(s) => subject_positions(&replay.tokenizer, &options.prompt, s)?,
+                None => (1..prompt_ids.len()).collect(),
+            };
+            let std = scale * model.embedding_std();
+            let samples = (0..(*samples).max(1))
+                .map(|s| gaussian_noise(&positions, hidden, std, seed.wrapping_add(s as u64)))
+                .collect::<Result<Vec<_>>>()?;
+            (samples, Some(std))
+        }
+    };
+    if let Some(bad) = noise_samples.iter().flatten().find(|n| n.position >= prompt_ids.len()) {
+        return Err(config_err!("noise at position {} but the prompt has {} tokens", bad.position, prompt_ids.len()));
+    }
+    let started = Instant::now();
+    let trace = causal_trace(model, &prompt_ids, &noise_samples, options.reuse)?;
+    Ok(TraceRun { trace, noise_std, wall_ms: started.elapsed().as_secs_f64() * 1e3 })
+}
+
 /// Counts layer evaluations, so the cost claim is measured rather than assumed.
 #[derive(Debug, Default)]
 struct Cost {
@@ -56,17 +131,12 @@ pub fn causal_trace(
     reuse: bool,
 ) -> Result<CausalTrace> {
     if noise_samples.is_empty() {
-        return Err(Error::Config(
-            "causal trace needs at least one noise sample".into(),
-        ));
+        return Err(config_err!("causal trace needs at least one noise sample"));
     }
     let layers = model.config().num_hidden_layers;
     let (t, h) = (prompt_ids.len(), model.config().hidden_size);
     let mut cost = Cost::default();
-    let with_states = ForwardOptions {
-        hidden_states: true,
-        ..Default::default()
-    };
+    let with_states = ForwardOptions { hidden_states: true, ..Default::default() };
     let clean = model.forward(prompt_ids, &mut model.new_cache(), with_states)?;
     cost.layer_evaluations += layers;
     let clean_logits = last_row(clean.logits)?;
@@ -77,15 +147,8 @@ pub fn causal_trace(
     let mut p_corrupt = 0.0;
     let mut p_restored = vec![vec![0.0; t]; layers];
     for noise in noise_samples {
-        let corrupted = Intervention {
-            embedding_noise: noise.clone(),
-            hidden_patches: vec![],
-        };
-        let options = ForwardOptions {
-            hidden_states: reuse,
-            intervention: Some(&corrupted),
-            ..Default::default()
-        };
+        let corrupted = Intervention { embedding_noise: noise.clone(), hidden_patches: vec![] };
+        let options = ForwardOptions { hidden_states: reuse, intervention: Some(&corrupted), ..Default::default() };
         let run = model.forward(prompt_ids, &mut model.new_cache(), options)?;
         cost.layer_evaluations += layers;
         let p_sample = p(&last_row(run.logits)?);
@@ -104,26 +167,15 @@ pub fn causal_trace(
                     let mut residual: Vec<f32> = run.hidden_states[l + 1].concat();
                     residual[i * h..(i + 1) * h].copy_from_slice(clean_state);
                     cost.layer_evaluations += layers - l - 1;
-                    model
-                        .forward_from_layer(&residual, l + 1, ForwardOptions::default())?
-                        .logits
+                    model.forward_from_layer(&residual, l + 1, ForwardOptions::default())?.logits
                 } else {
                     let patched = Intervention {
                         embedding_noise: noise.clone(),
-                        hidden_patches: vec![HiddenPatch {
-                            layer: l,
-                            position: i,
-                            hidden: clean_state.clone(),
-                        }],
+                        hidden_patches: vec![HiddenPatch { layer: l, position: i, hidden: clean_state.clone() }],
                     };
                     cost.layer_evaluations += layers;
-                    let options = ForwardOptions {
-                        intervention: Some(&patched),
-                        ..Default::default()
-                    };
-                    model
-                        .forward(prompt_ids, &mut model.new_cache(), options)?
-                        .logits
+                    let options = ForwardOptions { intervention: Some(&patched), ..Default::default() };
+                    model.forward(prompt_ids, &mut model.new_cache(), options)?.logits
                 };
                 *cell += p(&last_row(logits)?);
             }
@@ -132,8 +184,7 @@ pub fn causal_trace(
     let samples = noise_samples.len();
     let k = samples as f64;
     p_restored.iter_mut().flatten().for_each(|v| *v /= k);
-    let mut subject_positions: Vec<usize> =
-        noise_samples.iter().flatten().map(|n| n.position).collect();
+    let mut subject_positions: Vec<usize> = noise_samples.iter().flatten().map(|n| n.position).collect();
     subject_positions.sort_unstable();
     subject_positions.dedup();
     Ok(CausalTrace {

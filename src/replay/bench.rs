@@ -5,35 +5,14 @@
 //! with candle-transformers on exactly the same ids: the prompt is `1..=P`,
 //! then each of the `N` decode steps feeds the argmax of the previous logits.
 
-use std::io::Write;
-use std::path::PathBuf;
+use std::path::Path;
 use std::time::Instant;
 
 use serde::Serialize;
 
 use super::decode::{argmax, Decoder};
 use super::{Device, DeviceRequest, LlamaModel, LogitsFor};
-use crate::error::{Error, Result};
-
-/// `tokscope decode-bench` flags.
-#[derive(Debug, Clone, clap::Args)]
-pub struct DecodeBenchArgs {
-    /// Model directory (config.json + model.safetensors; no tokenizer needed).
-    #[arg(long, value_name = "DIR")]
-    pub model: PathBuf,
-    /// Prompt length P: the prompt is the ids 1..=P, run as one prefill.
-    #[arg(long, default_value_t = 128)]
-    pub prompt_tokens: usize,
-    /// Greedy decode steps N after the prefill (one token per forward pass).
-    #[arg(long, default_value_t = 64)]
-    pub new_tokens: usize,
-    /// Backend; `cuda` runs the GPU forward pass (`--features cuda`).
-    #[arg(long, value_enum, default_value_t = DeviceRequest::Cpu)]
-    pub device: DeviceRequest,
-    /// Print one JSON object instead of a text line.
-    #[arg(long)]
-    pub json: bool,
-}
+use crate::error::Result;
 
 /// What `decode-bench` measures.
 #[derive(Debug, Serialize)]
@@ -69,10 +48,7 @@ pub fn decode_bench<M: Decoder + ?Sized>(
 ) -> Result<DecodeBenchReport> {
     let cfg = model.config();
     if prompt_tokens == 0 || prompt_tokens >= cfg.vocab_size {
-        return Err(Error::Config(format!(
-            "--prompt-tokens must be in 1..{} (the prompt is the ids 1..=P)",
-            cfg.vocab_size
-        )));
+        return Err(config_err!("--prompt-tokens must be in 1..{} (the prompt is the ids 1..=P)", cfg.vocab_size));
     }
     let prompt: Vec<u32> = (1..=prompt_tokens as u32).collect();
     let mut cache = model.new_cache();
@@ -101,38 +77,23 @@ pub fn decode_bench<M: Decoder + ?Sized>(
     })
 }
 
-/// Runs `tokscope decode-bench`, writing to `out`.
-pub fn run_decode_bench(args: &DecodeBenchArgs, out: &mut impl Write) -> Result<()> {
-    let device = args.device.resolve()?;
-    let model = LlamaModel::from_dir(&args.model)?;
+/// Loads the model in `dir` on `device` and measures it (`tokscope decode-bench`).
+pub fn bench_model_dir(
+    dir: &Path,
+    device: DeviceRequest,
+    prompt_tokens: usize,
+    new_tokens: usize,
+) -> Result<DecodeBenchReport> {
+    let device = device.resolve()?;
+    let model = LlamaModel::from_dir(dir)?;
     let params = model.parameter_count();
-    let (p, n) = (args.prompt_tokens, args.new_tokens);
-    let report = match device {
-        Device::Cpu => decode_bench(&model, "tokscope cpu", params, p, n)?,
+    match device {
+        Device::Cpu => decode_bench(&model, "tokscope cpu", params, prompt_tokens, new_tokens),
         #[cfg(feature = "cuda")]
         Device::Cuda(ordinal) => {
             let gpu = super::cuda::CudaModel::upload(&model, ordinal)?;
             drop(model);
-            decode_bench(&gpu, &format!("tokscope cuda:{ordinal}"), params, p, n)?
+            decode_bench(&gpu, &format!("tokscope cuda:{ordinal}"), params, prompt_tokens, new_tokens)
         }
-    };
-    let text = if args.json {
-        serde_json::to_string(&report).map_err(|e| Error::Json {
-            path: PathBuf::from("<stdout>"),
-            source: e,
-        })?
-    } else {
-        format!(
-            "{} ({:.1}M params, {} threads): prefill {} tokens {:.1} tok/s; decode {} tokens {:.2} tok/s ({:.1} GB/s of f32 weights)",
-            report.engine,
-            report.params as f64 / 1e6,
-            report.threads,
-            report.prompt_tokens,
-            report.prefill_tps,
-            report.new_tokens,
-            report.decode_tps,
-            report.decode_weight_gb_s
-        )
-    };
-    writeln!(out, "{text}").map_err(|e| Error::io("<stdout>", e))
+    }
 }

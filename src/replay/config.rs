@@ -101,14 +101,14 @@ impl ModelConfig {
     /// pass calls this first.
     pub fn check_sequence(&self, start: usize, n: usize) -> Result<()> {
         if n == 0 {
-            return Err(Error::Model("forward pass over zero tokens".into()));
+            return Err(model_err!("forward pass over zero tokens"));
         }
         if start + n > self.max_position_embeddings {
-            return Err(Error::Model(format!(
+            return Err(model_err!(
                 "sequence of {} tokens exceeds max_position_embeddings {}",
                 start + n,
                 self.max_position_embeddings
-            )));
+            ));
         }
         Ok(())
     }
@@ -117,37 +117,29 @@ impl ModelConfig {
     pub fn from_dir(dir: &Path) -> Result<Self> {
         let path = dir.join("config.json");
         let text = std::fs::read_to_string(&path).map_err(|e| Error::io(path.display(), e))?;
-        Self::from_json(&text).map_err(|e| Error::Model(format!("{}: {e}", path.display())))
+        Self::from_json(&text).map_err(|e| model_err!("{}: {e}", path.display()))
     }
 
     /// Parses the text of a `config.json`, filling transformers' defaults.
     pub fn from_json(text: &str) -> Result<Self> {
-        let raw: RawConfig =
-            serde_json::from_str(text).map_err(|e| Error::Model(format!("config.json: {e}")))?;
+        let raw: RawConfig = serde_json::from_str(text).map_err(|e| model_err!("config.json: {e}"))?;
         let heads = raw.num_attention_heads;
         if heads == 0 || raw.hidden_size == 0 || raw.vocab_size == 0 {
-            return Err(Error::Model(
-                "config.json: hidden_size, num_attention_heads and vocab_size must be positive"
-                    .into(),
-            ));
+            return Err(model_err!("config.json: hidden_size, num_attention_heads and vocab_size must be positive"));
         }
         let kv_heads = raw.num_key_value_heads.unwrap_or(heads);
         if kv_heads == 0 || !heads.is_multiple_of(kv_heads) {
-            return Err(Error::Model(format!(
+            return Err(model_err!(
                 "config.json: num_attention_heads {heads} is not a multiple of num_key_value_heads {kv_heads}"
-            )));
+            ));
         }
         let head_dim = raw.head_dim.unwrap_or(raw.hidden_size / heads);
         // RoPE rotates pairs (j, j + head_dim/2), so the head width must be even.
         if head_dim == 0 || !head_dim.is_multiple_of(2) {
-            return Err(Error::Model(format!(
-                "config.json: head_dim {head_dim} must be even and positive"
-            )));
+            return Err(model_err!("config.json: head_dim {head_dim} must be even and positive"));
         }
-        let rope_theta = raw
-            .rope_theta
-            .or(raw.rope_parameters.and_then(|p| p.rope_theta))
-            .unwrap_or(DEFAULT_ROPE_THETA);
+        let rope_theta =
+            raw.rope_theta.or(raw.rope_parameters.and_then(|p| p.rope_theta)).unwrap_or(DEFAULT_ROPE_THETA);
         Ok(ModelConfig {
             hidden_size: raw.hidden_size,
             intermediate_size: raw.intermediate_size,
@@ -190,16 +182,13 @@ mod tests {
 
     #[test]
     fn rope_theta_is_read_at_top_level() {
-        let cfg =
-            ModelConfig::from_json(&format!(r#"{{{BASE}, "rope_theta": 500000.0}}"#)).unwrap();
+        let cfg = ModelConfig::from_json(&format!(r#"{{{BASE}, "rope_theta": 500000.0}}"#)).unwrap();
         assert_eq!(cfg.rope_theta, 500000.0);
     }
 
     #[test]
     fn rope_theta_is_read_from_rope_parameters() {
-        let json = format!(
-            r#"{{{BASE}, "rope_parameters": {{"rope_theta": 20000.0, "rope_type": "default"}}}}"#
-        );
+        let json = format!(r#"{{{BASE}, "rope_parameters": {{"rope_theta": 20000.0, "rope_type": "default"}}}}"#);
         assert_eq!(ModelConfig::from_json(&json).unwrap().rope_theta, 20000.0);
     }
 
@@ -215,8 +204,7 @@ mod tests {
 
     #[test]
     fn eos_token_id_may_be_a_list() {
-        let cfg =
-            ModelConfig::from_json(&format!(r#"{{{BASE}, "eos_token_id": [2, 7]}}"#)).unwrap();
+        let cfg = ModelConfig::from_json(&format!(r#"{{{BASE}, "eos_token_id": [2, 7]}}"#)).unwrap();
         assert_eq!(cfg.eos_token_ids, vec![2, 7]);
         let cfg = ModelConfig::from_json(&format!(r#"{{{BASE}, "eos_token_id": 2}}"#)).unwrap();
         assert_eq!(cfg.eos_token_ids, vec![2]);

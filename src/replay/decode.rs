@@ -6,7 +6,7 @@ use super::config::ModelConfig;
 use super::kernels::log_softmax;
 use super::kv_cache::KvCache;
 use super::model::{ForwardOptions, LlamaModel, LogitsFor};
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 /// A forward pass that decoding and scoring can drive: the CPU [`LlamaModel`],
 /// or (with the `cuda` feature) its GPU copy `cuda::CudaModel`.
@@ -33,10 +33,7 @@ impl Decoder for LlamaModel {
     }
 
     fn logits(&self, tokens: &[u32], cache: &mut KvCache, which: LogitsFor) -> Result<Vec<Vec<f32>>> {
-        let options = ForwardOptions {
-            logits: which,
-            ..Default::default()
-        };
+        let options = ForwardOptions { logits: which, ..Default::default() };
         Ok(self.forward(tokens, cache, options)?.logits)
     }
 }
@@ -106,12 +103,7 @@ pub fn greedy_decode<M: Decoder + ?Sized>(
         // Run even the EOS (or last budgeted) token: its P(EOS) is the final entry.
         logits = last_logits(model.logits(&[next], &mut cache, LogitsFor::LastPosition)?)?;
     }
-    Ok(GreedyDecode {
-        greedy_ids,
-        ended_with_eos,
-        p_eos,
-        last_prompt_logits,
-    })
+    Ok(GreedyDecode { greedy_ids, ended_with_eos, p_eos, last_prompt_logits })
 }
 
 /// Scores `continuation_ids` after `prompt_ids` by teacher forcing: the prompt
@@ -129,27 +121,16 @@ pub fn score_continuation<M: Decoder + ?Sized>(
         rows.extend(model.logits(continuation_ids, &mut cache, LogitsFor::AllPositions)?);
     }
     // rows[j] predicts continuation token j; the extra last row predicts what follows.
-    let logprobs = continuation_ids
-        .iter()
-        .zip(&rows)
-        .map(|(&id, row)| log_softmax(row)[id as usize])
-        .collect();
+    let logprobs = continuation_ids.iter().zip(&rows).map(|(&id, row)| log_softmax(row)[id as usize]).collect();
     let p_eos_after = eos_probability(&last_logits(rows)?, eos);
-    Ok(ContinuationScore {
-        logprobs,
-        p_eos_after,
-    })
+    Ok(ContinuationScore { logprobs, p_eos_after })
 }
 
 /// Probability that the next token is any of the EOS ids (their softmax mass summed:
 /// chat models with several stop tokens stop on each).
 pub fn eos_probability(logits: &[f32], eos_ids: &[u32]) -> f64 {
     let logp = log_softmax(logits);
-    eos_ids
-        .iter()
-        .filter_map(|&id| logp.get(id as usize))
-        .map(|lp| lp.exp())
-        .sum()
+    eos_ids.iter().filter_map(|&id| logp.get(id as usize)).map(|lp| lp.exp()).sum()
 }
 
 /// Index of the largest logit; the first one on ties, as `torch.argmax` does.
@@ -164,8 +145,7 @@ pub fn argmax(logits: &[f32]) -> u32 {
 }
 
 fn last_logits(mut rows: Vec<Vec<f32>>) -> Result<Vec<f32>> {
-    rows.pop()
-        .ok_or_else(|| Error::Model("forward pass returned no logits".into()))
+    rows.pop().ok_or_else(|| model_err!("forward pass returned no logits"))
 }
 
 #[cfg(test)]

@@ -2,18 +2,20 @@
 //! NVIDIA GPU. The choice is validated before any model is loaded, so a CUDA
 //! request fails fast, and `auto` falls back to the CPU with one stderr line.
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 
-/// The `--device` a user asked for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
-pub enum DeviceRequest {
-    /// A CUDA GPU when this build has the feature and the machine a driver and device; else the CPU.
-    #[default]
-    Auto,
-    /// The rayon CPU backend.
-    Cpu,
-    /// An NVIDIA GPU (needs the `cuda` feature).
-    Cuda,
+tokscope_core::named_enum! {
+    /// The `--device` a user asked for.
+    #[derive(Default)]
+    pub enum DeviceRequest as "device" {
+        /// A CUDA GPU when this build has the feature and the machine a driver and device; else the CPU.
+        #[default]
+        Auto = "auto",
+        /// The rayon CPU backend.
+        Cpu = "cpu",
+        /// An NVIDIA GPU (needs the `cuda` feature).
+        Cuda = "cuda",
+    }
 }
 
 /// A backend that can actually run the model.
@@ -56,9 +58,26 @@ impl DeviceRequest {
                 Ok(device) => Ok((device, None)),
                 Err(why) => Ok((Device::Cpu, Some(format!("{AUTO_CPU_NOTE} ({why})")))),
             },
-            DeviceRequest::Cuda => cuda_probe()
-                .map(|d| (d, None))
-                .map_err(|why| Error::Config(format!("--device cuda: {why}"))),
+            DeviceRequest::Cuda => cuda_probe().map(|d| (d, None)).map_err(|why| config_err!("--device cuda: {why}")),
+        }
+    }
+}
+
+/// Why the commands that intervene in the forward pass (`trace`, `mediate`)
+/// run on the CPU decoder only.
+pub const INTERVENTIONS_NEED_CPU: &str =
+    "causal tracing and mediation patch hidden states and weights inside the forward pass, \
+     and only the CPU decoder has those hooks";
+
+impl DeviceRequest {
+    /// Resolves the request for a command that intervenes in the forward
+    /// pass: `cpu` as is, `auto` to the CPU (with the same stderr note as
+    /// [`Self::resolve_with_note`]), `cuda` refused with the reason.
+    pub fn resolve_for_interventions(self) -> Result<(Device, Option<String>)> {
+        match self {
+            DeviceRequest::Cpu => Ok((Device::Cpu, None)),
+            DeviceRequest::Auto => Ok((Device::Cpu, Some(format!("{AUTO_CPU_NOTE} ({INTERVENTIONS_NEED_CPU})")))),
+            DeviceRequest::Cuda => Err(config_err!("--device cuda: {INTERVENTIONS_NEED_CPU}; use --device cpu")),
         }
     }
 }
@@ -93,8 +112,6 @@ mod tests {
     #[test]
     fn cuda_without_the_feature_says_how_to_fix_it() {
         let message = DeviceRequest::Cuda.resolve().unwrap_err().to_string();
-        assert!(message.contains(
-            "built without the cuda feature; rebuild with --features cuda or use --device cpu"
-        ));
+        assert!(message.contains("built without the cuda feature; rebuild with --features cuda or use --device cpu"));
     }
 }

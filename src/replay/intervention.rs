@@ -2,7 +2,7 @@
 //! (ROME-style): corrupt the subject's input embeddings with noise, then
 //! restore one layer's clean output at one position and see what recovers.
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 /// Noise added to the input embedding at one absolute position.
 #[derive(Debug, Clone, PartialEq)]
@@ -41,33 +41,28 @@ impl Intervention {
     pub(crate) fn validate(&self, hidden_size: usize, num_layers: usize) -> Result<()> {
         for noise in &self.embedding_noise {
             if noise.delta.len() != hidden_size {
-                return Err(Error::Model(format!(
+                return Err(model_err!(
                     "embedding noise at position {} has {} values, hidden_size is {hidden_size}",
                     noise.position,
                     noise.delta.len()
-                )));
+                ));
             }
         }
         for patch in &self.hidden_patches {
             if patch.layer >= num_layers || patch.hidden.len() != hidden_size {
-                return Err(Error::Model(format!(
+                return Err(model_err!(
                     "hidden patch for layer {} position {} has {} values; the model has {num_layers} layers of width {hidden_size}",
                     patch.layer,
                     patch.position,
                     patch.hidden.len()
-                )));
+                ));
             }
         }
         Ok(())
     }
 
     /// Adds the noise that falls in the chunk `[start, start + rows)` of `embeddings`.
-    pub(crate) fn add_embedding_noise(
-        &self,
-        embeddings: &mut [f32],
-        start: usize,
-        hidden_size: usize,
-    ) {
+    pub(crate) fn add_embedding_noise(&self, embeddings: &mut [f32], start: usize, hidden_size: usize) {
         for noise in &self.embedding_noise {
             if let Some(row) = chunk_row(embeddings, noise.position, start, hidden_size) {
                 row.iter_mut().zip(&noise.delta).for_each(|(x, d)| *x += d);
@@ -76,13 +71,7 @@ impl Intervention {
     }
 
     /// Overwrites layer `layer`'s output rows that have a patch in this chunk.
-    pub(crate) fn patch_layer_output(
-        &self,
-        layer: usize,
-        hidden: &mut [f32],
-        start: usize,
-        hidden_size: usize,
-    ) {
+    pub(crate) fn patch_layer_output(&self, layer: usize, hidden: &mut [f32], start: usize, hidden_size: usize) {
         for patch in self.hidden_patches.iter().filter(|p| p.layer == layer) {
             if let Some(row) = chunk_row(hidden, patch.position, start, hidden_size) {
                 row.copy_from_slice(&patch.hidden);

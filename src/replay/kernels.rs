@@ -17,9 +17,7 @@ pub fn rms_norm(x: &[f32], weight: &[f32], eps: f32) -> Vec<f32> {
 
 /// Rotary embedding frequencies `1 / theta^(2j / head_dim)` for `j < head_dim / 2`.
 pub fn rope_inv_freq(theta: f64, head_dim: usize) -> Vec<f32> {
-    (0..head_dim / 2)
-        .map(|j| (1.0 / theta.powf((2 * j) as f64 / head_dim as f64)) as f32)
-        .collect()
+    (0..head_dim / 2).map(|j| (1.0 / theta.powf((2 * j) as f64 / head_dim as f64)) as f32).collect()
 }
 
 /// Rotates every head of one position's query or key vector in place, in the
@@ -68,12 +66,7 @@ pub fn softmax_in_place(x: &mut [f32]) {
 /// tokens (close to 0) keep their digits.
 pub fn log_softmax(logits: &[f32]) -> Vec<f64> {
     let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max) as f64;
-    let log_sum = logits
-        .iter()
-        .map(|&v| (v as f64 - max).exp())
-        .sum::<f64>()
-        .ln()
-        + max;
+    let log_sum = logits.iter().map(|&v| (v as f64 - max).exp()).sum::<f64>().ln() + max;
     logits.iter().map(|&v| v as f64 - log_sum).collect()
 }
 

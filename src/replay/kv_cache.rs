@@ -22,11 +22,7 @@ pub struct KvCache {
 impl KvCache {
     /// An empty cache shaped for `config`.
     pub fn new(config: &ModelConfig) -> Self {
-        KvCache {
-            layers: vec![LayerCache::default(); config.num_hidden_layers],
-            len: 0,
-            kv_width: config.kv_width(),
-        }
+        KvCache { layers: vec![LayerCache::default(); config.num_hidden_layers], len: 0, kv_width: config.kv_width() }
     }
 
     /// Number of positions cached; the next token goes at this position.

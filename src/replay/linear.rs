@@ -7,7 +7,7 @@
 
 use rayon::prelude::*;
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 /// Weight rows handed to one rayon task: enough to amortise scheduling, few
 /// enough that a block (rows x in_features) stays in L2 across prompt positions.
@@ -28,29 +28,14 @@ pub struct Linear {
 
 impl Linear {
     /// Wraps a row-major `[out_features, in_features]` matrix, checking its length.
-    pub fn new(
-        weight: Vec<f32>,
-        bias: Option<Vec<f32>>,
-        out_features: usize,
-        in_features: usize,
-    ) -> Result<Self> {
+    pub fn new(weight: Vec<f32>, bias: Option<Vec<f32>>, out_features: usize, in_features: usize) -> Result<Self> {
         if weight.len() != out_features * in_features {
-            return Err(Error::Model(format!(
-                "weight has {} values, expected {out_features} x {in_features}",
-                weight.len()
-            )));
+            return Err(model_err!("weight has {} values, expected {out_features} x {in_features}", weight.len()));
         }
         if bias.as_ref().is_some_and(|b| b.len() != out_features) {
-            return Err(Error::Model(format!(
-                "bias length differs from out_features {out_features}"
-            )));
+            return Err(model_err!("bias length differs from out_features {out_features}"));
         }
-        Ok(Linear {
-            weight,
-            bias,
-            out_features,
-            in_features,
-        })
+        Ok(Linear { weight, bias, out_features, in_features })
     }
 
     /// Number of outputs (rows).
@@ -108,15 +93,9 @@ impl Linear {
             }
         };
         if out * inp * n < PARALLEL_MIN_MACS {
-            out_t
-                .chunks_mut(rows_per_task * n)
-                .enumerate()
-                .for_each(block);
+            out_t.chunks_mut(rows_per_task * n).enumerate().for_each(block);
         } else {
-            out_t
-                .par_chunks_mut(rows_per_task * n)
-                .enumerate()
-                .for_each(block);
+            out_t.par_chunks_mut(rows_per_task * n).enumerate().for_each(block);
         }
         if n == 1 {
             return out_t;
@@ -141,7 +120,7 @@ impl Linear {
 /// kernel keeps [`dot`]'s eight-lane summation order and does not fuse
 /// multiply-adds, so both paths round identically.
 fn rows_block(w: &[f32], x: &[f32], inp: usize, n: usize, dst: &mut [f32]) {
-    assert!(w.len() % inp == 0 && x.len() == n * inp && dst.len() == w.len() / inp * n);
+    assert!(w.len().is_multiple_of(inp) && x.len() == n * inp && dst.len() == w.len() / inp * n);
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx2") {
         // SAFETY: the CPU supports AVX2 (checked just above); lengths checked by the assert.
@@ -232,12 +211,7 @@ pub fn dot(a: &[f32], b: &[f32]) -> f32 {
     debug_assert_eq!(a.len(), b.len());
     let mut acc = [0.0f32; 8];
     let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
-    let tail: f32 = ca
-        .remainder()
-        .iter()
-        .zip(cb.remainder())
-        .map(|(x, y)| x * y)
-        .sum();
+    let tail: f32 = ca.remainder().iter().zip(cb.remainder()).map(|(x, y)| x * y).sum();
     for (x, y) in ca.zip(cb) {
         for k in 0..8 {
             acc[k] += x[k] * y[k];
@@ -260,13 +234,7 @@ mod tests {
     #[test]
     fn forward_applies_weight_rows_and_bias_to_each_input() {
         // W = [[1, 2], [3, 4], [5, 6]], b = [0.5, 0, -1]; inputs [1, 0] and [1, 1].
-        let w = Linear::new(
-            vec![1., 2., 3., 4., 5., 6.],
-            Some(vec![0.5, 0.0, -1.0]),
-            3,
-            2,
-        )
-        .unwrap();
+        let w = Linear::new(vec![1., 2., 3., 4., 5., 6.], Some(vec![0.5, 0.0, -1.0]), 3, 2).unwrap();
         let y = w.forward(&[1., 0., 1., 1.], 2);
         assert_eq!(y, vec![1.5, 3.0, 4.0, 3.5, 7.0, 10.0]);
     }
@@ -275,17 +243,13 @@ mod tests {
     fn parallel_path_matches_sequential_sums() {
         // Large enough to take the rayon path, with a row count that is not a block multiple.
         let (out, inp, n) = (37, 300, 7);
-        let w: Vec<f32> = (0..out * inp)
-            .map(|i| ((i % 13) as f32 - 6.0) * 0.01)
-            .collect();
+        let w: Vec<f32> = (0..out * inp).map(|i| ((i % 13) as f32 - 6.0) * 0.01).collect();
         let x: Vec<f32> = (0..n * inp).map(|i| ((i % 7) as f32 - 3.0) * 0.1).collect();
         let lin = Linear::new(w.clone(), None, out, inp).unwrap();
         let y = lin.forward(&x, n);
         for t in 0..n {
             for r in 0..out {
-                let want: f64 = (0..inp)
-                    .map(|k| w[r * inp + k] as f64 * x[t * inp + k] as f64)
-                    .sum();
+                let want: f64 = (0..inp).map(|k| w[r * inp + k] as f64 * x[t * inp + k] as f64).sum();
                 assert!((y[t * out + r] as f64 - want).abs() < 1e-4, "t={t} r={r}");
             }
         }

@@ -7,8 +7,8 @@
 //! [`LlamaModel`] (forward pass with KV cache, optional hidden states and
 //! [`Intervention`]s for causal tracing) -> `decode` (greedy, scoring), with
 //! [`PromptTokenizer`] at both ends. [`ReplayModel`] bundles a model and its
-//! tokenizer; `cli` holds the `decode`, `score` and `replay` commands;
-//! `verdict` classifies suspected truncations and `verdicts` stores them.
+//! tokenizer; `verdict` classifies suspected truncations, `verdicts` selects
+//! suspects and stores verdicts, and `run` is the whole `tokscope replay`.
 //!
 //! ```no_run
 //! use tokscope::replay::{DeviceRequest, ReplayModel};
@@ -19,8 +19,9 @@
 //! ```
 
 pub mod bench;
-pub mod cli;
 pub mod config;
+#[cfg(feature = "cuda")]
+pub mod cuda;
 pub mod decode;
 pub mod device;
 pub mod intervention;
@@ -28,17 +29,16 @@ pub mod kernels;
 pub mod kv_cache;
 pub mod linear;
 pub mod model;
+pub mod run;
 pub mod tokenizer;
 pub mod verdict;
 pub mod verdicts;
 pub mod weights;
-#[cfg(feature = "cuda")]
-pub mod cuda;
 
 use std::path::Path;
 
 pub use config::ModelConfig;
-pub use decode::{greedy_decode, Decoder, score_continuation, ContinuationScore, GreedyDecode};
+pub use decode::{greedy_decode, score_continuation, ContinuationScore, Decoder, GreedyDecode};
 pub use device::{Device, DeviceRequest};
 pub use intervention::{EmbeddingNoise, HiddenPatch, Intervention};
 pub use kv_cache::KvCache;
@@ -66,6 +66,11 @@ impl ReplayModel {
     /// `dir`, after checking that `device` is available in this build.
     pub fn load(dir: &Path, device: DeviceRequest) -> Result<Self> {
         Self::load_on(dir, device.resolve()?)
+    }
+
+    /// The checkpoint's name: its directory's name.
+    pub fn name_of(dir: &Path) -> String {
+        dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| dir.display().to_string())
     }
 
     /// Loads the model for an already resolved device.
@@ -113,11 +118,7 @@ impl ReplayModel {
 
     /// Tokenizes `prompt` (BOS first) and `continuation` (no BOS; special tokens such
     /// as `</s>` recognised) and scores the continuation; returns both id lists too.
-    pub fn score(
-        &self,
-        prompt: &str,
-        continuation: &str,
-    ) -> Result<(Vec<u32>, Vec<u32>, ContinuationScore)> {
+    pub fn score(&self, prompt: &str, continuation: &str) -> Result<(Vec<u32>, Vec<u32>, ContinuationScore)> {
         let prompt_ids = self.tokenizer.encode_prompt(prompt)?;
         let continuation_ids = self.tokenizer.encode_continuation(continuation)?;
         let scored = self.score_ids(&prompt_ids, &continuation_ids)?;

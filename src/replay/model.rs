@@ -14,7 +14,7 @@ use super::kernels::{apply_rope, rms_norm, rope_inv_freq, silu, softmax_in_place
 use super::kv_cache::{KvCache, LayerCache};
 use super::linear::{dot, Linear};
 use super::weights::{LayerWeights, ModelWeights};
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 /// Below this many (query, key) dot products attention runs on the calling thread.
 const PARALLEL_MIN_ATTENTION_PAIRS: usize = 4096;
@@ -85,11 +85,7 @@ impl LlamaModel {
     /// Assembles a model from parts already loaded (the loader checks shapes against the config).
     pub fn new(config: ModelConfig, weights: ModelWeights) -> Self {
         let inv_freq = rope_inv_freq(config.rope_theta, config.head_dim);
-        LlamaModel {
-            config,
-            weights,
-            inv_freq,
-        }
+        LlamaModel { config, weights, inv_freq }
     }
 
     /// The model's hyper-parameters.
@@ -114,19 +110,12 @@ impl LlamaModel {
 
     /// Runs `tokens` at the positions following those in `cache`, appends
     /// their keys and values to it, and returns what `options` asks for.
-    pub fn forward(
-        &self,
-        tokens: &[u32],
-        cache: &mut KvCache,
-        options: ForwardOptions<'_>,
-    ) -> Result<ForwardOutput> {
+    pub fn forward(&self, tokens: &[u32], cache: &mut KvCache, options: ForwardOptions<'_>) -> Result<ForwardOutput> {
         let cfg = &self.config;
         let (h, n, start) = (cfg.hidden_size, tokens.len(), cache.len());
         cfg.check_sequence(start, n)?;
         if !cache.fits(cfg) {
-            return Err(Error::Model(
-                "KV cache was made for a model of another shape".into(),
-            ));
+            return Err(model_err!("KV cache was made for a model of another shape"));
         }
         if let Some(intervention) = options.intervention {
             intervention.validate(h, cfg.num_hidden_layers)?;
@@ -135,10 +124,7 @@ impl LlamaModel {
         let mut x = Vec::with_capacity(n * h);
         for &t in tokens {
             if t as usize >= cfg.vocab_size {
-                return Err(Error::Model(format!(
-                    "token id {t} is outside the vocabulary of {}",
-                    cfg.vocab_size
-                )));
+                return Err(model_err!("token id {t} is outside the vocabulary of {}", cfg.vocab_size));
             }
             x.extend_from_slice(self.weights.embed_tokens.row(t as usize));
         }
@@ -172,17 +158,17 @@ impl LlamaModel {
         let cfg = &self.config;
         let h = cfg.hidden_size;
         if residual.is_empty() || !residual.len().is_multiple_of(h) {
-            return Err(Error::Model(format!(
+            return Err(model_err!(
                 "residual stream of {} values is not a non-empty multiple of hidden_size {h}",
                 residual.len()
-            )));
+            ));
         }
         let n = residual.len() / h;
         if first_layer > cfg.num_hidden_layers || n > cfg.max_position_embeddings {
-            return Err(Error::Model(format!(
+            return Err(model_err!(
                 "cannot start at layer {first_layer} of {} with {n} positions",
                 cfg.num_hidden_layers
-            )));
+            ));
         }
         if let Some(intervention) = options.intervention {
             intervention.validate(h, cfg.num_hidden_layers)?;
@@ -194,15 +180,7 @@ impl LlamaModel {
         }
         // A scratch cache: layers below first_layer stay empty and are never read.
         let mut cache = self.new_cache();
-        self.run_layers(
-            &mut x,
-            n,
-            0,
-            first_layer,
-            &mut cache,
-            options,
-            &mut hidden_states,
-        );
+        self.run_layers(&mut x, n, 0, first_layer, &mut cache, options, &mut hidden_states);
         Ok(self.finish(x, n, options, hidden_states))
     }
 
@@ -247,31 +225,17 @@ impl LlamaModel {
         };
         let normed = rms_norm(rows, &self.weights.norm, cfg.rms_norm_eps);
         let head = self.weights.output_projection();
-        let logits = split_rows(
-            &head.forward(&normed, normed.len() / h),
-            head.out_features(),
-        );
-        ForwardOutput {
-            logits,
-            hidden_states,
-        }
+        let logits = split_rows(&head.forward(&normed, normed.len() / h), head.out_features());
+        ForwardOutput { logits, hidden_states }
     }
 
     /// A zero [`GateDelta`] for `layer` plus `noise(row, col)` per weight, so
     /// callers can perturb a gate without seeing the model's weights.
     pub fn gate_delta(&self, layer: usize, mut noise: impl FnMut() -> f32) -> Result<GateDelta> {
-        let gate = &self
-            .weights
-            .layers
-            .get(layer)
-            .ok_or_else(|| Error::Model(format!("no layer {layer} to perturb")))?
-            .gate_proj;
+        let gate = &self.weights.layers.get(layer).ok_or_else(|| model_err!("no layer {layer} to perturb"))?.gate_proj;
         let (out, inp) = (gate.out_features(), gate.in_features());
         let values = (0..out * inp).map(|_| noise()).collect();
-        Ok(GateDelta {
-            layer,
-            delta: Linear::new(values, None, out, inp)?,
-        })
+        Ok(GateDelta { layer, delta: Linear::new(values, None, out, inp)? })
     }
 
     /// Standard deviation of every value in the input embedding matrix; the
@@ -292,9 +256,7 @@ impl LlamaModel {
         }
         let mean = sum / count as f64;
         // Sample variance (n - 1), like torch.std's default.
-        ((sum_sq - count as f64 * mean * mean) / (count as f64 - 1.0))
-            .max(0.0)
-            .sqrt()
+        ((sum_sq - count as f64 * mean * mean) / (count as f64 - 1.0)).max(0.0).sqrt()
     }
 
     /// A fingerprint of every weight (sum of bit patterns), for tests that
@@ -327,14 +289,7 @@ impl LlamaModel {
     }
 
     /// `x += o_proj(attention(rope(q), rope(k), v))` over the cache plus the new positions.
-    fn attention_block(
-        &self,
-        layer: &LayerWeights,
-        x: &mut [f32],
-        n: usize,
-        start: usize,
-        cache: &mut LayerCache,
-    ) {
+    fn attention_block(&self, layer: &LayerWeights, x: &mut [f32], n: usize, start: usize, cache: &mut LayerCache) {
         let cfg = &self.config;
         let (hd, qw, kvw) = (cfg.head_dim, cfg.q_width(), cfg.kv_width());
         let normed = rms_norm(x, &layer.input_layernorm, cfg.rms_norm_eps);
@@ -387,9 +342,7 @@ impl LlamaModel {
             gate.iter_mut().zip(&extra).for_each(|(g, e)| *g += e);
         }
         let up = layer.up_proj.forward(&normed, n);
-        gate.iter_mut()
-            .zip(&up)
-            .for_each(|(g, u)| *g = silu(*g) * u);
+        gate.iter_mut().zip(&up).for_each(|(g, u)| *g = silu(*g) * u);
         let down = layer.down_proj.forward(&gate, n);
         x.iter_mut().zip(&down).for_each(|(a, b)| *a += b);
     }
@@ -446,38 +399,14 @@ mod tests {
         let shapes: Vec<(&str, Vec<usize>)> = vec![
             ("model.embed_tokens.weight", vec![VOCAB, HIDDEN]),
             ("model.layers.0.input_layernorm.weight", vec![HIDDEN]),
-            (
-                "model.layers.0.self_attn.q_proj.weight",
-                vec![HIDDEN, HIDDEN],
-            ),
-            (
-                "model.layers.0.self_attn.k_proj.weight",
-                vec![KV_WIDTH, HIDDEN],
-            ),
-            (
-                "model.layers.0.self_attn.v_proj.weight",
-                vec![KV_WIDTH, HIDDEN],
-            ),
-            (
-                "model.layers.0.self_attn.o_proj.weight",
-                vec![HIDDEN, HIDDEN],
-            ),
-            (
-                "model.layers.0.post_attention_layernorm.weight",
-                vec![HIDDEN],
-            ),
-            (
-                "model.layers.0.mlp.gate_proj.weight",
-                vec![INTERMEDIATE, HIDDEN],
-            ),
-            (
-                "model.layers.0.mlp.up_proj.weight",
-                vec![INTERMEDIATE, HIDDEN],
-            ),
-            (
-                "model.layers.0.mlp.down_proj.weight",
-                vec![HIDDEN, INTERMEDIATE],
-            ),
+            ("model.layers.0.self_attn.q_proj.weight", vec![HIDDEN, HIDDEN]),
+            ("model.layers.0.self_attn.k_proj.weight", vec![KV_WIDTH, HIDDEN]),
+            ("model.layers.0.self_attn.v_proj.weight", vec![KV_WIDTH, HIDDEN]),
+            ("model.layers.0.self_attn.o_proj.weight", vec![HIDDEN, HIDDEN]),
+            ("model.layers.0.post_attention_layernorm.weight", vec![HIDDEN]),
+            ("model.layers.0.mlp.gate_proj.weight", vec![INTERMEDIATE, HIDDEN]),
+            ("model.layers.0.mlp.up_proj.weight", vec![INTERMEDIATE, HIDDEN]),
+            ("model.layers.0.mlp.down_proj.weight", vec![HIDDEN, INTERMEDIATE]),
             ("model.norm.weight", vec![HIDDEN]),
         ];
         let mut seed = 0x9E37_79B9_7F4A_7C15;
@@ -485,54 +414,40 @@ mod tests {
             let values = shapes.iter().map(|(_, shape)| {
                 // Scale 2 so attention and the MLP do visibly non-linear things.
                 let v = pseudo_random(shape.iter().product(), &mut seed);
-                v.into_iter()
-                    .map(|x| half::bf16::from_f32(2.0 * x))
-                    .collect::<Vec<_>>()
+                v.into_iter().map(|x| half::bf16::from_f32(2.0 * x)).collect::<Vec<_>>()
             });
             match storage {
-                Storage::SingleF32 => (
-                    Dtype::F32,
-                    values
-                        .map(|v| v.iter().flat_map(|x| x.to_f32().to_le_bytes()).collect())
-                        .collect(),
-                ),
-                Storage::ShardedBf16 => (
-                    Dtype::BF16,
-                    values
-                        .map(|v| v.iter().flat_map(|x| x.to_le_bytes()).collect())
-                        .collect(),
-                ),
+                Storage::SingleF32 => {
+                    (Dtype::F32, values.map(|v| v.iter().flat_map(|x| x.to_f32().to_le_bytes()).collect()).collect())
+                }
+                Storage::ShardedBf16 => {
+                    (Dtype::BF16, values.map(|v| v.iter().flat_map(|x| x.to_le_bytes()).collect()).collect())
+                }
             }
         };
         let views: Vec<(&str, TensorView<'_>)> = shapes
             .iter()
             .zip(&bytes)
-            .map(|((name, shape), data)| {
-                (*name, TensorView::new(dtype, shape.clone(), data).unwrap())
-            })
+            .map(|((name, shape), data)| (*name, TensorView::new(dtype, shape.clone(), data).unwrap()))
             .collect();
         match storage {
             Storage::SingleF32 => {
-                safetensors::serialize_to_file(views, None, &dir.join("model.safetensors"))
-                    .unwrap();
+                safetensors::serialize_to_file(views, None, &dir.join("model.safetensors")).unwrap();
             }
             Storage::ShardedBf16 => {
                 // Embeddings and the layer in one shard, the final norm in the other.
                 let (first, second) = views.split_at(views.len() - 1);
                 let mut weight_map = serde_json::Map::new();
-                for (file, part) in [
-                    ("model-00001-of-00002.safetensors", first),
-                    ("model-00002-of-00002.safetensors", second),
-                ] {
+                for (file, part) in
+                    [("model-00001-of-00002.safetensors", first), ("model-00002-of-00002.safetensors", second)]
+                {
                     for (name, _) in part {
                         weight_map.insert(name.to_string(), file.into());
                     }
-                    safetensors::serialize_to_file(part.iter().cloned(), None, &dir.join(file))
-                        .unwrap();
+                    safetensors::serialize_to_file(part.iter().cloned(), None, &dir.join(file)).unwrap();
                 }
                 let index = serde_json::json!({ "metadata": {}, "weight_map": weight_map });
-                std::fs::write(dir.join("model.safetensors.index.json"), index.to_string())
-                    .unwrap();
+                std::fs::write(dir.join("model.safetensors.index.json"), index.to_string()).unwrap();
             }
         }
     }
@@ -548,21 +463,12 @@ mod tests {
     }
 
     fn all_logits(model: &LlamaModel, tokens: &[u32]) -> Vec<Vec<f32>> {
-        let options = ForwardOptions {
-            logits: LogitsFor::AllPositions,
-            ..Default::default()
-        };
-        model
-            .forward(tokens, &mut model.new_cache(), options)
-            .unwrap()
-            .logits
+        let options = ForwardOptions { logits: LogitsFor::AllPositions, ..Default::default() };
+        model.forward(tokens, &mut model.new_cache(), options).unwrap().logits
     }
 
     fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
-        a.iter()
-            .zip(b)
-            .map(|(x, y)| (x - y).abs())
-            .fold(0.0, f32::max)
+        a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
     }
 
     const TOKENS: [u32; 6] = [1, 5, 9, 3, 10, 4];
@@ -572,10 +478,7 @@ mod tests {
         let model = tiny_model();
         assert!(model.config.tie_word_embeddings);
         assert!(model.weights.lm_head.is_none());
-        assert!(std::ptr::eq(
-            model.weights.output_projection(),
-            &model.weights.embed_tokens
-        ));
+        assert!(std::ptr::eq(model.weights.output_projection(), &model.weights.embed_tokens));
     }
 
     #[test]
@@ -592,17 +495,9 @@ mod tests {
         let full = all_logits(&model, &TOKENS);
         // Prefill two tokens, then feed the rest one at a time through the cache.
         let mut cache = model.new_cache();
-        let mut stepped = model
-            .forward(&TOKENS[..2], &mut cache, ForwardOptions::default())
-            .unwrap()
-            .logits;
+        let mut stepped = model.forward(&TOKENS[..2], &mut cache, ForwardOptions::default()).unwrap().logits;
         for &t in &TOKENS[2..] {
-            stepped.extend(
-                model
-                    .forward(&[t], &mut cache, ForwardOptions::default())
-                    .unwrap()
-                    .logits,
-            );
+            stepped.extend(model.forward(&[t], &mut cache, ForwardOptions::default()).unwrap().logits);
         }
         assert_eq!(cache.len(), TOKENS.len());
         for (i, row) in stepped.iter().enumerate() {
@@ -615,33 +510,19 @@ mod tests {
     fn truncated_cache_recomputes_the_same_logits() {
         let model = tiny_model();
         let mut cache = model.new_cache();
-        let first = model
-            .forward(&TOKENS, &mut cache, ForwardOptions::default())
-            .unwrap()
-            .logits;
+        let first = model.forward(&TOKENS, &mut cache, ForwardOptions::default()).unwrap().logits;
         cache.truncate(4);
-        let again = model
-            .forward(&TOKENS[4..], &mut cache, ForwardOptions::default())
-            .unwrap()
-            .logits;
+        let again = model.forward(&TOKENS[4..], &mut cache, ForwardOptions::default()).unwrap().logits;
         assert!(max_abs_diff(&first[0], &again[0]) < 1e-6);
     }
 
     #[test]
     fn hidden_states_hold_embeddings_then_each_layer_output() {
         let model = tiny_model();
-        let options = ForwardOptions {
-            hidden_states: true,
-            ..Default::default()
-        };
-        let out = model
-            .forward(&TOKENS, &mut model.new_cache(), options)
-            .unwrap();
+        let options = ForwardOptions { hidden_states: true, ..Default::default() };
+        let out = model.forward(&TOKENS, &mut model.new_cache(), options).unwrap();
         assert_eq!(out.hidden_states.len(), 2);
-        assert_eq!(
-            out.hidden_states[0][2],
-            model.weights.embed_tokens.row(TOKENS[2] as usize)
-        );
+        assert_eq!(out.hidden_states[0][2], model.weights.embed_tokens.row(TOKENS[2] as usize));
         // Final norm + output projection of the last layer's output gives the logits.
         let last = &out.hidden_states[1][TOKENS.len() - 1];
         let normed = rms_norm(last, &model.weights.norm, model.config.rms_norm_eps);
@@ -652,40 +533,19 @@ mod tests {
     #[test]
     fn restoring_clean_layer_output_undoes_embedding_noise_at_that_position() {
         let model = tiny_model();
-        let clean_options = ForwardOptions {
-            hidden_states: true,
-            ..Default::default()
-        };
-        let clean = model
-            .forward(&TOKENS[..2], &mut model.new_cache(), clean_options)
-            .unwrap();
-        let noise = vec![EmbeddingNoise {
-            position: 1,
-            delta: vec![1.0; HIDDEN],
-        }];
-        let corrupted = Intervention {
-            embedding_noise: noise.clone(),
-            hidden_patches: vec![],
-        };
+        let clean_options = ForwardOptions { hidden_states: true, ..Default::default() };
+        let clean = model.forward(&TOKENS[..2], &mut model.new_cache(), clean_options).unwrap();
+        let noise = vec![EmbeddingNoise { position: 1, delta: vec![1.0; HIDDEN] }];
+        let corrupted = Intervention { embedding_noise: noise.clone(), hidden_patches: vec![] };
         let run = |iv: &Intervention| {
-            let options = ForwardOptions {
-                intervention: Some(iv),
-                ..Default::default()
-            };
-            model
-                .forward(&TOKENS[..2], &mut model.new_cache(), options)
-                .unwrap()
-                .logits
+            let options = ForwardOptions { intervention: Some(iv), ..Default::default() };
+            model.forward(&TOKENS[..2], &mut model.new_cache(), options).unwrap().logits
         };
         assert!(max_abs_diff(&run(&corrupted)[0], &clean.logits[0]) > 1e-3);
         // Position 0 is untouched by the noise, so restoring layer 0 at position 1 restores everything.
         let restored = Intervention {
             embedding_noise: noise,
-            hidden_patches: vec![HiddenPatch {
-                layer: 0,
-                position: 1,
-                hidden: clean.hidden_states[1][1].clone(),
-            }],
+            hidden_patches: vec![HiddenPatch { layer: 0, position: 1, hidden: clean.hidden_states[1][1].clone() }],
         };
         assert!(max_abs_diff(&run(&restored)[0], &clean.logits[0]) < 1e-6);
     }
@@ -693,14 +553,8 @@ mod tests {
     #[test]
     fn forward_from_layer_continues_a_run_from_its_hidden_states() {
         let model = tiny_model();
-        let options = ForwardOptions {
-            hidden_states: true,
-            logits: LogitsFor::AllPositions,
-            ..Default::default()
-        };
-        let full = model
-            .forward(&TOKENS, &mut model.new_cache(), options)
-            .unwrap();
+        let options = ForwardOptions { hidden_states: true, logits: LogitsFor::AllPositions, ..Default::default() };
+        let full = model.forward(&TOKENS, &mut model.new_cache(), options).unwrap();
         for k in 0..=1 {
             let residual = full.hidden_states[k].concat();
             let resumed = model.forward_from_layer(&residual, k, options).unwrap();
@@ -710,9 +564,7 @@ mod tests {
             assert_eq!(resumed.hidden_states.last(), full.hidden_states.last());
         }
         assert!(model.forward_from_layer(&[0.0; 3], 0, options).is_err());
-        assert!(model
-            .forward_from_layer(&full.hidden_states[0].concat(), 2, options)
-            .is_err());
+        assert!(model.forward_from_layer(&full.hidden_states[0].concat(), 2, options).is_err());
     }
 
     #[test]
@@ -720,15 +572,9 @@ mod tests {
         let model = tiny_model();
         let clean = all_logits(&model, &TOKENS);
         let run = |delta: &GateDelta| {
-            let options = ForwardOptions {
-                logits: LogitsFor::AllPositions,
-                gate_delta: Some(delta),
-                ..Default::default()
-            };
-            model
-                .forward(&TOKENS, &mut model.new_cache(), options)
-                .unwrap()
-                .logits
+            let options =
+                ForwardOptions { logits: LogitsFor::AllPositions, gate_delta: Some(delta), ..Default::default() };
+            model.forward(&TOKENS, &mut model.new_cache(), options).unwrap().logits
         };
         assert_eq!(run(&model.gate_delta(0, || 0.0).unwrap()), clean);
         assert!(max_abs_diff(&run(&model.gate_delta(0, || 0.1).unwrap())[5], &clean[5]) > 1e-4);
@@ -738,13 +584,7 @@ mod tests {
     #[test]
     fn out_of_vocabulary_token_is_an_error_not_a_panic() {
         let model = tiny_model();
-        assert!(model
-            .forward(
-                &[VOCAB as u32],
-                &mut model.new_cache(),
-                ForwardOptions::default()
-            )
-            .is_err());
+        assert!(model.forward(&[VOCAB as u32], &mut model.new_cache(), ForwardOptions::default()).is_err());
     }
 
     #[test]
@@ -752,18 +592,9 @@ mod tests {
         let model = tiny_model();
         let bad = Intervention {
             embedding_noise: vec![],
-            hidden_patches: vec![HiddenPatch {
-                layer: 1,
-                position: 0,
-                hidden: vec![0.0; HIDDEN],
-            }],
+            hidden_patches: vec![HiddenPatch { layer: 1, position: 0, hidden: vec![0.0; HIDDEN] }],
         };
-        let options = ForwardOptions {
-            intervention: Some(&bad),
-            ..Default::default()
-        };
-        assert!(model
-            .forward(&TOKENS, &mut model.new_cache(), options)
-            .is_err());
+        let options = ForwardOptions { intervention: Some(&bad), ..Default::default() };
+        assert!(model.forward(&TOKENS, &mut model.new_cache(), options).is_err());
     }
 }

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 /// A Hugging Face tokenizer plus the BOS convention of its model.
 pub struct PromptTokenizer {
@@ -13,22 +13,19 @@ pub struct PromptTokenizer {
 
 impl std::fmt::Debug for PromptTokenizer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PromptTokenizer")
-            .field("bos_token_id", &self.bos_token_id)
-            .finish_non_exhaustive()
+        f.debug_struct("PromptTokenizer").field("bos_token_id", &self.bos_token_id).finish_non_exhaustive()
     }
 }
+
+/// Token ids with each token's byte span `(start, end)` in the text.
+pub type IdsWithSpans = (Vec<u32>, Vec<(usize, usize)>);
 
 impl PromptTokenizer {
     /// Loads `tokenizer.json` from a model directory; `bos_token_id` comes from the model config.
     pub fn from_dir(dir: &Path, bos_token_id: Option<u32>) -> Result<Self> {
         let path = dir.join("tokenizer.json");
-        let inner = tokenizers::Tokenizer::from_file(&path)
-            .map_err(|e| Error::Model(format!("{}: {e}", path.display())))?;
-        Ok(PromptTokenizer {
-            inner,
-            bos_token_id,
-        })
+        let inner = tokenizers::Tokenizer::from_file(&path).map_err(|e| model_err!("{}: {e}", path.display()))?;
+        Ok(PromptTokenizer { inner, bos_token_id })
     }
 
     /// Ids of a prompt, BOS first when the model has one. Many tokenizer.json
@@ -52,22 +49,14 @@ impl PromptTokenizer {
 
     /// Ids of `text` without BOS, with each token's byte span in `text`. Replay
     /// uses the spans to say where a context-window cut falls in the text.
-    pub fn encode_with_offsets(&self, text: &str) -> Result<(Vec<u32>, Vec<(usize, usize)>)> {
-        let encoding = self
-            .inner
-            .encode(text, false)
-            .map_err(|e| Error::Model(format!("tokenizing: {e}")))?;
+    pub fn encode_with_offsets(&self, text: &str) -> Result<IdsWithSpans> {
+        let encoding = self.inner.encode(text, false).map_err(|e| model_err!("tokenizing: {e}"))?;
         Ok((encoding.get_ids().to_vec(), encoding.get_offsets().to_vec()))
     }
 
     /// The text of every special added token (`<s>`, `</s>`, `<|user|>`, ...).
     pub fn special_token_texts(&self) -> Vec<String> {
-        self.inner
-            .get_added_tokens_decoder()
-            .values()
-            .filter(|t| t.special)
-            .map(|t| t.content.clone())
-            .collect()
+        self.inner.get_added_tokens_decoder().values().filter(|t| t.special).map(|t| t.content.clone()).collect()
     }
 
     /// The vocabulary string of one id (`</s>` for EOS), if the id exists.
@@ -76,18 +65,13 @@ impl PromptTokenizer {
     }
 
     fn encode_raw(&self, text: &str, add_special_tokens: bool) -> Result<Vec<u32>> {
-        let encoding = self
-            .inner
-            .encode(text, add_special_tokens)
-            .map_err(|e| Error::Model(format!("tokenizing: {e}")))?;
+        let encoding = self.inner.encode(text, add_special_tokens).map_err(|e| model_err!("tokenizing: {e}"))?;
         Ok(encoding.get_ids().to_vec())
     }
 
     /// Text of `ids` with special tokens (BOS, EOS, chat markers) left out,
     /// like transformers' `decode(ids, skip_special_tokens=True)`.
     pub fn decode(&self, ids: &[u32]) -> Result<String> {
-        self.inner
-            .decode(ids, true)
-            .map_err(|e| Error::Model(format!("detokenizing: {e}")))
+        self.inner.decode(ids, true).map_err(|e| model_err!("detokenizing: {e}"))
     }
 }

@@ -11,6 +11,8 @@
 //!   the serving stack cannot have seen the whole prompt, nothing is replayed.
 //! - `error`: the request cannot be replayed (null or empty prompt, tokenizer failure).
 
+pub use tokscope_core::catalog::replay_verdicts::{Verdict, VerdictRow};
+
 use super::ReplayModel;
 use crate::error::Result;
 
@@ -30,31 +32,6 @@ pub struct Suspect {
     pub model_output: Option<String>,
 }
 
-/// The outcome classes; see the module docs for their definitions.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Verdict {
-    /// The model stops here with probability >= threshold.
-    NaturalStop,
-    /// The model would have continued: the output was cut.
-    ConfirmedTruncation,
-    /// The request does not fit in the model's context window.
-    PromptTruncated,
-    /// The request could not be replayed (see `reason`).
-    Error,
-}
-
-impl Verdict {
-    /// The value stored in `replay_verdicts.verdict`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Verdict::NaturalStop => "natural_stop",
-            Verdict::ConfirmedTruncation => "confirmed_truncation",
-            Verdict::PromptTruncated => "prompt_truncated",
-            Verdict::Error => "error",
-        }
-    }
-}
-
 /// Settings of one replay run.
 #[derive(Debug, Clone, Copy)]
 pub struct ReplayOptions {
@@ -68,57 +45,7 @@ pub struct ReplayOptions {
 
 impl Default for ReplayOptions {
     fn default() -> Self {
-        ReplayOptions {
-            threshold: DEFAULT_THRESHOLD,
-            max_new_tokens: CONTINUATION_TOKENS,
-            repeat: 1,
-        }
-    }
-}
-
-/// One row of `replay_verdicts` before it becomes Arrow (run-level columns
-/// such as `model`, `device` and `replayed_at` are added by the writer).
-#[derive(Debug, Clone, PartialEq)]
-pub struct VerdictRow {
-    /// The request.
-    pub request_id: String,
-    /// The outcome.
-    pub verdict: Verdict,
-    /// Why, for `error` and `prompt_truncated`.
-    pub reason: Option<String>,
-    /// P(EOS | prompt, logged output); null when nothing was replayed.
-    pub p_eos_at_cut: Option<f64>,
-    /// Greedy continuation after the cut (special tokens skipped).
-    pub continuation: Option<String>,
-    /// Whether that continuation ended with EOS within its budget.
-    pub continuation_ended_with_eos: Option<bool>,
-    /// Prompt tokens (BOS included) run through the model, or counted when too long.
-    pub prompt_tokens_replayed: i64,
-    /// Logged-output tokens teacher-forced after the prompt.
-    pub output_tokens_replayed: i64,
-    /// The cut falls inside a special delimiter such as `<|user|>`.
-    pub cut_in_special_token: bool,
-    /// The cut falls inside a multi-byte UTF-8 character.
-    pub cut_in_utf8_char: bool,
-    /// With `repeat >= 2`: whether every run gave identical ids and P(EOS) bits.
-    pub deterministic: Option<bool>,
-}
-
-impl VerdictRow {
-    fn error(request_id: &str, reason: impl Into<String>) -> Self {
-        VerdictRow {
-            request_id: request_id.to_string(),
-            verdict: Verdict::Error,
-            reason: Some(reason.into()),
-            p_eos_at_cut: None,
-            continuation: None,
-            continuation_ended_with_eos: None,
-            prompt_tokens_replayed: 0,
-            output_tokens_replayed: 0,
-            cut_in_special_token: false,
-            cut_in_utf8_char: false,
-            deterministic: None,
-        }
+        ReplayOptions { threshold: DEFAULT_THRESHOLD, max_new_tokens: CONTINUATION_TOKENS, repeat: 1 }
     }
 }
 
@@ -143,11 +70,7 @@ fn try_replay(replay: &ReplayModel, suspect: &Suspect, options: &ReplayOptions) 
         return Ok(VerdictRow::error(id, "model_output is null"));
     };
     let config = replay.model.config();
-    let eos_texts: Vec<String> = config
-        .eos_token_ids
-        .iter()
-        .filter_map(|&e| replay.tokenizer.token_text(e))
-        .collect();
+    let eos_texts: Vec<String> = config.eos_token_ids.iter().filter_map(|&e| replay.tokenizer.token_text(e)).collect();
     let output = strip_eos_marker(raw_output, &eos_texts);
     let specials = replay.tokenizer.special_token_texts();
 
@@ -173,9 +96,7 @@ fn try_replay(replay: &ReplayModel, suspect: &Suspect, options: &ReplayOptions) 
         };
         let (in_special, in_char) = cut_inside_window(text, &offsets, index, &specials);
         row.verdict = Verdict::PromptTruncated;
-        row.reason = Some(format!(
-            "prompt + output is {total} tokens; the context window is {window}"
-        ));
+        row.reason = Some(format!("prompt + output is {total} tokens; the context window is {window}"));
         row.cut_in_special_token = in_special;
         row.cut_in_utf8_char = in_char;
         return Ok(row);
@@ -194,19 +115,11 @@ fn try_replay(replay: &ReplayModel, suspect: &Suspect, options: &ReplayOptions) 
         let again = replay.greedy_ids(&ids, budget)?;
         let same = again.greedy_ids == first.greedy_ids
             && again.p_eos.len() == first.p_eos.len()
-            && again
-                .p_eos
-                .iter()
-                .zip(&first.p_eos)
-                .all(|(a, b)| a.to_bits() == b.to_bits());
+            && again.p_eos.iter().zip(&first.p_eos).all(|(a, b)| a.to_bits() == b.to_bits());
         deterministic = Some(deterministic.unwrap_or(true) && same);
     }
     let p_eos = first.p_eos.first().copied().unwrap_or(f64::NAN);
-    row.verdict = if p_eos >= options.threshold {
-        Verdict::NaturalStop
-    } else {
-        Verdict::ConfirmedTruncation
-    };
+    row.verdict = if p_eos >= options.threshold { Verdict::NaturalStop } else { Verdict::ConfirmedTruncation };
     row.reason = None;
     row.p_eos_at_cut = Some(p_eos);
     row.continuation = Some(replay.tokenizer.decode(&first.greedy_ids)?);
@@ -218,45 +131,29 @@ fn try_replay(replay: &ReplayModel, suspect: &Suspect, options: &ReplayOptions) 
 /// Removes one trailing EOS marker text (`</s>`), so a complete output whose
 /// stop was logged is scored at the same cut as one whose stop was dropped.
 pub fn strip_eos_marker<'a>(output: &'a str, eos_texts: &[String]) -> &'a str {
-    eos_texts
-        .iter()
-        .filter(|m| !m.is_empty())
-        .find_map(|m| output.strip_suffix(m.as_str()))
-        .unwrap_or(output)
+    eos_texts.iter().filter(|m| !m.is_empty()).find_map(|m| output.strip_suffix(m.as_str())).unwrap_or(output)
 }
 
 /// Whether `text` ends with a proper prefix (two bytes or more, so a lone `<`
 /// in prose does not count) of a special delimiter: the log was cut inside it.
 pub fn ends_inside_special(text: &str, specials: &[String]) -> bool {
-    specials.iter().any(|s| {
-        (2..s.len())
-            .filter(|&n| s.is_char_boundary(n))
-            .any(|n| text.ends_with(&s[..n]))
-    })
+    specials.iter().any(|s| (2..s.len()).filter(|&n| s.is_char_boundary(n)).any(|n| text.ends_with(&s[..n])))
 }
 
 /// Where the context window ends inside `text` (token `index` is the first that
 /// did not fit; `offsets` are byte spans): `(inside a special delimiter,
 /// inside a UTF-8 character)`. A byte-level tokenizer can split a character over
 /// two tokens; both then report the character's span, so they overlap.
-pub fn cut_inside_window(
-    text: &str,
-    offsets: &[(usize, usize)],
-    index: usize,
-    specials: &[String],
-) -> (bool, bool) {
+pub fn cut_inside_window(text: &str, offsets: &[(usize, usize)], index: usize, specials: &[String]) -> (bool, bool) {
     let Some(&(cut, _)) = offsets.get(index) else {
         return (false, false);
     };
     let in_char = !text.is_char_boundary(cut)
-        || index
-            .checked_sub(1)
-            .and_then(|i| offsets.get(i))
-            .is_some_and(|&(_, prev_end)| prev_end > cut);
-    let in_special = specials.iter().filter(|s| !s.is_empty()).any(|s| {
-        text.match_indices(s.as_str())
-            .any(|(start, m)| start < cut && cut < start + m.len())
-    });
+        || index.checked_sub(1).and_then(|i| offsets.get(i)).is_some_and(|&(_, prev_end)| prev_end > cut);
+    let in_special = specials
+        .iter()
+        .filter(|s| !s.is_empty())
+        .any(|s| text.match_indices(s.as_str()).any(|(start, m)| start < cut && cut < start + m.len()));
     (in_special, in_char)
 }
 
@@ -302,15 +199,11 @@ mod tests {
 
     #[test]
     fn verdict_names_are_the_stored_values() {
-        let names: Vec<_> = [
-            Verdict::NaturalStop,
-            Verdict::ConfirmedTruncation,
-            Verdict::PromptTruncated,
-            Verdict::Error,
-        ]
-        .iter()
-        .map(|v| v.as_str())
-        .collect();
+        let names: Vec<_> =
+            [Verdict::NaturalStop, Verdict::ConfirmedTruncation, Verdict::PromptTruncated, Verdict::Error]
+                .iter()
+                .map(|v| v.as_str())
+                .collect();
         assert_eq!(names, ["natural_stop", "confirmed_truncation", "prompt_truncated", "error"]);
     }
 }

@@ -84,10 +84,10 @@ impl ModelWeights {
                 tensors.load_file(&dir.join(shard))?;
             }
         } else {
-            return Err(Error::Model(format!(
+            return Err(model_err!(
                 "{}: neither model.safetensors nor model.safetensors.index.json found",
                 dir.display()
-            )));
+            ));
         }
         Self::from_tensors(tensors, config)
     }
@@ -104,8 +104,7 @@ impl ModelWeights {
                 k_proj: t.linear(&format!("{p}.self_attn.k_proj"), cfg.kv_width(), h)?,
                 v_proj: t.linear(&format!("{p}.self_attn.v_proj"), cfg.kv_width(), h)?,
                 o_proj: t.linear(&format!("{p}.self_attn.o_proj"), h, cfg.q_width())?,
-                post_attention_layernorm: t
-                    .vector(&format!("{p}.post_attention_layernorm.weight"), h)?,
+                post_attention_layernorm: t.vector(&format!("{p}.post_attention_layernorm.weight"), h)?,
                 gate_proj: t.linear(&format!("{p}.mlp.gate_proj"), i, h)?,
                 up_proj: t.linear(&format!("{p}.mlp.up_proj"), i, h)?,
                 down_proj: t.linear(&format!("{p}.mlp.down_proj"), h, i)?,
@@ -119,12 +118,7 @@ impl ModelWeights {
         } else {
             Some(t.linear("lm_head", cfg.vocab_size, h)?)
         };
-        Ok(ModelWeights {
-            embed_tokens,
-            layers,
-            norm,
-            lm_head,
-        })
+        Ok(ModelWeights { embed_tokens, layers, norm, lm_head })
     }
 }
 
@@ -137,10 +131,8 @@ struct ShardIndex {
 /// The distinct shard files of an index, in a stable order.
 fn shard_files(index: &Path) -> Result<Vec<String>> {
     let text = std::fs::read_to_string(index).map_err(|e| Error::io(index.display(), e))?;
-    let parsed: ShardIndex = serde_json::from_str(&text).map_err(|e| Error::Json {
-        path: index.to_path_buf(),
-        source: e,
-    })?;
+    let parsed: ShardIndex =
+        serde_json::from_str(&text).map_err(|e| Error::Json { path: index.to_path_buf(), source: e })?;
     let mut files: Vec<String> = parsed.weight_map.into_values().collect();
     files.sort();
     files.dedup();
@@ -157,15 +149,13 @@ struct TensorStore {
 impl TensorStore {
     fn load_file(&mut self, path: &Path) -> Result<()> {
         let bytes = std::fs::read(path).map_err(|e| Error::io(path.display(), e))?;
-        self.load_bytes(&bytes)
-            .map_err(|e| Error::Model(format!("{}: {e}", path.display())))
+        self.load_bytes(&bytes).map_err(|e| model_err!("{}: {e}", path.display()))
     }
 
     fn load_bytes(&mut self, bytes: &[u8]) -> Result<()> {
-        let file = SafeTensors::deserialize(bytes).map_err(|e| Error::Model(e.to_string()))?;
+        let file = SafeTensors::deserialize(bytes).map_err(|e| model_err!("{e}"))?;
         for (name, view) in file.tensors() {
-            let data = to_f32(view.dtype(), view.data())
-                .map_err(|e| Error::Model(format!("tensor {name}: {e}")))?;
+            let data = to_f32(view.dtype(), view.data()).map_err(|e| model_err!("tensor {name}: {e}"))?;
             self.tensors.insert(name, (view.shape().to_vec(), data));
         }
         Ok(())
@@ -177,14 +167,10 @@ impl TensorStore {
 
     /// Removes a tensor, checking it has exactly the shape the config implies.
     fn take(&mut self, name: &str, shape: &[usize]) -> Result<Vec<f32>> {
-        let (found, data) = self
-            .tensors
-            .remove(name)
-            .ok_or_else(|| Error::Model(format!("tensor {name} missing from checkpoint")))?;
+        let (found, data) =
+            self.tensors.remove(name).ok_or_else(|| model_err!("tensor {name} missing from checkpoint"))?;
         if found != shape {
-            return Err(Error::Model(format!(
-                "tensor {name} has shape {found:?}, config implies {shape:?}"
-            )));
+            return Err(model_err!("tensor {name} has shape {found:?}, config implies {shape:?}"));
         }
         Ok(data)
     }
@@ -198,11 +184,7 @@ impl TensorStore {
     fn linear(&mut self, prefix: &str, out_features: usize, in_features: usize) -> Result<Linear> {
         let weight = self.take(&format!("{prefix}.weight"), &[out_features, in_features])?;
         let bias_name = format!("{prefix}.bias");
-        let bias = if self.contains(&bias_name) {
-            Some(self.vector(&bias_name, out_features)?)
-        } else {
-            None
-        };
+        let bias = if self.contains(&bias_name) { Some(self.vector(&bias_name, out_features)?) } else { None };
         Linear::new(weight, bias, out_features, in_features)
     }
 }
@@ -211,23 +193,10 @@ impl TensorStore {
 /// file need not be 4-byte aligned, so values are decoded, not reinterpreted.
 fn to_f32(dtype: Dtype, bytes: &[u8]) -> Result<Vec<f32>> {
     let values = match dtype {
-        Dtype::F32 => bytes
-            .chunks_exact(4)
-            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-            .collect(),
-        Dtype::F16 => bytes
-            .chunks_exact(2)
-            .map(|b| half::f16::from_le_bytes([b[0], b[1]]).to_f32())
-            .collect(),
-        Dtype::BF16 => bytes
-            .chunks_exact(2)
-            .map(|b| half::bf16::from_le_bytes([b[0], b[1]]).to_f32())
-            .collect(),
-        other => {
-            return Err(Error::Model(format!(
-                "unsupported dtype {other:?} (expected F32, F16 or BF16)"
-            )))
-        }
+        Dtype::F32 => bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect(),
+        Dtype::F16 => bytes.chunks_exact(2).map(|b| half::f16::from_le_bytes([b[0], b[1]]).to_f32()).collect(),
+        Dtype::BF16 => bytes.chunks_exact(2).map(|b| half::bf16::from_le_bytes([b[0], b[1]]).to_f32()).collect(),
+        other => return Err(model_err!("unsupported dtype {other:?} (expected F32, F16 or BF16)")),
     };
     Ok(values)
 }
@@ -241,10 +210,7 @@ mod tests {
         // 1.5 in f16 is 0x3E00, in bf16 0x3FC0 (little-endian on disk).
         assert_eq!(to_f32(Dtype::F16, &[0x00, 0x3E]).unwrap(), vec![1.5]);
         assert_eq!(to_f32(Dtype::BF16, &[0xC0, 0x3F]).unwrap(), vec![1.5]);
-        assert_eq!(
-            to_f32(Dtype::F32, &1.5f32.to_le_bytes()).unwrap(),
-            vec![1.5]
-        );
+        assert_eq!(to_f32(Dtype::F32, &1.5f32.to_le_bytes()).unwrap(), vec![1.5]);
     }
 
     #[test]

@@ -23,6 +23,19 @@ pub fn repo() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// Compares `actual` with the file `path` (under the repository), writing it
+/// first when `TOKSCOPE_BLESS` is set; `how` says how to regenerate it.
+pub fn assert_snapshot(path: &Path, actual: &str, how: &str) {
+    if std::env::var_os("TOKSCOPE_BLESS").is_some() {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).expect("snapshot dir");
+        }
+        std::fs::write(path, actual).expect("write snapshot");
+    }
+    let expected = std::fs::read_to_string(path).unwrap_or_default();
+    assert_eq!(actual, expected, "{} differs; review the change and run TOKSCOPE_BLESS=1 {how}", path.display());
+}
+
 /// Writes a test input file into `dir` and returns its path as a string.
 pub fn write_file(dir: &Path, name: &str, bytes: impl AsRef<[u8]>) -> String {
     let p = dir.join(name);
@@ -33,6 +46,13 @@ pub fn write_file(dir: &Path, name: &str, bytes: impl AsRef<[u8]>) -> String {
 /// Runs tokscope and asserts success; returns stdout.
 pub fn tokscope(args: &[&str]) -> String {
     let out = tokscope_output(args);
+    assert!(out.status.success(), "tokscope {args:?} failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).expect("utf-8 stdout")
+}
+
+/// Runs tokscope with extra environment variables and asserts success; returns stdout.
+pub fn tokscope_with_env(env: &[(&str, &str)], args: &[&str]) -> String {
+    let out = Command::new(bin()).args(args).envs(env.iter().copied()).output().expect("run tokscope");
     assert!(out.status.success(), "tokscope {args:?} failed:\n{}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8(out.stdout).expect("utf-8 stdout")
 }
@@ -119,8 +139,10 @@ impl S3Server {
 
     /// Creates a bucket and uploads local files as `key -> path`.
     pub fn put(&self, bucket: &str, objects: &[(&str, &Path)]) {
-        let uploads: Vec<String> =
-            objects.iter().map(|(k, p)| format!("s3.upload_file({:?}, {bucket:?}, {k:?})", p.display().to_string())).collect();
+        let uploads: Vec<String> = objects
+            .iter()
+            .map(|(k, p)| format!("s3.upload_file({:?}, {bucket:?}, {k:?})", p.display().to_string()))
+            .collect();
         let script = format!(
             "import boto3\ns3 = boto3.client('s3', endpoint_url={:?}, aws_access_key_id='testing', aws_secret_access_key='testing', region_name='us-east-1')\ns3.create_bucket(Bucket={bucket:?})\n{}\n",
             self.endpoint,

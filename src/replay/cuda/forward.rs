@@ -24,7 +24,7 @@ use crate::replay::{LlamaModel, LogitsFor, ModelConfig};
 pub const MAX_ATTENTION_POSITIONS: usize = 44 * 1024 / 4;
 
 fn cuda_err(e: impl std::fmt::Debug) -> Error {
-    Error::Model(format!("CUDA: {e:?}"))
+    model_err!("CUDA: {e:?}")
 }
 
 struct GpuLinear {
@@ -110,7 +110,8 @@ impl CudaModel {
         let blas = CudaBlas::new(stream.clone()).map_err(cuda_err)?;
         // Plain FP32 sgemm: no TF32 tensor-op rounding of the inputs.
         // SAFETY: the handle is live; the mode is a valid enum value.
-        let status = unsafe { blas_sys::cublasSetMathMode(*blas.handle(), blas_sys::cublasMath_t::CUBLAS_DEFAULT_MATH) };
+        let status =
+            unsafe { blas_sys::cublasSetMathMode(*blas.handle(), blas_sys::cublasMath_t::CUBLAS_DEFAULT_MATH) };
         if status != blas_sys::cublasStatus_t::CUBLAS_STATUS_SUCCESS {
             return Err(cuda_err(status));
         }
@@ -178,12 +179,7 @@ impl CudaModel {
 
     /// An empty cache for one sequence (device memory is allocated on first use).
     pub fn new_cache(&self) -> CudaKvCache {
-        CudaKvCache {
-            keys: Vec::new(),
-            values: Vec::new(),
-            len: 0,
-            capacity: 0,
-        }
+        CudaKvCache { keys: Vec::new(), values: Vec::new(), len: 0, capacity: 0 }
     }
 
     /// Runs `tokens` after the positions in `cache`, appends their keys and
@@ -195,16 +191,13 @@ impl CudaModel {
         let (h, n, start) = (cfg.hidden_size, tokens.len(), cache.len);
         cfg.check_sequence(start, n)?;
         if start + n > MAX_ATTENTION_POSITIONS {
-            return Err(Error::Model(format!(
+            return Err(model_err!(
                 "sequence of {} tokens exceeds the CUDA attention limit of {MAX_ATTENTION_POSITIONS} positions",
                 start + n
-            )));
+            ));
         }
         if let Some(&t) = tokens.iter().find(|&&t| t as usize >= cfg.vocab_size) {
-            return Err(Error::Model(format!(
-                "token id {t} is outside the vocabulary of {}",
-                cfg.vocab_size
-            )));
+            return Err(model_err!("token id {t} is outside the vocabulary of {}", cfg.vocab_size));
         }
         self.reserve(cache, start + n)?;
         let s = &self.stream;
@@ -361,11 +354,8 @@ impl CudaModel {
         let dim = weight.len();
         let mut y = self.stream.alloc_zeros::<f32>(rows * dim).map_err(cuda_err)?;
         let (dim_i, eps) = (dim as i32, self.config.rms_norm_eps);
-        let launch = LaunchConfig {
-            grid_dim: (rows as u32, 1, 1),
-            block_dim: (kernels::BLOCK, 1, 1),
-            shared_mem_bytes: 0,
-        };
+        let launch =
+            LaunchConfig { grid_dim: (rows as u32, 1, 1), block_dim: (kernels::BLOCK, 1, 1), shared_mem_bytes: 0 };
         // SAFETY: x and y hold rows*dim floats, weight dim.
         unsafe {
             self.stream

@@ -30,7 +30,7 @@ pub fn compile_options(defines: &[(&str, &str)]) -> cudarc::nvrtc::CompileOption
 /// Compiles [`SOURCE`] to PTX text. Needs `libnvrtc` (see
 /// [`super::nvrtc_available`]); `defines` become `-DNAME=VALUE`.
 pub fn compile_ptx(defines: &[(&str, &str)]) -> crate::error::Result<String> {
-    let ptx = cudarc::nvrtc::compile_ptx_with_opts(SOURCE, compile_options(defines))
-        .map_err(|e| crate::error::Error::Model(format!("NVRTC: {e}")))?;
+    let ptx =
+        cudarc::nvrtc::compile_ptx_with_opts(SOURCE, compile_options(defines)).map_err(|e| model_err!("NVRTC: {e}"))?;
     Ok(ptx.to_src())
 }

@@ -1,0 +1,33 @@
+//! `rejects`: one row per input line that could not become a row, with
+//! enough to find it again (file, line, byte offset) and its raw bytes.
+
+use super::columns::table;
+use crate::record::LineOrigin;
+
+/// Longest raw-line prefix kept in `rejects.raw_line`.
+pub const REJECT_SNIPPET_BYTES: usize = 64 * 1024;
+
+table! {
+    /// One row per input line that could not become a row.
+    pub table RejectsBuilder(o: &LineOrigin<'_>, error: &str, raw: &[u8], cut: bool) {
+        name: "rejects",
+        key: ["source_file", "source_line"],
+        partition: None,
+        written_by: "tokscope ingest",
+    } {
+        /// Input path or URL.
+        source_file: Utf8 [Dictionary] = o.file,
+        /// Format the file was parsed as (`unknown` if undetectable).
+        source_format: Utf8 nullable [Dictionary] = Some(o.format),
+        /// 1-based line number.
+        source_line: UInt64 = o.line_no,
+        /// Offset of the line in the decompressed input.
+        byte_offset: UInt64 = o.byte_offset,
+        /// Why the line was rejected.
+        error: Utf8 = error,
+        /// The raw line, cut at 64 KiB, bytes kept exactly.
+        raw_line: Binary [NoStatistics] = &raw[..raw.len().min(REJECT_SNIPPET_BYTES)],
+        /// True when raw_line was cut.
+        raw_line_truncated: Boolean = cut || raw.len() > REJECT_SNIPPET_BYTES,
+    }
+}

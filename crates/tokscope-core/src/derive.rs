@@ -1,0 +1,510 @@
+//! Derived analytic columns, computed once at ingest. Each function here is the
+//! single implementation of a definition in `docs/metrics.md`.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::path::Path;
+
+use crate::error::{Error, Result};
+use crate::record::{LineOrigin, RequestRecord, TokenRecord};
+use crate::redact::Redaction;
+
+/// Context-length bins over `prompt_tokens`: half-open intervals `[lo, hi)`,
+/// the last one open-ended.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ContextBins {
+    edges: Vec<i64>,
+    labels: Vec<String>,
+}
+
+/// Default bin edges: 0, 1K, 2K, ..., 128K with K = 1024.
+pub const DEFAULT_BIN_EDGES: [i64; 9] = [0, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072];
+
+impl Default for ContextBins {
+    fn default() -> Self {
+        Self::new(DEFAULT_BIN_EDGES.to_vec()).expect("default edges are valid")
+    }
+}
+
+fn edge_label(v: i64) -> String {
+    if v == 0 {
+        "0".to_string()
+    } else if v % 1024 == 0 {
+        format!("{}K", v / 1024)
+    } else {
+        v.to_string()
+    }
+}
+
+impl ContextBins {
+    /// Bins from strictly increasing edges starting at 0.
+    pub fn new(edges: Vec<i64>) -> Result<Self> {
+        if edges.first() != Some(&0) {
+            return Err(config_err!("context bin edges must start at 0"));
+        }
+        if edges.windows(2).any(|w| w[0] >= w[1]) {
+            return Err(config_err!("context bin edges must be strictly increasing"));
+        }
+        let labels = edges
+            .iter()
+            .enumerate()
+            .map(|(i, &lo)| match edges.get(i + 1) {
+                Some(&hi) => format!("{}-{}", edge_label(lo), edge_label(hi)),
+                None => format!("{}+", edge_label(lo)),
+            })
+            .collect();
+        Ok(Self { edges, labels })
+    }
+
+    /// Parses `--bins`: comma-separated edges, `K` meaning 1024 (`0,1K,4K,32K`).
+    pub fn parse(spec: &str) -> Result<Self> {
+        let edges = spec
+            .split(',')
+            .map(|s| {
+                let s = s.trim();
+                let (num, mult) = match s.strip_suffix(['K', 'k']) {
+                    Some(n) => (n, 1024),
+                    None => (s, 1),
+                };
+                num.parse::<i64>().map(|n| n * mult).map_err(|_| config_err!("bad context bin edge {s:?} in --bins"))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Self::new(edges)
+    }
+
+    /// The bin of a prompt length: `(label, lower edge)`.
+    pub fn bin(&self, prompt_tokens: i64) -> (&str, i64) {
+        let i = self.edges.partition_point(|&e| e <= prompt_tokens).saturating_sub(1);
+        (&self.labels[i], self.edges[i])
+    }
+
+    /// The bin labels in order.
+    pub fn labels(&self) -> &[String] {
+        &self.labels
+    }
+}
+
+/// End-of-sequence markers searched at the end of raw model output.
+#[derive(Debug, Clone)]
+pub struct EosMarkers {
+    default: Vec<String>,
+    per_model: HashMap<String, Vec<String>>,
+}
+
+/// Markers every model is checked for.
+pub const DEFAULT_EOS_MARKERS: [&str; 8] = [
+    "<|endoftext|>",
+    "<|im_end|>",
+    "</s>",
+    "<|eot_id|>",
+    "<|end|>",
+    "[EOS]",
+    "<|end▁of▁sentence|>",
+    "<｜end▁of▁sentence｜>",
+];
+
+impl Default for EosMarkers {
+    fn default() -> Self {
+        Self { default: DEFAULT_EOS_MARKERS.iter().map(|s| s.to_string()).collect(), per_model: HashMap::new() }
+    }
+}
+
+impl EosMarkers {
+    /// Defaults plus an override file: a JSON object mapping a model name to
+    /// extra markers, with `"*"` adding markers for every model.
+    pub fn from_file(path: &Path) -> Result<Self> {
+        let text = std::fs::read_to_string(path).map_err(|e| Error::io(path.display(), e))?;
+        let map: HashMap<String, Vec<String>> =
+            serde_json::from_str(&text).map_err(|source| Error::Json { path: path.into(), source })?;
+        let mut markers = Self::default();
+        for (model, extra) in map {
+            if model == "*" {
+                markers.default.extend(extra);
+            } else {
+                markers.per_model.insert(model, extra);
+            }
+        }
+        Ok(markers)
+    }
+
+    /// `model`'s markers: every model's, then its own.
+    fn for_model<'s>(&'s self, model: Option<&str>) -> impl Iterator<Item = &'s String> {
+        let own = model.and_then(|m| self.per_model.get(m)).map(Vec::as_slice).unwrap_or(&[]);
+        self.default.iter().chain(own)
+    }
+
+    /// Whether the right-trimmed output ends with one of `model`'s markers.
+    pub fn ends_with_marker(&self, model: &str, output: &str) -> bool {
+        let out = output.trim_end();
+        self.for_model(Some(model)).any(|m| out.ends_with(m.as_str()))
+    }
+
+    /// Whether `token`, trimmed of whitespace, is one of `model`'s markers
+    /// (with no model, one of every model's markers).
+    pub fn is_marker(&self, model: Option<&str>, token: &str) -> bool {
+        let token = token.trim();
+        self.for_model(model).any(|m| m == token)
+    }
+}
+
+/// `has_eos_marker` as defined in docs/metrics.md: `Some` only when the log
+/// holds the raw output (special tokens kept); true when it ends with one of
+/// `model`'s markers or, for formats that flag special tokens, when the last
+/// token is special.
+pub fn has_eos_marker(markers: &EosMarkers, rec: &RequestRecord<'_>) -> Option<bool> {
+    match (&rec.model_output, rec.output_is_raw) {
+        (Some(out), true) => Some(markers.ends_with_marker(&rec.model, out) || rec.last_token_special == Some(true)),
+        _ => None,
+    }
+}
+
+/// The normalised finish reasons.
+pub mod finish {
+    /// Natural stop: EOS, stop sequence, end of turn.
+    pub const STOP: &str = "stop";
+    /// Output cap reached.
+    pub const LENGTH: &str = "length";
+    /// Stopped to call a tool.
+    pub const TOOL_CALLS: &str = "tool_calls";
+    /// Stopped by a safety filter.
+    pub const CONTENT_FILTER: &str = "content_filter";
+    /// The request failed.
+    pub const ERROR: &str = "error";
+    /// Any other logged reason.
+    pub const OTHER: &str = "other";
+}
+
+/// Maps the finish reasons of OpenAI, Anthropic, TGI, vLLM, Gemini and others
+/// onto `stop|length|tool_calls|content_filter|error|other`.
+pub fn normalize_finish_reason(raw: &str) -> &'static str {
+    match raw.trim().to_ascii_lowercase().as_str() {
+        "stop" | "eos" | "eos_token" | "stop_sequence" | "end_turn" | "end" | "complete" | "finished"
+        | "pause_turn" => finish::STOP,
+        "length"
+        | "max_tokens"
+        | "max_length"
+        | "max_new_tokens"
+        | "model_length"
+        | "max_output_tokens"
+        | "model_context_window_exceeded" => finish::LENGTH,
+        "tool_calls" | "tool_use" | "function_call" => finish::TOOL_CALLS,
+        "content_filter" | "safety" | "refusal" | "recitation" | "blocklist" | "prohibited_content" => {
+            finish::CONTENT_FILTER
+        }
+        "error" | "abort" | "aborted" | "cancelled" | "canceled" | "timeout" => finish::ERROR,
+        _ => finish::OTHER,
+    }
+}
+
+/// The values of `eos_status`.
+pub mod eos {
+    /// Ended properly.
+    pub const EOS: &str = "eos";
+    /// Stopped at the output cap.
+    pub const LENGTH: &str = "length";
+    /// Raw output without an EOS marker, below the cap, not a length stop.
+    pub const IMPLICIT_TRUNCATION: &str = "implicit_truncation";
+    /// No raw output and no decisive finish reason.
+    pub const UNKNOWN: &str = "unknown";
+}
+
+/// `eos_status` as defined in docs/metrics.md. `has_eos_marker` is `Some` only
+/// for formats that log the raw output.
+pub fn eos_status(
+    has_eos_marker: Option<bool>,
+    finish_reason: Option<&str>,
+    completion_tokens: i64,
+    max_tokens: Option<i64>,
+) -> &'static str {
+    let at_cap = max_tokens.is_some_and(|m| completion_tokens >= m);
+    let length_stop = finish_reason == Some(finish::LENGTH) || at_cap;
+    match has_eos_marker {
+        Some(true) => eos::EOS,
+        Some(false) if length_stop => eos::LENGTH,
+        Some(false) => eos::IMPLICIT_TRUNCATION,
+        None => match finish_reason {
+            Some(finish::STOP) | Some(finish::TOOL_CALLS) => eos::EOS,
+            _ if length_stop => eos::LENGTH,
+            _ => eos::UNKNOWN,
+        },
+    }
+}
+
+/// Decode-phase timing: `(tpot_ms, decode_tps, e2e_tps)`, each `None` where
+/// its definition does not apply (see docs/metrics.md).
+pub fn timing(
+    completion_tokens: i64,
+    ttft_ms: Option<f64>,
+    latency_ms: Option<f64>,
+) -> (Option<f64>, Option<f64>, Option<f64>) {
+    let tpot = match (ttft_ms, latency_ms) {
+        (Some(t), Some(l)) if completion_tokens > 1 && l >= t => Some((l - t) / (completion_tokens - 1) as f64),
+        _ => None,
+    };
+    let decode_tps = tpot.filter(|&t| t > 0.0).map(|t| 1000.0 / t);
+    let e2e_tps = latency_ms.filter(|&l| l > 0.0).map(|l| completion_tokens as f64 * 1000.0 / l);
+    (tpot, decode_tps, e2e_tps)
+}
+
+/// Shannon entropy in bits of the top-k distribution renormalised to sum to 1
+/// (a lower-resolution estimate of the full distribution's entropy).
+pub fn topk_entropy_bits(logprobs: &[f64]) -> Option<f64> {
+    let finite: Vec<f64> = logprobs.iter().copied().filter(|l| l.is_finite()).collect();
+    if finite.is_empty() {
+        return None;
+    }
+    let max = finite.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let z: f64 = finite.iter().map(|l| (l - max).exp()).sum();
+    let h = finite
+        .iter()
+        .map(|l| {
+            let p = (l - max).exp() / z;
+            if p > 0.0 {
+                -p * p.log2()
+            } else {
+                0.0
+            }
+        })
+        .sum::<f64>();
+    Some(h.max(0.0))
+}
+
+/// `logprob(top1) - logprob(top2)`, `None` with fewer than two alternatives.
+pub fn top1_margin(logprobs: &[f64]) -> Option<f64> {
+    let mut sorted: Vec<f64> = logprobs.iter().copied().filter(|l| l.is_finite()).collect();
+    if sorted.len() < 2 {
+        return None;
+    }
+    sorted.sort_by(|a, b| b.total_cmp(a));
+    Some(sorted[0] - sorted[1])
+}
+
+/// [`topk_entropy_bits`] of a token's logged alternatives.
+pub fn alternatives_entropy_bits(alternatives: &[(Cow<'_, str>, f64)]) -> Option<f64> {
+    topk_entropy_bits(&alternatives.iter().map(|(_, lp)| *lp).collect::<Vec<_>>())
+}
+
+/// [`top1_margin`] of a token's logged alternatives.
+pub fn alternatives_top1_margin(alternatives: &[(Cow<'_, str>, f64)]) -> Option<f64> {
+    top1_margin(&alternatives.iter().map(|(_, lp)| *lp).collect::<Vec<_>>())
+}
+
+/// Problems in a request's per-token data, as `token_issues` codes
+/// (docs/metrics.md). The request is always kept; these flag what to distrust.
+pub fn token_issues(completion_tokens: i64, tokens: &[TokenRecord<'_>]) -> Vec<&'static str> {
+    let mut issues = Vec::new();
+    if tokens.is_empty() {
+        return issues;
+    }
+    if tokens.len() as i64 != completion_tokens {
+        issues.push("token_count_mismatch");
+    }
+    let times: Vec<f64> = tokens.iter().filter_map(|t| t.emitted_ms).collect();
+    if times.windows(2).any(|w| w[1] < w[0]) {
+        issues.push("non_monotonic_token_times");
+    }
+    if tokens.iter().any(|t| t.itl_ms.is_some_and(|v| v < 0.0)) {
+        issues.push("negative_itl");
+    }
+    // A logged token (it has text) without a usable log-probability.
+    if tokens.iter().any(|t| t.token.is_some() && !t.logprob.is_some_and(f64::is_finite)) {
+        issues.push("missing_logprob");
+    }
+    let with_top = tokens.iter().filter(|t| t.top_logprobs.as_ref().is_some_and(|v| !v.is_empty())).count();
+    if with_top > 0 && with_top < tokens.len() {
+        issues.push("missing_top_logprobs");
+    }
+    issues
+}
+
+const MICROS_PER_DAY: i64 = 86_400_000_000;
+
+/// The `date` partition of a UTC timestamp in microseconds: days since the epoch.
+pub fn day_of(ts_micros: i64) -> i32 {
+    // Any i64 of microseconds is within ±107 million days: the cast cannot truncate.
+    ts_micros.div_euclid(MICROS_PER_DAY) as i32
+}
+
+/// Settings for deriving columns, shared by every batch of an ingest run.
+#[derive(Debug, Clone, Default)]
+pub struct DeriveSettings {
+    /// Context-length bins.
+    pub bins: ContextBins,
+    /// EOS markers.
+    pub markers: EosMarkers,
+    /// Prompt/output redaction.
+    pub redaction: Redaction,
+}
+
+/// The derived columns of one request (docs/metrics.md), computed once by
+/// [`derive_request`]; `catalog::requests` and `catalog::tokens` store them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RequestDerived<'r> {
+    /// The logged id, else `<source_file>:<source_line>`.
+    pub request_id: Cow<'r, str>,
+    /// [`normalize_finish_reason`] of the logged reason.
+    pub finish_reason: Option<&'static str>,
+    /// [`has_eos_marker`].
+    pub has_eos_marker: Option<bool>,
+    /// [`eos_status`].
+    pub eos_status: &'static str,
+    /// The bin of `prompt_tokens`.
+    pub context_bin: &'r str,
+    /// Its lower edge.
+    pub context_bin_lo: i64,
+    /// `prompt_tokens + completion_tokens`.
+    pub total_tokens: i64,
+    /// [`timing`]: time per output token.
+    pub tpot_ms: Option<f64>,
+    /// [`timing`]: decode tokens per second.
+    pub decode_tps: Option<f64>,
+    /// [`timing`]: end-to-end tokens per second.
+    pub e2e_tps: Option<f64>,
+    /// The prompt as stored (after redaction).
+    pub prompt: Option<Cow<'r, str>>,
+    /// The output as stored (after redaction; the EOS marker was looked for before).
+    pub model_output: Option<Cow<'r, str>>,
+    /// Whether token texts are stored (no redaction).
+    pub keep_text: bool,
+    /// Per-token rows written for the request; null without per-token data.
+    pub output_token_count: Option<i64>,
+    /// The parser's issue codes followed by [`token_issues`].
+    pub token_issues: Vec<&'r str>,
+    /// [`day_of`] `ts`: the `date` partition.
+    pub day: i32,
+}
+
+/// Every derived column of `rec`, as docs/metrics.md defines them.
+pub fn derive_request<'r>(
+    rec: &'r RequestRecord<'_>,
+    origin: &LineOrigin<'_>,
+    settings: &'r DeriveSettings,
+) -> RequestDerived<'r> {
+    let request_id = match rec.request_id.as_deref() {
+        Some(id) => Cow::Borrowed(id),
+        None => Cow::Owned(format!("{}:{}", origin.file, origin.line_no)),
+    };
+    let finish_reason = rec.finish_reason_raw.as_deref().map(normalize_finish_reason);
+    let has_eos_marker = has_eos_marker(&settings.markers, rec);
+    let (context_bin, context_bin_lo) = settings.bins.bin(rec.prompt_tokens);
+    let (tpot_ms, decode_tps, e2e_tps) = timing(rec.completion_tokens, rec.ttft_ms, rec.latency_ms);
+    let mut issues: Vec<&'r str> = rec.token_issues.iter().map(String::as_str).collect();
+    issues.extend(token_issues(rec.completion_tokens, &rec.tokens));
+    RequestDerived {
+        request_id,
+        finish_reason,
+        has_eos_marker,
+        eos_status: eos_status(has_eos_marker, finish_reason, rec.completion_tokens, rec.max_tokens),
+        context_bin,
+        context_bin_lo,
+        total_tokens: rec.prompt_tokens.saturating_add(rec.completion_tokens),
+        tpot_ms,
+        decode_tps,
+        e2e_tps,
+        prompt: settings.redaction.apply(rec.prompt.as_deref()),
+        model_output: settings.redaction.apply(rec.model_output.as_deref()),
+        keep_text: settings.redaction == Redaction::None,
+        output_token_count: (!rec.tokens.is_empty()).then_some(rec.tokens.len() as i64),
+        token_issues: issues,
+        day: day_of(rec.ts_micros),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_bins_edges_and_labels() {
+        let b = ContextBins::default();
+        assert_eq!(b.bin(0), ("0-1K", 0));
+        assert_eq!(b.bin(1023), ("0-1K", 0));
+        assert_eq!(b.bin(1024), ("1K-2K", 1024));
+        assert_eq!(b.bin(131071), ("64K-128K", 65536));
+        assert_eq!(b.bin(131072), ("128K+", 131072));
+        assert_eq!(b.bin(10_000_000), ("128K+", 131072));
+        assert_eq!(b.labels().len(), 9);
+    }
+
+    #[test]
+    fn bins_parse_and_validate() {
+        let b = ContextBins::parse("0,512,4K").unwrap();
+        assert_eq!(b.labels(), &["0-512", "512-4K", "4K+"]);
+        assert_eq!(b.bin(512), ("512-4K", 512));
+        assert!(ContextBins::parse("1,2").is_err());
+        assert!(ContextBins::parse("0,4K,2K").is_err());
+        assert!(ContextBins::parse("0,x").is_err());
+    }
+
+    #[test]
+    fn eos_marker_after_trailing_whitespace() {
+        let m = EosMarkers::default();
+        assert!(m.ends_with_marker("any", "The end.<|im_end|>\n  "));
+        assert!(m.ends_with_marker("any", "fin</s>"));
+        assert!(m.ends_with_marker("any", "x<｜end▁of▁sentence｜>"));
+        assert!(!m.ends_with_marker("any", "</s> and more"));
+        assert!(!m.ends_with_marker("any", ""));
+    }
+
+    #[test]
+    fn eos_status_definition() {
+        use eos::*;
+        assert_eq!(eos_status(Some(true), Some("length"), 10, Some(10)), EOS);
+        assert_eq!(eos_status(Some(false), Some("length"), 5, Some(10)), LENGTH);
+        assert_eq!(eos_status(Some(false), Some("stop"), 10, Some(10)), LENGTH);
+        assert_eq!(eos_status(Some(false), Some("stop"), 9, Some(10)), IMPLICIT_TRUNCATION);
+        assert_eq!(eos_status(Some(false), None, 9, None), IMPLICIT_TRUNCATION);
+        assert_eq!(eos_status(None, Some("stop"), 9, None), EOS);
+        assert_eq!(eos_status(None, Some("length"), 9, None), LENGTH);
+        assert_eq!(eos_status(None, None, 10, Some(10)), LENGTH);
+        assert_eq!(eos_status(None, Some("error"), 3, None), UNKNOWN);
+        assert_eq!(eos_status(None, None, 3, None), UNKNOWN);
+    }
+
+    #[test]
+    fn finish_reasons_normalise() {
+        assert_eq!(normalize_finish_reason("end_turn"), "stop");
+        assert_eq!(normalize_finish_reason("eos_token"), "stop");
+        assert_eq!(normalize_finish_reason("max_tokens"), "length");
+        assert_eq!(normalize_finish_reason("tool_use"), "tool_calls");
+        assert_eq!(normalize_finish_reason("SAFETY"), "content_filter");
+        assert_eq!(normalize_finish_reason("weird"), "other");
+    }
+
+    #[test]
+    fn timing_definitions() {
+        assert_eq!(timing(11, Some(100.0), Some(600.0)), (Some(50.0), Some(20.0), Some(11.0 * 1000.0 / 600.0)));
+        assert_eq!(timing(1, Some(100.0), Some(600.0)), (None, None, Some(1000.0 / 600.0)));
+        assert_eq!(timing(5, None, Some(0.0)), (None, None, None));
+        assert_eq!(timing(5, Some(700.0), Some(600.0)).0, None);
+    }
+
+    #[test]
+    fn token_issue_codes() {
+        let tok = |lp: Option<f64>, t: Option<f64>, top: bool| TokenRecord {
+            token: Some("x".into()),
+            logprob: lp,
+            emitted_ms: t,
+            top_logprobs: top.then(|| vec![("a".into(), -0.1)]),
+            ..Default::default()
+        };
+        assert!(token_issues(2, &[tok(Some(-0.1), Some(10.0), true), tok(Some(-0.2), Some(20.0), true)]).is_empty());
+        assert!(token_issues(5, &[]).is_empty());
+        assert_eq!(
+            token_issues(3, &[tok(Some(-0.1), Some(30.0), true), tok(None, Some(20.0), false)]),
+            vec!["token_count_mismatch", "non_monotonic_token_times", "missing_logprob", "missing_top_logprobs"]
+        );
+    }
+
+    #[test]
+    fn entropy_and_margin() {
+        let ln_half = 0.5f64.ln();
+        assert!((topk_entropy_bits(&[ln_half, ln_half]).unwrap() - 1.0).abs() < 1e-12);
+        // Unnormalised top-k: 0.2 and 0.2 renormalise to 0.5/0.5.
+        assert!((topk_entropy_bits(&[0.2f64.ln(), 0.2f64.ln()]).unwrap() - 1.0).abs() < 1e-12);
+        assert_eq!(topk_entropy_bits(&[0.0]), Some(0.0));
+        assert_eq!(topk_entropy_bits(&[]), None);
+        assert!((top1_margin(&[-0.1, -2.1, -3.0]).unwrap() - 2.0).abs() < 1e-12);
+        assert_eq!(top1_margin(&[-0.1]), None);
+    }
+}

@@ -1,0 +1,134 @@
+//! Anthropic Messages responses (bare or in a gateway envelope). Anthropic
+//! counts cache reads and writes apart from `input_tokens`; tokscope folds
+//! them in so that `prompt_tokens` means the whole prompt for every provider.
+
+use std::borrow::Cow;
+
+use serde::Deserialize;
+
+use super::envelope;
+use super::fields::{self};
+use super::{LineContext, LogFormat, Parsed, Probe};
+use crate::record::RequestRecord;
+
+#[derive(Deserialize)]
+struct Message<'a> {
+    #[serde(borrow, default)]
+    id: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    model: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    content: Vec<ContentBlock<'a>>,
+    #[serde(borrow, default)]
+    stop_reason: Option<Cow<'a, str>>,
+    usage: Option<Usage>,
+}
+
+#[derive(Deserialize)]
+struct ContentBlock<'a> {
+    #[serde(borrow, default, rename = "type")]
+    kind: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    text: Option<Cow<'a, str>>,
+}
+
+#[derive(Deserialize)]
+struct Usage {
+    input_tokens: Option<f64>,
+    output_tokens: Option<f64>,
+    #[serde(default)]
+    cache_creation_input_tokens: Option<f64>,
+    #[serde(default)]
+    cache_read_input_tokens: Option<f64>,
+}
+
+/// Parses one Messages response line.
+pub fn parse(line: &[u8]) -> Result<RequestRecord<'_>, String> {
+    let (env, body) = envelope::open(line)?;
+    let msg: Message<'_> = serde_json::from_slice(body).map_err(|e| format!("invalid Anthropic message: {e}"))?;
+    let usage = msg.usage.ok_or("missing required field usage")?;
+    let input = fields::token_count("usage.input_tokens", usage.input_tokens.ok_or("missing usage.input_tokens")?)?;
+    let output = fields::token_count("usage.output_tokens", usage.output_tokens.ok_or("missing usage.output_tokens")?)?;
+    let cache_read = fields::opt_token_count("cache_read_input_tokens", usage.cache_read_input_tokens)?.unwrap_or(0);
+    let cache_write =
+        fields::opt_token_count("cache_creation_input_tokens", usage.cache_creation_input_tokens)?.unwrap_or(0);
+    let text: Vec<Cow<'_, str>> = msg
+        .content
+        .into_iter()
+        .filter(|b| b.kind.as_deref().unwrap_or("text") == "text")
+        .filter_map(|b| b.text)
+        .collect();
+    let output_text = match text.len() {
+        0 => None,
+        1 => text.into_iter().next(),
+        _ => Some(Cow::Owned(text.concat())),
+    };
+    let model = msg
+        .model
+        .or_else(|| env.request.as_ref().and_then(|r| r.model.clone()))
+        .ok_or("missing required field model")?;
+    let (ttft_ms, latency_ms) = env.timings()?;
+    Ok(RequestRecord {
+        request_id: env.request_id.clone().or(msg.id),
+        ts_micros: env.ts_micros(None)?,
+        session_id: env.session_id.clone(),
+        model,
+        status: env.status()?,
+        prompt_tokens: input + cache_read + cache_write,
+        completion_tokens: output,
+        cached_tokens: cache_read,
+        cache_write_tokens: cache_write,
+        max_tokens: env.max_tokens()?,
+        ttft_ms,
+        latency_ms,
+        finish_reason_raw: msg.stop_reason,
+        prompt: env.prompt()?,
+        model_output: output_text,
+        output_is_raw: false,
+        ..Default::default()
+    })
+}
+
+/// Anthropic Messages responses, bare or in an envelope.
+pub struct Anthropic;
+
+impl LogFormat for Anthropic {
+    fn name(&self) -> &'static str {
+        "anthropic"
+    }
+
+    fn about(&self) -> &'static str {
+        "Anthropic Messages response objects (bare or in a gateway envelope)"
+    }
+
+    fn detect(&self, line: &Probe<'_>) -> bool {
+        line.response().is_some_and(|r| {
+            r.get("type").and_then(|t| t.as_str()) == Some("message")
+                || r.get("usage").is_some_and(|u| u.get("input_tokens").is_some())
+        })
+    }
+
+    fn parse<'a>(&self, line: &'a [u8], _ctx: &LineContext<'_>) -> Result<Parsed<'a>, String> {
+        parse(line).map(Parsed::Request)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cache_tokens_fold_into_prompt_tokens() {
+        let line = br#"{"ts":1717236000000,"latency_ms":1500,"request":{"max_tokens":1024},"response":{"id":"msg_1","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[{"type":"text","text":"Hi "},{"type":"text","text":"there"}],"stop_reason":"end_turn","usage":{"input_tokens":100,"output_tokens":20,"cache_creation_input_tokens":30,"cache_read_input_tokens":500}}}"#;
+        let r = parse(line).unwrap();
+        assert_eq!((r.prompt_tokens, r.cached_tokens, r.cache_write_tokens, r.completion_tokens), (630, 500, 30, 20));
+        assert_eq!(r.model_output.as_deref(), Some("Hi there"));
+        assert_eq!(r.max_tokens, Some(1024));
+    }
+
+    #[test]
+    fn bare_message_without_ts_is_rejected() {
+        let line = br#"{"id":"msg_1","type":"message","model":"claude","content":[],"stop_reason":"end_turn","usage":{"input_tokens":1,"output_tokens":2}}"#;
+        assert!(parse(line).unwrap_err().contains("ts"));
+    }
+}

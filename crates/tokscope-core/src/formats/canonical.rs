@@ -1,0 +1,231 @@
+//! The canonical full-token access log: one JSON object per request, with
+//! token counts, timings, the raw output (special tokens kept) and optional
+//! per-token data. Unknown keys are kept, verbatim, in `extra`.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use serde::de::{self, Deserializer, MapAccess, Visitor};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use super::fields::{self, LogprobEntry, TsValue};
+use super::{LineContext, LogFormat, Parsed, Probe};
+use crate::record::RequestRecord;
+
+/// Parses one canonical line into a request.
+pub fn parse(line: &[u8]) -> Result<RequestRecord<'_>, String> {
+    let raw: CanonicalLine<'_> = serde_json::from_slice(line).map_err(|e| format!("invalid JSON object: {e}"))?;
+    raw.into_record()
+}
+
+/// The keys of a canonical line, as logged (before validation).
+#[derive(Default)]
+struct CanonicalLine<'a> {
+    ts: Option<TsValue<'a>>,
+    request_id: Option<Cow<'a, str>>,
+    session_id: Option<Cow<'a, str>>,
+    model: Option<Cow<'a, str>>,
+    model_version: Option<Cow<'a, str>>,
+    status: Option<f64>,
+    prompt_tokens: Option<f64>,
+    completion_tokens: Option<f64>,
+    cached_tokens: Option<f64>,
+    cache_write_tokens: Option<f64>,
+    reasoning_tokens: Option<f64>,
+    max_tokens: Option<f64>,
+    ttft_ms: Option<f64>,
+    latency_ms: Option<f64>,
+    prefill_latency_ms: Option<f64>,
+    kv_cache_hit_ratio: Option<f64>,
+    finish_reason: Option<Cow<'a, str>>,
+    prompt: Option<Cow<'a, str>>,
+    model_output: Option<Cow<'a, str>>,
+    token_times_ms: Option<Vec<Option<f64>>>,
+    decode_latency_ms: Option<Vec<Option<f64>>>,
+    logprobs: Option<Vec<LogprobEntry<'a>>>,
+    extra: Vec<(Cow<'a, str>, &'a RawValue)>,
+}
+
+impl<'de> Deserialize<'de> for CanonicalLine<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = CanonicalLine<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let mut c = CanonicalLine::default();
+                while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+                    match key.as_ref() {
+                        "ts" => c.ts = map.next_value()?,
+                        "request_id" => c.request_id = map.next_value()?,
+                        "session_id" => c.session_id = map.next_value()?,
+                        "model" => c.model = map.next_value()?,
+                        "model_version" => c.model_version = map.next_value()?,
+                        "status" => c.status = map.next_value()?,
+                        "prompt_tokens" => c.prompt_tokens = map.next_value()?,
+                        "completion_tokens" => c.completion_tokens = map.next_value()?,
+                        "cached_tokens" => c.cached_tokens = map.next_value()?,
+                        "cache_write_tokens" => c.cache_write_tokens = map.next_value()?,
+                        "reasoning_tokens" => c.reasoning_tokens = map.next_value()?,
+                        "max_tokens" => c.max_tokens = map.next_value()?,
+                        "ttft_ms" => c.ttft_ms = map.next_value()?,
+                        "latency_ms" => c.latency_ms = map.next_value()?,
+                        "prefill_latency_ms" => c.prefill_latency_ms = map.next_value()?,
+                        "kv_cache_hit_ratio" => c.kv_cache_hit_ratio = map.next_value()?,
+                        "finish_reason" => c.finish_reason = map.next_value()?,
+                        "prompt" => {
+                            let raw: &'de RawValue = map.next_value()?;
+                            c.prompt = fields::text_or_json(raw).map_err(de::Error::custom)?;
+                        }
+                        "model_output" => c.model_output = map.next_value()?,
+                        "token_times_ms" => c.token_times_ms = map.next_value()?,
+                        "decode_latency_ms" => c.decode_latency_ms = map.next_value()?,
+                        "logprobs" => c.logprobs = map.next_value()?,
+                        _ => {
+                            let v: &'de RawValue = map.next_value()?;
+                            c.extra.push((key, v));
+                        }
+                    }
+                }
+                Ok(c)
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+/// Serialises unknown keys back into one compact JSON object.
+pub(crate) fn extra_json(extra: &[(Cow<'_, str>, &RawValue)]) -> Option<String> {
+    if extra.is_empty() {
+        return None;
+    }
+    let mut out = String::from("{");
+    for (i, (k, v)) in extra.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        // Keys came out of JSON, so re-escaping them cannot fail.
+        out.push_str(&serde_json::to_string(k.as_ref()).unwrap_or_default());
+        out.push(':');
+        out.push_str(v.get());
+    }
+    out.push('}');
+    Some(out)
+}
+
+impl<'a> CanonicalLine<'a> {
+    fn into_record(self) -> Result<RequestRecord<'a>, String> {
+        let ts = self.ts.ok_or("missing required field ts")?.to_micros()?;
+        let model = self.model.ok_or("missing required field model")?;
+        if model.trim().is_empty() {
+            return Err("model is empty".into());
+        }
+        let prompt_tokens =
+            fields::token_count("prompt_tokens", self.prompt_tokens.ok_or("missing required field prompt_tokens")?)?;
+        let completion_tokens = fields::token_count(
+            "completion_tokens",
+            self.completion_tokens.ok_or("missing required field completion_tokens")?,
+        )?;
+        let cached_tokens = fields::opt_token_count("cached_tokens", self.cached_tokens)?.unwrap_or(0);
+        let cache_write_tokens = fields::opt_token_count("cache_write_tokens", self.cache_write_tokens)?.unwrap_or(0);
+        if cached_tokens + cache_write_tokens > prompt_tokens {
+            return Err(format!(
+                "cached_tokens ({cached_tokens}) + cache_write_tokens ({cache_write_tokens}) exceed prompt_tokens ({prompt_tokens})"
+            ));
+        }
+        let status = self.status.map(|s| fields::token_count("status", s)).transpose()?.map(|s| s as i32);
+        let has_output = self.model_output.is_some();
+        let mut token_issues = Vec::new();
+        let tokens =
+            fields::merge_token_data(self.logprobs, self.token_times_ms, self.decode_latency_ms, &mut token_issues);
+        Ok(RequestRecord {
+            request_id: self.request_id,
+            ts_micros: ts,
+            session_id: self.session_id,
+            model,
+            model_version: self.model_version,
+            status,
+            prompt_tokens,
+            completion_tokens,
+            cached_tokens,
+            cache_write_tokens,
+            reasoning_tokens: fields::opt_token_count("reasoning_tokens", self.reasoning_tokens)?,
+            max_tokens: fields::opt_token_count("max_tokens", self.max_tokens)?,
+            ttft_ms: fields::duration_ms("ttft_ms", self.ttft_ms)?,
+            latency_ms: fields::duration_ms("latency_ms", self.latency_ms)?,
+            prefill_latency_ms: fields::duration_ms("prefill_latency_ms", self.prefill_latency_ms)?,
+            kv_cache_hit_ratio: self.kv_cache_hit_ratio,
+            finish_reason_raw: self.finish_reason,
+            prompt: self.prompt,
+            model_output: self.model_output,
+            output_is_raw: has_output,
+            last_token_special: None,
+            tokens,
+            extra: extra_json(&self.extra),
+            token_issues,
+        })
+    }
+}
+
+/// tokscope's canonical lines, recognised by token counts at the top level (the last format tried).
+pub struct Canonical;
+
+impl LogFormat for Canonical {
+    fn name(&self) -> &'static str {
+        "canonical"
+    }
+
+    fn about(&self) -> &'static str {
+        "tokscope's canonical full-token JSON lines (token counts, timings, raw output, per-token data)"
+    }
+
+    fn detect(&self, line: &Probe<'_>) -> bool {
+        line.object().is_some_and(|o| o.contains_key("prompt_tokens") || o.contains_key("completion_tokens"))
+    }
+
+    fn parse<'a>(&self, line: &'a [u8], _ctx: &LineContext<'_>) -> Result<Parsed<'a>, String> {
+        parse(line).map(Parsed::Request)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn full_line_parses_with_extra_keys() {
+        let line = br#"{"ts":"2024-05-01T00:00:00Z","request_id":"r1","model":"m","prompt_tokens":10,"completion_tokens":3,"cached_tokens":4,"max_tokens":3,"ttft_ms":50,"latency_ms":90,"finish_reason":"length","prompt":[{"role":"user","content":"hi"}],"model_output":"a b c","region":"eu","tags":{"a":1}}"#;
+        let r = parse(line).unwrap();
+        assert_eq!(r.request_id.as_deref(), Some("r1"));
+        assert_eq!(r.ts_micros, 1_714_521_600_000_000);
+        assert_eq!((r.prompt_tokens, r.completion_tokens, r.cached_tokens), (10, 3, 4));
+        assert_eq!(r.prompt.as_deref(), Some(r#"[{"role":"user","content":"hi"}]"#));
+        assert!(r.output_is_raw);
+        assert_eq!(r.extra.as_deref(), Some(r#"{"region":"eu","tags":{"a":1}}"#));
+    }
+
+    #[test]
+    fn missing_and_invalid_fields_are_errors() {
+        assert!(parse(br#"{"model":"m","prompt_tokens":1,"completion_tokens":1}"#).unwrap_err().contains("ts"));
+        assert!(parse(br#"{"ts":1,"model":"m","prompt_tokens":-1,"completion_tokens":1}"#)
+            .unwrap_err()
+            .contains("non-negative"));
+        assert!(parse(br#"{"ts":1,"model":"m","prompt_tokens":1.5,"completion_tokens":1}"#)
+            .unwrap_err()
+            .contains("integer"));
+        assert!(parse(br#"[1,2]"#).is_err());
+        assert!(parse(br#"42"#).is_err());
+    }
+
+    #[test]
+    fn escaped_strings_are_unescaped() {
+        let r = parse(
+            br#"{"ts":1700000000000,"model":"m","prompt_tokens":1,"completion_tokens":1,"model_output":"a\nb</s>"}"#,
+        )
+        .unwrap();
+        assert_eq!(r.model_output.as_deref(), Some("a\nb</s>"));
+    }
+}

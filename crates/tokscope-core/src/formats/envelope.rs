@@ -1,0 +1,134 @@
+//! The optional gateway envelope around provider responses (OpenAI,
+//! Anthropic, TGI): `{"ts", "latency_ms", "ttft_ms", "request", "response"}`.
+//! Providers' response bodies lack arrival time and latency; gateways add them.
+
+use std::borrow::Cow;
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use super::fields::{self, TsValue};
+
+/// What the envelope adds to a response. A bare response parses as an empty envelope.
+#[derive(Debug, Default, Deserialize)]
+pub struct Envelope<'a> {
+    /// Arrival time.
+    #[serde(borrow, default)]
+    pub ts: Option<TsValue<'a>>,
+    /// End-to-end latency.
+    #[serde(default)]
+    pub latency_ms: Option<f64>,
+    /// Time to first token.
+    #[serde(default)]
+    pub ttft_ms: Option<f64>,
+    /// Gateway request id.
+    #[serde(borrow, default)]
+    pub request_id: Option<Cow<'a, str>>,
+    /// Session / conversation id.
+    #[serde(borrow, default)]
+    pub session_id: Option<Cow<'a, str>>,
+    /// HTTP status.
+    #[serde(default)]
+    pub status: Option<f64>,
+    /// Model, for responses that do not name it (TGI).
+    #[serde(borrow, default)]
+    pub model: Option<Cow<'a, str>>,
+    /// Prompt length, for responses that do not report it (TGI without prefill details).
+    #[serde(default)]
+    pub prompt_tokens: Option<f64>,
+    /// The request as sent.
+    #[serde(borrow, default)]
+    pub request: Option<RequestSide<'a>>,
+    /// The provider's response body.
+    #[serde(borrow, default)]
+    pub response: Option<&'a RawValue>,
+}
+
+/// The parts of the request body that matter for analytics.
+#[derive(Debug, Default, Deserialize)]
+pub struct RequestSide<'a> {
+    /// Output cap (OpenAI, Anthropic).
+    #[serde(default)]
+    pub max_tokens: Option<f64>,
+    /// Output cap (OpenAI, newer name).
+    #[serde(default)]
+    pub max_completion_tokens: Option<f64>,
+    /// Chat messages (OpenAI, Anthropic).
+    #[serde(borrow, default)]
+    pub messages: Option<&'a RawValue>,
+    /// Prompt text (completions-style APIs).
+    #[serde(borrow, default)]
+    pub prompt: Option<&'a RawValue>,
+    /// Prompt text (TGI).
+    #[serde(borrow, default)]
+    pub inputs: Option<Cow<'a, str>>,
+    /// TGI generation parameters.
+    #[serde(default)]
+    pub parameters: Option<TgiParameters>,
+    /// Model requested.
+    #[serde(borrow, default)]
+    pub model: Option<Cow<'a, str>>,
+}
+
+/// TGI's `parameters` object.
+#[derive(Debug, Default, Deserialize)]
+pub struct TgiParameters {
+    /// Output cap.
+    #[serde(default)]
+    pub max_new_tokens: Option<f64>,
+}
+
+/// Splits a line into its envelope and the response body (the line itself when bare).
+pub fn open(line: &[u8]) -> Result<(Envelope<'_>, &[u8]), String> {
+    let env: Envelope<'_> = serde_json::from_slice(line).map_err(|e| format!("invalid JSON object: {e}"))?;
+    let body = match env.response {
+        Some(r) if r.get().starts_with('{') => r.get().as_bytes(),
+        _ => line,
+    };
+    Ok((env, body))
+}
+
+impl<'a> Envelope<'a> {
+    /// Arrival time from the envelope, else `fallback_secs` (a response's `created`).
+    pub fn ts_micros(&self, fallback_secs: Option<f64>) -> Result<i64, String> {
+        match (&self.ts, fallback_secs) {
+            (Some(ts), _) => ts.to_micros(),
+            (None, Some(secs)) => TsValue::EpochMillis(secs * 1000.0).to_micros(),
+            (None, None) => {
+                Err("missing required field ts (this response carries no timestamp: wrap it in an envelope with ts)"
+                    .into())
+            }
+        }
+    }
+
+    /// The request's output cap.
+    pub fn max_tokens(&self) -> Result<Option<i64>, String> {
+        let req = self.request.as_ref();
+        let v = req.and_then(|r| {
+            r.max_completion_tokens.or(r.max_tokens).or(r.parameters.as_ref().and_then(|p| p.max_new_tokens))
+        });
+        fields::opt_token_count("max_tokens", v)
+    }
+
+    /// The prompt (messages as JSON, or text).
+    pub fn prompt(&self) -> Result<Option<Cow<'a, str>>, String> {
+        let Some(req) = self.request.as_ref() else { return Ok(None) };
+        if let Some(inputs) = &req.inputs {
+            return Ok(Some(inputs.clone()));
+        }
+        match req.messages.or(req.prompt) {
+            Some(raw) => fields::text_or_json(raw).map_err(|e| e.to_string()),
+            None => Ok(None),
+        }
+    }
+
+    /// HTTP status as an integer.
+    pub fn status(&self) -> Result<Option<i32>, String> {
+        Ok(fields::opt_token_count("status", self.status)?.map(|s| s as i32))
+    }
+
+    /// Timings, validated.
+    pub fn timings(&self) -> Result<(Option<f64>, Option<f64>), String> {
+        Ok((fields::duration_ms("ttft_ms", self.ttft_ms)?, fields::duration_ms("latency_ms", self.latency_ms)?))
+    }
+}

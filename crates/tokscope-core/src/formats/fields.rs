@@ -1,0 +1,310 @@
+//! Field-level parsing shared by every input format: timestamps, token counts,
+//! and the serde shapes that several formats share (OpenAI-style logprobs).
+
+use std::borrow::Cow;
+use std::fmt;
+
+use chrono::{DateTime, NaiveDateTime};
+use serde::de::{self, Deserializer, Visitor};
+use serde::Deserialize;
+
+use serde_json::value::RawValue;
+
+use crate::record::TokenRecord;
+
+/// Token counts above this are "absurd" and rejected: no model has a context
+/// window of 100M tokens, so such a value is a logging bug.
+pub const MAX_TOKEN_COUNT: f64 = 100_000_000.0;
+
+/// A validated token count: a non-negative integer no larger than [`MAX_TOKEN_COUNT`].
+pub fn token_count(field: &str, v: f64) -> Result<i64, String> {
+    if !v.is_finite() || v < 0.0 {
+        return Err(format!("{field} must be a non-negative integer, got {v}"));
+    }
+    if v.fract() != 0.0 {
+        return Err(format!("{field} must be an integer, got {v}"));
+    }
+    if v > MAX_TOKEN_COUNT {
+        return Err(format!("{field} = {v} exceeds the plausible maximum of {MAX_TOKEN_COUNT}"));
+    }
+    Ok(v as i64)
+}
+
+/// Optional token count: `None` stays `None`.
+pub fn opt_token_count(field: &str, v: Option<f64>) -> Result<Option<i64>, String> {
+    v.map(|x| token_count(field, x)).transpose()
+}
+
+/// A non-negative, finite duration in milliseconds.
+pub fn duration_ms(field: &str, v: Option<f64>) -> Result<Option<f64>, String> {
+    match v {
+        Some(x) if !x.is_finite() || x < 0.0 => {
+            Err(format!("{field} must be a non-negative number of milliseconds, got {x}"))
+        }
+        other => Ok(other),
+    }
+}
+
+/// A timestamp as logged: epoch milliseconds or a date-time string.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TsValue<'a> {
+    /// Milliseconds since the Unix epoch.
+    EpochMillis(f64),
+    /// RFC 3339, or a zone-less date-time taken as UTC.
+    Text(Cow<'a, str>),
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for TsValue<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> Visitor<'de> for V<'a> {
+            type Value = TsValue<'a>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("epoch milliseconds or a date-time string")
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Self::Value, E> {
+                Ok(TsValue::EpochMillis(v as f64))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Self::Value, E> {
+                Ok(TsValue::EpochMillis(v as f64))
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<Self::Value, E> {
+                Ok(TsValue::EpochMillis(v))
+            }
+            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
+                Ok(TsValue::Text(Cow::Borrowed(v)))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(TsValue::Text(Cow::Owned(v.to_owned())))
+            }
+        }
+        d.deserialize_any(V(std::marker::PhantomData))
+    }
+}
+
+impl TsValue<'_> {
+    /// Microseconds since the Unix epoch, UTC.
+    pub fn to_micros(&self) -> Result<i64, String> {
+        match self {
+            TsValue::EpochMillis(ms) => millis_to_micros(*ms),
+            TsValue::Text(s) => parse_datetime_micros(s),
+        }
+    }
+}
+
+fn millis_to_micros(ms: f64) -> Result<i64, String> {
+    // Years 1970..=2200 in milliseconds: anything else is a unit mistake.
+    if !(0.0..=7_258_118_400_000.0).contains(&ms) {
+        return Err(format!("timestamp {ms} is not plausible epoch milliseconds"));
+    }
+    Ok((ms * 1000.0).round() as i64)
+}
+
+/// Parses RFC 3339 (`2024-05-01T12:00:00.5+02:00`), a zone-less date-time
+/// taken as UTC (`2023-11-16 18:17:03.9799600`, any fraction length), or
+/// digits meaning epoch milliseconds.
+pub fn parse_datetime_micros(s: &str) -> Result<i64, String> {
+    let s = s.trim();
+    if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) {
+        return s.parse::<f64>().map_err(|e| e.to_string()).and_then(millis_to_micros);
+    }
+    if let Ok(dt) = DateTime::parse_from_rfc3339(s) {
+        return Ok(dt.timestamp_micros());
+    }
+    for fmt in ["%Y-%m-%d %H:%M:%S%.f", "%Y-%m-%dT%H:%M:%S%.f"] {
+        if let Ok(dt) = NaiveDateTime::parse_from_str(s, fmt) {
+            return Ok(dt.and_utc().timestamp_micros());
+        }
+    }
+    Err(format!("unparseable timestamp {s:?}"))
+}
+
+/// A string value, or any other JSON value (chat messages, content blocks)
+/// kept as its JSON text; `null` is `None`.
+pub fn text_or_json<'a>(raw: &'a RawValue) -> Result<Option<Cow<'a, str>>, serde_json::Error> {
+    let text = raw.get();
+    if text == "null" {
+        Ok(None)
+    } else if text.starts_with('"') {
+        let s: Cow<'a, str> = serde_json::from_str(text)?;
+        Ok(Some(s))
+    } else {
+        Ok(Some(Cow::Borrowed(text)))
+    }
+}
+
+/// Codes of the `token_issues` column (docs/metrics.md).
+pub mod issue {
+    /// The line held `NaN`/`Infinity`, read as null.
+    pub const NON_FINITE_NUMBER: &str = "non_finite_number";
+    /// The per-token arrays (logprobs, token_times_ms, decode_latency_ms) differ in length.
+    pub const ARRAY_LENGTH_MISMATCH: &str = "array_length_mismatch";
+}
+
+/// True when a line holds a bare `NaN` or `Infinity` token somewhere (cheap pre-check).
+pub fn has_non_finite_literal(line: &[u8]) -> bool {
+    memchr::memmem::find(line, b"NaN").is_some() || memchr::memmem::find(line, b"Infinity").is_some()
+}
+
+/// Replaces the bare tokens `NaN`, `Infinity`, `-Infinity` outside strings with `null`.
+pub fn null_non_finite_literals(line: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(line.len());
+    let (mut i, mut in_str, mut escaped) = (0, false, false);
+    while i < line.len() {
+        let b = line[i];
+        if in_str {
+            out.push(b);
+            match (escaped, b) {
+                (true, _) => escaped = false,
+                (false, b'\\') => escaped = true,
+                (false, b'"') => in_str = false,
+                _ => {}
+            }
+            i += 1;
+            continue;
+        }
+        let rest = &line[i..];
+        if let Some(len) =
+            [&b"-Infinity"[..], b"Infinity", b"NaN"].iter().find(|t| rest.starts_with(t)).map(|t| t.len())
+        {
+            out.extend_from_slice(b"null");
+            i += len;
+            continue;
+        }
+        in_str = b == b'"';
+        out.push(b);
+        i += 1;
+    }
+    out
+}
+
+/// One alternative in an OpenAI-style `top_logprobs` list.
+#[derive(Debug, Deserialize)]
+pub struct TopLogprob<'a> {
+    /// Token text.
+    #[serde(borrow)]
+    pub token: Cow<'a, str>,
+    /// Natural-log probability.
+    pub logprob: Option<f64>,
+}
+
+/// One entry of an OpenAI-style per-token `logprobs` list
+/// (`choices[].logprobs.content[]`, and the canonical log's `logprobs`).
+#[derive(Debug, Deserialize)]
+pub struct LogprobEntry<'a> {
+    /// Token text.
+    #[serde(borrow, default)]
+    pub token: Option<Cow<'a, str>>,
+    /// Natural-log probability of the token.
+    #[serde(default)]
+    pub logprob: Option<f64>,
+    /// UTF-8 bytes of the token.
+    #[serde(default)]
+    pub bytes: Option<Vec<u8>>,
+    /// Most likely alternatives.
+    #[serde(borrow, default)]
+    pub top_logprobs: Option<Vec<TopLogprob<'a>>>,
+}
+
+impl<'a> LogprobEntry<'a> {
+    /// Into a token row (timing filled in elsewhere).
+    pub fn into_token(self) -> TokenRecord<'a> {
+        TokenRecord {
+            token: self.token,
+            token_bytes: self.bytes,
+            logprob: self.logprob,
+            top_logprobs: self
+                .top_logprobs
+                .map(|v| v.into_iter().map(|t| (t.token, t.logprob.unwrap_or(f64::NEG_INFINITY))).collect()),
+            ..Default::default()
+        }
+    }
+}
+
+/// Merges per-token logprobs with emission times and inter-token latencies
+/// (any of them may be absent) into token rows, by position.
+/// Arrays of different lengths are padded with nulls and reported in `issues`.
+pub fn merge_token_data<'a>(
+    logprobs: Option<Vec<LogprobEntry<'a>>>,
+    token_times_ms: Option<Vec<Option<f64>>>,
+    decode_latency_ms: Option<Vec<Option<f64>>>,
+    issues: &mut Vec<String>,
+) -> Vec<TokenRecord<'a>> {
+    let lens: Vec<usize> = [
+        logprobs.as_ref().map(Vec::len),
+        token_times_ms.as_ref().map(Vec::len),
+        decode_latency_ms.as_ref().map(Vec::len),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    if lens.windows(2).any(|w| w[0] != w[1]) {
+        issues.push(issue::ARRAY_LENGTH_MISMATCH.to_string());
+    }
+    let mut tokens: Vec<TokenRecord<'a>> =
+        logprobs.unwrap_or_default().into_iter().map(LogprobEntry::into_token).collect();
+    let times = token_times_ms.unwrap_or_default();
+    let itls = decode_latency_ms.unwrap_or_default();
+    let n = tokens.len().max(times.len()).max(itls.len());
+    tokens.resize_with(n, TokenRecord::default);
+    for (i, tok) in tokens.iter_mut().enumerate() {
+        tok.emitted_ms = times.get(i).copied().flatten();
+        tok.itl_ms = match itls.get(i) {
+            Some(&v) => v,
+            None if i > 0 => match (times.get(i).copied().flatten(), times.get(i - 1).copied().flatten()) {
+                (Some(t), Some(p)) => Some(t - p),
+                _ => None,
+            },
+            None => None,
+        };
+    }
+    tokens
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn token_counts_reject_bad_values() {
+        assert_eq!(token_count("p", 12.0), Ok(12));
+        assert!(token_count("p", -1.0).is_err());
+        assert!(token_count("p", 1.5).is_err());
+        assert!(token_count("p", 1e12).is_err());
+    }
+
+    #[test]
+    fn timestamps_in_every_accepted_form() {
+        let want = 1_700_158_623_979_960; // 2023-11-16T18:17:03.979960Z
+        assert_eq!(parse_datetime_micros("2023-11-16 18:17:03.9799600"), Ok(want));
+        assert_eq!(parse_datetime_micros("2023-11-16T18:17:03.97996Z"), Ok(want));
+        assert_eq!(parse_datetime_micros("2023-11-16T19:17:03.97996+01:00"), Ok(want));
+        assert_eq!(TsValue::EpochMillis(1_700_158_623_979.96).to_micros(), Ok(want));
+        assert_eq!(parse_datetime_micros("1700158623979"), Ok(1_700_158_623_979_000));
+        assert!(parse_datetime_micros("yesterday").is_err());
+        assert!(TsValue::EpochMillis(-5.0).to_micros().is_err());
+    }
+
+    #[test]
+    fn token_data_merges_by_position() {
+        let mut issues = Vec::new();
+        let t = merge_token_data(None, Some(vec![Some(100.0), Some(130.0), Some(170.0)]), None, &mut issues);
+        assert_eq!(t.len(), 3);
+        assert_eq!(t[0].itl_ms, None);
+        assert_eq!(t[1].itl_ms, Some(30.0));
+        assert_eq!(t[2].itl_ms, Some(40.0));
+        let t = merge_token_data(None, None, Some(vec![Some(5.0), Some(6.0)]), &mut issues);
+        assert_eq!((t[0].itl_ms, t[1].itl_ms, t[1].emitted_ms), (Some(5.0), Some(6.0), None));
+        assert!(issues.is_empty());
+        merge_token_data(None, Some(vec![Some(1.0)]), Some(vec![Some(1.0), Some(2.0)]), &mut issues);
+        assert_eq!(issues, vec!["array_length_mismatch"]);
+    }
+
+    #[test]
+    fn non_finite_literals_become_null_outside_strings() {
+        let line = br#"{"a":NaN,"b":[-Infinity,Infinity],"c":"NaN \" Infinity","d":1}"#;
+        assert!(has_non_finite_literal(line));
+        let fixed = null_non_finite_literals(line);
+        assert_eq!(std::str::from_utf8(&fixed).unwrap(), r#"{"a":null,"b":[null,null],"c":"NaN \" Infinity","d":1}"#);
+    }
+}

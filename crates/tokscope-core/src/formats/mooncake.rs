@@ -1,0 +1,59 @@
+//! Mooncake trace JSON lines (FAST'25): `timestamp` (milliseconds since the
+//! trace start, so rows are placed at `--base-time` + timestamp),
+//! `input_length`, `output_length`, `hash_ids` (512-token KV-cache blocks,
+//! kept in `extra` for prefix-reuse analysis).
+
+use std::borrow::Cow;
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use super::fields::token_count;
+use super::{LineContext, LogFormat, Parsed, Probe};
+use crate::record::RequestRecord;
+
+#[derive(Deserialize)]
+struct MooncakeLine<'a> {
+    timestamp: f64,
+    input_length: f64,
+    output_length: f64,
+    #[serde(borrow, default)]
+    hash_ids: Option<&'a RawValue>,
+}
+
+/// Parses one Mooncake line.
+pub fn parse<'a>(line: &'a [u8], ctx: &LineContext<'_>) -> Result<RequestRecord<'a>, String> {
+    let m: MooncakeLine<'a> = serde_json::from_slice(line).map_err(|e| format!("invalid Mooncake line: {e}"))?;
+    if !m.timestamp.is_finite() || m.timestamp < 0.0 {
+        return Err(format!("timestamp must be non-negative milliseconds, got {}", m.timestamp));
+    }
+    Ok(RequestRecord {
+        ts_micros: ctx.base_time_micros + (m.timestamp * 1000.0).round() as i64,
+        model: Cow::Owned(ctx.default_model.to_string()),
+        prompt_tokens: token_count("input_length", m.input_length)?,
+        completion_tokens: token_count("output_length", m.output_length)?,
+        extra: m.hash_ids.map(|h| format!("{{\"hash_ids\":{}}}", h.get())),
+        ..Default::default()
+    })
+}
+
+/// Mooncake trace lines, recognised by `input_length` and `output_length`.
+pub struct Mooncake;
+
+impl LogFormat for Mooncake {
+    fn name(&self) -> &'static str {
+        "mooncake"
+    }
+
+    fn about(&self) -> &'static str {
+        "Mooncake trace JSON lines (FAST'25): relative ms timestamps, input/output lengths, KV block hashes"
+    }
+
+    fn detect(&self, line: &Probe<'_>) -> bool {
+        line.object().is_some_and(|o| o.contains_key("input_length") && o.contains_key("output_length"))
+    }
+
+    fn parse<'a>(&self, line: &'a [u8], ctx: &LineContext<'_>) -> Result<Parsed<'a>, String> {
+        parse(line, ctx).map(Parsed::Request)
+    }
+}

@@ -1,0 +1,251 @@
+//! OpenAI Chat Completions responses (bare or in a gateway envelope) and
+//! OpenAI Batch API output lines. OpenAI counts cached tokens inside
+//! `prompt_tokens` and reasoning tokens inside `completion_tokens`.
+
+use std::borrow::Cow;
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use super::envelope::{self, Envelope};
+use super::fields::{self, LogprobEntry};
+use super::{LineContext, LogFormat, Parsed, Probe};
+use crate::record::RequestRecord;
+
+#[derive(Deserialize)]
+struct ChatCompletion<'a> {
+    #[serde(borrow, default)]
+    id: Option<Cow<'a, str>>,
+    #[serde(default)]
+    created: Option<f64>,
+    #[serde(borrow, default)]
+    model: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    system_fingerprint: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    choices: Vec<Choice<'a>>,
+    #[serde(default)]
+    usage: Option<Usage>,
+}
+
+#[derive(Deserialize)]
+struct Choice<'a> {
+    #[serde(borrow, default)]
+    finish_reason: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    message: Option<Message<'a>>,
+    #[serde(borrow, default)]
+    logprobs: Option<ChoiceLogprobs<'a>>,
+}
+
+#[derive(Deserialize)]
+struct Message<'a> {
+    #[serde(borrow, default)]
+    content: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+struct ChoiceLogprobs<'a> {
+    #[serde(borrow, default)]
+    content: Option<Vec<LogprobEntry<'a>>>,
+}
+
+#[derive(Deserialize)]
+struct Usage {
+    prompt_tokens: Option<f64>,
+    completion_tokens: Option<f64>,
+    #[serde(default)]
+    prompt_tokens_details: Option<PromptDetails>,
+    #[serde(default)]
+    completion_tokens_details: Option<CompletionDetails>,
+}
+
+#[derive(Deserialize)]
+struct PromptDetails {
+    #[serde(default)]
+    cached_tokens: Option<f64>,
+}
+
+#[derive(Deserialize)]
+struct CompletionDetails {
+    #[serde(default)]
+    reasoning_tokens: Option<f64>,
+}
+
+/// Parses a Chat Completions response line.
+pub fn parse_chat(line: &[u8]) -> Result<RequestRecord<'_>, String> {
+    let (env, body) = envelope::open(line)?;
+    chat_record(env, body)
+}
+
+fn chat_record<'a>(env: Envelope<'a>, body: &'a [u8]) -> Result<RequestRecord<'a>, String> {
+    let resp: ChatCompletion<'a> = serde_json::from_slice(body).map_err(|e| format!("invalid chat completion: {e}"))?;
+    let usage = resp.usage.ok_or("missing required field usage")?;
+    let prompt_tokens =
+        fields::token_count("usage.prompt_tokens", usage.prompt_tokens.ok_or("missing usage.prompt_tokens")?)?;
+    let completion_tokens = fields::token_count(
+        "usage.completion_tokens",
+        usage.completion_tokens.ok_or("missing usage.completion_tokens")?,
+    )?;
+    let cached_tokens =
+        fields::opt_token_count("cached_tokens", usage.prompt_tokens_details.and_then(|d| d.cached_tokens))?
+            .unwrap_or(0);
+    if cached_tokens > prompt_tokens {
+        return Err(format!("cached_tokens ({cached_tokens}) exceed prompt_tokens ({prompt_tokens})"));
+    }
+    let reasoning_tokens =
+        fields::opt_token_count("reasoning_tokens", usage.completion_tokens_details.and_then(|d| d.reasoning_tokens))?;
+    let choice = resp.choices.into_iter().next();
+    let (finish, output, logprobs) = match choice {
+        Some(c) => {
+            let output = match c.message.and_then(|m| m.content) {
+                Some(raw) => fields::text_or_json(raw).map_err(|e| e.to_string())?,
+                None => None,
+            };
+            (c.finish_reason, output, c.logprobs.and_then(|l| l.content))
+        }
+        None => (None, None, None),
+    };
+    let model = resp
+        .model
+        .or_else(|| env.request.as_ref().and_then(|r| r.model.clone()))
+        .ok_or("missing required field model")?;
+    let (ttft_ms, latency_ms) = env.timings()?;
+    Ok(RequestRecord {
+        request_id: env.request_id.clone().or(resp.id),
+        ts_micros: env.ts_micros(resp.created)?,
+        session_id: env.session_id.clone(),
+        model,
+        model_version: resp.system_fingerprint,
+        status: env.status()?,
+        prompt_tokens,
+        completion_tokens,
+        cached_tokens,
+        reasoning_tokens,
+        max_tokens: env.max_tokens()?,
+        ttft_ms,
+        latency_ms,
+        finish_reason_raw: finish,
+        prompt: env.prompt()?,
+        model_output: output,
+        output_is_raw: false,
+        tokens: fields::merge_token_data(logprobs, None, None, &mut Vec::new()),
+        ..Default::default()
+    })
+}
+
+#[derive(Deserialize)]
+struct BatchLine<'a> {
+    #[serde(borrow)]
+    custom_id: Cow<'a, str>,
+    #[serde(borrow, default)]
+    response: Option<BatchResponse<'a>>,
+    #[serde(borrow, default)]
+    error: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+struct BatchResponse<'a> {
+    #[serde(default)]
+    status_code: Option<f64>,
+    #[serde(borrow, default)]
+    body: Option<&'a RawValue>,
+}
+
+/// Parses a Batch API output line; failed requests (no body) are rejects with the API's error.
+pub fn parse_batch(line: &[u8]) -> Result<RequestRecord<'_>, String> {
+    let b: BatchLine<'_> = serde_json::from_slice(line).map_err(|e| format!("invalid batch output line: {e}"))?;
+    let resp = b.response.as_ref();
+    let body = resp.and_then(|r| r.body).filter(|raw| raw.get().starts_with('{'));
+    let Some(body) = body else {
+        let err = b.error.map(|e| e.get().to_string()).unwrap_or_else(|| "no response body".into());
+        return Err(format!("batch request {} failed: {err}", b.custom_id));
+    };
+    let mut rec = chat_record(Envelope::default(), body.get().as_bytes())?;
+    rec.request_id = Some(b.custom_id);
+    rec.status = fields::opt_token_count("status_code", resp.and_then(|r| r.status_code))?.map(|s| s as i32);
+    Ok(rec)
+}
+
+/// OpenAI Chat Completions responses, bare or in an envelope.
+pub struct OpenAiChat;
+
+impl LogFormat for OpenAiChat {
+    fn name(&self) -> &'static str {
+        "openai_chat"
+    }
+
+    fn about(&self) -> &'static str {
+        "OpenAI Chat Completions response objects (bare or in a gateway envelope)"
+    }
+
+    fn detect(&self, line: &Probe<'_>) -> bool {
+        line.response().is_some_and(|r| {
+            r.get("object").and_then(|o| o.as_str()) == Some("chat.completion")
+                || (r.contains_key("choices") && r.contains_key("usage"))
+        })
+    }
+
+    fn parse<'a>(&self, line: &'a [u8], _ctx: &LineContext<'_>) -> Result<Parsed<'a>, String> {
+        parse_chat(line).map(Parsed::Request)
+    }
+}
+
+/// OpenAI Batch API output lines, recognised by `custom_id` with a `response`.
+pub struct OpenAiBatch;
+
+impl LogFormat for OpenAiBatch {
+    fn name(&self) -> &'static str {
+        "openai_batch"
+    }
+
+    fn about(&self) -> &'static str {
+        "OpenAI Batch API output lines (custom_id + response.body)"
+    }
+
+    fn detect(&self, line: &Probe<'_>) -> bool {
+        line.object().is_some_and(|o| o.contains_key("custom_id") && o.contains_key("response"))
+    }
+
+    fn parse<'a>(&self, line: &'a [u8], _ctx: &LineContext<'_>) -> Result<Parsed<'a>, String> {
+        parse_batch(line).map(Parsed::Request)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chat_completion_with_envelope() {
+        let line = br#"{"ts":"2024-06-01T10:00:00Z","latency_ms":900,"ttft_ms":120,"request":{"max_tokens":50,"messages":[{"role":"user","content":"hi"}]},"response":{"id":"chatcmpl-1","object":"chat.completion","created":1717236000,"model":"gpt-4o-2024-08-06","choices":[{"index":0,"message":{"role":"assistant","content":"Hello"},"logprobs":{"content":[{"token":"Hello","logprob":-0.1,"bytes":[72,101,108,108,111],"top_logprobs":[{"token":"Hello","logprob":-0.1},{"token":"Hi","logprob":-2.5}]}]},"finish_reason":"stop"}],"usage":{"prompt_tokens":20,"completion_tokens":1,"prompt_tokens_details":{"cached_tokens":8},"completion_tokens_details":{"reasoning_tokens":0}}}}"#;
+        let r = parse_chat(line).unwrap();
+        assert_eq!(r.request_id.as_deref(), Some("chatcmpl-1"));
+        assert_eq!((r.prompt_tokens, r.completion_tokens, r.cached_tokens, r.reasoning_tokens), (20, 1, 8, Some(0)));
+        assert_eq!(r.max_tokens, Some(50));
+        assert_eq!((r.ttft_ms, r.latency_ms), (Some(120.0), Some(900.0)));
+        assert_eq!(r.model_output.as_deref(), Some("Hello"));
+        assert!(!r.output_is_raw);
+        assert_eq!(r.tokens.len(), 1);
+        assert_eq!(r.tokens[0].token_bytes.as_deref(), Some(&b"Hello"[..]));
+        assert_eq!(r.tokens[0].top_logprobs.as_ref().map(|t| t.len()), Some(2));
+    }
+
+    #[test]
+    fn bare_chat_completion_uses_created() {
+        let line = br#"{"id":"c2","object":"chat.completion","created":1717236000,"model":"gpt-4o-mini","choices":[{"message":{"content":null},"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":5,"completion_tokens":7}}"#;
+        let r = parse_chat(line).unwrap();
+        assert_eq!(r.ts_micros, 1_717_236_000_000_000);
+        assert_eq!(r.finish_reason_raw.as_deref(), Some("tool_calls"));
+        assert_eq!(r.model_output, None);
+    }
+
+    #[test]
+    fn batch_success_and_failure() {
+        let ok = br#"{"id":"batch_req_1","custom_id":"req-7","response":{"status_code":200,"request_id":"x","body":{"id":"c","object":"chat.completion","created":1717236000,"model":"gpt-4o","choices":[{"message":{"content":"ok"},"finish_reason":"length"}],"usage":{"prompt_tokens":3,"completion_tokens":4}}},"error":null}"#;
+        let r = parse_batch(ok).unwrap();
+        assert_eq!((r.request_id.as_deref(), r.status), (Some("req-7"), Some(200)));
+        let bad = br#"{"id":"batch_req_2","custom_id":"req-8","response":null,"error":{"code":"server_error","message":"boom"}}"#;
+        assert!(parse_batch(bad).unwrap_err().contains("req-8 failed"));
+    }
+}

@@ -1,0 +1,27 @@
+//! The part of tokscope that needs no query engine: what a parsed log line
+//! is ([`record`]), the columns derived from it once at ingest ([`derive`]),
+//! every table's declaration ([`catalog`]), the input formats ([`formats`]),
+//! the streaming line splitter ([`lines`]) and the reader that turns lines
+//! into Arrow batches ([`reader`]), and the statistics the SQL functions
+//! compute ([`stats`]).
+//!
+//! It builds in seconds, so parser tests and fuzz targets do not wait for
+//! DataFusion; the `tokscope` crate re-exports it.
+
+// First, so that its error macros are in scope in every module below.
+#[macro_use]
+pub mod error;
+
+#[macro_use]
+pub mod named;
+
+pub mod catalog;
+pub mod derive;
+pub mod formats;
+pub mod lines;
+pub mod reader;
+pub mod record;
+pub mod redact;
+pub mod stats;
+
+pub use error::{Error, Result};

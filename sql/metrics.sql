@@ -1,0 +1,76 @@
+-- Aggregate metrics shared by several jobs, each defined once here (their
+-- meaning: docs/metrics.md). A job includes one as `{{> name}}`, which
+-- expands to `<expression> AS name`; `tokscope job NAME --show-sql` prints a
+-- job with every include expanded. Metrics over `priced` rows need the
+-- column `price` from `{{> price}}`.
+
+-- metric: price
+price_usd(model, ts, prompt_tokens, cached_tokens, cache_write_tokens, completion_tokens)
+
+-- metric: requests
+count(*)
+
+-- metric: eos
+count(*) FILTER (WHERE eos_status = 'eos')
+
+-- metric: length
+count(*) FILTER (WHERE eos_status = 'length')
+
+-- metric: implicit_truncation
+count(*) FILTER (WHERE eos_status = 'implicit_truncation')
+
+-- metric: unknown
+count(*) FILTER (WHERE eos_status = 'unknown')
+
+-- metric: eos_compliance_rate
+CAST(count(*) FILTER (WHERE eos_status = 'eos') AS DOUBLE)
+  / NULLIF(count(*) FILTER (WHERE eos_status IN ('eos', 'implicit_truncation')), 0)
+
+-- metric: implicit_truncation_rate
+CAST(count(*) FILTER (WHERE eos_status = 'implicit_truncation') AS DOUBLE) / count(*)
+
+-- metric: ttft_p50_ms
+quantile_cont(ttft_ms, 0.50)
+
+-- metric: ttft_p95_ms
+quantile_cont(ttft_ms, 0.95)
+
+-- metric: ttft_p99_ms
+quantile_cont(ttft_ms, 0.99)
+
+-- metric: tpot_p50_ms
+quantile_cont(tpot_ms, 0.50)
+
+-- metric: tpot_p95_ms
+quantile_cont(tpot_ms, 0.95)
+
+-- metric: latency_p50_ms
+quantile_cont(latency_ms, 0.50)
+
+-- metric: latency_p95_ms
+quantile_cont(latency_ms, 0.95)
+
+-- metric: decode_tps_p50
+quantile_cont(decode_tps, 0.50)
+
+-- metric: e2e_tps_mean
+avg(e2e_tps)
+
+-- metric: unpriced_requests
+count(*) FILTER (WHERE price IS NULL)
+
+-- metric: cost_usd
+sum(price['total_usd'])
+
+-- metric: cost_per_1k_tokens
+1000 * sum(price['total_usd'])
+  / NULLIF(sum(prompt_tokens + completion_tokens) FILTER (WHERE price IS NOT NULL), 0)
+
+-- metric: input_share
+sum(price['input_usd'] + price['cache_write_usd']) / NULLIF(sum(price['total_usd']), 0)
+
+-- metric: cached_share
+sum(price['cached_input_usd']) / NULLIF(sum(price['total_usd']), 0)
+
+-- metric: output_share
+sum(price['output_usd']) / NULLIF(sum(price['total_usd']), 0)

@@ -1,0 +1,80 @@
+//! Flags shared by several commands, and the value parsers that take their
+//! choices from the library's registries (so `--help` lists what exists).
+
+use std::path::PathBuf;
+use std::str::FromStr;
+
+use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
+use tokscope::engine::UdfConfig;
+use tokscope::export::OutputFormat;
+use tokscope::formats::Format;
+use tokscope::jobs::JOBS;
+
+/// A parser for a `named_enum!` type: its names as the possible values.
+pub fn choice<T>(names: &'static [&'static str]) -> impl TypedValueParser<Value = T>
+where
+    T: FromStr<Err = String> + Clone + Send + Sync + 'static,
+{
+    PossibleValuesParser::new(names).try_map(|s| s.parse::<T>())
+}
+
+/// `--format` of ingest: the registered input formats, with what each is.
+pub fn input_format() -> impl TypedValueParser<Value = Format> {
+    let values: Vec<PossibleValue> = Format::all().map(|f| PossibleValue::new(f.name()).help(f.about())).collect();
+    PossibleValuesParser::new(values).try_map(|s| s.parse::<Format>().map_err(|e| e.to_string()))
+}
+
+/// Help of a job-name argument: the registered jobs, with what each computes.
+pub fn job_help() -> String {
+    let jobs: Vec<String> = JOBS.iter().map(|j| format!("  {}: {}", j.name, j.about)).collect();
+    format!("The job, one of:\n{}", jobs.join("\n"))
+}
+
+/// `--param NAME=VALUE`.
+pub fn parse_param(s: &str) -> Result<(String, String), String> {
+    s.split_once('=')
+        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+        .ok_or_else(|| format!("expected NAME=VALUE, got {s:?}"))
+}
+
+/// `--eos-markers`: extra EOS markers, for ingest (`has_eos_marker`) and for
+/// the SQL function `is_eos_marker`.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct EosMarkerArgs {
+    /// JSON file of extra EOS markers: {"model name": ["<|marker|>"], "*": [...]}.
+    #[arg(long, value_name = "FILE")]
+    pub eos_markers: Option<PathBuf>,
+}
+
+/// Flags that configure tokscope's SQL functions (prices, model shapes, EOS markers).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct UdfArgs {
+    /// Prices for `cost` / `price_usd`: a TOML file (config/pricing.example.toml), or
+    /// `litellm:FILE.json` for LiteLLM's model_prices_and_context_window.json.
+    #[arg(long, value_name = "FILE")]
+    pub pricing: Option<String>,
+    /// Model shapes for `kv_cache` / `kv_cache_bytes` (TOML), searched before the bundled
+    /// config/architectures.toml; entries may point at a Hugging Face config.json.
+    #[arg(long, value_name = "FILE")]
+    pub architectures: Option<PathBuf>,
+    #[command(flatten)]
+    pub markers: EosMarkerArgs,
+}
+
+impl UdfArgs {
+    /// Loads the files named by the flags.
+    pub fn config(&self) -> tokscope::Result<UdfConfig> {
+        UdfConfig::load(self.pricing.as_deref(), self.architectures.as_deref(), self.markers.eos_markers.as_deref())
+    }
+}
+
+/// Where a result goes and in which format.
+#[derive(Debug, Clone, clap::Args)]
+pub struct OutputArgs {
+    /// Result format.
+    #[arg(long, default_value_t = OutputFormat::Table, value_parser = choice::<OutputFormat>(OutputFormat::NAMES))]
+    pub format: OutputFormat,
+    /// Write the result to this file instead of stdout.
+    #[arg(long)]
+    pub output: Option<PathBuf>,
+}

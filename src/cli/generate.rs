@@ -1,0 +1,52 @@
+//! `tokscope generate`: synthetic logs.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use anyhow::Context;
+use tokscope::generate::{self, GenFormat, GenOptions};
+
+use super::args::choice;
+
+/// `tokscope generate`.
+#[derive(clap::Args)]
+pub struct GenerateArgs {
+    /// Number of requests.
+    #[arg(long, default_value_t = 1000)]
+    requests: usize,
+    /// Log format to write.
+    #[arg(long, default_value_t = GenFormat::Canonical, value_parser = choice::<GenFormat>(GenFormat::NAMES))]
+    format: GenFormat,
+    /// Output file (`-` for stdout).
+    #[arg(long)]
+    out: PathBuf,
+    /// Random seed.
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+    /// Include per-token logprobs and emission times.
+    #[arg(long)]
+    token_data: bool,
+    /// Approximate characters of output text per request.
+    #[arg(long, default_value_t = 600)]
+    output_chars: usize,
+}
+
+/// Runs `tokscope generate`.
+pub fn run_generate(args: &GenerateArgs) -> anyhow::Result<()> {
+    let opts = GenOptions {
+        requests: args.requests,
+        format: args.format,
+        seed: args.seed,
+        token_data: args.token_data,
+        output_chars: args.output_chars,
+    };
+    let mut out: Box<dyn Write> = if args.out.as_os_str() == "-" {
+        Box::new(std::io::stdout().lock())
+    } else {
+        let file = std::fs::File::create(&args.out).with_context(|| format!("creating {}", args.out.display()))?;
+        Box::new(std::io::BufWriter::new(file))
+    };
+    generate::generate(&opts, &mut out)?;
+    out.flush()?;
+    Ok(())
+}

@@ -1,0 +1,82 @@
+//! The command line: every clap definition and the orchestration of each
+//! command. The library takes plain option structs; this module parses
+//! flags into them, calls the library, and prints.
+
+mod args;
+mod generate;
+mod ingest;
+mod mediation;
+mod query;
+mod replay;
+mod shell;
+
+use clap::{Parser, Subcommand};
+
+/// Token-level analytics for LLM serving logs.
+#[derive(Parser)]
+#[command(name = "tokscope", version, about)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Ingest access logs (files, directories, globs, object-store URLs) into a Parquet dataset.
+    Ingest(ingest::IngestArgs),
+    /// Run ad-hoc SQL over a dataset's tables (read-only unless --allow-write).
+    Query(query::QueryArgs),
+    /// Run a named SQL job from sql/ over a dataset.
+    Job(query::JobArgs),
+    /// Interactive SQL shell over a dataset (statements end with `;`; reads stdin when piped).
+    Sql(shell::SqlArgs),
+    /// The main job end to end: ingest (the bundled sample logs by default) and print the report.
+    Run(ingest::RunArgs),
+    /// Write realistic synthetic access logs.
+    Generate(generate::GenerateArgs),
+    /// Greedy-decode a prompt with a local Llama-family model.
+    Decode(replay::DecodeArgs),
+    /// Teacher-forced log-probabilities of a continuation after a prompt.
+    Score(replay::ScoreArgs),
+    /// Replay suspected silent truncations through a model; write `replay_verdicts`.
+    Replay(replay::ReplayArgs),
+    /// Causal tracing: corrupt the subject, restore each layer x position, print P(target).
+    Trace(mediation::TraceArgs),
+    /// Run mediation interventions for logged requests (or import rows) into `interventions`.
+    Mediate(mediation::MediateArgs),
+    /// TE / IE / DE per layer with bootstrap CIs, or the layer x position heatmap.
+    MediationReport(mediation::ReportArgs),
+    /// Prefill and greedy-decode tokens/s on a model directory with fixed ids (bench/decode.sh).
+    DecodeBench(replay::DecodeBenchArgs),
+}
+
+/// Runs the parsed command.
+pub fn run(cli: Cli) -> anyhow::Result<()> {
+    let out = &mut std::io::stdout().lock();
+    match cli.command {
+        Command::Ingest(args) => ingest::run_ingest(&args),
+        Command::Query(args) => query::run_query(&args),
+        Command::Job(args) => query::run_job(&args),
+        Command::Sql(args) => shell::run_shell(&args),
+        Command::Run(args) => ingest::run_run(&args),
+        Command::Generate(args) => generate::run_generate(&args),
+        Command::Decode(args) => replay::run_decode(&args, out),
+        Command::Score(args) => replay::run_score(&args, out),
+        Command::Replay(args) => replay::run_replay(&args, out),
+        Command::Trace(args) => mediation::run_trace(&args, out),
+        Command::Mediate(args) => mediation::run_mediate(&args, out),
+        Command::MediationReport(args) => mediation::run_report(&args, out),
+        Command::DecodeBench(args) => replay::run_decode_bench(&args, out),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_tree_is_consistent() {
+        // Duplicate flags, bad defaults and conflicting names panic here, not in a user's hands.
+        super::Cli::command().debug_assert();
+    }
+}

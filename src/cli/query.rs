@@ -1,0 +1,95 @@
+//! `tokscope query` and `tokscope job`: SQL over a dataset, results out.
+
+use datafusion::prelude::SessionContext;
+use tokscope::dataset::DatasetRoot;
+use tokscope::engine::{self, UdfConfig};
+use tokscope::export;
+use tokscope::jobs;
+
+use super::args::{job_help, parse_param, OutputArgs, UdfArgs};
+
+/// `tokscope query`.
+#[derive(clap::Args)]
+pub struct QueryArgs {
+    /// The dataset (local directory or object-store URL).
+    #[arg(long)]
+    data: String,
+    /// The SQL to run (may start with a `--` comment, like the files in `sql/`).
+    #[arg(allow_hyphen_values = true)]
+    sql: String,
+    #[command(flatten)]
+    output: OutputArgs,
+    /// Allow DDL/DML statements (ad-hoc SQL is read-only by default).
+    #[arg(long)]
+    allow_write: bool,
+    /// Print the query's wall time (planning and execution, file listing and
+    /// Parquet footers included; process start and output excluded) to stderr.
+    #[arg(long)]
+    timing: bool,
+    #[command(flatten)]
+    udf: UdfArgs,
+}
+
+/// `tokscope job`.
+#[derive(clap::Args)]
+pub struct JobArgs {
+    /// The job.
+    #[arg(help = job_help())]
+    name: String,
+    /// A job parameter, `name=value` (repeatable), e.g. `--param low_logprob=-1.5` for `confidence`.
+    #[arg(long = "param", value_name = "NAME=VALUE", value_parser = parse_param)]
+    params: Vec<(String, String)>,
+    /// The dataset (local directory or object-store URL); not needed with --show-sql.
+    #[arg(long, required_unless_present = "show_sql")]
+    data: Option<String>,
+    /// Print the job's SQL (shared metrics and parameters expanded) instead of running it.
+    #[arg(long)]
+    show_sql: bool,
+    #[command(flatten)]
+    udf: UdfArgs,
+    #[command(flatten)]
+    output: OutputArgs,
+}
+
+/// A session with `data`'s tables and the UDFs configured by `udf`.
+pub async fn session(data: &str, udf: &UdfConfig) -> tokscope::Result<SessionContext> {
+    let ctx = engine::new_session()?;
+    engine::register_dataset_with(&ctx, &DatasetRoot::parse(data)?, udf).await?;
+    Ok(ctx)
+}
+
+/// Runs `tokscope query`.
+pub fn run_query(args: &QueryArgs) -> anyhow::Result<()> {
+    export::check_destination(args.output.format, args.output.output.as_deref())?;
+    let udf = args.udf.config()?;
+    let batches = engine::runtime()?.block_on(async {
+        let ctx = session(&args.data, &udf).await?;
+        let start = std::time::Instant::now();
+        let batches = engine::run_sql(&ctx, &args.sql, args.allow_write).await?;
+        if args.timing {
+            let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
+            eprintln!("elapsed: {:.3} s ({rows} rows)", start.elapsed().as_secs_f64());
+        }
+        Ok::<_, tokscope::Error>(batches)
+    })?;
+    export::write_output(&batches, args.output.format, args.output.output.as_deref())?;
+    Ok(())
+}
+
+/// Runs `tokscope job`.
+pub fn run_job(args: &JobArgs) -> anyhow::Result<()> {
+    let job = jobs::job(&args.name)?;
+    if args.show_sql {
+        println!("{}", job.sql_with(&args.params)?);
+        return Ok(());
+    }
+    let Some(data) = &args.data else { anyhow::bail!("tokscope job needs --data DATASET") };
+    export::check_destination(args.output.format, args.output.output.as_deref())?;
+    let udf = args.udf.config()?;
+    let batches = engine::runtime()?.block_on(async {
+        let ctx = session(data, &udf).await?;
+        jobs::run_job_with(&ctx, job, &args.params).await
+    })?;
+    export::write_output(&batches, args.output.format, args.output.output.as_deref())?;
+    Ok(())
+}

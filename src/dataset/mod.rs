@@ -1,0 +1,181 @@
+//! A tokscope dataset: a local directory or an object-store prefix holding
+//! one directory of Parquet files per table of the catalog
+//! (`tokscope_core::catalog`) and the side files `_manifest.jsonl` and
+//! `_ingest_summary.json`. [`writer`] writes the files.
+
+pub mod writer;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arrow::record_batch::RecordBatch;
+use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
+use url::Url;
+
+use tokscope_core::catalog::TableDef;
+
+use crate::error::{Error, Result};
+use crate::store;
+
+/// Where a dataset lives.
+#[derive(Clone)]
+pub enum DatasetRoot {
+    /// A local directory.
+    Local(PathBuf),
+    /// An object-store prefix.
+    Remote {
+        /// `scheme://bucket/prefix` without a trailing slash.
+        url: Url,
+        /// The store serving it.
+        store: Arc<dyn ObjectStore>,
+        /// The prefix inside the store.
+        prefix: object_store::path::Path,
+    },
+}
+
+impl std::fmt::Debug for DatasetRoot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.display())
+    }
+}
+
+impl DatasetRoot {
+    /// A local path, `file://` URL, or object-store URL.
+    pub fn parse(s: &str) -> Result<Self> {
+        if let Some(p) = s.strip_prefix("file://") {
+            return Ok(DatasetRoot::Local(PathBuf::from(p)));
+        }
+        if !store::is_url(s) {
+            return Ok(DatasetRoot::Local(PathBuf::from(s)));
+        }
+        let url = store::parse_url(s.trim_end_matches('/'))?;
+        let store = store::store_for(&url)?;
+        let prefix = store::object_path(&url)?;
+        Ok(DatasetRoot::Remote { url, store, prefix })
+    }
+
+    /// Human-readable location.
+    pub fn display(&self) -> String {
+        match self {
+            DatasetRoot::Local(p) => p.display().to_string(),
+            DatasetRoot::Remote { url, .. } => url.to_string(),
+        }
+    }
+
+    /// URL of a table directory, as DataFusion's listing tables want it (trailing slash).
+    pub fn table_url(&self, table: &str) -> Result<String> {
+        Ok(match self {
+            DatasetRoot::Local(p) => {
+                let abs = std::path::absolute(p).map_err(|e| Error::io(p.display(), e))?;
+                format!("{}/{table}/", abs.display())
+            }
+            DatasetRoot::Remote { url, .. } => format!("{}/{table}/", url.as_str().trim_end_matches('/')),
+        })
+    }
+
+    /// The object path of `rel` (a `/`-separated path below the dataset root).
+    fn object(&self, rel: &str) -> object_store::path::Path {
+        let parts = rel.split('/').filter(|p| !p.is_empty()).map(object_store::path::PathPart::from);
+        match self {
+            DatasetRoot::Remote { prefix, .. } => prefix.parts().chain(parts).collect(),
+            DatasetRoot::Local(_) => parts.collect(),
+        }
+    }
+
+    /// The object store holding this dataset and the path of its root inside
+    /// it (a local directory is served by a `LocalFileSystem` rooted there, so
+    /// table rewrites use one code path for local and remote datasets).
+    pub fn store_and_root(&self) -> Result<(Arc<dyn ObjectStore>, object_store::path::Path)> {
+        match self {
+            DatasetRoot::Local(p) => {
+                std::fs::create_dir_all(p).map_err(|e| Error::io(p.display(), e))?;
+                let fs = object_store::local::LocalFileSystem::new_with_prefix(p)?;
+                Ok((Arc::new(fs), object_store::path::Path::default()))
+            }
+            DatasetRoot::Remote { store, prefix, .. } => Ok((Arc::clone(store), prefix.clone())),
+        }
+    }
+
+    /// Reads a side file; `None` when it does not exist.
+    pub fn read_side_file(&self, name: &str, rt: &tokio::runtime::Runtime) -> Result<Option<Vec<u8>>> {
+        match self {
+            DatasetRoot::Local(p) => match std::fs::read(p.join(name)) {
+                Ok(b) => Ok(Some(b)),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+                Err(e) => Err(Error::io(p.join(name).display(), e)),
+            },
+            DatasetRoot::Remote { store, .. } => {
+                let path = self.object(name);
+                rt.block_on(async {
+                    match store.get(&path).await {
+                        Ok(r) => Ok(Some(r.bytes().await?.to_vec())),
+                        Err(object_store::Error::NotFound { .. }) => Ok(None),
+                        Err(e) => Err(e.into()),
+                    }
+                })
+            }
+        }
+    }
+
+    /// Writes (replaces) a side file.
+    pub fn write_side_file(&self, name: &str, bytes: Vec<u8>, rt: &tokio::runtime::Runtime) -> Result<()> {
+        match self {
+            DatasetRoot::Local(p) => {
+                std::fs::create_dir_all(p).map_err(|e| Error::io(p.display(), e))?;
+                let tmp = p.join(format!(".{name}.tmp"));
+                std::fs::write(&tmp, bytes).map_err(|e| Error::io(tmp.display(), e))?;
+                std::fs::rename(&tmp, p.join(name)).map_err(|e| Error::io(p.join(name).display(), e))
+            }
+            DatasetRoot::Remote { store, .. } => {
+                let path = self.object(name);
+                rt.block_on(store.put(&path, PutPayload::from(bytes)))?;
+                Ok(())
+            }
+        }
+    }
+
+    /// Where ingest writes files before they are published: the dataset
+    /// itself when local, else a local staging directory.
+    pub fn staging_dir(&self) -> Result<PathBuf> {
+        match self {
+            DatasetRoot::Local(p) => Ok(p.clone()),
+            DatasetRoot::Remote { .. } => {
+                let dir = std::env::temp_dir().join(format!("tokscope-staging-{}", std::process::id()));
+                std::fs::create_dir_all(&dir).map_err(|e| Error::io(dir.display(), e))?;
+                Ok(dir)
+            }
+        }
+    }
+
+    /// Publishes staged files (paths under `staging`) to a remote dataset,
+    /// then removes the staging copies. A no-op for local datasets.
+    pub fn publish(&self, staging: &Path, files: &[PathBuf], rt: &tokio::runtime::Runtime) -> Result<()> {
+        let DatasetRoot::Remote { store, .. } = self else { return Ok(()) };
+        for f in files {
+            let rel = f.strip_prefix(staging).map_err(|_| config_err!("{} is outside staging", f.display()))?;
+            let rel = rel.to_string_lossy().replace(std::path::MAIN_SEPARATOR, "/");
+            let bytes = std::fs::read(f).map_err(|e| Error::io(f.display(), e))?;
+            rt.block_on(store.put(&self.object(&rel), PutPayload::from(bytes)))?;
+        }
+        std::fs::remove_dir_all(staging).map_err(|e| Error::io(staging.display(), e))
+    }
+
+    /// Adds one new Parquet file holding `batches` to `table` (never
+    /// rewriting existing files) and returns its location. Written locally
+    /// under a temporary name and renamed (ingest's convention), then, for a
+    /// remote dataset, put to the store.
+    pub fn add_table_file(
+        &self,
+        table: &TableDef,
+        batches: &[RecordBatch],
+        rt: &tokio::runtime::Runtime,
+    ) -> Result<String> {
+        let staging = self.staging_dir()?;
+        let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%S%6f");
+        let name = format!("part-{stamp}-{:x}.parquet", std::process::id());
+        let path = staging.join(table.name).join(&name);
+        writer::write_file(table, batches, &path)?;
+        self.publish(&staging, std::slice::from_ref(&path), rt)?;
+        Ok(format!("{}/{}/{name}", self.display().trim_end_matches('/'), table.name))
+    }
+}
