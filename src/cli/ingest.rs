@@ -111,8 +111,8 @@ pub struct RunArgs {
 fn print_summary(s: &IngestSummary) {
     let t = &s.totals.counts;
     eprintln!(
-        "ingested {} file(s) into {} ({} skipped as already ingested): lines_read={} rows_written={} lines_rejected={} lines_skipped={} tokens_written={} in {:.2}s",
-        s.files.len(), s.dataset, s.files_skipped.len(), t.lines_read, t.rows_written, t.lines_rejected, t.lines_skipped, t.tokens_written, s.elapsed_s
+        "ingested {} file(s) into {} ({} skipped as already ingested): lines_read={} lines_ingested={} rows_written={} lines_rejected={} lines_skipped={} records_skipped={} tokens_written={} in {:.2}s",
+        s.files.len(), s.dataset, s.files_skipped.len(), t.lines_read, t.lines_ingested, t.rows_written, t.lines_rejected, t.lines_skipped, t.records_skipped, t.tokens_written, s.elapsed_s
     );
     if t.lines_rejected > 0 {
         eprintln!(
@@ -129,7 +129,7 @@ fn ingest_and_report(inputs: &[String], out: &str, flags: &IngestFlags) -> anyho
         print_summary(&summary);
     }
     if !summary.reconciles() {
-        bail!("ingest did not reconcile: lines_read != rows_written + lines_rejected");
+        bail!("ingest did not reconcile: lines_read != lines_ingested + lines_rejected");
     }
     Ok(summary)
 }

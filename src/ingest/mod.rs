@@ -55,7 +55,7 @@ pub struct FileSummary {
 }
 
 /// The result of an ingest run, also written as `_ingest_summary.json`.
-/// Invariant: `lines_read == rows_written + lines_rejected`.
+/// Invariant: `lines_read == lines_ingested + lines_rejected`.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct IngestSummary {
     /// Unique id of the run, part of every file name it wrote.

@@ -72,7 +72,7 @@ pub fn ingest(inputs: &[&str], out: &Path, extra: &[&str]) -> serde_json::Value 
     let t = &summary["totals"];
     assert_eq!(
         t["lines_read"].as_u64(),
-        Some(t["rows_written"].as_u64().unwrap() + t["lines_rejected"].as_u64().unwrap()),
+        Some(t["lines_ingested"].as_u64().unwrap() + t["lines_rejected"].as_u64().unwrap()),
         "summary must reconcile: {t}"
     );
     summary

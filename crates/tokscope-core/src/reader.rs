@@ -4,8 +4,9 @@
 //! A thread splits the input into chunks of whole lines ([`crate::lines`]);
 //! each chunk is parsed in parallel with rayon, one slice of lines per task,
 //! into `requests`, `tokens` and `rejects` batches ([`crate::catalog`]).
-//! Every line ends up as a row, a reject or a counted skip, so the counts
-//! reconcile: `lines_read = rows_written + lines_rejected`.
+//! Every data line is ingested (as one row, or several) or rejected, and
+//! blank and header lines are counted apart, so the counts reconcile:
+//! `lines_read = lines_ingested + lines_rejected`.
 //!
 //! ```
 //! use tokscope_core::reader::ReaderBuilder;
@@ -38,9 +39,9 @@ use crate::catalog::tokens::TokensBuilder;
 use crate::catalog::TableDef;
 use crate::derive::{derive_request, DeriveSettings};
 use crate::error::Result;
-use crate::formats::{Format, LineContext, Parsed};
+use crate::formats::{Format, LineContext, Parsed, Row};
 use crate::lines::{LineChunk, LineSplitter};
-use crate::record::LineOrigin;
+use crate::record::{LineOrigin, RequestRecord};
 
 /// How many of a file's first non-blank lines are tried for format detection.
 pub const DETECT_LINES: usize = 32;
@@ -54,17 +55,25 @@ pub struct DatedBatch {
     pub days: Vec<i32>,
 }
 
-/// Line accounting of an input or a part of it.
+/// Line accounting of an input or a part of it. Every data line is either
+/// ingested or rejected: `lines_read = lines_ingested + lines_rejected`.
+/// Most formats make one request of a line (`rows_written = lines_ingested`);
+/// some make several, or none, of one line.
 #[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]
 pub struct LineCounts {
     /// Data lines read (blank lines and headers excluded).
     pub lines_read: u64,
+    /// Data lines that parsed (whatever number of rows each gave).
+    pub lines_ingested: u64,
     /// Requests written.
     pub rows_written: u64,
     /// Lines rejected.
     pub lines_rejected: u64,
     /// Blank lines and header lines, which carry no request.
     pub lines_skipped: u64,
+    /// Records inside ingested lines that are not rows (spans that are not
+    /// model calls): skipped and counted, not rejected.
+    pub records_skipped: u64,
     /// Token rows written.
     pub tokens_written: u64,
 }
@@ -73,15 +82,17 @@ impl LineCounts {
     /// Adds `other` to these counts.
     pub fn add(&mut self, other: &LineCounts) {
         self.lines_read += other.lines_read;
+        self.lines_ingested += other.lines_ingested;
         self.rows_written += other.rows_written;
         self.lines_rejected += other.lines_rejected;
         self.lines_skipped += other.lines_skipped;
+        self.records_skipped += other.records_skipped;
         self.tokens_written += other.tokens_written;
     }
 
-    /// True when every line read became a row or a reject.
+    /// True when every line read was ingested or rejected.
     pub fn reconciles(&self) -> bool {
-        self.lines_read == self.rows_written + self.lines_rejected
+        self.lines_read == self.lines_ingested + self.lines_rejected
     }
 }
 
@@ -278,18 +289,14 @@ fn parse_chunk(
         .par_chunks(per_task)
         .enumerate()
         .map(|(task, spans)| {
-            let mut requests = RequestsBuilder::new();
-            let mut tokens = TokensBuilder::new();
-            let (mut request_days, mut token_days) = (Vec::new(), Vec::new());
-            let mut rejects = RejectsBuilder::new();
-            let mut counts = LineCounts::default();
+            let mut out = SliceBuilders::default();
             for (i, span) in spans.iter().enumerate() {
                 let line = &chunk.data[span.start..span.end];
                 let origin =
                     LineOrigin { file, format: format_name, line_no: span.line_no, byte_offset: span.byte_offset };
                 let stream_failed = task * per_task + i == last && chunk.stream_error.is_some();
                 if !stream_failed && !span.is_cut() && line.trim_ascii().is_empty() {
-                    counts.lines_skipped += 1;
+                    out.counts.lines_skipped += 1;
                     continue;
                 }
                 let outcome = if let Some(err) = chunk.stream_error.as_ref().filter(|_| stream_failed) {
@@ -303,38 +310,71 @@ fn parse_chunk(
                 };
                 match outcome {
                     Ok(Parsed::Request(rec)) => {
-                        let derived = derive_request(&rec, &origin, settings);
-                        counts.lines_read += 1;
-                        counts.rows_written += 1;
-                        counts.tokens_written += rec.tokens.len() as u64;
-                        requests.append(&rec, &derived, &origin);
-                        request_days.push(derived.day);
-                        for (position, token) in rec.tokens.iter().enumerate() {
-                            tokens.append(&rec, &derived, position, token);
-                            token_days.push(derived.day);
+                        out.counts.lines_read += 1;
+                        out.counts.lines_ingested += 1;
+                        out.request(&rec, &origin, settings);
+                    }
+                    Ok(Parsed::Rows { rows, skipped }) => {
+                        out.counts.lines_read += 1;
+                        out.counts.lines_ingested += 1;
+                        out.counts.records_skipped += skipped;
+                        for row in rows {
+                            match row {
+                                Row::Request(rec) => out.request(&rec, &origin, settings),
+                            }
                         }
                     }
-                    Ok(Parsed::Skip) => counts.lines_skipped += 1,
+                    Ok(Parsed::Skip) => out.counts.lines_skipped += 1,
                     Err(e) => {
-                        counts.lines_read += 1;
-                        counts.lines_rejected += 1;
-                        rejects.append(&origin, &e, line, span.is_cut());
+                        out.counts.lines_read += 1;
+                        out.counts.lines_rejected += 1;
+                        out.rejects.append(&origin, &e, line, span.is_cut());
                     }
                 }
             }
-            let dated = |builder_rows: usize, batch: RecordBatch, days: Vec<i32>| {
-                (builder_rows > 0).then_some(DatedBatch { batch, days })
-            };
-            let (n_requests, n_tokens, n_rejects) = (requests.len(), tokens.len(), rejects.len());
-            Ok(ParsedSlice {
-                requests: dated(n_requests, requests.finish()?, request_days),
-                tokens: dated(n_tokens, tokens.finish()?, token_days),
-                rejects: if n_rejects > 0 { Some(rejects.finish()?) } else { None },
-                counts,
-                bytes: spans.iter().map(|s| (s.end - s.start) as u64).sum(),
-            })
+            out.finish(spans.iter().map(|s| (s.end - s.start) as u64).sum())
         })
         .collect()
+}
+
+/// The batches one slice of lines is building, and its counts.
+#[derive(Default)]
+struct SliceBuilders {
+    requests: RequestsBuilder,
+    request_days: Vec<i32>,
+    tokens: TokensBuilder,
+    token_days: Vec<i32>,
+    rejects: RejectsBuilder,
+    counts: LineCounts,
+}
+
+impl SliceBuilders {
+    /// Appends a request and its tokens, deriving the analytic columns.
+    fn request(&mut self, rec: &RequestRecord<'_>, origin: &LineOrigin<'_>, settings: &DeriveSettings) {
+        let derived = derive_request(rec, origin, settings);
+        self.counts.rows_written += 1;
+        self.counts.tokens_written += rec.tokens.len() as u64;
+        self.requests.append(rec, &derived, origin);
+        self.request_days.push(derived.day);
+        for (position, token) in rec.tokens.iter().enumerate() {
+            self.tokens.append(rec, &derived, position, token);
+            self.token_days.push(derived.day);
+        }
+    }
+
+    fn finish(mut self, bytes: u64) -> Result<ParsedSlice> {
+        fn dated(rows: usize, batch: RecordBatch, days: Vec<i32>) -> Option<DatedBatch> {
+            (rows > 0).then_some(DatedBatch { batch, days })
+        }
+        let (n_requests, n_tokens, n_rejects) = (self.requests.len(), self.tokens.len(), self.rejects.len());
+        Ok(ParsedSlice {
+            requests: dated(n_requests, self.requests.finish()?, self.request_days),
+            tokens: dated(n_tokens, self.tokens.finish()?, self.token_days),
+            rejects: if n_rejects > 0 { Some(self.rejects.finish()?) } else { None },
+            counts: self.counts,
+            bytes,
+        })
+    }
 }
 
 #[cfg(test)]
@@ -361,7 +401,15 @@ mod tests {
         let (counts, requests, rejects) = read_all(log, ReaderBuilder::new());
         assert_eq!(
             counts,
-            LineCounts { lines_read: 3, rows_written: 2, lines_rejected: 1, lines_skipped: 1, tokens_written: 0 }
+            LineCounts {
+                lines_read: 3,
+                lines_ingested: 2,
+                rows_written: 2,
+                lines_rejected: 1,
+                lines_skipped: 1,
+                records_skipped: 0,
+                tokens_written: 0
+            }
         );
         assert_eq!(requests.iter().map(RecordBatch::num_rows).sum::<usize>(), 2);
         assert_eq!(rejects.iter().map(RecordBatch::num_rows).sum::<usize>(), 1);

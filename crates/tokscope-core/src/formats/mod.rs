@@ -125,10 +125,15 @@ impl Format {
             Err(e) if fields::has_non_finite_literal(line) => {
                 let cleaned = fields::null_non_finite_literals(line);
                 match self.0.parse(&cleaned, ctx) {
-                    Ok(Parsed::Request(rec)) => {
-                        let mut rec = rec.into_owned();
-                        rec.token_issues.push(fields::issue::NON_FINITE_NUMBER.to_string());
-                        Ok(Parsed::Request(rec))
+                    Ok(Parsed::Request(rec)) => Ok(Parsed::Request(flag_non_finite(rec))),
+                    Ok(Parsed::Rows { rows, skipped }) => {
+                        let rows = rows
+                            .into_iter()
+                            .map(|row| match row {
+                                Row::Request(rec) => Row::Request(flag_non_finite(rec)),
+                            })
+                            .collect();
+                        Ok(Parsed::Rows { rows, skipped })
                     }
                     Ok(Parsed::Skip) => Ok(Parsed::Skip),
                     Err(_) => Err(e),
@@ -137,6 +142,14 @@ impl Format {
             other => other,
         }
     }
+}
+
+/// A record parsed from a line whose `NaN`/`Infinity` literals were read as
+/// null: detached from the rewritten line and flagged.
+fn flag_non_finite(rec: RequestRecord<'_>) -> RequestRecord<'static> {
+    let mut rec = rec.into_owned();
+    rec.token_issues.push(fields::issue::NON_FINITE_NUMBER.to_string());
+    rec
 }
 
 impl PartialEq for Format {
@@ -174,10 +187,26 @@ impl FromStr for Format {
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub enum Parsed<'a> {
-    /// A request row.
+    /// A request row: what most formats make of a line.
     Request(RequestRecord<'a>),
-    /// A line that carries no request, such as a CSV header.
+    /// Any number of rows from one line (an OTLP line holds many spans), and
+    /// how many records in the line were not rows (spans that are not model
+    /// calls): skipped and counted, not rejected.
+    Rows {
+        /// The rows, in input order.
+        rows: Vec<Row<'a>>,
+        /// Records in the line that are not rows.
+        skipped: u64,
+    },
+    /// A line that carries no row, such as a CSV header.
     Skip,
+}
+
+/// One row of a line that yields several ([`Parsed::Rows`]).
+#[derive(Debug)]
+pub enum Row<'a> {
+    /// A `requests` row (with its `tokens` rows).
+    Request(RequestRecord<'a>),
 }
 
 /// Per-file settings a parser may need.
