@@ -74,3 +74,6 @@ sum(price['cached_input_usd']) / NULLIF(sum(price['total_usd']), 0)
 
 -- metric: output_share
 sum(price['output_usd']) / NULLIF(sum(price['total_usd']), 0)
+
+-- metric: tokens
+sum(prompt_tokens + completion_tokens)

@@ -53,6 +53,7 @@ pub const JOBS: &[Job] = &[
     job!("cost", "cost (needs --pricing) per model x context bin, unpriced requests counted", tables: ["requests"]),
     job!("kv_cache", "KV-cache GiB per request (mean, max) per model x context bin", tables: ["requests"]),
     job!("report", "eos + latency + cost side by side (what `tokscope run` prints)", tables: ["requests"]),
+    job!("daily", "cost, EOS compliance, truncation and TTFT per UTC day x model (the dashboard's trends)", tables: ["requests"]),
     job!("jitter", "inter-token latency jitter, first- and last-token latency per model x context bin", tables: ["tokens"]),
     job!("jitter_requests", "per-request itl_std_ms, first_token_ms, last_token_ms", tables: ["tokens"]),
     job!(
