@@ -25,6 +25,14 @@ pub enum Error {
     /// An object-store operation failed.
     #[error("object store: {0}")]
     Store(#[from] object_store::Error),
+    /// An object-store operation on a known object or prefix failed (after the client's retries).
+    #[error("object store, {location}: {source}")]
+    StoreAt {
+        /// The object or prefix, as a URL.
+        location: String,
+        /// The store's error.
+        source: object_store::Error,
+    },
     /// Arrow failed to build or convert a batch.
     #[error("arrow: {0}")]
     Arrow(#[from] arrow::error::ArrowError),
@@ -45,6 +53,14 @@ pub enum Error {
     /// The replay decoder failed (model loading, tokenizer, numerics).
     #[error("model: {0}")]
     Model(String),
+    /// Another process holds the dataset's writer lease.
+    #[error("dataset {dataset} is being written by {holder}; wait for it to finish, or raise the lease wait")]
+    LeaseBusy {
+        /// The dataset.
+        dataset: String,
+        /// Who holds the lease.
+        holder: String,
+    },
     /// A bug or a broken invariant inside tokscope (a thread that panicked):
     /// never the user's input.
     #[error("internal error: {0}")]
@@ -90,5 +106,11 @@ impl Error {
     /// Wraps an I/O error with the path it concerns.
     pub fn io(path: impl std::fmt::Display, source: std::io::Error) -> Self {
         Error::Io { path: path.to_string(), source }
+    }
+
+    /// Wraps an object-store error with the object or prefix it concerns.
+    pub fn store_at(location: impl std::fmt::Display) -> impl FnOnce(object_store::Error) -> Self {
+        let location = location.to_string();
+        move |source| Error::StoreAt { location, source }
     }
 }

@@ -37,11 +37,21 @@ pub struct GenOptions {
     pub token_data: bool,
     /// Approximate characters of output text per request (controls line size).
     pub output_chars: usize,
+    /// Spread the requests evenly over this many days from 2024-06-01 (UTC);
+    /// `None`: one request every second on average.
+    pub days: Option<u32>,
 }
 
 impl Default for GenOptions {
     fn default() -> Self {
-        Self { requests: 1000, format: GenFormat::Canonical, seed: 42, token_data: false, output_chars: 600 }
+        Self {
+            requests: 1000,
+            format: GenFormat::Canonical,
+            seed: 42,
+            token_data: false,
+            output_chars: 600,
+            days: None,
+        }
     }
 }
 
@@ -75,8 +85,13 @@ pub fn generate(opts: &GenOptions, out: &mut dyn Write) -> Result<()> {
     let prompt_dist = LogNormal::new(7.0, 1.6).map_err(|e| config_err!("{e}"))?;
     let start_ms: i64 = 1_717_200_000_000; // 2024-06-01T00:00:00Z
     let mut ts_ms = start_ms;
+    // Mean gap between requests: 1 s, or what spreads them over `days`.
+    let gap_ms: i64 = match opts.days {
+        Some(days) => (i64::from(days) * 86_400_000 / opts.requests.max(1) as i64).max(1),
+        None => 1_000,
+    };
     for i in 0..opts.requests {
-        ts_ms += rng.random_range(0..2_000);
+        ts_ms += rng.random_range(0..2 * gap_ms);
         let (model, marker) = MODELS[rng.random_range(0..MODELS.len())];
         let prompt_tokens = (prompt_dist.sample(&mut rng) as i64).clamp(1, 200_000);
         let max_tokens: i64 = [256, 512, 1024, 4096][rng.random_range(0..4)];

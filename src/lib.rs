@@ -22,6 +22,7 @@ pub mod generate;
 pub mod ingest;
 pub mod jobs;
 pub mod mediation;
+pub mod pipeline;
 pub mod replay;
 pub mod samples;
 pub mod store;

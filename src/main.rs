@@ -3,6 +3,8 @@
 
 mod cli;
 
+use std::process::ExitCode;
+
 use clap::Parser;
 
 // mimalloc instead of glibc malloc: the engine allocates and frees many
@@ -31,7 +33,19 @@ fn tune_allocator() {
     }
 }
 
-fn main() -> anyhow::Result<()> {
+/// Exit code when another run holds the dataset's writer lease (sysexits' EX_TEMPFAIL: try again later).
+const EXIT_BUSY: u8 = 75;
+
+fn main() -> ExitCode {
     tune_allocator();
-    cli::run(cli::Cli::parse())
+    match cli::run(cli::Cli::parse()) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("Error: {e:?}");
+            match e.downcast_ref::<tokscope::Error>() {
+                Some(tokscope::Error::LeaseBusy { .. }) => ExitCode::from(EXIT_BUSY),
+                _ => ExitCode::FAILURE,
+            }
+        }
+    }
 }

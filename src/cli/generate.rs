@@ -29,6 +29,9 @@ pub struct GenerateArgs {
     /// Approximate characters of output text per request.
     #[arg(long, default_value_t = 600)]
     output_chars: usize,
+    /// Spread the requests over this many days from 2024-06-01 (default: one a second on average).
+    #[arg(long)]
+    days: Option<u32>,
 }
 
 /// Runs `tokscope generate`.
@@ -39,6 +42,7 @@ pub fn run_generate(args: &GenerateArgs) -> anyhow::Result<()> {
         seed: args.seed,
         token_data: args.token_data,
         output_chars: args.output_chars,
+        days: args.days,
     };
     let mut out: Box<dyn Write> = if args.out.as_os_str() == "-" {
         Box::new(std::io::stdout().lock())

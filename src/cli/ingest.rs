@@ -1,16 +1,17 @@
 //! `tokscope ingest` and `tokscope run`: logs in, dataset (and report) out.
 
 use std::path::PathBuf;
+use std::process::ExitCode;
 use std::sync::Arc;
 
-use anyhow::{bail, Context};
-use tokscope::derive::{ContextBins, DeriveSettings, EosMarkers};
+use anyhow::bail;
 use tokscope::engine::pricing::Pricing;
 use tokscope::engine::UdfConfig;
 use tokscope::export::{self, OutputFormat};
 use tokscope::formats::Format;
 use tokscope::ingest::{self, IngestOptions, IngestSummary};
-use tokscope::reader::ReaderBuilder;
+use tokscope::pipeline::config::{IngestConfig, RunConfig};
+use tokscope::pipeline::{self, Outcome, RunOptions, RunReport};
 use tokscope::redact::Redaction;
 use tokscope::{engine, jobs, samples};
 
@@ -50,22 +51,22 @@ pub struct IngestFlags {
 
 impl IngestFlags {
     fn options(&self) -> anyhow::Result<IngestOptions> {
-        let markers = match &self.markers.eos_markers {
-            Some(p) => EosMarkers::from_file(p)?,
-            None => EosMarkers::default(),
+        // The same settings as a configuration file's [ingest] table, read by one function.
+        let settings = IngestConfig {
+            format: self.format.map(|f| f.name().to_string()),
+            bins: Some(self.bins.clone()),
+            eos_markers: self.markers.eos_markers.clone(),
+            model: self.model.clone(),
+            base_time: Some(self.base_time.clone()),
+            redact: Some(self.redact.name().to_string()),
+            max_line_bytes: Some(self.max_line_bytes),
         };
-        let base = chrono::DateTime::parse_from_rfc3339(&self.base_time)
-            .with_context(|| format!("--base-time {:?} is not RFC 3339", self.base_time))?;
-        let derive = DeriveSettings { bins: ContextBins::parse(&self.bins)?, markers, redaction: self.redact };
         Ok(IngestOptions {
-            reader: ReaderBuilder::new()
-                .with_format(self.format)
-                .with_derive_settings(derive)
-                .with_default_model(self.model.clone())
-                .with_base_time_micros(base.timestamp_micros())
-                .with_max_line_bytes(self.max_line_bytes),
+            reader: settings.reader()?,
             progress: !self.quiet,
             force: self.force,
+            store: Default::default(),
+            lease: Default::default(),
         })
     }
 }
@@ -89,6 +90,20 @@ pub struct IngestArgs {
 /// `tokscope run`.
 #[derive(clap::Args)]
 pub struct RunArgs {
+    /// A scheduled run: ingest the new inputs, run the jobs and publish the
+    /// export as the file says (docs/OPERATIONS.md); exit codes: 0 success,
+    /// 3 nothing new, 4 some lines rejected, 75 dataset busy, 1 failure.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["inputs", "out"])]
+    config: Option<PathBuf>,
+    /// With --config: list what would be ingested and exported, write nothing.
+    #[arg(long, requires = "config")]
+    dry_run: bool,
+    /// With --config: the export's date (YYYY-MM-DD; default today, UTC).
+    #[arg(long, requires = "config")]
+    date: Option<chrono::NaiveDate>,
+    /// With --config: print the run's report as JSON on stdout instead of one line.
+    #[arg(long, requires = "config")]
+    json: bool,
     /// Inputs to ingest; none means the bundled sample logs.
     inputs: Vec<String>,
     /// Output dataset directory.
@@ -143,8 +158,12 @@ pub fn run_ingest(args: &IngestArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Runs `tokscope run`: ingest (the bundled samples by default), then the report.
-pub fn run_run(args: &RunArgs) -> anyhow::Result<()> {
+/// Runs `tokscope run`: a scheduled run with `--config`, else ingest (the
+/// bundled samples by default) and the report.
+pub fn run_run(args: &RunArgs) -> anyhow::Result<ExitCode> {
+    if let Some(path) = &args.config {
+        return run_scheduled(path, args);
+    }
     let bundled = args.inputs.is_empty();
     let inputs = if bundled { vec![samples::extract()?.display().to_string()] } else { args.inputs.clone() };
     ingest_and_report(&inputs, &args.out, &args.flags)?;
@@ -159,5 +178,64 @@ pub fn run_run(args: &RunArgs) -> anyhow::Result<()> {
         jobs::run_job(&ctx, jobs::job("report")?).await
     })?;
     export::write_batches(&batches, args.report_format, &mut std::io::stdout().lock())?;
-    Ok(())
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Exit code of a run that found nothing new to ingest.
+pub const EXIT_NOTHING_NEW: u8 = 3;
+/// Exit code of a run that ingested new inputs but rejected some lines.
+pub const EXIT_PARTIAL: u8 = 4;
+
+/// `tokscope run --config`: one line on stdout, details on stderr.
+fn run_scheduled(path: &std::path::Path, args: &RunArgs) -> anyhow::Result<ExitCode> {
+    let config = RunConfig::load(path)?;
+    let options = RunOptions { dry_run: args.dry_run, progress: !args.flags.quiet, date: args.date };
+    let report = pipeline::run(&config, &options)?;
+    if let Some(summary) = report.ingest.as_ref().filter(|_| !args.flags.quiet) {
+        print_summary(summary);
+    }
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        println!("{}", one_line(&report));
+    }
+    Ok(match report.outcome {
+        Outcome::Success => ExitCode::SUCCESS,
+        Outcome::NothingNew => ExitCode::from(EXIT_NOTHING_NEW),
+        Outcome::Partial => ExitCode::from(EXIT_PARTIAL),
+    })
+}
+
+/// The run's summary line, for cron mail and logs.
+fn one_line(report: &RunReport) -> String {
+    if report.dry_run {
+        let mut line = format!(
+            "tokscope run --dry-run: {} input(s) to ingest, {} already ingested, into {}",
+            report.ingested.len(),
+            report.already_ingested,
+            report.dataset
+        );
+        for input in &report.ingested {
+            line.push_str(&format!("\n  would ingest {input}"));
+        }
+        return line;
+    }
+    let counts = report.ingest.as_ref().map(|s| s.totals.counts).unwrap_or_default();
+    let status = match report.outcome {
+        Outcome::Success => "ok",
+        Outcome::NothingNew => "nothing new",
+        Outcome::Partial => "partial (lines rejected)",
+    };
+    let export = match &report.export {
+        Some(e) => format!(", exported {} job(s) to {}", e.jobs.len(), e.location),
+        None => String::new(),
+    };
+    format!(
+        "tokscope run: {status}: {} input(s) ingested ({} rows, {} lines rejected), {} already ingested{export} in {:.1}s",
+        report.ingested.len(),
+        counts.rows_written,
+        counts.lines_rejected,
+        report.already_ingested,
+        report.elapsed_s
+    )
 }

@@ -3,12 +3,15 @@
 //! flags into them, calls the library, and prints.
 
 mod args;
+mod export;
 mod generate;
 mod ingest;
 mod mediation;
 mod query;
 mod replay;
 mod shell;
+
+use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
@@ -32,6 +35,8 @@ enum Command {
     Sql(shell::SqlArgs),
     /// The main job end to end: ingest (the bundled sample logs by default) and print the report.
     Run(ingest::RunArgs),
+    /// Publish the dashboard and every job's result as DEST/<date>/ and DEST/latest/.
+    Export(export::ExportArgs),
     /// Write realistic synthetic access logs.
     Generate(generate::GenerateArgs),
     /// Greedy-decode a prompt with a local Llama-family model.
@@ -50,15 +55,19 @@ enum Command {
     DecodeBench(replay::DecodeBenchArgs),
 }
 
-/// Runs the parsed command.
-pub fn run(cli: Cli) -> anyhow::Result<()> {
+/// Runs the parsed command; the exit code of a command that succeeded.
+pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let out = &mut std::io::stdout().lock();
+    if let Command::Run(args) = &cli.command {
+        return ingest::run_run(args);
+    }
     match cli.command {
         Command::Ingest(args) => ingest::run_ingest(&args),
         Command::Query(args) => query::run_query(&args),
         Command::Job(args) => query::run_job(&args),
         Command::Sql(args) => shell::run_shell(&args),
-        Command::Run(args) => ingest::run_run(&args),
+        Command::Run(_) => unreachable!("handled above"),
+        Command::Export(args) => export::run_export(&args),
         Command::Generate(args) => generate::run_generate(&args),
         Command::Decode(args) => replay::run_decode(&args, out),
         Command::Score(args) => replay::run_score(&args, out),
@@ -68,6 +77,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::MediationReport(args) => mediation::run_report(&args, out),
         Command::DecodeBench(args) => replay::run_decode_bench(&args, out),
     }
+    .map(|()| ExitCode::SUCCESS)
 }
 
 #[cfg(test)]

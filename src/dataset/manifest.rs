@@ -7,15 +7,14 @@ use std::collections::HashSet;
 
 use serde::{Deserialize, Serialize};
 
-use super::source::InputObject;
-use super::FileSummary;
-use crate::dataset::DatasetRoot;
+use super::DatasetRoot;
 use crate::error::{Error, Result};
 
-const MANIFEST: &str = "_manifest.jsonl";
+/// Name of the manifest at the dataset root.
+pub const MANIFEST: &str = "_manifest.jsonl";
 
 /// One ingested object.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct ManifestEntry {
     /// Input location.
     pub location: String,
@@ -54,21 +53,16 @@ impl Manifest {
     }
 
     /// Whether this exact object version was ingested before.
-    pub fn contains(&self, obj: &InputObject) -> bool {
-        self.keys.contains(&(obj.location.clone(), obj.size, obj.version.clone()))
+    pub fn contains(&self, location: &str, size: u64, version: &str) -> bool {
+        self.keys.contains(&(location.to_string(), size, version.to_string()))
     }
 
-    /// Adds an object ingested by `run_id`.
-    pub fn record(&mut self, obj: &InputObject, run_id: &str, fs: &FileSummary) {
-        self.keys.insert((obj.location.clone(), obj.size, obj.version.clone()));
-        self.entries.push(ManifestEntry {
-            location: obj.location.clone(),
-            size: obj.size,
-            version: obj.version.clone(),
-            run_id: run_id.to_string(),
-            rows_written: fs.counts.rows_written,
-            lines_rejected: fs.counts.lines_rejected,
-        });
+    /// Adds an ingested object, unless this version of it is listed already
+    /// (so a commit applied twice adds its entries once).
+    pub fn add(&mut self, entry: ManifestEntry) {
+        if self.keys.insert((entry.location.clone(), entry.size, entry.version.clone())) {
+            self.entries.push(entry);
+        }
     }
 
     /// Writes the manifest back.

@@ -3,6 +3,9 @@
 //! (`tokscope_core::catalog`) and the side files `_manifest.jsonl` and
 //! `_ingest_summary.json`. [`writer`] writes the files.
 
+pub mod commit;
+pub mod lease;
+pub mod manifest;
 pub mod writer;
 
 use std::path::{Path, PathBuf};
@@ -15,7 +18,7 @@ use url::Url;
 use tokscope_core::catalog::TableDef;
 
 use crate::error::{Error, Result};
-use crate::store;
+use crate::store::{self, StoreOptions};
 
 /// Where a dataset lives.
 #[derive(Clone)]
@@ -40,8 +43,14 @@ impl std::fmt::Debug for DatasetRoot {
 }
 
 impl DatasetRoot {
-    /// A local path, `file://` URL, or object-store URL.
+    /// A local path, `file://` URL, or object-store URL, with the default
+    /// object-store client settings.
     pub fn parse(s: &str) -> Result<Self> {
+        Self::parse_with(s, &StoreOptions::default())
+    }
+
+    /// [`Self::parse`] with explicit object-store client settings.
+    pub fn parse_with(s: &str, options: &StoreOptions) -> Result<Self> {
         if let Some(p) = s.strip_prefix("file://") {
             return Ok(DatasetRoot::Local(PathBuf::from(p)));
         }
@@ -49,7 +58,7 @@ impl DatasetRoot {
             return Ok(DatasetRoot::Local(PathBuf::from(s)));
         }
         let url = store::parse_url(s.trim_end_matches('/'))?;
-        let store = store::store_for(&url)?;
+        let store = store::store_for(&url, options)?;
         let prefix = store::object_path(&url)?;
         Ok(DatasetRoot::Remote { url, store, prefix })
     }
@@ -106,11 +115,12 @@ impl DatasetRoot {
             },
             DatasetRoot::Remote { store, .. } => {
                 let path = self.object(name);
+                let at = || Error::store_at(format!("{}/{name}", self.display()));
                 rt.block_on(async {
                     match store.get(&path).await {
-                        Ok(r) => Ok(Some(r.bytes().await?.to_vec())),
+                        Ok(r) => Ok(Some(r.bytes().await.map_err(at())?.to_vec())),
                         Err(object_store::Error::NotFound { .. }) => Ok(None),
-                        Err(e) => Err(e.into()),
+                        Err(e) => Err(at()(e)),
                     }
                 })
             }
@@ -128,7 +138,8 @@ impl DatasetRoot {
             }
             DatasetRoot::Remote { store, .. } => {
                 let path = self.object(name);
-                rt.block_on(store.put(&path, PutPayload::from(bytes)))?;
+                rt.block_on(store.put(&path, PutPayload::from(bytes)))
+                    .map_err(Error::store_at(format!("{}/{name}", self.display())))?;
                 Ok(())
             }
         }
@@ -145,6 +156,34 @@ impl DatasetRoot {
                 Ok(dir)
             }
         }
+    }
+
+    /// Makes a run's finished files (final paths under `staging`, each still
+    /// under its temporary name) ready for `commit::commit`: for a remote
+    /// dataset each is put under its temporary name and the staging copy
+    /// removed; a local dataset is its own staging. Returns the final paths
+    /// relative to the dataset root.
+    pub fn stage_for_commit(
+        &self,
+        staging: &Path,
+        files: &[PathBuf],
+        rt: &tokio::runtime::Runtime,
+    ) -> Result<Vec<String>> {
+        let mut rels = Vec::with_capacity(files.len());
+        for f in files {
+            let rel = f.strip_prefix(staging).map_err(|_| internal_err!("{} is outside staging", f.display()))?;
+            let rel = rel.to_string_lossy().replace(std::path::MAIN_SEPARATOR, "/");
+            if let DatasetRoot::Remote { store, .. } = self {
+                let tmp = writer::temporary_path(f);
+                let bytes = std::fs::read(&tmp).map_err(|e| Error::io(tmp.display(), e))?;
+                rt.block_on(store.put(&self.object(&commit::temporary_name(&rel)), PutPayload::from(bytes)))?;
+            }
+            rels.push(rel);
+        }
+        if matches!(self, DatasetRoot::Remote { .. }) {
+            std::fs::remove_dir_all(staging).map_err(|e| Error::io(staging.display(), e))?;
+        }
+        Ok(rels)
     }
 
     /// Publishes staged files (paths under `staging`) to a remote dataset,

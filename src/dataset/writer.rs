@@ -54,6 +54,13 @@ pub fn writer_props(table: &TableDef) -> WriterProperties {
     b.build()
 }
 
+/// The hidden temporary name of `dest` while it is being written
+/// (`dir/x.parquet` -> `dir/.x.parquet.tmp`; see `dataset::commit`).
+pub fn temporary_path(dest: &Path) -> PathBuf {
+    let name = dest.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    dest.with_file_name(format!(".{name}.tmp"))
+}
+
 /// Writes `batches` of `table` as one Parquet file at `dest`, under a hidden
 /// temporary name first and renamed when complete, so readers never see half
 /// a file (the convention of every tokscope writer).
@@ -76,17 +83,23 @@ impl OpenFile {
     fn create(table: &TableDef, schema: SchemaRef, dest: PathBuf) -> Result<Self> {
         let dir = dest.parent().ok_or_else(|| internal_err!("{} has no parent directory", dest.display()))?;
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir.display(), e))?;
-        let name = dest.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        let tmp = dir.join(format!(".{name}.tmp"));
+        let tmp = temporary_path(&dest);
         let file = File::create(&tmp).map_err(|e| Error::io(tmp.display(), e))?;
         let writer = ArrowWriter::try_new(file, schema, Some(writer_props(table)))?;
         Ok(OpenFile { writer, tmp, dest })
     }
 
+    /// Finishes the file under its temporary name.
+    fn finish(self) -> Result<PathBuf> {
+        self.writer.close()?;
+        Ok(self.dest)
+    }
+
     /// Finishes the file and gives it its final name.
     fn close(self) -> Result<()> {
-        self.writer.close()?;
-        std::fs::rename(&self.tmp, &self.dest).map_err(|e| Error::io(self.dest.display(), e))
+        let tmp = self.tmp.clone();
+        let dest = self.finish()?;
+        std::fs::rename(&tmp, &dest).map_err(|e| Error::io(dest.display(), e))
     }
 }
 
@@ -140,14 +153,8 @@ impl TableWriter {
         Ok(())
     }
 
-    fn close(self) -> Result<Vec<PathBuf>> {
-        let mut done = Vec::new();
-        for (_, f) in self.open {
-            let dest = f.dest.clone();
-            f.close()?;
-            done.push(dest);
-        }
-        Ok(done)
+    fn finish(self) -> Result<Vec<PathBuf>> {
+        self.open.into_values().map(OpenFile::finish).collect()
     }
 }
 
@@ -176,11 +183,12 @@ impl DatasetWriter {
         writer.write(batch, &self.run_id, &mut self.seq)
     }
 
-    /// Closes every file and makes it visible; returns the files written.
+    /// Closes every file, still under its temporary name (the commit gives
+    /// it its final one: `dataset::commit`); returns the files' final paths.
     pub fn finish(self) -> Result<Vec<PathBuf>> {
         let mut files = Vec::new();
         for (_, t) in self.tables {
-            files.extend(t.close()?);
+            files.extend(t.finish()?);
         }
         Ok(files)
     }

@@ -1,4 +1,8 @@
-//! Output of query and job results: a terminal table, CSV, JSON lines, or Parquet.
+//! Output of query and job results: a terminal table, CSV, JSON lines, or
+//! Parquet; and the dashboard ([`dashboard`]).
+
+pub mod dashboard;
+pub mod publish;
 
 use std::io::Write;
 

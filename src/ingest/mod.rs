@@ -4,11 +4,12 @@
 //! [`Reader`](tokscope_core::reader::Reader) splits it into chunks of lines
 //! and parses each chunk in parallel into `requests`, `tokens` and `rejects`
 //! batches; a pool of writer threads streams them into the partitioned
-//! dataset ([`crate::dataset::writer`]); the [`manifest`] records what was ingested. Every
+//! dataset ([`crate::dataset::writer`]) under temporary names, and one commit
+//! ([`crate::dataset::commit`]) publishes them and records the inputs in the
+//! manifest, under the dataset's lease ([`crate::dataset::lease`]). Every
 //! line ends up as a row, a reject, or a counted skip (blank line, CSV
 //! header), so the summary reconciles exactly.
 
-pub mod manifest;
 pub mod source;
 
 use std::path::Path;
@@ -19,9 +20,13 @@ use serde::Serialize;
 use tokscope_core::catalog::TableDef;
 use tokscope_core::reader::{DatedBatch, LineCounts, ParsedSlice, ReaderBuilder};
 
+use crate::dataset::commit::{self, Commit};
+use crate::dataset::lease::{Lease, LeaseOptions};
+use crate::dataset::manifest::{Manifest, ManifestEntry};
 use crate::dataset::writer::DatasetWriter;
 use crate::dataset::DatasetRoot;
 use crate::error::{Error, Result};
+use crate::store::StoreOptions;
 use source::InputObject;
 pub use tokscope_core::derive::DeriveSettings;
 pub use tokscope_core::formats::Format;
@@ -36,6 +41,10 @@ pub struct IngestOptions {
     pub progress: bool,
     /// Ingest objects again even when the manifest lists them.
     pub force: bool,
+    /// Object-store client settings (retries, timeouts).
+    pub store: StoreOptions,
+    /// How the dataset's writer lease is taken.
+    pub lease: LeaseOptions,
 }
 
 /// Counts for one input object.
@@ -68,6 +77,10 @@ pub struct IngestSummary {
     pub files_skipped: Vec<String>,
     /// Totals over `files` (`location` is the dataset).
     pub totals: FileSummary,
+    /// Runs that died after their commit point, finished by this run.
+    pub commits_recovered: Vec<String>,
+    /// Temporary files of runs that died before their commit point, removed by this run.
+    pub orphans_removed: Vec<String>,
     /// Wall-clock seconds.
     pub elapsed_s: f64,
 }
@@ -127,32 +140,79 @@ impl WriterPool {
     }
 }
 
-/// A fresh id per run: UTC time plus process id, sortable and unique enough
-/// for one writer per dataset at a time.
-fn new_run_id() -> String {
+/// A fresh id per run: UTC time plus process id, sortable and unique.
+pub fn new_run_id() -> String {
     format!("{}-{:x}", chrono::Utc::now().format("%Y%m%dT%H%M%S%3f"), std::process::id())
 }
 
-/// Ingests `inputs` into the dataset at `out`.
+/// What an ingest would do: the inputs to read, and those skipped because
+/// the manifest lists them unchanged.
+pub struct Plan {
+    /// Inputs not ingested yet (or all, with `force`), in order.
+    pub todo: Vec<InputObject>,
+    /// Locations of the inputs already ingested.
+    pub skipped: Vec<String>,
+}
+
+/// Resolves `inputs` and sorts them against `dataset`'s manifest; reads only.
+pub fn plan(
+    dataset: &DatasetRoot,
+    inputs: &[String],
+    opts: &IngestOptions,
+    rt: &tokio::runtime::Runtime,
+) -> Result<Plan> {
+    let objects = source::resolve_inputs(inputs, &opts.store, rt)?;
+    let manifest = Manifest::load(dataset, rt)?;
+    let (todo, skipped): (Vec<InputObject>, Vec<InputObject>) =
+        objects.into_iter().partition(|o| opts.force || !manifest.contains(&o.location, o.size, &o.version));
+    Ok(Plan { todo, skipped: skipped.into_iter().map(|o| o.location).collect() })
+}
+
+/// Ingests `inputs` into the dataset at `out`, holding the dataset's
+/// writer lease for the whole run (see `dataset::lease`).
 pub fn ingest(inputs: &[String], out: &str, opts: &IngestOptions) -> Result<IngestSummary> {
-    let started = Instant::now();
     let rt = crate::store::io_runtime()?;
-    let dataset = DatasetRoot::parse(out)?;
-    let objects = source::resolve_inputs(inputs, &rt)?;
-    let mut manifest = manifest::Manifest::load(&dataset, &rt)?;
+    let dataset = DatasetRoot::parse_with(out, &opts.store)?;
     let run_id = new_run_id();
+    let _lease = Lease::acquire(&dataset, &run_id, opts.lease, &rt)?;
+    ingest_into(&dataset, inputs, opts, &run_id, &rt)
+}
+
+/// Ingests `inputs` into `dataset` as run `run_id`; the caller holds the
+/// dataset's lease. First finishes or cleans up what dead runs left
+/// (`dataset::commit::recover`); then ingests the inputs the manifest does
+/// not list, writing every file under a temporary name, and commits them
+/// all at once. With nothing new to ingest, nothing in the dataset changes.
+pub fn ingest_into(
+    dataset: &DatasetRoot,
+    inputs: &[String],
+    opts: &IngestOptions,
+    run_id: &str,
+    rt: &tokio::runtime::Runtime,
+) -> Result<IngestSummary> {
+    let started = Instant::now();
+    let recovery = commit::recover(dataset, rt)?;
+    let Plan { todo, skipped } = plan(dataset, inputs, opts, rt)?;
+    let mut summary = IngestSummary {
+        run_id: run_id.to_string(),
+        dataset: dataset.display(),
+        commits_recovered: recovery.commits_finished,
+        orphans_removed: recovery.orphans_removed,
+        files_skipped: skipped,
+        ..Default::default()
+    };
+    summary.totals.location = dataset.display();
+    if todo.is_empty() {
+        summary.elapsed_s = started.elapsed().as_secs_f64();
+        return Ok(summary);
+    }
+
     let staging = dataset.staging_dir()?;
-    let mut summary = IngestSummary { run_id: run_id.clone(), dataset: dataset.display(), ..Default::default() };
-
-    let (todo, skipped): (Vec<&InputObject>, Vec<&InputObject>) =
-        objects.iter().partition(|o| opts.force || !manifest.contains(o));
-    summary.files_skipped = skipped.iter().map(|o| o.location.clone()).collect();
-
     let progress = progress_bar(opts.progress, todo.iter().map(|o| o.size).sum());
-    let mut writers = WriterPool::new(rayon::current_num_threads().max(1), &staging, &run_id);
+    let mut writers = WriterPool::new(rayon::current_num_threads().max(1), &staging, run_id);
     let mut result = Ok(());
     for obj in &todo {
-        match ingest_object(obj, opts, &rt, &mut writers, progress.as_ref()) {
+        match ingest_object(obj, opts, rt, &mut writers, progress.as_ref()) {
             Ok(fs) => {
                 summary.totals.counts.add(&fs.counts);
                 summary.totals.bytes_read += fs.bytes_read;
@@ -169,16 +229,24 @@ pub fn ingest(inputs: &[String], out: &str, opts: &IngestOptions) -> Result<Inge
     if let Some(p) = progress {
         p.finish_and_clear();
     }
-    dataset.publish(&staging, &written, &rt)?;
-    for (obj, fs) in todo.iter().zip(&summary.files) {
-        manifest.record(obj, &run_id, fs);
-    }
-    manifest.save(&dataset, &rt)?;
-    summary.totals.location = dataset.display();
+    let files = dataset.stage_for_commit(&staging, &written, rt)?;
+    let entries = todo
+        .iter()
+        .zip(&summary.files)
+        .map(|(obj, fs)| ManifestEntry {
+            location: obj.location.clone(),
+            size: obj.size,
+            version: obj.version.clone(),
+            run_id: run_id.to_string(),
+            rows_written: fs.counts.rows_written,
+            lines_rejected: fs.counts.lines_rejected,
+        })
+        .collect();
+    commit::commit(dataset, &Commit { run_id: run_id.to_string(), files, manifest: entries }, rt)?;
     summary.elapsed_s = started.elapsed().as_secs_f64();
     let json = serde_json::to_vec_pretty(&summary)
         .map_err(|source| Error::Json { path: "_ingest_summary.json".into(), source })?;
-    dataset.write_side_file("_ingest_summary.json", json, &rt)?;
+    dataset.write_side_file("_ingest_summary.json", json, rt)?;
     Ok(summary)
 }
 

@@ -13,7 +13,7 @@ use futures::StreamExt;
 use object_store::{ObjectStore, ObjectStoreExt};
 
 use crate::error::{Error, Result};
-use crate::store;
+use crate::store::{self, StoreOptions};
 
 /// One input file or object, with the identity the manifest records.
 #[derive(Clone)]
@@ -49,11 +49,15 @@ fn has_glob(s: &str) -> bool {
 }
 
 /// Resolves command-line inputs to a sorted, de-duplicated list of objects.
-pub fn resolve_inputs(inputs: &[String], rt: &tokio::runtime::Runtime) -> Result<Vec<InputObject>> {
+pub fn resolve_inputs(
+    inputs: &[String],
+    options: &StoreOptions,
+    rt: &tokio::runtime::Runtime,
+) -> Result<Vec<InputObject>> {
     let mut out = Vec::new();
     for input in inputs {
         if store::is_url(input) && !input.starts_with("file://") {
-            out.extend(rt.block_on(resolve_remote(input))?);
+            out.extend(rt.block_on(resolve_remote(input, options))?);
         } else {
             let local = input.strip_prefix("file://").unwrap_or(input);
             out.extend(resolve_local(local)?);
@@ -124,9 +128,9 @@ fn resolve_local(input: &str) -> Result<Vec<InputObject>> {
     Ok(out)
 }
 
-async fn resolve_remote(input: &str) -> Result<Vec<InputObject>> {
+async fn resolve_remote(input: &str, options: &StoreOptions) -> Result<Vec<InputObject>> {
     let url = store::parse_url(input)?;
-    let store = store::store_for(&url)?;
+    let store = store::store_for(&url, options)?;
     let base = format!("{}://{}", url.scheme(), url.authority());
     let full_path =
         percent_encoding::percent_decode_str(url.path().trim_start_matches('/')).decode_utf8_lossy().into_owned();
@@ -157,7 +161,7 @@ async fn resolve_remote(input: &str) -> Result<Vec<InputObject>> {
     let mut listing = store.list(prefix_path.as_ref());
     let mut out = Vec::new();
     while let Some(meta) = listing.next().await {
-        let meta = meta?;
+        let meta = meta.map_err(Error::store_at(format!("listing {input}")))?;
         let loc = meta.location.to_string();
         if loc.split('/').any(is_hidden) {
             continue;

@@ -137,18 +137,48 @@ impl S3Server {
         ]
     }
 
-    /// Creates a bucket and uploads local files as `key -> path`.
+    /// A boto3 client on this server, as Python source.
+    fn client(&self) -> String {
+        format!(
+            "import boto3\ns3 = boto3.client('s3', endpoint_url={:?}, aws_access_key_id='testing', aws_secret_access_key='testing', region_name='us-east-1')\n",
+            self.endpoint
+        )
+    }
+
+    /// Creates a bucket (if it does not exist) and uploads local files as `key -> path`.
     pub fn put(&self, bucket: &str, objects: &[(&str, &Path)]) {
         let uploads: Vec<String> = objects
             .iter()
             .map(|(k, p)| format!("s3.upload_file({:?}, {bucket:?}, {k:?})", p.display().to_string()))
             .collect();
         let script = format!(
-            "import boto3\ns3 = boto3.client('s3', endpoint_url={:?}, aws_access_key_id='testing', aws_secret_access_key='testing', region_name='us-east-1')\ns3.create_bucket(Bucket={bucket:?})\n{}\n",
-            self.endpoint,
+            "{}try:\n    s3.create_bucket(Bucket={bucket:?})\nexcept s3.exceptions.BucketAlreadyOwnedByYou:\n    pass\n{}\n",
+            self.client(),
             uploads.join("\n")
         );
         python(&script);
+    }
+
+    /// The keys in `bucket`, sorted.
+    pub fn list(&self, bucket: &str) -> Vec<String> {
+        let script = format!(
+            "{}p = s3.get_paginator('list_objects_v2')\nfor page in p.paginate(Bucket={bucket:?}):\n    for o in page.get('Contents', []):\n        print(o['Key'])\n",
+            self.client()
+        );
+        let mut keys: Vec<String> = python(&script).lines().map(str::to_string).collect();
+        keys.sort();
+        keys
+    }
+
+    /// The bytes of one object.
+    pub fn get(&self, bucket: &str, key: &str) -> Vec<u8> {
+        let script = format!(
+            "{}import sys\nsys.stdout.buffer.write(s3.get_object(Bucket={bucket:?}, Key={key:?})['Body'].read())\n",
+            self.client()
+        );
+        let out = Command::new("python3").arg("-c").arg(script).output().expect("python3");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        out.stdout
     }
 
     /// Runs tokscope with this server's environment; asserts success.

@@ -1,0 +1,72 @@
+//! `tokscope export`: the dashboard and every job's result, published as
+//! `DEST/<date>/` and `DEST/latest/`.
+
+use chrono::NaiveDate;
+use tokscope::engine;
+use tokscope::export::publish::{self, ExportOptions};
+
+use super::args::UdfArgs;
+use super::query::session;
+
+/// `tokscope export`.
+#[derive(clap::Args)]
+pub struct ExportArgs {
+    /// The dataset (local directory or object-store URL).
+    #[arg(long)]
+    data: String,
+    /// Where exports go (local directory or object-store URL): `<to>/<date>/` and `<to>/latest/`.
+    #[arg(long)]
+    to: String,
+    /// The export's date, YYYY-MM-DD (default: today, UTC).
+    #[arg(long)]
+    date: Option<NaiveDate>,
+    /// Jobs to run, comma-separated (default: the dashboard's jobs whose tables hold rows;
+    /// `cost` only with --pricing).
+    #[arg(long, value_delimiter = ',')]
+    jobs: Option<Vec<String>>,
+    /// Keep this many dated exports; older ones are removed.
+    #[arg(long)]
+    keep: Option<usize>,
+    /// Days the trend charts show.
+    #[arg(long, default_value_t = 30)]
+    trend_days: u32,
+    /// Print the export summary as JSON on stdout.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    udf: UdfArgs,
+}
+
+/// Runs `tokscope export`.
+pub fn run_export(args: &ExportArgs) -> anyhow::Result<()> {
+    let udf = args.udf.config()?;
+    let options = ExportOptions {
+        to: args.to.clone(),
+        date: args.date.unwrap_or_else(|| chrono::Utc::now().date_naive()),
+        jobs: args.jobs.clone(),
+        priced: args.udf.pricing.is_some(),
+        keep: args.keep,
+        trend_days: args.trend_days,
+        dataset: args.data.clone(),
+        store: Default::default(),
+    };
+    let summary = engine::runtime()?.block_on(async {
+        let ctx = session(&args.data, &udf).await?;
+        publish::export(&ctx, &options).await
+    })?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&summary)?);
+    } else {
+        println!(
+            "exported {} job(s) to {} and {} ({} files, page {} KB{}) in {:.2}s",
+            summary.jobs.len(),
+            summary.location,
+            summary.latest,
+            summary.files,
+            summary.page_bytes.div_ceil(1024),
+            if summary.removed.is_empty() { String::new() } else { format!(", removed {}", summary.removed.join(" ")) },
+            summary.elapsed_s
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,174 @@
+//! How a run's files become part of the dataset exactly once, even when the
+//! run is killed at any point.
+//!
+//! 1. The run writes every data file under a hidden temporary name
+//!    (`<dir>/.<name>.tmp`), which no reader lists.
+//! 2. It writes a commit record, `_commits/<run_id>.json`: the files' final
+//!    names and the manifest entries of the inputs they hold. Writing it is
+//!    the commit point.
+//! 3. It renames each file to its final name, adds the entries to the
+//!    manifest, and deletes the record.
+//!
+//! The next writer (under the lease) first [`recover`]s: it finishes every
+//! commit record it finds (step 3 is idempotent), then deletes the
+//! temporary files no record names: those of runs that died before their
+//! commit point, whose inputs the manifest does not list and so are
+//! ingested again. Rows therefore land once, and no orphan file survives
+//! the next run. On an object store a rename is a server-side copy plus a
+//! delete; a copy that finished before a crash is detected by the final
+//! object being present.
+
+use object_store::path::Path as ObjectPath;
+use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
+use serde::{Deserialize, Serialize};
+
+use super::manifest::{Manifest, ManifestEntry};
+use super::DatasetRoot;
+use crate::error::{Error, Result};
+
+/// Directory of commit records at the dataset root.
+pub const COMMITS: &str = "_commits";
+
+/// What a run adds to the dataset.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Commit {
+    /// The run.
+    pub run_id: String,
+    /// Final paths of its data files, relative to the dataset root.
+    pub files: Vec<String>,
+    /// Manifest entries of the inputs those files hold.
+    pub manifest: Vec<ManifestEntry>,
+}
+
+/// The hidden temporary name of the final path `rel` (`a/b/x.parquet` -> `a/b/.x.parquet.tmp`).
+pub fn temporary_name(rel: &str) -> String {
+    match rel.rsplit_once('/') {
+        Some((dir, name)) => format!("{dir}/.{name}.tmp"),
+        None => format!(".{rel}.tmp"),
+    }
+}
+
+/// Whether `rel`'s last component is a hidden temporary file of a writer.
+fn is_temporary(rel: &str) -> bool {
+    let name = rel.rsplit('/').next().unwrap_or(rel);
+    name.starts_with('.') && name.ends_with(".tmp")
+}
+
+fn object(root: &ObjectPath, rel: &str) -> ObjectPath {
+    rel.split('/').filter(|p| !p.is_empty()).fold(root.clone(), |p, part| p.join(part))
+}
+
+/// Records `commit` (the commit point) and applies it.
+pub fn commit(dataset: &DatasetRoot, commit: &Commit, rt: &tokio::runtime::Runtime) -> Result<()> {
+    let (store, root) = dataset.store_and_root()?;
+    let record = object(&root, &format!("{COMMITS}/{}.json", commit.run_id));
+    let bytes = serde_json::to_vec(commit).map_err(|source| Error::Json { path: record.to_string().into(), source })?;
+    // One put: the record is either absent or whole (a local store writes and renames).
+    rt.block_on(store.put(&record, PutPayload::from(bytes)))?;
+    apply(dataset, store.as_ref(), &root, commit, &record, rt)
+}
+
+/// Finishes `commit`: final names, manifest entries, then the record goes.
+fn apply(
+    dataset: &DatasetRoot,
+    store: &dyn ObjectStore,
+    root: &ObjectPath,
+    commit: &Commit,
+    record: &ObjectPath,
+    rt: &tokio::runtime::Runtime,
+) -> Result<()> {
+    rt.block_on(async {
+        for rel in &commit.files {
+            let (tmp, dest) = (object(root, &temporary_name(rel)), object(root, rel));
+            match store.head(&dest).await {
+                // Renamed (or copied) before: only a leftover temporary copy may remain.
+                Ok(_) => match store.delete(&tmp).await {
+                    Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
+                    Err(e) => return Err(Error::from(e)),
+                },
+                Err(object_store::Error::NotFound { .. }) => store.rename(&tmp, &dest).await.map_err(|e| match e {
+                    object_store::Error::NotFound { .. } => config_err!(
+                        "dataset {}: commit {} names {rel}, but neither it nor its temporary file exists; \
+                         the dataset was changed by something other than tokscope",
+                        dataset.display(),
+                        commit.run_id
+                    ),
+                    other => Error::from(other),
+                })?,
+                Err(e) => return Err(Error::from(e)),
+            }
+        }
+        Ok(())
+    })?;
+    let mut manifest = Manifest::load(dataset, rt)?;
+    for entry in &commit.manifest {
+        manifest.add(entry.clone());
+    }
+    manifest.save(dataset, rt)?;
+    rt.block_on(store.delete(record))?;
+    Ok(())
+}
+
+/// What [`recover`] did.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Recovery {
+    /// Commits of earlier runs that were finished.
+    pub commits_finished: Vec<String>,
+    /// Temporary files of runs that died before their commit point, removed.
+    pub orphans_removed: Vec<String>,
+}
+
+/// Finishes the commits of runs that died after their commit point and
+/// removes the temporary files of runs that died before it. Call it holding
+/// the dataset's lease, so no live writer's files are touched.
+pub fn recover(dataset: &DatasetRoot, rt: &tokio::runtime::Runtime) -> Result<Recovery> {
+    if matches!(dataset, DatasetRoot::Local(p) if !p.exists()) {
+        return Ok(Recovery::default());
+    }
+    let (store, root) = dataset.store_and_root()?;
+    let mut recovery = Recovery::default();
+    let records: Vec<ObjectPath> = rt.block_on(async {
+        use futures::TryStreamExt;
+        store.list(Some(&object(&root, COMMITS))).map_ok(|m| m.location).try_collect().await
+    })?;
+    for record in records.iter().filter(|r| r.as_ref().ends_with(".json")) {
+        let bytes = rt.block_on(async { store.get(record).await?.bytes().await })?;
+        let commit: Commit = serde_json::from_slice(&bytes).map_err(|e| {
+            config_err!(
+                "dataset {}: the commit record {record} is not readable ({e}); it was not written by tokscope or \
+                 is corrupt: move it away to go on (its files will be ingested again)",
+                dataset.display()
+            )
+        })?;
+        apply(dataset, store.as_ref(), &root, &commit, record, rt)?;
+        recovery.commits_finished.push(commit.run_id);
+    }
+    let all: Vec<ObjectPath> = rt.block_on(async {
+        use futures::TryStreamExt;
+        store.list(Some(&root)).map_ok(|m| m.location).try_collect().await
+    })?;
+    for path in all {
+        let rel = path.as_ref().strip_prefix(root.as_ref()).unwrap_or(path.as_ref()).trim_start_matches('/');
+        if is_temporary(rel) {
+            rt.block_on(store.delete(&path))?;
+            recovery.orphans_removed.push(rel.to_string());
+        }
+    }
+    Ok(recovery)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn temporary_names_are_hidden_beside_the_final_file() {
+        assert_eq!(
+            temporary_name("requests/date=2024-06-01/part-a.parquet"),
+            "requests/date=2024-06-01/.part-a.parquet.tmp"
+        );
+        assert_eq!(temporary_name("x.parquet"), ".x.parquet.tmp");
+        assert!(is_temporary("requests/date=2024-06-01/.part-a.parquet.tmp"));
+        assert!(!is_temporary("requests/date=2024-06-01/part-a.parquet"));
+    }
+}

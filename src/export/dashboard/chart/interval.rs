@@ -1,0 +1,119 @@
+//! Interval plot: a point estimate with its [low, high] whisker per category and
+//! series, and a reference line at zero. A filled point's interval excludes zero.
+
+use std::collections::HashMap;
+
+use plotters::prelude::*;
+
+use super::axis::{ordered_labels, value_ticks};
+use super::canvas::{categorical, err, Placer, Plot};
+use super::palette::{hex, AXIS};
+use super::{Layout, LegendEntry, Parts, SeriesChoice};
+use crate::export::dashboard::frame::Frame;
+use crate::export::dashboard::spec::ChartSpec;
+
+struct Estimate {
+    category: usize,
+    series: usize,
+    value: f64,
+    low: Option<f64>,
+    high: Option<f64>,
+}
+
+pub(super) fn draw(
+    spec: &ChartSpec,
+    low: &str,
+    high: &str,
+    frame: &Frame,
+    rows: &[usize],
+    series: &SeriesChoice,
+) -> Result<Parts, String> {
+    let x = frame.column(spec.x.column);
+    let categories = ordered_labels(rows.iter().map(|&r| &x[r]));
+    let category_index: HashMap<&str, usize> = categories.iter().enumerate().map(|(i, c)| (c.as_str(), i)).collect();
+    let scale = spec.unit.plot_scale();
+    let estimate_column = spec.values.first().map(|v| v.column).unwrap_or_default();
+
+    let mut estimates = Vec::new();
+    for &r in rows {
+        let label = spec.series.map(|c| frame.column(c)[r].label());
+        let Some(s) = series.index_of(&label) else { continue };
+        let Some(value) = frame.column(estimate_column)[r].num() else { continue };
+        estimates.push(Estimate {
+            category: category_index[x[r].label().as_str()],
+            series: s,
+            value: value * scale,
+            low: frame.column(low)[r].num().map(|v| v * scale),
+            high: frame.column(high)[r].num().map(|v| v * scale),
+        });
+    }
+    let ticks = value_ticks(estimates.iter().flat_map(|e| [Some(e.value), e.low, e.high]).flatten(), 5);
+    let groups = series.labels.len();
+
+    let paint = |chart: &mut Plot<'_, '_>, at: &Placer| -> Result<(), String> {
+        let zero = [at.at(0, -0.5, 0.0), at.at(categories.len() - 1, 0.5, 0.0)];
+        chart.draw_series(std::iter::once(PathElement::new(zero, AXIS.stroke_width(1)))).map_err(err)?;
+        let band = 0.6;
+        let slot = band / groups as f64;
+        for e in &estimates {
+            let offset = -band / 2.0 + slot * (e.series as f64 + 0.5);
+            let colour = series.colours[e.series];
+            let style = colour.stroke_width(2);
+            if let (Some(lo), Some(hi)) = (e.low, e.high) {
+                let cap = 0.12_f64.min(slot * 0.4);
+                chart
+                    .draw_series([
+                        PathElement::new([at.at(e.category, offset, lo), at.at(e.category, offset, hi)], style),
+                        PathElement::new(
+                            [at.at(e.category, offset - cap, lo), at.at(e.category, offset + cap, lo)],
+                            style,
+                        ),
+                        PathElement::new(
+                            [at.at(e.category, offset - cap, hi), at.at(e.category, offset + cap, hi)],
+                            style,
+                        ),
+                    ])
+                    .map_err(err)?;
+            }
+            let excludes_zero = matches!((e.low, e.high), (Some(lo), Some(hi)) if lo > 0.0 || hi < 0.0);
+            let point = at.at(e.category, offset, e.value);
+            chart.draw_series(std::iter::once(Circle::new(point, 5, WHITE.filled()))).map_err(err)?;
+            let mark = if excludes_zero { colour.filled() } else { colour.stroke_width(2) };
+            chart.draw_series(std::iter::once(Circle::new(point, 5, mark))).map_err(err)?;
+        }
+        Ok(())
+    };
+    let svg = |layout: Layout| {
+        let (canvas, placer) = categorical(
+            layout,
+            &categories,
+            spec.x.unit.label(spec.x.label),
+            &ticks,
+            spec.unit.label(spec.value_label),
+            groups,
+        );
+        canvas.draw(&|chart| paint(chart, &placer), None)
+    };
+
+    let mut legend: Vec<LegendEntry> = series
+        .labels
+        .iter()
+        .zip(&series.colours)
+        .map(|(label, colour)| LegendEntry {
+            label: label
+                .clone()
+                .unwrap_or_else(|| spec.values.first().map(|v| v.label).unwrap_or_default().to_string()),
+            colour: hex(*colour),
+            opacity: 1.0,
+            mark: "point",
+        })
+        .collect();
+    legend.push(LegendEntry {
+        label: "95% interval excludes 0".into(),
+        colour: "#555555".into(),
+        opacity: 1.0,
+        mark: "point",
+    });
+    legend.push(LegendEntry { label: "includes 0".into(), colour: "#555555".into(), opacity: 1.0, mark: "hollow" });
+    Ok(Parts { wide: svg(Layout::Wide)?, narrow: svg(Layout::Narrow)?, legend, notes: Vec::new() })
+}

@@ -1,0 +1,116 @@
+//! Lines over time: one line per (series, value column) over a `Date32` column;
+//! a null value breaks the line, a missing day is bridged.
+
+use plotters::element::DashedPathElement;
+use plotters::prelude::*;
+
+use super::axis::{date_ticks, value_ticks};
+use super::canvas::{err, AxisDef, Canvas, Plot};
+use super::{Layout, LegendEntry, Parts, SeriesChoice};
+use crate::export::dashboard::format;
+use crate::export::dashboard::frame::{Cell, Frame};
+use crate::export::dashboard::spec::ChartSpec;
+
+struct Line {
+    colour: RGBColor,
+    dashed: bool,
+    /// (day, value) sorted by day.
+    points: Vec<(i32, Option<f64>)>,
+}
+
+pub(super) fn draw(spec: &ChartSpec, frame: &Frame, rows: &[usize], series: &SeriesChoice) -> Result<Parts, String> {
+    let days = frame.column(spec.x.column);
+    let scale = spec.unit.plot_scale();
+    let mut lines: Vec<Line> = Vec::new();
+    for colour in &series.colours {
+        for v in 0..spec.values.len() {
+            lines.push(Line { colour: *colour, dashed: v > 0, points: Vec::new() });
+        }
+    }
+    let (mut first, mut last) = (i32::MAX, i32::MIN);
+    for &r in rows {
+        let Cell::Day(day) = days[r] else { continue };
+        let label = spec.series.map(|c| frame.column(c)[r].label());
+        let Some(s) = series.index_of(&label) else { continue };
+        first = first.min(day);
+        last = last.max(day);
+        for (v, column) in spec.values.iter().enumerate() {
+            let value = frame.column(column.column)[r].num().map(|y| y * scale);
+            lines[s * spec.values.len() + v].points.push((day, value));
+        }
+    }
+    if first > last {
+        return Err("no dated rows".into());
+    }
+    for line in &mut lines {
+        line.points.sort_by_key(|(day, _)| *day);
+    }
+    let ticks = value_ticks(lines.iter().flat_map(|l| l.points.iter().filter_map(|(_, v)| *v)), 5);
+
+    let paint = |chart: &mut Plot<'_, '_>| -> Result<(), String> {
+        for line in &lines {
+            for segment in line.points.split(|(_, v)| v.is_none()) {
+                let points: Vec<(f64, f64)> = segment.iter().map(|(d, v)| (f64::from(*d), v.unwrap_or(0.0))).collect();
+                let style = line.colour.stroke_width(2);
+                match points.len() {
+                    0 => {}
+                    1 => {
+                        chart
+                            .draw_series(std::iter::once(Circle::new(points[0], 3, line.colour.filled())))
+                            .map_err(err)?;
+                    }
+                    _ if line.dashed => {
+                        chart.draw_series(std::iter::once(DashedPathElement::new(points, 6, 4, style))).map_err(err)?;
+                    }
+                    _ => {
+                        chart.draw_series(std::iter::once(PathElement::new(points, style))).map_err(err)?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    };
+    let svg = |layout: Layout| {
+        let (keys, step) = date_ticks(first, last, if layout == Layout::Wide { 8 } else { 4 });
+        let pad = if first == last { 1.0 } else { 0.3 };
+        let value_step = ticks.step;
+        let canvas = Canvas {
+            width: layout.width(),
+            height: if layout == Layout::Wide { 320 } else { 280 },
+            x_area: 52,
+            y_area: if layout == Layout::Wide { 72 } else { 64 },
+            side: 0,
+            font_px: if layout == Layout::Wide { 13.0 } else { 12.0 },
+            x: AxisDef {
+                range: f64::from(first) - pad..f64::from(last) + pad,
+                keys,
+                format: Box::new(move |d| format::date_tick(d.round() as i32, step)),
+                label: spec.x.unit.label(spec.x.label),
+                grid: true,
+            },
+            y: AxisDef {
+                range: ticks.lo()..ticks.hi(),
+                keys: ticks.values.clone(),
+                format: Box::new(move |v| format::tick(*v, value_step)),
+                label: spec.unit.label(spec.value_label),
+                grid: true,
+            },
+        };
+        canvas.draw(&paint, None)
+    };
+
+    let mut legend: Vec<LegendEntry> = Vec::new();
+    for (label, colour) in series.labels.iter().zip(&series.colours) {
+        let label = label.clone().unwrap_or_else(|| spec.values[0].label.to_string());
+        legend.push(LegendEntry { label, colour: super::hex(*colour), opacity: 1.0, mark: "line" });
+    }
+    if spec.values.len() > 1 {
+        for (v, column) in spec.values.iter().enumerate() {
+            let mark = if v == 0 { "line" } else { "dash" };
+            legend.push(LegendEntry { label: column.label.to_string(), colour: "#555555".into(), opacity: 1.0, mark });
+        }
+    }
+    let mut notes = Vec::new();
+    notes.push(format!("{} to {} (UTC).", format::date_label(first), format::date_label(last)));
+    Ok(Parts { wide: svg(Layout::Wide)?, narrow: svg(Layout::Narrow)?, legend, notes })
+}

@@ -1,0 +1,219 @@
+//! The scheduled run's configuration file (`tokscope run --config job.toml`):
+//! sources, dataset, ingest settings, prices, jobs, export, object-store
+//! client and lease. docs/OPERATIONS.md shows a complete file. Relative
+//! paths are relative to the file's directory.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::dataset::lease::LeaseOptions;
+use crate::error::{Error, Result};
+use crate::store::{self, StoreOptions};
+
+/// A parsed configuration file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunConfig {
+    /// The dataset: a local directory or an object-store URL.
+    pub dataset: String,
+    /// Inputs: paths, directories, globs, or object-store URLs and globs.
+    pub sources: Vec<String>,
+    /// How inputs are read.
+    #[serde(default)]
+    pub ingest: IngestConfig,
+    /// Prices: a TOML file or `litellm:FILE.json` (the `cost` job needs them).
+    pub pricing: Option<String>,
+    /// Model shapes for `kv_cache` (TOML over the bundled file).
+    pub architectures: Option<PathBuf>,
+    /// The export; without it a run only ingests.
+    pub export: Option<ExportConfig>,
+    /// Object-store client settings.
+    #[serde(default)]
+    pub store: StoreConfig,
+    /// The dataset's writer lease.
+    #[serde(default)]
+    pub lease: LeaseConfig,
+}
+
+/// `[ingest]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IngestConfig {
+    /// Force a format instead of detecting it per file.
+    pub format: Option<String>,
+    /// Context-bin edges (`0,1K,4K,...`).
+    pub bins: Option<String>,
+    /// JSON file of extra EOS markers.
+    pub eos_markers: Option<PathBuf>,
+    /// Model name for traces that log none.
+    pub model: Option<String>,
+    /// Start of traces with relative timestamps, RFC 3339.
+    pub base_time: Option<String>,
+    /// `none`, `hash` or `drop`.
+    pub redact: Option<String>,
+    /// Longer lines are rejected unread.
+    pub max_line_bytes: Option<usize>,
+}
+
+/// `[export]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExportConfig {
+    /// Destination: a local directory or an object-store URL.
+    pub to: String,
+    /// Jobs to export (default: the dashboard's jobs whose tables hold rows).
+    pub jobs: Option<Vec<String>>,
+    /// Dated exports to keep.
+    pub keep: Option<usize>,
+    /// Days the trend charts show (default 30).
+    pub trend_days: Option<u32>,
+}
+
+/// `[store]`: object-store retries and timeouts (defaults: `StoreOptions`).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StoreConfig {
+    /// Retries of a failed request (5xx, 429, connection errors).
+    pub max_retries: Option<usize>,
+    /// Stop retrying a request after this many seconds.
+    pub retry_timeout_s: Option<f64>,
+    /// First backoff, milliseconds.
+    pub backoff_initial_ms: Option<u64>,
+    /// Longest backoff, seconds.
+    pub backoff_max_s: Option<f64>,
+    /// Backoff growth factor.
+    pub backoff_base: Option<f64>,
+    /// A request fails after this many seconds.
+    pub timeout_s: Option<f64>,
+    /// Connecting fails after this many seconds.
+    pub connect_timeout_s: Option<f64>,
+}
+
+/// `[lease]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LeaseConfig {
+    /// An object-store lease not renewed for this many seconds may be taken over (default 3600).
+    pub expiry_s: Option<u64>,
+    /// Wait this many seconds for a held lease before giving up (default 0).
+    pub wait_s: Option<u64>,
+}
+
+impl RunConfig {
+    /// Reads and checks `path`.
+    pub fn load(path: &Path) -> Result<Self> {
+        let text = std::fs::read_to_string(path).map_err(|e| Error::io(path.display(), e))?;
+        let mut config: RunConfig =
+            toml::from_str(&text).map_err(|e| config_err!("{}: {}", path.display(), e.to_string().trim()))?;
+        let base = path.parent().unwrap_or(Path::new("."));
+        config.resolve_paths(base);
+        config.check(path)?;
+        Ok(config)
+    }
+
+    /// Makes relative local paths relative to `base` (the file's directory).
+    fn resolve_paths(&mut self, base: &Path) {
+        let local = |p: &str| -> String {
+            if store::is_url(p) || Path::new(p).is_absolute() {
+                p.to_string()
+            } else {
+                base.join(p).display().to_string()
+            }
+        };
+        self.dataset = local(&self.dataset);
+        self.sources = self.sources.iter().map(|s| local(s)).collect();
+        if let Some(p) = &self.pricing {
+            self.pricing = Some(match p.strip_prefix("litellm:") {
+                Some(file) => format!("litellm:{}", local(file)),
+                None => local(p),
+            });
+        }
+        let path = |p: &Option<PathBuf>| p.as_ref().map(|p| base.join(p));
+        self.architectures = path(&self.architectures);
+        self.ingest.eos_markers = path(&self.ingest.eos_markers);
+        if let Some(export) = &mut self.export {
+            export.to = local(&export.to);
+        }
+    }
+
+    fn check(&self, path: &Path) -> Result<()> {
+        if self.sources.is_empty() {
+            return Err(config_err!("{}: `sources` is empty: name at least one path, glob or URL", path.display()));
+        }
+        if let Some(jobs) = self.export.as_ref().and_then(|e| e.jobs.as_ref()) {
+            for job in jobs {
+                crate::jobs::job(job).map_err(|e| config_err!("{}: [export] jobs: {e}", path.display()))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The object-store client settings.
+    pub fn store_options(&self) -> StoreOptions {
+        let d = StoreOptions::default();
+        let secs = |s: Option<f64>, default: Duration| s.map(Duration::from_secs_f64).unwrap_or(default);
+        StoreOptions {
+            max_retries: self.store.max_retries.unwrap_or(d.max_retries),
+            retry_timeout: secs(self.store.retry_timeout_s, d.retry_timeout),
+            backoff_initial: self.store.backoff_initial_ms.map(Duration::from_millis).unwrap_or(d.backoff_initial),
+            backoff_max: secs(self.store.backoff_max_s, d.backoff_max),
+            backoff_base: self.store.backoff_base.unwrap_or(d.backoff_base),
+            timeout: secs(self.store.timeout_s, d.timeout),
+            connect_timeout: secs(self.store.connect_timeout_s, d.connect_timeout),
+        }
+    }
+
+    /// The lease settings.
+    pub fn lease_options(&self) -> LeaseOptions {
+        let d = LeaseOptions::default();
+        LeaseOptions {
+            expiry: self.lease.expiry_s.map(Duration::from_secs).unwrap_or(d.expiry),
+            wait: self.lease.wait_s.map(Duration::from_secs).unwrap_or(d.wait),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn relative_paths_follow_the_file_and_unknown_keys_are_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("job.toml");
+        std::fs::write(
+            &path,
+            r#"
+dataset = "lake"
+sources = ["logs/*.jsonl", "s3://bucket/logs/"]
+pricing = "litellm:prices.json"
+[export]
+to = "site"
+keep = 3
+[store]
+max_retries = 2
+timeout_s = 1.5
+[lease]
+wait_s = 10
+"#,
+        )
+        .unwrap();
+        let c = RunConfig::load(&path).unwrap();
+        assert_eq!(c.dataset, dir.path().join("lake").display().to_string());
+        assert_eq!(c.sources[1], "s3://bucket/logs/");
+        assert_eq!(
+            c.pricing.as_deref(),
+            Some(format!("litellm:{}", dir.path().join("prices.json").display()).as_str())
+        );
+        assert_eq!(c.store_options().max_retries, 2);
+        assert_eq!(c.store_options().timeout, Duration::from_millis(1500));
+        assert_eq!(c.lease_options().wait, Duration::from_secs(10));
+        std::fs::write(&path, "dataset = \"d\"\nsources = [\"x\"]\nsurprise = 1\n").unwrap();
+        let err = RunConfig::load(&path).unwrap_err().to_string();
+        assert!(err.contains("surprise"), "{err}");
+        std::fs::write(&path, "dataset = \"d\"\nsources = [\"x\"]\n[export]\nto = \"s\"\njobs = [\"nope\"]\n").unwrap();
+        assert!(RunConfig::load(&path).unwrap_err().to_string().contains("unknown job"));
+    }
+}

@@ -1,0 +1,184 @@
+//! The scheduled run (`tokscope run --config job.toml`): what a platform
+//! team puts in cron. Under the dataset's lease, it ingests the inputs the
+//! manifest does not list yet, then runs the jobs and publishes the export.
+//!
+//! - Incremental and idempotent: inputs are ingested once (the manifest); a
+//!   run with nothing new changes nothing in the dataset (it still refreshes
+//!   the export).
+//! - Atomic: data files become visible at one commit (`dataset::commit`),
+//!   an export's `latest` moves last (`export::publish`).
+//! - Exclusive: one writer at a time (`dataset::lease`); a run that finds the
+//!   lease held waits up to `[lease] wait_s`, then fails with `LeaseBusy`.
+//! - What happened is an [`Outcome`]; the binary maps it to an exit code
+//!   (docs/OPERATIONS.md).
+
+pub mod config;
+
+use std::time::Instant;
+
+use chrono::NaiveDate;
+use serde::Serialize;
+
+use crate::dataset::lease::Lease;
+use crate::dataset::DatasetRoot;
+use crate::derive::{ContextBins, DeriveSettings, EosMarkers};
+use crate::engine::{self, UdfConfig};
+use crate::error::Result;
+use crate::export::publish::{self, ExportOptions, ExportSummary};
+use crate::ingest::{self, IngestOptions, IngestSummary};
+use crate::reader::ReaderBuilder;
+use config::{IngestConfig, RunConfig};
+
+/// How a run ended, when it did not fail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// New inputs were ingested without a rejected line; jobs and export done.
+    Success,
+    /// No new input: nothing ingested (the export was refreshed).
+    NothingNew,
+    /// New inputs were ingested, but some lines were rejected (see `rejects`).
+    Partial,
+}
+
+/// Settings of one run besides the configuration file.
+#[derive(Debug, Clone, Default)]
+pub struct RunOptions {
+    /// List what would be ingested and exported; write nothing, take no lease.
+    pub dry_run: bool,
+    /// Show progress bars (only on a terminal).
+    pub progress: bool,
+    /// The export's date (default: today, UTC).
+    pub date: Option<NaiveDate>,
+}
+
+/// What a run did.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunReport {
+    /// How it ended.
+    pub outcome: Outcome,
+    /// The dataset.
+    pub dataset: String,
+    /// Inputs ingested, or (dry run) to be ingested.
+    pub ingested: Vec<String>,
+    /// Inputs skipped because the manifest lists them.
+    pub already_ingested: usize,
+    /// The ingest (none in a dry run).
+    pub ingest: Option<IngestSummary>,
+    /// The export (none without `[export]` or in a dry run).
+    pub export: Option<ExportSummary>,
+    /// Whether nothing was written.
+    pub dry_run: bool,
+    /// Wall time, seconds.
+    pub elapsed_s: f64,
+}
+
+impl IngestConfig {
+    /// The reader these settings describe (the same settings as `tokscope ingest`'s flags).
+    pub fn reader(&self) -> Result<ReaderBuilder> {
+        let bins = match &self.bins {
+            Some(spec) => ContextBins::parse(spec)?,
+            None => ContextBins::default(),
+        };
+        let markers = match &self.eos_markers {
+            Some(path) => EosMarkers::from_file(path)?,
+            None => EosMarkers::default(),
+        };
+        let redaction = match &self.redact {
+            Some(name) => name.parse().map_err(|e: String| config_err!("{e}"))?,
+            None => Default::default(),
+        };
+        let format = self.format.as_deref().map(str::parse).transpose()?;
+        let base_time = match &self.base_time {
+            Some(t) => chrono::DateTime::parse_from_rfc3339(t)
+                .map_err(|e| config_err!("base time {t:?} is not RFC 3339: {e}"))?
+                .timestamp_micros(),
+            None => 0,
+        };
+        let mut reader = ReaderBuilder::new()
+            .with_format(format)
+            .with_derive_settings(DeriveSettings { bins, markers, redaction })
+            .with_default_model(self.model.clone())
+            .with_base_time_micros(base_time);
+        if let Some(max) = self.max_line_bytes {
+            reader = reader.with_max_line_bytes(max);
+        }
+        Ok(reader)
+    }
+}
+
+/// Runs `config` once.
+pub fn run(config: &RunConfig, options: &RunOptions) -> Result<RunReport> {
+    let started = Instant::now();
+    let rt = crate::store::io_runtime()?;
+    let store = config.store_options();
+    let dataset = DatasetRoot::parse_with(&config.dataset, &store)?;
+    let ingest_options = IngestOptions {
+        reader: config.ingest.reader()?,
+        progress: options.progress,
+        force: false,
+        store: store.clone(),
+        lease: config.lease_options(),
+    };
+    if options.dry_run {
+        let plan = ingest::plan(&dataset, &config.sources, &ingest_options, &rt)?;
+        return Ok(RunReport {
+            outcome: if plan.todo.is_empty() { Outcome::NothingNew } else { Outcome::Success },
+            dataset: dataset.display(),
+            ingested: plan.todo.into_iter().map(|o| o.location).collect(),
+            already_ingested: plan.skipped.len(),
+            ingest: None,
+            export: None,
+            dry_run: true,
+            elapsed_s: started.elapsed().as_secs_f64(),
+        });
+    }
+    let run_id = ingest::new_run_id();
+    let mut lease = Lease::acquire(&dataset, &run_id, ingest_options.lease, &rt)?;
+    let summary = ingest::ingest_into(&dataset, &config.sources, &ingest_options, &run_id, &rt)?;
+    lease.renew()?;
+    let export = match &config.export {
+        Some(export) => {
+            let udf = UdfConfig::load(
+                config.pricing.as_deref(),
+                config.architectures.as_deref(),
+                config.ingest.eos_markers.as_deref(),
+            )?;
+            let options = ExportOptions {
+                to: export.to.clone(),
+                date: options.date.unwrap_or_else(|| chrono::Utc::now().date_naive()),
+                jobs: export.jobs.clone(),
+                priced: config.pricing.is_some(),
+                keep: export.keep,
+                trend_days: export.trend_days.unwrap_or(30),
+                dataset: dataset.display(),
+                store,
+            };
+            let exported = engine::runtime()?.block_on(async {
+                let ctx = engine::new_session()?;
+                engine::register_dataset_with(&ctx, &dataset, &udf).await?;
+                publish::export(&ctx, &options).await
+            })?;
+            Some(exported)
+        }
+        None => None,
+    };
+    drop(lease);
+    let outcome = if summary.files.is_empty() {
+        Outcome::NothingNew
+    } else if summary.totals.counts.lines_rejected > 0 {
+        Outcome::Partial
+    } else {
+        Outcome::Success
+    };
+    Ok(RunReport {
+        outcome,
+        dataset: dataset.display(),
+        ingested: summary.files.iter().map(|f| f.location.clone()).collect(),
+        already_ingested: summary.files_skipped.len(),
+        ingest: Some(summary),
+        export,
+        dry_run: false,
+        elapsed_s: started.elapsed().as_secs_f64(),
+    })
+}

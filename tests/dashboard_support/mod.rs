@@ -1,0 +1,345 @@
+//! Hand-made result tables shaped like tokscope's SQL jobs (sql/report.sql,
+//! sql/replay.sql, sql/mediation_heatmap.sql, the daily table and the A/B table),
+//! with plausible numbers from a seeded generator. Shared by the tests and the
+//! `realistic` example.
+#![allow(dead_code)]
+
+use std::sync::Arc;
+
+use arrow::array::{ArrayRef, Date32Array, Float64Array, Int64Array, RecordBatch, StringArray};
+use tokscope::export::dashboard::DashboardInput;
+
+pub const BINS: [&str; 9] = ["0-1K", "1K-2K", "2K-4K", "4K-8K", "8K-16K", "16K-32K", "32K-64K", "64K-128K", "128K+"];
+pub const MODELS: [&str; 3] = ["llama-3.1-8b-instruct", "qwen2.5-72b-instruct", "gpt-4o-2024-08-06"];
+/// 2025-06-30 as days since 1970-01-01.
+pub const LAST_DAY: i32 = 20_269;
+
+/// xorshift64*: deterministic, no dependency.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Self {
+        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+    /// Uniform in [0, 1).
+    pub fn next(&mut self) -> f64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        (self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 11) as f64 / (1u64 << 53) as f64
+    }
+    pub fn around(&mut self, centre: f64, spread: f64) -> f64 {
+        centre * (1.0 + spread * (2.0 * self.next() - 1.0))
+    }
+}
+
+fn strings(values: Vec<String>) -> ArrayRef {
+    Arc::new(StringArray::from(values))
+}
+fn ints(values: Vec<i64>) -> ArrayRef {
+    Arc::new(Int64Array::from(values))
+}
+fn floats(values: Vec<Option<f64>>) -> ArrayRef {
+    Arc::new(Float64Array::from(values))
+}
+
+/// Per-model price scale (USD per 1K tokens at the first bin).
+fn price(m: usize) -> f64 {
+    [0.00018, 0.0009, 0.0042][m % 3] * (1.0 + (m / 3) as f64 * 0.07)
+}
+
+/// The `report` table (sql/report.sql), rows ordered by model then bin.
+pub fn report(models: &[String], rng: &mut Rng) -> RecordBatch {
+    let mut c: Vec<Vec<Option<f64>>> = vec![Vec::new(); 17];
+    let (mut model, mut bin) = (Vec::new(), Vec::new());
+    let (mut requests, mut eos, mut length, mut truncated, mut unknown, mut unpriced) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for (m, name) in models.iter().enumerate() {
+        for (b, label) in BINS.iter().enumerate() {
+            model.push(name.clone());
+            bin.push(label.to_string());
+            let n = (rng.around(4000.0, 0.3) / (1.0 + b as f64 * 0.6)).round() as i64 + 20;
+            let trunc_rate = 0.004 * (1.0 + b as f64 * b as f64 * 0.12) * [1.0, 1.8, 0.6][m % 3];
+            let t = ((n as f64) * trunc_rate.min(0.4)).round() as i64;
+            let l = ((n as f64) * 0.03).round() as i64;
+            let e = n - t - l;
+            requests.push(n);
+            eos.push(e);
+            length.push(l);
+            truncated.push(t);
+            unknown.push(0);
+            unpriced.push(0);
+            let ttft = rng.around(120.0 + 35.0 * (1u64 << b) as f64 / 4.0, 0.1) * [0.7, 1.4, 1.0][m % 3];
+            let tpot = rng.around(18.0 + b as f64 * 1.6, 0.1) * [0.6, 1.5, 1.0][m % 3];
+            let per_1k = rng.around(price(m) * (1.0 + b as f64 * 0.05), 0.05);
+            let tokens = n as f64 * 512.0 * (1u64 << b) as f64 * 0.75;
+            let values = [
+                e as f64 / (e + t) as f64,
+                t as f64 / n as f64,
+                ttft,
+                ttft * 2.3,
+                ttft * 3.1,
+                tpot,
+                tpot * 1.7,
+                ttft + tpot * 300.0,
+                (ttft + tpot * 300.0) * 1.9,
+                1000.0 / tpot,
+                1000.0 / tpot * 0.8,
+                per_1k * tokens / 1000.0,
+                per_1k,
+                0.55,
+                0.15,
+                0.30,
+                0.0,
+            ];
+            for (i, v) in values.iter().enumerate() {
+                c[i].push(Some(*v));
+            }
+        }
+    }
+    let mut c = c.into_iter();
+    let mut next = || floats(c.next().unwrap());
+    RecordBatch::try_from_iter([
+        ("model", strings(model)),
+        ("context_bin", strings(bin)),
+        ("requests", ints(requests)),
+        ("eos", ints(eos)),
+        ("length", ints(length)),
+        ("implicit_truncation", ints(truncated)),
+        ("unknown", ints(unknown)),
+        ("eos_compliance_rate", next()),
+        ("implicit_truncation_rate", next()),
+        ("ttft_p50_ms", next()),
+        ("ttft_p95_ms", next()),
+        ("ttft_p99_ms", next()),
+        ("tpot_p50_ms", next()),
+        ("tpot_p95_ms", next()),
+        ("latency_p50_ms", next()),
+        ("latency_p95_ms", next()),
+        ("decode_tps_p50", next()),
+        ("e2e_tps_mean", next()),
+        ("unpriced_requests", ints(unpriced)),
+        ("cost_usd", next()),
+        ("cost_per_1k_tokens", next()),
+        ("input_share", next()),
+        ("cached_share", next()),
+        ("output_share", next()),
+    ])
+    .unwrap()
+}
+
+/// The `kv_cache` table (sql/kv_cache.sql).
+pub fn kv_cache(models: &[String], rng: &mut Rng) -> RecordBatch {
+    let (mut model, mut bin, mut requests, mut unknown, mut mean, mut max) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for (m, name) in models.iter().enumerate() {
+        // GiB per token: llama 8B 128 KiB, qwen 72B 320 KiB, gpt-4o unknown.
+        let per_token = [Some(131_072.0), Some(327_680.0), None][m % 3];
+        for (b, label) in BINS.iter().enumerate() {
+            model.push(name.clone());
+            bin.push(label.to_string());
+            requests.push(100);
+            unknown.push(if per_token.is_none() { 100 } else { 0 });
+            let tokens = 768.0 * (1u64 << b) as f64;
+            mean.push(per_token.map(|p| rng.around(p * tokens / 1_073_741_824.0, 0.05)));
+            max.push(per_token.map(|p| p * tokens * 1.6 / 1_073_741_824.0));
+        }
+    }
+    RecordBatch::try_from_iter([
+        ("model", strings(model)),
+        ("context_bin", strings(bin)),
+        ("requests", ints(requests)),
+        ("unknown_architecture_requests", ints(unknown)),
+        ("kv_cache_gib_mean", floats(mean)),
+        ("kv_cache_gib_max", floats(max)),
+    ])
+    .unwrap()
+}
+
+/// The `daily` table: per UTC date x model, `days` days ending on [`LAST_DAY`].
+pub fn daily(models: &[String], days: i32, rng: &mut Rng) -> RecordBatch {
+    let mut date = Vec::new();
+    let mut model = Vec::new();
+    let (mut requests, mut tokens) = (Vec::new(), Vec::new());
+    let mut f: Vec<Vec<Option<f64>>> = vec![Vec::new(); 6];
+    for day in LAST_DAY - days + 1..=LAST_DAY {
+        let t = (day - (LAST_DAY - days + 1)) as f64;
+        let weekend = matches!((day + 4).rem_euclid(7), 0 | 6);
+        for (m, name) in models.iter().enumerate() {
+            date.push(day);
+            model.push(name.clone());
+            let n = rng.around(9000.0 / (1.0 + m as f64 * 0.5), 0.15) * if weekend { 0.6 } else { 1.0 };
+            let tok = n * rng.around(2400.0, 0.1);
+            // A price cut for the second model two thirds through the window.
+            let cut = if m % 3 == 1 && t > days as f64 * 0.66 { 0.7 } else { 1.0 };
+            let per_1k = rng.around(price(m) * 1.2, 0.04) * cut;
+            let trunc = rng.around(0.012 * [1.0, 1.8, 0.6][m % 3] * (1.0 + t / 60.0), 0.25);
+            requests.push(n.round() as i64);
+            tokens.push(tok.round() as i64);
+            let ttft = rng.around(180.0 * [0.7, 1.4, 1.0][m % 3], 0.08);
+            let values = [per_1k * tok / 1000.0, per_1k, 1.0 - trunc * 0.9, trunc, ttft, ttft * rng.around(2.6, 0.1)];
+            for (i, v) in values.iter().enumerate() {
+                f[i].push(Some(*v));
+            }
+        }
+    }
+    let mut f = f.into_iter();
+    let mut next = || floats(f.next().unwrap());
+    RecordBatch::try_from_iter([
+        ("date", Arc::new(Date32Array::from(date)) as ArrayRef),
+        ("model", strings(model)),
+        ("requests", ints(requests)),
+        ("tokens", ints(tokens)),
+        ("cost_usd", next()),
+        ("cost_per_1k_tokens", next()),
+        ("eos_compliance_rate", next()),
+        ("implicit_truncation_rate", next()),
+        ("ttft_p50_ms", next()),
+        ("ttft_p95_ms", next()),
+    ])
+    .unwrap()
+}
+
+/// The `replay` table (sql/replay.sql), ordered by bin then model.
+pub fn replay(models: &[String], rng: &mut Rng) -> RecordBatch {
+    let (mut model, mut bin) = (Vec::new(), Vec::new());
+    let mut counts: Vec<Vec<i64>> = vec![Vec::new(); 5];
+    let (mut rate, mut p_eos) = (Vec::new(), Vec::new());
+    for (b, label) in BINS.iter().enumerate() {
+        for (m, name) in models.iter().enumerate() {
+            model.push(name.clone());
+            bin.push(label.to_string());
+            let replayed = (rng.around(60.0, 0.3) + b as f64 * 4.0).round() as i64;
+            let confirmed = (replayed as f64 * (0.15 + 0.05 * b as f64) * [1.0, 1.5, 0.7][m % 3]).round() as i64;
+            let prompt_truncated = if b >= 7 { (replayed as f64 * 0.1).round() as i64 } else { 0 };
+            let error = (rng.next() * 3.0).floor() as i64;
+            let natural = (replayed - confirmed - prompt_truncated - error).max(0);
+            for (i, v) in [replayed, natural, confirmed, prompt_truncated, error].iter().enumerate() {
+                counts[i].push(*v);
+            }
+            rate.push(Some(confirmed as f64 / (natural + confirmed).max(1) as f64));
+            p_eos.push(Some(rng.around(0.3, 0.5)));
+        }
+    }
+    let mut counts = counts.into_iter();
+    let mut next = || ints(counts.next().unwrap());
+    RecordBatch::try_from_iter([
+        ("model", strings(model)),
+        ("context_bin", strings(bin)),
+        ("replayed", next()),
+        ("natural_stop", next()),
+        ("confirmed_truncation", next()),
+        ("prompt_truncated", next()),
+        ("error", next()),
+        ("confirmed_truncation_rate", floats(rate)),
+        ("mean_p_eos_at_cut", floats(p_eos)),
+    ])
+    .unwrap()
+}
+
+/// The `mediation_heatmap` table (sql/mediation_heatmap.sql): `layers` x
+/// `positions` per metric, the effect concentrated on the subject's last token.
+pub fn mediation_heatmap(metrics: &[&str], layers: i64, positions: i64, rng: &mut Rng) -> RecordBatch {
+    let (mut metric, mut layer, mut position, mut ie, mut prompts) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for (k, name) in metrics.iter().enumerate() {
+        let scale = if k == 0 { 0.6 } else { 2.5 };
+        for l in 0..layers {
+            for p in 0..positions {
+                metric.push(name.to_string());
+                layer.push(l);
+                position.push(p);
+                let subject = if p == 4 { 1.0 } else { 0.08 };
+                let last = if p == positions - 1 { 0.35 + 0.5 * l as f64 / layers as f64 } else { 0.0 };
+                ie.push(Some(
+                    scale * (subject * (1.0 - l as f64 / layers as f64 * 0.5) + last) + rng.around(0.0, 1.0) * 0.02
+                        - 0.01,
+                ));
+                prompts.push(40);
+            }
+        }
+    }
+    RecordBatch::try_from_iter([
+        ("metric", strings(metric)),
+        ("layer", ints(layer)),
+        ("position", ints(position)),
+        ("ie", floats(ie)),
+        ("prompts", ints(prompts)),
+    ])
+    .unwrap()
+}
+
+/// An A/B comparison table (context_bin, metric, n_a, n_b, value_a, value_b, diff,
+/// ci_low, ci_high, p_value, p_value_holm).
+pub fn ab(rng: &mut Rng) -> RecordBatch {
+    let mut bin = Vec::new();
+    let mut metric = Vec::new();
+    let (mut n_a, mut n_b) = (Vec::new(), Vec::new());
+    let mut f: Vec<Vec<Option<f64>>> = vec![Vec::new(); 7];
+    for name in ["implicit_truncation_rate"] {
+        for (b, label) in BINS.iter().enumerate() {
+            bin.push(label.to_string());
+            metric.push(name.to_string());
+            n_a.push(2000 - b as i64 * 150);
+            n_b.push(1980 - b as i64 * 150);
+            let a = 0.01 + 0.004 * b as f64;
+            let diff = -0.002 * b as f64 + rng.around(0.0, 1.0) * 0.002;
+            let half = 0.003 + 0.0006 * b as f64;
+            let p = if (diff.abs()) > half { 0.004 } else { 0.3 };
+            for (i, v) in [a, a + diff, diff, diff - half, diff + half, p, (p * 9.0).min(1.0)].iter().enumerate() {
+                f[i].push(Some(*v));
+            }
+        }
+    }
+    let mut f = f.into_iter();
+    let mut next = || floats(f.next().unwrap());
+    RecordBatch::try_from_iter([
+        ("context_bin", strings(bin)),
+        ("metric", strings(metric)),
+        ("n_a", ints(n_a)),
+        ("n_b", ints(n_b)),
+        ("value_a", next()),
+        ("value_b", next()),
+        ("diff", next()),
+        ("ci_low", next()),
+        ("ci_high", next()),
+        ("p_value", next()),
+        ("p_value_holm", next()),
+    ])
+    .unwrap()
+}
+
+/// A full dashboard input: report, kv_cache, daily (`days` days), replay, a
+/// 2-layer x 12-position mediation heatmap per metric, and an A/B table.
+pub fn realistic(models: &[String], days: i32) -> DashboardInput {
+    let mut rng = Rng::new(7);
+    let mut input = DashboardInput::new(
+        "LLM serving: cost and quality",
+        "prod-logs-2025-06",
+        format!(
+            "{} to {}",
+            tokscope::export::dashboard::date_label(LAST_DAY - days + 1),
+            tokscope::export::dashboard::date_label(LAST_DAY)
+        ),
+        "2025-07-01 06:00 UTC",
+    );
+    input.trend_days = days as u32;
+    input
+        .with_table("report", vec![report(models, &mut rng)])
+        .with_table("kv_cache", vec![kv_cache(models, &mut rng)])
+        .with_table("daily", vec![daily(models, days, &mut rng)])
+        .with_table("replay", vec![replay(models, &mut rng)])
+        .with_table(
+            "mediation_heatmap",
+            vec![mediation_heatmap(&["target_prob", "continuation_logprob"], 2, 12, &mut rng)],
+        )
+        .with_table("ab", vec![ab(&mut rng)])
+}
+
+pub fn model_names(n: usize) -> Vec<String> {
+    if n <= MODELS.len() {
+        MODELS[..n].iter().map(|m| m.to_string()).collect()
+    } else {
+        (0..n).map(|i| format!("{}-v{}", MODELS[i % 3], i / 3)).collect()
+    }
+}

@@ -1,0 +1,100 @@
+#!/usr/bin/env python3
+"""A fault-injecting HTTP proxy for tests, in front of an S3-compatible server.
+
+    python3 fault_proxy.py --upstream http://127.0.0.1:PORT --port 0 \
+        [--fail-first N] [--status 503] [--delay-first N --delay SECONDS] [--only-prefix /bucket/]
+
+Forwards every request unchanged to --upstream, except that the first N
+requests get an S3-style error response with --status (503 "SlowDown" by
+default), and the first N (of --delay-first) are answered only after --delay
+seconds. With --only-prefix, only requests whose path starts with it count
+(and are faulted); the others pass through. It prints "listening PORT" once ready, then one line per request
+("<n> <METHOD> <path> -> <status>"), so a test can see what was retried.
+Standard library only; it serves on 127.0.0.1 and stops when its stdin closes
+or it is killed.
+"""
+
+import argparse
+import http.client
+import http.server
+import sys
+import threading
+import time
+import urllib.parse
+
+HOP_BY_HOP = {"connection", "keep-alive", "proxy-connection", "transfer-encoding", "te", "trailer", "upgrade"}
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--upstream", required=True)
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--fail-first", type=int, default=0)
+    parser.add_argument("--status", type=int, default=503)
+    parser.add_argument("--delay-first", type=int, default=0)
+    parser.add_argument("--delay", type=float, default=0.0)
+    parser.add_argument("--only-prefix", default="")
+    args = parser.parse_args()
+    upstream = urllib.parse.urlsplit(args.upstream)
+    lock = threading.Lock()
+    counter = {"n": 0}
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *a):
+            pass
+
+        def handle_any(self):
+            targeted = self.path.startswith(args.only_prefix)
+            with lock:
+                if targeted:
+                    counter["n"] += 1
+                n = counter["n"] if targeted else 10**9
+            length = int(self.headers.get("Content-Length") or 0)
+            body = self.rfile.read(length) if length else b""
+            if n <= args.delay_first and args.delay > 0:
+                time.sleep(args.delay)
+            if n <= args.fail_first:
+                payload = (
+                    b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code>'
+                    b"<Message>injected fault</Message></Error>"
+                )
+                self.send_response(args.status)
+                self.send_header("Content-Type", "application/xml")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+                print(f"{n} {self.command} {self.path} -> {args.status} (injected)", flush=True)
+                return
+            conn = http.client.HTTPConnection(upstream.hostname, upstream.port, timeout=60)
+            headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP_BY_HOP}
+            conn.request(self.command, self.path, body=body if length else None, headers=headers)
+            resp = conn.getresponse()
+            data = resp.read()
+            self.send_response(resp.status, resp.reason)
+            for k, v in resp.getheaders():
+                if k.lower() not in HOP_BY_HOP and k.lower() != "content-length":
+                    self.send_header(k, v)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(data)
+            conn.close()
+            print(f"{n} {self.command} {self.path} -> {resp.status}", flush=True)
+
+        do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = handle_any
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
+    server.daemon_threads = True
+    print(f"listening {server.server_address[1]}", flush=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        sys.stdin.read()
+    except KeyboardInterrupt:
+        pass
+    server.shutdown()
+
+
+if __name__ == "__main__":
+    main()
