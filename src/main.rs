@@ -1,5 +1,6 @@
 //! The `tokscope` binary: parse flags ([`cli`]), run the command, map errors
-//! to an exit code. All real work lives in the library crate.
+//! to one `error:` line (and a `hint:`) and exit status 1. All real work
+//! lives in the library crate.
 
 mod cli;
 
@@ -31,7 +32,17 @@ fn tune_allocator() {
     }
 }
 
-fn main() -> anyhow::Result<()> {
+fn main() -> std::process::ExitCode {
     tune_allocator();
-    cli::run(cli::Cli::parse())
+    // Usage errors, --help and --version exit here (clap: status 2 or 0).
+    let args = cli::Cli::parse();
+    match cli::run(args) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        // `tokscope query ... | head`: the reader left; nothing went wrong.
+        Err(e) if cli::errors::is_broken_pipe(&e) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprint!("{}", cli::errors::render(&*e));
+            std::process::ExitCode::FAILURE
+        }
+    }
 }

@@ -3,6 +3,7 @@
 //! flags into them, calls the library, and prints.
 
 mod args;
+pub mod errors;
 mod generate;
 mod ingest;
 mod mediation;

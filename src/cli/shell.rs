@@ -228,7 +228,7 @@ impl Shell {
             out.flush().map_err(|e| tokscope::Error::io("stdout", e))
         });
         if let Err(e) = result {
-            eprintln!("error: {e}");
+            eprint!("{}", super::errors::render(&e));
             self.failed += 1;
         }
     }

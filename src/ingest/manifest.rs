@@ -9,10 +9,8 @@ use serde::{Deserialize, Serialize};
 
 use super::source::InputObject;
 use super::FileSummary;
-use crate::dataset::DatasetRoot;
+use crate::dataset::{DatasetRoot, MANIFEST};
 use crate::error::{Error, Result};
-
-const MANIFEST: &str = "_manifest.jsonl";
 
 /// One ingested object.
 #[derive(Debug, Clone, Serialize, Deserialize)]

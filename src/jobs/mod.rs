@@ -13,8 +13,11 @@ use std::sync::OnceLock;
 use arrow::record_batch::RecordBatch;
 use datafusion::prelude::SessionContext;
 
+use datafusion::datasource::empty::EmptyTable;
+use tokscope_core::catalog::CATALOG;
+
 use crate::engine;
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 /// A named SQL job.
 #[derive(Debug, Clone, Copy)]
@@ -76,7 +79,10 @@ pub const JOBS: &[Job] = &[
 pub fn job(name: &str) -> Result<&'static Job> {
     JOBS.iter().find(|j| j.name == name).ok_or_else(|| {
         let names: Vec<_> = JOBS.iter().map(|j| j.name).collect();
-        config_err!("unknown job {name:?}; jobs: {}", names.join(", "))
+        Error::NotFound {
+            what: format!("unknown job {name:?}"),
+            hint: format!("jobs: {}; `tokscope job --help` says what each computes", names.join(", ")),
+        }
     })
 }
 
@@ -146,9 +152,29 @@ pub async fn run_job(ctx: &SessionContext, job: &Job) -> Result<Vec<RecordBatch>
     run_job_with(ctx, job, &[]).await
 }
 
-/// Runs a job with parameter overrides (`--param name=value`).
+/// Runs a job with parameter overrides (`--param name=value`). A job whose
+/// input table the dataset lacks, or holds no rows of, is an error, not an
+/// empty report.
 pub async fn run_job_with(ctx: &SessionContext, job: &Job, params: &[(String, String)]) -> Result<Vec<RecordBatch>> {
-    engine::run_sql(ctx, &job.sql_with(params)?, false).await
+    let sql = job.sql_with(params)?;
+    for &name in job.tables {
+        // A table the dataset lacks fails here, with the dataset's own message.
+        let provider = ctx.table_provider(name).await?;
+        let any: &dyn std::any::Any = provider.as_ref();
+        if any.is::<EmptyTable>() {
+            let written_by = CATALOG.iter().find(|t| t.name == name).map(|t| (t.written_by, t.description()));
+            return Err(Error::NotFound {
+                what: format!("job {} reads `{name}`, and the dataset holds no rows of it", job.name),
+                hint: match written_by {
+                    Some((command, about)) => {
+                        format!("`{command}` writes it ({})", engine::lowercase_first(about.trim_end_matches('.')))
+                    }
+                    None => format!("`{name}` is empty"),
+                },
+            });
+        }
+    }
+    engine::run_sql(ctx, &sql, false).await
 }
 
 #[cfg(test)]
