@@ -14,7 +14,7 @@ use tokscope::reader::ReaderBuilder;
 use tokscope::redact::Redaction;
 use tokscope::{engine, jobs, samples};
 
-use super::args::{choice, input_format, EosMarkerArgs};
+use super::args::{choice, input_format, EosMarkerArgs, TableArgs};
 use super::query::session;
 
 /// How inputs are read and what is derived from them.
@@ -106,6 +106,8 @@ pub struct RunArgs {
     /// Report format.
     #[arg(long, default_value_t = OutputFormat::Table, value_parser = choice::<OutputFormat>(OutputFormat::NAMES))]
     report_format: OutputFormat,
+    #[command(flatten)]
+    table: TableArgs,
 }
 
 fn print_summary(s: &IngestSummary) {
@@ -154,10 +156,11 @@ pub fn run_run(args: &RunArgs) -> anyhow::Result<()> {
         // The bundled samples are priced with the bundled example prices.
         udf.pricing = Arc::new(Pricing::from_toml(samples::EXAMPLE_PRICING, "config/pricing.example.toml")?);
     }
+    let report = jobs::job("report")?;
     let batches = engine::runtime()?.block_on(async {
         let ctx = session(&args.out, &udf).await?;
-        jobs::run_job(&ctx, jobs::job("report")?).await
+        jobs::run_job(&ctx, report).await
     })?;
-    export::write_batches(&batches, args.report_format, &mut std::io::stdout().lock())?;
+    export::write_output(&batches, args.report_format, None, &args.table.layout(report.key_columns))?;
     Ok(())
 }

@@ -12,7 +12,7 @@ use tokscope::mediation::{heatmap_grids, table};
 use tokscope::replay::DeviceRequest;
 use tokscope::{engine, jobs};
 
-use super::args::choice;
+use super::args::{choice, TableArgs};
 use super::query::session;
 use super::replay::{write_json, ModelArgs};
 
@@ -119,6 +119,8 @@ pub struct ReportArgs {
     /// Output format (table, csv or json).
     #[arg(long, default_value_t = OutputFormat::Table, value_parser = choice::<OutputFormat>(OutputFormat::NAMES))]
     format: OutputFormat,
+    #[command(flatten)]
+    table: TableArgs,
 }
 
 /// Runs `tokscope trace`.
@@ -224,6 +226,6 @@ pub fn run_report(args: &ReportArgs, out: &mut impl Write) -> anyhow::Result<()>
         }
         return Ok(());
     }
-    export::write_batches(&batches, args.format, out)?;
+    export::write_batches(&batches, args.format, out, &args.table.layout(&[]))?;
     Ok(())
 }

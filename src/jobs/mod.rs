@@ -32,19 +32,23 @@ pub struct Job {
     pub params: &'static [(&'static str, &'static str)],
     /// Tables it reads: the job runs only where they hold rows (see [`Job::tables`]).
     pub tables: &'static [&'static str],
+    /// The columns a terminal table shows by default (`--wide`: all); empty: all.
+    pub key_columns: &'static [&'static str],
 }
 
 /// The shared metric expressions (`sql/metrics.sql`).
 const METRICS_SQL: &str = include_str!("../../sql/metrics.sql");
 
 macro_rules! job {
-    ($name:literal, $about:literal, tables: [$($table:literal),*] $(, params: [$(($p:literal, $d:literal)),*])?) => {
+    ($name:literal, $about:literal, tables: [$($table:literal),*]
+     $(, params: [$(($p:literal, $d:literal)),*])? $(, key: [$($key:literal),*])?) => {
         Job {
             name: $name,
             about: $about,
             sql: include_str!(concat!("../../sql/", $name, ".sql")),
             params: &[$($(($p, $d)),*)?],
             tables: &[$($table),*],
+            key_columns: &[$($($key),*)?],
         }
     };
 }
@@ -55,7 +59,14 @@ pub const JOBS: &[Job] = &[
     job!("latency", "exact TTFT / TPOT / latency percentiles and throughput per model x context bin", tables: ["requests"]),
     job!("cost", "cost (needs --pricing) per model x context bin, unpriced requests counted", tables: ["requests"]),
     job!("kv_cache", "KV-cache GiB per request (mean, max) per model x context bin", tables: ["requests"]),
-    job!("report", "eos + latency + cost side by side (what `tokscope run` prints)", tables: ["requests"]),
+    job!(
+        "report",
+        "eos + latency + cost side by side (what `tokscope run` prints)",
+        tables: ["requests"],
+        // What a reader scans first; the other columns with `--wide` (docs/cli.md).
+        key: ["model", "context_bin", "requests", "eos_compliance_rate", "implicit_truncation_rate",
+              "ttft_p50_ms", "tpot_p50_ms", "latency_p95_ms", "cost_usd", "cost_per_1k_tokens"]
+    ),
     job!("jitter", "inter-token latency jitter, first- and last-token latency per model x context bin", tables: ["tokens"]),
     job!("jitter_requests", "per-request itl_std_ms, first_token_ms, last_token_ms", tables: ["tokens"]),
     job!(
@@ -190,6 +201,15 @@ mod tests {
         }
         let report = job("report").and_then(|j| j.sql_with(&[])).unwrap();
         assert!(report.contains("quantile_cont(ttft_ms, 0.50) AS ttft_p50_ms"), "{report}");
+        for job in JOBS {
+            for key in job.key_columns {
+                assert!(
+                    job.sql_with(&[]).unwrap().contains(&format!(" AS {key}")) || job.sql.contains(key),
+                    "{}: key column {key} is not in its SQL",
+                    job.name
+                );
+            }
+        }
     }
 
     #[test]
