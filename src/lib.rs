@@ -22,6 +22,7 @@ pub mod generate;
 pub mod ingest;
 pub mod jobs;
 pub mod mediation;
+pub mod progress;
 pub mod replay;
 pub mod samples;
 pub mod store;

@@ -1,6 +1,6 @@
 //! The command line as a user meets it: one `error:` line (and a `hint:`)
 //! with exit status 1; missing datasets, tables and inputs are errors, never
-//! empty results (locally and on S3).
+//! empty results (locally and on S3); progress bars only on a terminal.
 
 mod common;
 
@@ -125,4 +125,71 @@ fn missing_datasets_and_tables_on_s3_are_errors() {
     assert_fails(&out, "dataset s3://lake/ds has no table `replay_verdicts`", Some("`tokscope replay` writes it"));
     let out = run_s3(&["ingest", "--out", "s3://lake/ds2", "s3://logs/in/*.gz"]);
     assert_fails(&out, "no object matches", None);
+}
+
+/// `tokscope trace` on the tiny checkpoint: a few cells, long enough for a bar.
+fn trace_args(model: &Path) -> Vec<String> {
+    ["trace", "--model", model.to_str().unwrap(), "--prompt", "Once upon a time, Lily", "--device", "cpu"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
+}
+
+#[test]
+fn progress_is_silent_off_a_terminal() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = common::data_dir().join("models/tiny-stories-a");
+    let out = Command::new(common::bin()).args(trace_args(&model)).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.stderr.is_empty(), "{:?}", String::from_utf8_lossy(&out.stderr));
+    // Ingest prints its summary, never the bar's carriage returns.
+    let canonical = common::repo().join("sample_logs/canonical.jsonl");
+    let data = dir.path().join("ds");
+    let out = run(&["ingest", "--out", data.to_str().unwrap(), canonical.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success() && err.starts_with("ingested 1 file(s)"), "{err}");
+    assert!(!err.contains('\r') && !err.contains('\x1b'), "{err:?}");
+}
+
+#[test]
+fn progress_is_drawn_on_a_terminal_unless_quiet() {
+    // stderr on a pseudo-terminal (Python's pty), stdout too: the bar counts
+    // the grid's cells; with --quiet only the result is printed.
+    let model = common::data_dir().join("models/tiny-stories-a");
+    let run_on_pty = |extra: &[&str]| {
+        let mut argv: Vec<String> = vec![common::bin().to_string()];
+        argv.extend(trace_args(&model));
+        argv.extend(extra.iter().map(|s| s.to_string()));
+        let script = format!(
+            r#"
+import os, pty, select, sys
+pid, fd = pty.fork()
+if pid == 0:
+    os.execv({bin:?}, {argv:?})
+seen = b""
+while True:
+    if not select.select([fd], [], [], 120)[0]:
+        break
+    try:
+        data = os.read(fd, 4096)
+    except OSError:
+        break
+    if not data:
+        break
+    seen += data
+_, status = os.waitpid(pid, 0)
+sys.stdout.write(repr((os.waitstatus_to_exitcode(status), seen.decode("utf-8", "replace"))))
+"#,
+            bin = common::bin(),
+            argv = argv,
+        );
+        common::python(&script)
+    };
+    let shown = run_on_pty(&[]);
+    assert!(shown.starts_with("(0, "), "{shown}");
+    assert!(shown.contains(" cells "), "a bar over the cells: {shown}");
+    assert!(shown.contains("p_clean"), "and the result: {shown}");
+    let quiet = run_on_pty(&["--quiet"]);
+    assert!(quiet.starts_with("(0, ") && quiet.contains("p_clean"), "{quiet}");
+    assert!(!quiet.contains(" cells "), "--quiet draws no bar: {quiet}");
 }

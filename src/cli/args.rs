@@ -81,6 +81,22 @@ pub struct OutputArgs {
     pub table: TableArgs,
 }
 
+/// `--quiet` of the long commands (replay, trace, mediate): progress is
+/// drawn on stderr only when it is a terminal, and not at all with it.
+#[derive(Debug, Clone, Copy, Default, clap::Args)]
+pub struct QuietArgs {
+    /// No progress bar on stderr.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+impl QuietArgs {
+    /// Whether the command asks for progress (shown on a terminal only).
+    pub fn progress(&self) -> bool {
+        !self.quiet
+    }
+}
+
 /// How a terminal table is laid out.
 #[derive(Debug, Clone, Copy, Default, clap::Args)]
 pub struct TableArgs {

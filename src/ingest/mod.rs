@@ -22,6 +22,7 @@ use tokscope_core::reader::{DatedBatch, LineCounts, ParsedSlice, ReaderBuilder};
 use crate::dataset::writer::DatasetWriter;
 use crate::dataset::DatasetRoot;
 use crate::error::{Error, Result};
+use crate::progress::Progress;
 use source::InputObject;
 pub use tokscope_core::derive::DeriveSettings;
 pub use tokscope_core::formats::Format;
@@ -148,11 +149,11 @@ pub fn ingest(inputs: &[String], out: &str, opts: &IngestOptions) -> Result<Inge
         objects.iter().partition(|o| opts.force || !manifest.contains(o));
     summary.files_skipped = skipped.iter().map(|o| o.location.clone()).collect();
 
-    let progress = progress_bar(opts.progress, todo.iter().map(|o| o.size).sum());
+    let progress = Progress::bytes(opts.progress, todo.iter().map(|o| o.size).sum());
     let mut writers = WriterPool::new(rayon::current_num_threads().max(1), &staging, &run_id);
     let mut result = Ok(());
     for obj in &todo {
-        match ingest_object(obj, opts, &rt, &mut writers, progress.as_ref()) {
+        match ingest_object(obj, opts, &rt, &mut writers, &progress) {
             Ok(fs) => {
                 summary.totals.counts.add(&fs.counts);
                 summary.totals.bytes_read += fs.bytes_read;
@@ -166,9 +167,7 @@ pub fn ingest(inputs: &[String], out: &str, opts: &IngestOptions) -> Result<Inge
     }
     let written = writers.finish()?;
     result?;
-    if let Some(p) = progress {
-        p.finish_and_clear();
-    }
+    drop(progress);
     dataset.publish(&staging, &written, &rt)?;
     for (obj, fs) in todo.iter().zip(&summary.files) {
         manifest.record(obj, &run_id, fs);
@@ -182,26 +181,12 @@ pub fn ingest(inputs: &[String], out: &str, opts: &IngestOptions) -> Result<Inge
     Ok(summary)
 }
 
-fn progress_bar(enabled: bool, total: u64) -> Option<indicatif::ProgressBar> {
-    use std::io::IsTerminal;
-    if !enabled || !std::io::stderr().is_terminal() {
-        return None;
-    }
-    let bar = indicatif::ProgressBar::new(total);
-    if let Ok(style) =
-        indicatif::ProgressStyle::with_template("{spinner} {bytes}/{total_bytes} {bytes_per_sec} {wide_msg}")
-    {
-        bar.set_style(style);
-    }
-    Some(bar)
-}
-
 fn ingest_object(
     obj: &InputObject,
     opts: &IngestOptions,
     rt: &tokio::runtime::Runtime,
     writers: &mut WriterPool,
-    progress: Option<&indicatif::ProgressBar>,
+    progress: &Progress,
 ) -> Result<FileSummary> {
     let mut reader = opts.reader.clone().build(obj.open(rt)?, &obj.location);
     let mut fs = FileSummary { location: obj.location.clone(), size: obj.size, ..Default::default() };
@@ -212,9 +197,9 @@ fn ingest_object(
             chunk_bytes += slice.bytes;
             writers.send(slice)?;
         }
-        if let Some(p) = progress {
-            p.inc(chunk_bytes);
-            p.set_message(format!("{} rows, {} rejects", fs.counts.rows_written, fs.counts.lines_rejected));
+        progress.inc(chunk_bytes);
+        if progress.is_shown() {
+            progress.set_message(format!("{} rows, {} rejects", fs.counts.rows_written, fs.counts.lines_rejected));
         }
     }
     fs.format = reader.format().map(|f| f.name().to_string());
