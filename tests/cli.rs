@@ -1,6 +1,7 @@
 //! The command line as a user meets it: one `error:` line (and a `hint:`)
 //! with exit status 1; missing datasets, tables and inputs are errors, never
-//! empty results (locally and on S3); progress bars only on a terminal.
+//! empty results (locally and on S3); shell completions, man pages and
+//! `--version` from the clap definitions; progress bars only on a terminal.
 
 mod common;
 
@@ -8,6 +9,25 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 use common::S3Server;
+
+/// Every subcommand, as `tokscope --help` lists them.
+const COMMANDS: &[&str] = &[
+    "ingest",
+    "query",
+    "job",
+    "sql",
+    "run",
+    "generate",
+    "decode",
+    "score",
+    "replay",
+    "trace",
+    "mediate",
+    "mediation-report",
+    "decode-bench",
+    "completions",
+    "man",
+];
 
 fn run(args: &[&str]) -> Output {
     Command::new(common::bin()).args(args).env_remove("COLUMNS").output().expect("run tokscope")
@@ -125,6 +145,66 @@ fn missing_datasets_and_tables_on_s3_are_errors() {
     assert_fails(&out, "dataset s3://lake/ds has no table `replay_verdicts`", Some("`tokscope replay` writes it"));
     let out = run_s3(&["ingest", "--out", "s3://lake/ds2", "s3://logs/in/*.gz"]);
     assert_fails(&out, "no object matches", None);
+}
+
+#[test]
+fn completions_and_man_pages_name_every_command() {
+    for shell in ["bash", "zsh", "fish"] {
+        let out = run(&["completions", shell]);
+        assert!(out.status.success(), "{shell}: {}", String::from_utf8_lossy(&out.stderr));
+        let script = String::from_utf8(out.stdout).unwrap();
+        for cmd in COMMANDS {
+            assert!(script.contains(cmd), "{shell} completion lacks {cmd}");
+        }
+        if shell == "bash" {
+            let check = Command::new("bash")
+                .args(["-n", "/dev/stdin"])
+                .stdin(std::process::Stdio::piped())
+                .spawn()
+                .and_then(|mut c| {
+                    use std::io::Write;
+                    c.stdin.take().unwrap().write_all(script.as_bytes())?;
+                    c.wait()
+                })
+                .unwrap();
+            assert!(check.success(), "bash -n rejects the completion script");
+        }
+    }
+    let out = run(&["man"]);
+    assert!(out.status.success());
+    let page = String::from_utf8(out.stdout).unwrap();
+    assert!(page.starts_with(".ie") && page.contains(".TH tokscope 1"), "{page}");
+    for cmd in COMMANDS {
+        assert!(page.contains(&format!("tokscope\\-{}(1)", cmd.replace('-', "\\-"))), "man page lacks {cmd}");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(&["man", "--out-dir", dir.path().to_str().unwrap()]);
+    assert!(out.status.success());
+    for cmd in COMMANDS {
+        let page = std::fs::read_to_string(dir.path().join(format!("tokscope-{cmd}.1"))).unwrap();
+        assert!(page.contains(".SH OPTIONS") || cmd == &"man", "tokscope-{cmd}.1");
+    }
+}
+
+#[test]
+fn version_names_the_commit() {
+    let out = run(&["--version"]);
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let rest = text
+        .trim()
+        .strip_prefix(&format!("tokscope {} (commit ", env!("CARGO_PKG_VERSION")))
+        .and_then(|r| r.strip_suffix(')'))
+        .unwrap_or_else(|| panic!("{text}"));
+    let head = Command::new("git").args(["rev-parse", "--short=12", "HEAD"]).current_dir(common::repo()).output();
+    match head {
+        Ok(h) if h.status.success() => {
+            let head = String::from_utf8(h.stdout).unwrap();
+            assert_eq!(rest.trim_end_matches("-dirty"), head.trim(), "{text}");
+        }
+        // Built outside a git checkout (a tarball): no commit to name.
+        _ => assert_eq!(rest, "unknown"),
+    }
 }
 
 /// `tokscope trace` on the tiny checkpoint: a few cells, long enough for a bar.
