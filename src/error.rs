@@ -8,6 +8,8 @@
 
 use std::path::PathBuf;
 
+use datafusion::error::DataFusionError;
+
 /// Everything that can go wrong inside tokscope.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -20,8 +22,16 @@ pub enum Error {
         source: std::io::Error,
     },
     /// The command line, a configuration file or a dataset is invalid.
-    #[error("invalid configuration: {0}")]
+    #[error("{0}")]
     Config(String),
+    /// Something named does not exist: a dataset, a table of a dataset.
+    #[error("{what}")]
+    NotFound {
+        /// What is missing, and where.
+        what: String,
+        /// What to do about it.
+        hint: String,
+    },
     /// An object-store operation failed.
     #[error("object store: {0}")]
     Store(#[from] object_store::Error),
@@ -39,9 +49,10 @@ pub enum Error {
     /// Parquet failed to read or write.
     #[error("parquet: {0}")]
     Parquet(#[from] parquet::errors::ParquetError),
-    /// DataFusion failed to plan or run a query.
-    #[error("sql: {0}")]
-    Sql(#[from] datafusion::error::DataFusionError),
+    /// DataFusion failed to plan or run a query. Shown as the innermost
+    /// error's own message, once (DataFusion wraps and repeats it).
+    #[error("sql: {}", sql_message(.0))]
+    Sql(#[source] DataFusionError),
     /// JSON (de)serialisation of a side file failed.
     #[error("json {path}: {source}")]
     Json {
@@ -54,7 +65,7 @@ pub enum Error {
     #[error("model: {0}")]
     Model(String),
     /// Another process holds the dataset's writer lease.
-    #[error("dataset {dataset} is being written by {holder}; wait for it to finish, or raise the lease wait")]
+    #[error("dataset {dataset} is being written by {holder}")]
     LeaseBusy {
         /// The dataset.
         dataset: String,
@@ -69,6 +80,20 @@ pub enum Error {
 
 /// Shorthand for results carrying [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl From<DataFusionError> for Error {
+    fn from(e: DataFusionError) -> Self {
+        // tokscope's own errors raised inside DataFusion (a table the dataset
+        // lacks, a UDF's configuration) come back out as themselves.
+        match e {
+            DataFusionError::External(inner) => match inner.downcast::<Error>() {
+                Ok(ours) => *ours,
+                Err(other) => Error::Sql(DataFusionError::External(other)),
+            },
+            e => Error::Sql(e),
+        }
+    }
+}
 
 impl From<tokscope_core::Error> for Error {
     fn from(e: tokscope_core::Error) -> Self {
@@ -113,4 +138,47 @@ impl Error {
         let location = location.to_string();
         move |source| Error::StoreAt { location, source }
     }
+
+    /// What to do about the error, where tokscope knows.
+    pub fn hint(&self) -> Option<String> {
+        match self {
+            Error::NotFound { hint, .. } => Some(hint.clone()),
+            Error::LeaseBusy { .. } => Some(
+                "wait for that run to finish, or let this one wait for it: `[lease] wait_s` in the run config \
+                 (`--lease-wait` for ingest); a dead holder's lease expires by itself"
+                    .into(),
+            ),
+            Error::Sql(e) => match e.find_root() {
+                DataFusionError::SQL(..) => {
+                    Some("the SQL dialect is DataFusion's (docs: datafusion.apache.org/user-guide/sql)".into())
+                }
+                DataFusionError::ResourcesExhausted(_) => {
+                    Some("raise the memory limit, or narrow the query (fewer columns, a WHERE on date)".into())
+                }
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+}
+
+/// The message of the error DataFusion's chain ends in, without the
+/// wrappers' prefixes, backtraces and repeats.
+fn sql_message(e: &DataFusionError) -> String {
+    let root = e.find_root();
+    let text = match root {
+        DataFusionError::SQL(parser, _) => {
+            let text = parser.to_string();
+            format!("syntax error: {}", text.strip_prefix("sql parser error: ").unwrap_or(&text))
+        }
+        DataFusionError::SchemaError(schema, _) => schema.to_string(),
+        DataFusionError::NotImplemented(m) => format!("not supported: {m}"),
+        DataFusionError::External(inner) => inner.to_string(),
+        DataFusionError::Plan(_)
+        | DataFusionError::Execution(_)
+        | DataFusionError::Configuration(_)
+        | DataFusionError::ResourcesExhausted(_) => root.message().into_owned(),
+        other => other.to_string(),
+    };
+    text.split(DataFusionError::BACK_TRACE_SEP).next().unwrap_or_default().trim_end().to_string()
 }

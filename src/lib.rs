@@ -23,6 +23,7 @@ pub mod ingest;
 pub mod jobs;
 pub mod mediation;
 pub mod pipeline;
+pub mod progress;
 pub mod replay;
 pub mod samples;
 pub mod store;

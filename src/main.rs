@@ -1,5 +1,6 @@
 //! The `tokscope` binary: parse flags ([`cli`]), run the command, map errors
-//! to an exit code. All real work lives in the library crate.
+//! to one `error:` line (and a `hint:`) and exit status 1. All real work
+//! lives in the library crate.
 
 mod cli;
 
@@ -38,10 +39,14 @@ const EXIT_BUSY: u8 = 75;
 
 fn main() -> ExitCode {
     tune_allocator();
-    match cli::run(cli::Cli::parse()) {
+    // Usage errors, --help and --version exit here (clap: status 2 or 0).
+    let args = cli::Cli::parse();
+    match cli::run(args) {
         Ok(code) => code,
+        // `tokscope query ... | head`: the reader left; nothing went wrong.
+        Err(e) if cli::errors::is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("Error: {e:?}");
+            eprint!("{}", cli::errors::render(&*e));
             match e.downcast_ref::<tokscope::Error>() {
                 Some(tokscope::Error::LeaseBusy { .. }) => ExitCode::from(EXIT_BUSY),
                 _ => ExitCode::FAILURE,

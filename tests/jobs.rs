@@ -426,7 +426,7 @@ fn every_output_format_and_unknown_job() {
     let ds = hand_dataset(dir.path());
     let d = ds.to_str().unwrap();
     let table = tokscope(&["job", "eos", "--data", d]);
-    assert!(table.contains("| model") && table.contains("| a "), "{table}");
+    assert!(table.starts_with("model ") && table.lines().any(|l| l.starts_with("a ")), "{table}");
     let csv = tokscope(&["job", "eos", "--data", d, "--format", "csv"]);
     assert_eq!(csv.lines().next().unwrap(), EOS_COLS.join(","));
     assert!(csv.lines().nth(1).unwrap().starts_with("a,0-1K,5,2,1,1,1,0.6666666666666666,0.2"), "{csv}");

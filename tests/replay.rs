@@ -79,8 +79,18 @@ fn verdicts(data: &Path) -> Vec<Value> {
 fn replay_classifies_suspects_and_reruns_replace_rows() {
     let tmp = tempfile::tempdir().unwrap();
     let (data, g) = build_dataset(tmp.path());
-    // Before any replay the table exists, empty, so the job's join works.
-    assert!(verdicts(&data).is_empty());
+    // Before any replay the dataset has no verdicts: naming the table is an
+    // error that says which command writes it, never an empty result.
+    for args in [
+        vec!["query", "--data", data.to_str().unwrap(), "SELECT * FROM replay_verdicts"],
+        vec!["job", "replay", "--data", data.to_str().unwrap()],
+    ] {
+        let o = common::tokscope_output(&args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success() && o.stdout.is_empty(), "{args:?}: {err}");
+        assert!(err.starts_with("error: dataset ") && err.contains("has no table `replay_verdicts`"), "{err}");
+        assert!(err.contains("hint: `tokscope replay` writes it"), "{err}");
+    }
 
     let summary = replay(&data, &["--repeat", "2"]);
     assert_eq!(summary["suspects"], 4, "{summary}");

@@ -6,7 +6,7 @@ use std::str::FromStr;
 
 use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use tokscope::engine::UdfConfig;
-use tokscope::export::OutputFormat;
+use tokscope::export::{OutputFormat, TableLayout};
 use tokscope::formats::Format;
 use tokscope::jobs::JOBS;
 
@@ -77,4 +77,38 @@ pub struct OutputArgs {
     /// Write the result to this file instead of stdout.
     #[arg(long)]
     pub output: Option<PathBuf>,
+    #[command(flatten)]
+    pub table: TableArgs,
+}
+
+/// `--quiet` of the long commands (replay, trace, mediate): progress is
+/// drawn on stderr only when it is a terminal, and not at all with it.
+#[derive(Debug, Clone, Copy, Default, clap::Args)]
+pub struct QuietArgs {
+    /// No progress bar on stderr.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+impl QuietArgs {
+    /// Whether the command asks for progress (shown on a terminal only).
+    pub fn progress(&self) -> bool {
+        !self.quiet
+    }
+}
+
+/// How a terminal table is laid out.
+#[derive(Debug, Clone, Copy, Default, clap::Args)]
+pub struct TableArgs {
+    /// Table format: show every column and do not fit the terminal's width
+    /// (by default a job's key columns, fitted to $COLUMNS or the terminal).
+    #[arg(long)]
+    pub wide: bool,
+}
+
+impl TableArgs {
+    /// The layout for stdout, with `key_columns` shown unless `--wide`.
+    pub fn layout(&self, key_columns: &[&str]) -> TableLayout {
+        TableLayout::for_stdout(self.wide).with_key_columns(key_columns)
+    }
 }

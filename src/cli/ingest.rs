@@ -3,8 +3,10 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::bail;
+use tokscope::dataset::lease::LeaseOptions;
 use tokscope::engine::pricing::Pricing;
 use tokscope::engine::UdfConfig;
 use tokscope::export::{self, OutputFormat};
@@ -15,7 +17,7 @@ use tokscope::pipeline::{self, Outcome, RunOptions, RunReport};
 use tokscope::redact::Redaction;
 use tokscope::{engine, jobs, samples};
 
-use super::args::{choice, input_format, EosMarkerArgs};
+use super::args::{choice, input_format, EosMarkerArgs, TableArgs};
 use super::query::session;
 
 /// How inputs are read and what is derived from them.
@@ -44,6 +46,10 @@ pub struct IngestFlags {
     /// Lines longer than this many bytes are rejected without being buffered.
     #[arg(long, default_value_t = 64 << 20)]
     max_line_bytes: usize,
+    /// Wait up to this many seconds for another run's lease on the dataset
+    /// instead of failing at once.
+    #[arg(long, default_value_t = 0, value_name = "SECONDS")]
+    lease_wait: u64,
     /// No progress bar and no summary on stderr.
     #[arg(long, short)]
     pub quiet: bool,
@@ -66,7 +72,7 @@ impl IngestFlags {
             progress: !self.quiet,
             force: self.force,
             store: Default::default(),
-            lease: Default::default(),
+            lease: LeaseOptions { wait: Duration::from_secs(self.lease_wait), ..Default::default() },
         })
     }
 }
@@ -121,6 +127,8 @@ pub struct RunArgs {
     /// Report format.
     #[arg(long, default_value_t = OutputFormat::Table, value_parser = choice::<OutputFormat>(OutputFormat::NAMES))]
     report_format: OutputFormat,
+    #[command(flatten)]
+    table: TableArgs,
 }
 
 fn print_summary(s: &IngestSummary) {
@@ -173,11 +181,12 @@ pub fn run_run(args: &RunArgs) -> anyhow::Result<ExitCode> {
         // The bundled samples are priced with the bundled example prices.
         udf.pricing = Arc::new(Pricing::from_toml(samples::EXAMPLE_PRICING, "config/pricing.example.toml")?);
     }
+    let report = jobs::job("report")?;
     let batches = engine::runtime()?.block_on(async {
         let ctx = session(&args.out, &udf).await?;
-        jobs::run_job(&ctx, jobs::job("report")?).await
+        jobs::run_job(&ctx, report).await
     })?;
-    export::write_batches(&batches, args.report_format, &mut std::io::stdout().lock())?;
+    export::write_output(&batches, args.report_format, None, &args.table.layout(report.key_columns))?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -12,7 +12,7 @@ use tokscope::mediation::{heatmap_grids, table};
 use tokscope::replay::DeviceRequest;
 use tokscope::{engine, jobs};
 
-use super::args::choice;
+use super::args::{choice, QuietArgs, TableArgs};
 use super::query::session;
 use super::replay::{write_json, ModelArgs};
 
@@ -47,6 +47,8 @@ pub struct TraceArgs {
     /// Print one JSON object instead of a table.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    quiet: QuietArgs,
 }
 
 /// `tokscope mediate`: run interventions for logged requests, append to `interventions`.
@@ -99,6 +101,8 @@ pub struct MediateArgs {
     /// Import rows from an external tool's JSONL instead of running the model.
     #[arg(long, value_name = "FILE")]
     import: Option<PathBuf>,
+    #[command(flatten)]
+    quiet: QuietArgs,
 }
 
 /// `tokscope mediation-report`: the `mediation` job, or the `mediation_heatmap` job.
@@ -119,6 +123,8 @@ pub struct ReportArgs {
     /// Output format (table, csv or json).
     #[arg(long, default_value_t = OutputFormat::Table, value_parser = choice::<OutputFormat>(OutputFormat::NAMES))]
     format: OutputFormat,
+    #[command(flatten)]
+    table: TableArgs,
 }
 
 /// Runs `tokscope trace`.
@@ -133,7 +139,9 @@ pub fn run_trace(args: &TraceArgs, out: &mut impl Write) -> anyhow::Result<()> {
             scale: args.noise_scale,
         },
     };
-    let run = trace_prompt(&replay, &TraceOptions { prompt: args.prompt.clone(), noise, reuse: !args.no_reuse })?;
+    let options =
+        TraceOptions { prompt: args.prompt.clone(), noise, reuse: !args.no_reuse, progress: args.quiet.progress() };
+    let run = trace_prompt(&replay, &options)?;
     if args.json {
         return write_json(out, &run);
     }
@@ -185,6 +193,7 @@ pub fn run_mediate(args: &MediateArgs, out: &mut impl Write) -> anyhow::Result<(
                 sigma: args.sigma,
                 cells: args.cells,
                 max_new_tokens: args.max_new_tokens,
+                progress: args.quiet.progress(),
             };
             // One unusable prompt (too long, nothing to corrupt) must not sink the batch.
             mediate(&replay, &dataset, &options, &rt, |id, e| eprintln!("skipping request {id}: {e}"))?
@@ -224,6 +233,6 @@ pub fn run_report(args: &ReportArgs, out: &mut impl Write) -> anyhow::Result<()>
         }
         return Ok(());
     }
-    export::write_batches(&batches, args.format, out)?;
+    export::write_batches(&batches, args.format, out, &args.table.layout(&[]))?;
     Ok(())
 }

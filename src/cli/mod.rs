@@ -3,6 +3,8 @@
 //! flags into them, calls the library, and prints.
 
 mod args;
+mod docs;
+pub mod errors;
 mod export;
 mod generate;
 mod ingest;
@@ -17,7 +19,7 @@ use clap::{Parser, Subcommand};
 
 /// Token-level analytics for LLM serving logs.
 #[derive(Parser)]
-#[command(name = "tokscope", version, about)]
+#[command(name = "tokscope", version = env!("TOKSCOPE_VERSION"), about)]
 pub struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -53,6 +55,10 @@ enum Command {
     MediationReport(mediation::ReportArgs),
     /// Prefill and greedy-decode tokens/s on a model directory with fixed ids (bench/decode.sh).
     DecodeBench(replay::DecodeBenchArgs),
+    /// Print a shell completion script, e.g. `tokscope completions bash > /etc/bash_completion.d/tokscope`.
+    Completions(docs::CompletionsArgs),
+    /// Print the man page (roff), or write one page per command with --out-dir.
+    Man(docs::ManArgs),
 }
 
 /// Runs the parsed command; the exit code of a command that succeeded.
@@ -76,6 +82,8 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Mediate(args) => mediation::run_mediate(&args, out),
         Command::MediationReport(args) => mediation::run_report(&args, out),
         Command::DecodeBench(args) => replay::run_decode_bench(&args, out),
+        Command::Completions(args) => docs::run_completions(&args, out),
+        Command::Man(args) => docs::run_man(&args, out),
     }
     .map(|()| ExitCode::SUCCESS)
 }

@@ -72,7 +72,7 @@ pub fn run_query(args: &QueryArgs) -> anyhow::Result<()> {
         }
         Ok::<_, tokscope::Error>(batches)
     })?;
-    export::write_output(&batches, args.output.format, args.output.output.as_deref())?;
+    export::write_output(&batches, args.output.format, args.output.output.as_deref(), &args.output.table.layout(&[]))?;
     Ok(())
 }
 
@@ -90,6 +90,7 @@ pub fn run_job(args: &JobArgs) -> anyhow::Result<()> {
         let ctx = session(data, &udf).await?;
         jobs::run_job_with(&ctx, job, &args.params).await
     })?;
-    export::write_output(&batches, args.output.format, args.output.output.as_deref())?;
+    let layout = args.output.table.layout(job.key_columns);
+    export::write_output(&batches, args.output.format, args.output.output.as_deref(), &layout)?;
     Ok(())
 }

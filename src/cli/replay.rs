@@ -11,7 +11,7 @@ use tokscope::replay::run::{replay_dataset, ReplayRun};
 use tokscope::replay::verdict::{ReplayOptions, CONTINUATION_TOKENS, DEFAULT_THRESHOLD};
 use tokscope::replay::{Device, DeviceRequest, ReplayModel};
 
-use super::args::choice;
+use super::args::{choice, QuietArgs};
 
 /// The model directory and backend of every replay command.
 #[derive(Debug, Clone, clap::Args)]
@@ -100,6 +100,8 @@ pub struct ReplayArgs {
     /// Print the run summary as JSON instead of one text line.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    quiet: QuietArgs,
 }
 
 /// `tokscope decode-bench` flags.
@@ -211,6 +213,7 @@ pub fn run_replay(args: &ReplayArgs, out: &mut impl Write) -> anyhow::Result<()>
         limit: args.limit,
         options: ReplayOptions { threshold: args.threshold, max_new_tokens: args.max_new_tokens, repeat: args.repeat },
         model_name: ReplayModel::name_of(&args.model.model),
+        progress: args.quiet.progress(),
     };
     let summary = replay_dataset(&replay, &dataset, &run, &rt)?;
     for id in &summary.nondeterministic_requests {

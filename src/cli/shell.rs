@@ -9,7 +9,7 @@ use datafusion::prelude::SessionContext;
 use tokscope::engine;
 use tokscope::export::{self, OutputFormat};
 
-use super::args::{choice, UdfArgs};
+use super::args::{choice, TableArgs, UdfArgs};
 use super::query::session;
 
 /// `tokscope sql`: an interactive SQL shell over a dataset.
@@ -32,6 +32,8 @@ pub struct SqlArgs {
     /// Allow DDL/DML statements (read-only by default, like `tokscope query`).
     #[arg(long)]
     pub allow_write: bool,
+    #[command(flatten)]
+    pub table: TableArgs,
 }
 
 const HELP: &str = "Statements end with `;` at the end of a line. Commands: \\d (tables), \\history, !N (re-run history entry N), \\q (quit).";
@@ -56,6 +58,7 @@ pub fn run_shell(args: &SqlArgs) -> anyhow::Result<()> {
         ctx,
         rt,
         format: args.format,
+        table: args.table,
         allow_write: args.allow_write,
         history: Vec::new(),
         history_path,
@@ -125,6 +128,7 @@ struct Shell {
     ctx: SessionContext,
     rt: tokio::runtime::Runtime,
     format: OutputFormat,
+    table: TableArgs,
     allow_write: bool,
     history: Vec<String>,
     history_path: Option<PathBuf>,
@@ -224,11 +228,12 @@ impl Shell {
     fn execute(&mut self, sql: &str) {
         let result = self.rt.block_on(engine::run_sql(&self.ctx, sql, self.allow_write)).and_then(|batches| {
             let mut out = std::io::stdout().lock();
-            export::write_batches(&batches, self.format, &mut out)?;
+            // The width is read per statement: the terminal may have been resized.
+            export::write_batches(&batches, self.format, &mut out, &self.table.layout(&[]))?;
             out.flush().map_err(|e| tokscope::Error::io("stdout", e))
         });
         if let Err(e) = result {
-            eprintln!("error: {e}");
+            eprint!("{}", super::errors::render(&e));
             self.failed += 1;
         }
     }

@@ -7,11 +7,8 @@ use std::collections::HashSet;
 
 use serde::{Deserialize, Serialize};
 
-use super::DatasetRoot;
+use super::{DatasetRoot, MANIFEST};
 use crate::error::{Error, Result};
-
-/// Name of the manifest at the dataset root.
-pub const MANIFEST: &str = "_manifest.jsonl";
 
 /// One ingested object.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

@@ -15,10 +15,22 @@ use arrow::record_batch::RecordBatch;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 use url::Url;
 
-use tokscope_core::catalog::TableDef;
+use tokscope_core::catalog::{TableDef, CATALOG};
 
 use crate::error::{Error, Result};
 use crate::store::{self, StoreOptions};
+
+/// The ingest manifest's file name (see `ingest::manifest`).
+pub const MANIFEST: &str = "_manifest.jsonl";
+
+/// What a dataset root holds ([`DatasetRoot::contents`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Contents {
+    /// Whether `_manifest.jsonl` is there (an ingest wrote the dataset).
+    pub manifest: bool,
+    /// The catalog tables that have a directory, in catalog order.
+    pub tables: Vec<&'static str>,
+}
 
 /// Where a dataset lives.
 #[derive(Clone)]
@@ -68,6 +80,62 @@ impl DatasetRoot {
         match self {
             DatasetRoot::Local(p) => p.display().to_string(),
             DatasetRoot::Remote { url, .. } => url.to_string(),
+        }
+    }
+
+    /// What the dataset holds: its side files and table directories. A root
+    /// that does not exist, or holds neither a manifest nor a table
+    /// directory, is not a dataset: an [`Error::NotFound`] (a typo in `--data`
+    /// must not read as an empty dataset).
+    pub async fn contents(&self) -> Result<Contents> {
+        let (manifest, names) = match self {
+            DatasetRoot::Local(p) => {
+                let entries = match std::fs::read_dir(p) {
+                    Ok(entries) => entries,
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                        return Err(self.not_a_dataset("the directory does not exist"))
+                    }
+                    Err(e) => return Err(Error::io(p.display(), e)),
+                };
+                let mut names = Vec::new();
+                let mut manifest = false;
+                for entry in entries {
+                    let entry = entry.map_err(|e| Error::io(p.display(), e))?;
+                    let name = entry.file_name().to_string_lossy().into_owned();
+                    if entry.path().is_dir() {
+                        names.push(name);
+                    } else if name == MANIFEST {
+                        manifest = true;
+                    }
+                }
+                (manifest, names)
+            }
+            DatasetRoot::Remote { store, prefix, .. } => {
+                let listing = store.list_with_delimiter(Some(prefix)).await?;
+                let manifest = listing.objects.iter().any(|o| o.location.filename() == Some(MANIFEST));
+                let names = listing.common_prefixes.iter().filter_map(|d| d.filename().map(str::to_string)).collect();
+                (manifest, names)
+            }
+        };
+        let tables: Vec<&'static str> =
+            CATALOG.iter().map(|t| t.name).filter(|t| names.iter().any(|n| n == t)).collect();
+        if !manifest && tables.is_empty() {
+            let why = match self {
+                DatasetRoot::Local(_) => "no _manifest.jsonl and no table directory in it",
+                DatasetRoot::Remote { .. } => "no _manifest.jsonl and no table under that prefix",
+            };
+            return Err(self.not_a_dataset(why));
+        }
+        Ok(Contents { manifest, tables })
+    }
+
+    fn not_a_dataset(&self, why: &str) -> Error {
+        Error::NotFound {
+            what: format!("no tokscope dataset at {}: {why}", self.display()),
+            hint: format!(
+                "check --data, or write a dataset there with `tokscope ingest LOGS --out {}`",
+                self.display()
+            ),
         }
     }
 

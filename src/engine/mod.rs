@@ -4,16 +4,18 @@
 
 pub mod architectures;
 pub mod pricing;
+pub mod schema;
 pub mod udfs;
 
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
 use arrow::datatypes::{DataType, SchemaRef};
 use arrow::record_batch::RecordBatch;
+use datafusion::datasource::empty::EmptyTable;
 use datafusion::datasource::file_format::parquet::ParquetFormat;
 use datafusion::datasource::listing::{ListingOptions, ListingTable, ListingTableConfig, ListingTableUrl};
-use datafusion::datasource::MemTable;
 use datafusion::execution::context::SQLOptions;
 use datafusion::prelude::{SessionConfig, SessionContext};
 
@@ -95,11 +97,22 @@ pub async fn register_dataset(ctx: &SessionContext, dataset: &DatasetRoot) -> Re
     register_dataset_with(ctx, dataset, &UdfConfig::new()?).await
 }
 
-/// Registers the UDFs with `config` and every table of the catalog
+/// The command whose tables exist in every dataset: a dataset is what it writes.
+const INGEST: &str = "tokscope ingest";
+
+/// Registers the UDFs with `config` and the catalog's tables
 /// (`tokscope_core::catalog::CATALOG`) that `dataset` holds in `ctx`: the one
-/// call any session (CLI, shell, executor) makes. A table the dataset does not
-/// have yet is registered empty, with its schema, so SQL can always name and
-/// join it.
+/// call any session (CLI, shell, executor) makes.
+///
+/// Missing things are errors, never empty results: a root that is not a
+/// dataset fails here ([`DatasetRoot::contents`]); a table written by another
+/// command than ingest (`replay_verdicts`, `interventions`) that the dataset
+/// lacks is not registered, and a query naming it fails while it is planned,
+/// with a message naming the table and the command that writes it. Tables
+/// ingest writes are registered even without files (empty, with their
+/// schema): an ingested dataset without a `rejects` directory had no rejected
+/// line, which is a real zero. Jobs still refuse to run over an empty input
+/// table ([`crate::jobs::run_job_with`]).
 pub async fn register_dataset_with(ctx: &SessionContext, dataset: &DatasetRoot, config: &UdfConfig) -> Result<()> {
     register_udfs(ctx, config);
     if let DatasetRoot::Remote { url, store, .. } = dataset {
@@ -107,10 +120,62 @@ pub async fn register_dataset_with(ctx: &SessionContext, dataset: &DatasetRoot, 
             .map_err(|e| config_err!("bad dataset URL {url}: {e}"))?;
         ctx.register_object_store(&base, Arc::clone(store));
     }
+    let contents = dataset.contents().await?;
+    let mut absent = HashMap::new();
     for table in CATALOG {
-        register_parquet_table(ctx, dataset, table)?;
+        if contents.tables.contains(&table.name) {
+            register_parquet_table(ctx, dataset, table)?;
+        } else if table.written_by == INGEST {
+            ctx.register_table(table.name, Arc::new(EmptyTable::new(table_schema(table))))?;
+        } else {
+            let what = format!("dataset {} has no table `{}`", dataset.display(), table.name);
+            let hint = format!(
+                "`{}` writes it ({})",
+                table.written_by,
+                lowercase_first(table.description().trim_end_matches('.'))
+            );
+            absent.insert(table.name.to_string(), (what, hint));
+        }
     }
+    refuse_absent_tables(ctx, absent)
+}
+
+/// `text` with its first letter in lower case, to run on inside a sentence.
+pub fn lowercase_first(text: &str) -> String {
+    let mut chars = text.chars();
+    chars.next().map(|c| c.to_lowercase().chain(chars).collect()).unwrap_or_default()
+}
+
+/// Makes the session's default schema refuse the names in `absent` (see
+/// [`schema::DatasetSchema`]), keeping whatever it already holds.
+fn refuse_absent_tables(ctx: &SessionContext, absent: HashMap<String, (String, String)>) -> Result<()> {
+    let options = ctx.state().config().options().catalog.clone();
+    let catalog = ctx
+        .catalog(&options.default_catalog)
+        .ok_or_else(|| internal_err!("the session has no catalog {}", options.default_catalog))?;
+    let inner = catalog
+        .schema(&options.default_schema)
+        .ok_or_else(|| internal_err!("the session has no schema {}", options.default_schema))?;
+    let any: &dyn std::any::Any = inner.as_ref();
+    let inner = match any.downcast_ref::<schema::DatasetSchema>() {
+        // Registered again (other prices, another dataset): wrap the tables, not the old wrapper.
+        Some(wrapped) => wrapped.inner(),
+        None => inner,
+    };
+    catalog.register_schema(&options.default_schema, Arc::new(schema::DatasetSchema::new(inner, absent)))?;
     Ok(())
+}
+
+/// A table's schema as queries see it: the file columns (strings as views)
+/// and, for date-partitioned tables, the `date` partition column.
+fn table_schema(table: &TableDef) -> SchemaRef {
+    let file_schema = with_view_types(&table.schema());
+    if table.partition != Partition::Date {
+        return file_schema;
+    }
+    let mut fields: Vec<_> = file_schema.fields().iter().cloned().collect();
+    fields.push(Arc::new(arrow::datatypes::Field::new(DATE_PARTITION, DataType::Date32, true)));
+    Arc::new(arrow::datatypes::Schema::new(fields))
 }
 
 /// Registers one table directory of the dataset as a Parquet listing table
@@ -118,16 +183,6 @@ pub async fn register_dataset_with(ctx: &SessionContext, dataset: &DatasetRoot, 
 fn register_parquet_table(ctx: &SessionContext, dataset: &DatasetRoot, table: &TableDef) -> Result<()> {
     let file_schema = with_view_types(&table.schema());
     let partitioned = table.partition == Partition::Date;
-    let missing = matches!(dataset, DatasetRoot::Local(p) if !p.join(table.name).is_dir());
-    if missing {
-        let mut fields: Vec<_> = file_schema.fields().iter().cloned().collect();
-        if partitioned {
-            fields.push(Arc::new(arrow::datatypes::Field::new(DATE_PARTITION, DataType::Date32, true)));
-        }
-        let s = Arc::new(arrow::datatypes::Schema::new(fields));
-        ctx.register_table(table.name, Arc::new(MemTable::try_new(s, vec![vec![]])?))?;
-        return Ok(());
-    }
     let mut options = ListingOptions::new(Arc::new(ParquetFormat::default())).with_file_extension(".parquet");
     if partitioned {
         options = options.with_table_partition_cols(vec![(DATE_PARTITION.to_string(), DataType::Date32)]);

@@ -1,20 +1,23 @@
-//! Output of query and job results: a terminal table, CSV, JSON lines, or
-//! Parquet; and the dashboard ([`dashboard`]).
+//! Output of query and job results: a terminal table ([`table`]: rounded
+//! for reading, fitted to the terminal), CSV, JSON lines, or Parquet (full
+//! precision); and the dashboard ([`dashboard`]) with its publishing ([`publish`]).
 
 pub mod dashboard;
 pub mod publish;
+pub mod table;
 
 use std::io::Write;
 
 use arrow::record_batch::RecordBatch;
 
 use crate::error::{Error, Result};
+pub use table::TableLayout;
 
 tokscope_core::named_enum! {
     /// Result formats.
     #[derive(Default)]
     pub enum OutputFormat as "output format" {
-        /// An aligned text table.
+        /// An aligned text table, rounded for reading (docs/cli.md).
         #[default]
         Table = "table",
         /// CSV with a header.
@@ -36,23 +39,38 @@ pub fn check_destination(format: OutputFormat, output: Option<&std::path::Path>)
 }
 
 /// Writes `batches` in `format` to the file `path`, or to stdout, and
-/// flushes it, so a failed write is an error and not a short output.
-pub fn write_output(batches: &[RecordBatch], format: OutputFormat, path: Option<&std::path::Path>) -> Result<()> {
+/// flushes it, so a failed write is an error and not a short output. A table
+/// written to a file has no width limit.
+pub fn write_output(
+    batches: &[RecordBatch],
+    format: OutputFormat,
+    path: Option<&std::path::Path>,
+    layout: &TableLayout,
+) -> Result<()> {
     let mut out: Box<dyn Write> = match path {
         Some(p) => Box::new(std::fs::File::create(p).map_err(|e| Error::io(p.display(), e))?),
         None => Box::new(std::io::stdout().lock()),
     };
-    write_batches(batches, format, &mut *out)?;
+    let file_layout;
+    let layout = if path.is_some() {
+        file_layout = TableLayout { width: None, ..layout.clone() };
+        &file_layout
+    } else {
+        layout
+    };
+    write_batches(batches, format, &mut *out, layout)?;
     out.flush().map_err(|e| Error::io("output", e))
 }
 
-/// Writes `batches` to `out` in `format`.
-pub fn write_batches(batches: &[RecordBatch], format: OutputFormat, out: &mut dyn Write) -> Result<()> {
+/// Writes `batches` to `out` in `format`; `layout` shapes a table.
+pub fn write_batches(
+    batches: &[RecordBatch],
+    format: OutputFormat,
+    out: &mut dyn Write,
+    layout: &TableLayout,
+) -> Result<()> {
     match format {
-        OutputFormat::Table => {
-            let table = arrow::util::pretty::pretty_format_batches(batches)?;
-            writeln!(out, "{table}").map_err(|e| Error::io("output", e))?;
-        }
+        OutputFormat::Table => table::write_table(batches, layout, out)?,
         OutputFormat::Csv => {
             let mut w = arrow::csv::WriterBuilder::new().with_header(true).build(out);
             for b in batches {

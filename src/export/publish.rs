@@ -21,7 +21,7 @@ use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 use serde::Serialize;
 
 use super::dashboard::{self, DashboardInput};
-use super::{write_batches, OutputFormat};
+use super::{write_batches, OutputFormat, TableLayout};
 use crate::error::{Error, Result};
 use crate::jobs::{self, Job};
 use crate::store::{self, StoreOptions};
@@ -104,7 +104,7 @@ pub async fn export(ctx: &SessionContext, options: &ExportOptions) -> Result<Exp
                 continue;
             }
             let mut bytes = Vec::new();
-            write_batches(&batches, format, &mut bytes)?;
+            write_batches(&batches, format, &mut bytes, &TableLayout::default())?;
             files.push((format!("{}.{extension}", job.name), bytes));
         }
         input = input.with_table(job.name, batches);

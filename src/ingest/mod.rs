@@ -26,6 +26,7 @@ use crate::dataset::manifest::{Manifest, ManifestEntry};
 use crate::dataset::writer::DatasetWriter;
 use crate::dataset::DatasetRoot;
 use crate::error::{Error, Result};
+use crate::progress::Progress;
 use crate::store::StoreOptions;
 use source::InputObject;
 pub use tokscope_core::derive::DeriveSettings;
@@ -154,14 +155,20 @@ pub struct Plan {
     pub skipped: Vec<String>,
 }
 
-/// Resolves `inputs` and sorts them against `dataset`'s manifest; reads only.
+/// Lists the input objects `inputs` (files, directories, globs, bucket
+/// prefixes) name; an input that names nothing is an error. Reads only, so
+/// a run whose inputs are wrong fails before it touches the dataset.
+pub fn resolve(inputs: &[String], opts: &IngestOptions, rt: &tokio::runtime::Runtime) -> Result<Vec<InputObject>> {
+    source::resolve_inputs(inputs, &opts.store, rt)
+}
+
+/// Sorts `objects` against `dataset`'s manifest; reads only.
 pub fn plan(
     dataset: &DatasetRoot,
-    inputs: &[String],
+    objects: Vec<InputObject>,
     opts: &IngestOptions,
     rt: &tokio::runtime::Runtime,
 ) -> Result<Plan> {
-    let objects = source::resolve_inputs(inputs, &opts.store, rt)?;
     let manifest = Manifest::load(dataset, rt)?;
     let (todo, skipped): (Vec<InputObject>, Vec<InputObject>) =
         objects.into_iter().partition(|o| opts.force || !manifest.contains(&o.location, o.size, &o.version));
@@ -173,26 +180,27 @@ pub fn plan(
 pub fn ingest(inputs: &[String], out: &str, opts: &IngestOptions) -> Result<IngestSummary> {
     let rt = crate::store::io_runtime()?;
     let dataset = DatasetRoot::parse_with(out, &opts.store)?;
+    let objects = resolve(inputs, opts, &rt)?;
     let run_id = new_run_id();
     let _lease = Lease::acquire(&dataset, &run_id, opts.lease, &rt)?;
-    ingest_into(&dataset, inputs, opts, &run_id, &rt)
+    ingest_into(&dataset, objects, opts, &run_id, &rt)
 }
 
-/// Ingests `inputs` into `dataset` as run `run_id`; the caller holds the
+/// Ingests `objects` (from [`resolve`]) into `dataset` as run `run_id`; the caller holds the
 /// dataset's lease. First finishes or cleans up what dead runs left
 /// (`dataset::commit::recover`); then ingests the inputs the manifest does
 /// not list, writing every file under a temporary name, and commits them
 /// all at once. With nothing new to ingest, nothing in the dataset changes.
 pub fn ingest_into(
     dataset: &DatasetRoot,
-    inputs: &[String],
+    objects: Vec<InputObject>,
     opts: &IngestOptions,
     run_id: &str,
     rt: &tokio::runtime::Runtime,
 ) -> Result<IngestSummary> {
     let started = Instant::now();
     let recovery = commit::recover(dataset, rt)?;
-    let Plan { todo, skipped } = plan(dataset, inputs, opts, rt)?;
+    let Plan { todo, skipped } = plan(dataset, objects, opts, rt)?;
     let mut summary = IngestSummary {
         run_id: run_id.to_string(),
         dataset: dataset.display(),
@@ -208,11 +216,11 @@ pub fn ingest_into(
     }
 
     let staging = dataset.staging_dir()?;
-    let progress = progress_bar(opts.progress, todo.iter().map(|o| o.size).sum());
+    let progress = Progress::bytes(opts.progress, todo.iter().map(|o| o.size).sum());
     let mut writers = WriterPool::new(rayon::current_num_threads().max(1), &staging, run_id);
     let mut result = Ok(());
     for obj in &todo {
-        match ingest_object(obj, opts, rt, &mut writers, progress.as_ref()) {
+        match ingest_object(obj, opts, rt, &mut writers, &progress) {
             Ok(fs) => {
                 summary.totals.counts.add(&fs.counts);
                 summary.totals.bytes_read += fs.bytes_read;
@@ -226,9 +234,7 @@ pub fn ingest_into(
     }
     let written = writers.finish()?;
     result?;
-    if let Some(p) = progress {
-        p.finish_and_clear();
-    }
+    drop(progress);
     let files = dataset.stage_for_commit(&staging, &written, rt)?;
     let entries = todo
         .iter()
@@ -250,26 +256,12 @@ pub fn ingest_into(
     Ok(summary)
 }
 
-fn progress_bar(enabled: bool, total: u64) -> Option<indicatif::ProgressBar> {
-    use std::io::IsTerminal;
-    if !enabled || !std::io::stderr().is_terminal() {
-        return None;
-    }
-    let bar = indicatif::ProgressBar::new(total);
-    if let Ok(style) =
-        indicatif::ProgressStyle::with_template("{spinner} {bytes}/{total_bytes} {bytes_per_sec} {wide_msg}")
-    {
-        bar.set_style(style);
-    }
-    Some(bar)
-}
-
 fn ingest_object(
     obj: &InputObject,
     opts: &IngestOptions,
     rt: &tokio::runtime::Runtime,
     writers: &mut WriterPool,
-    progress: Option<&indicatif::ProgressBar>,
+    progress: &Progress,
 ) -> Result<FileSummary> {
     let mut reader = opts.reader.clone().build(obj.open(rt)?, &obj.location);
     let mut fs = FileSummary { location: obj.location.clone(), size: obj.size, ..Default::default() };
@@ -280,9 +272,9 @@ fn ingest_object(
             chunk_bytes += slice.bytes;
             writers.send(slice)?;
         }
-        if let Some(p) = progress {
-            p.inc(chunk_bytes);
-            p.set_message(format!("{} rows, {} rejects", fs.counts.rows_written, fs.counts.lines_rejected));
+        progress.inc(chunk_bytes);
+        if progress.is_shown() {
+            progress.set_message(format!("{} rows, {} rejects", fs.counts.rows_written, fs.counts.lines_rejected));
         }
     }
     fs.format = reader.format().map(|f| f.name().to_string());

@@ -115,12 +115,26 @@ fn resolve_local(input: &str) -> Result<Vec<InputObject>> {
             }
         }
         if out.is_empty() {
-            return Err(config_err!("no input matches {input:?}"));
+            return Err(Error::NotFound {
+                what: format!("no input matches {input:?}"),
+                hint: "check the pattern; `*` does not cross `/` (use `dir/**/*.jsonl` for subdirectories)".into(),
+            });
         }
     } else {
         let path = Path::new(input);
         if path.is_dir() {
             walk_dir(path, &mut out)?;
+            if out.is_empty() {
+                return Err(Error::NotFound {
+                    what: format!("no input file in {input}"),
+                    hint: "files whose names start with `.` or `_` are skipped; check the path".into(),
+                });
+            }
+        } else if !path.exists() {
+            return Err(Error::NotFound {
+                what: format!("no input at {input}: no such file or directory"),
+                hint: "check the path (quote globs so tokscope expands them, not the shell)".into(),
+            });
         } else {
             out.push(local_object(path)?);
         }
@@ -171,7 +185,12 @@ async fn resolve_remote(input: &str, options: &StoreOptions) -> Result<Vec<Input
         }
     }
     if out.is_empty() {
-        return Err(config_err!("no object matches {input:?}"));
+        return Err(Error::NotFound {
+            what: format!("no object matches {input:?}"),
+            hint:
+                "check the bucket, the prefix and the pattern (objects whose names start with `.` or `_` are skipped)"
+                    .into(),
+        });
     }
     Ok(out)
 }

@@ -13,8 +13,11 @@ use std::sync::OnceLock;
 use arrow::record_batch::RecordBatch;
 use datafusion::prelude::SessionContext;
 
+use datafusion::datasource::empty::EmptyTable;
+use tokscope_core::catalog::CATALOG;
+
 use crate::engine;
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 /// A named SQL job.
 #[derive(Debug, Clone, Copy)]
@@ -29,19 +32,23 @@ pub struct Job {
     pub params: &'static [(&'static str, &'static str)],
     /// Tables it reads: the job runs only where they hold rows (see [`Job::tables`]).
     pub tables: &'static [&'static str],
+    /// The columns a terminal table shows by default (`--wide`: all); empty: all.
+    pub key_columns: &'static [&'static str],
 }
 
 /// The shared metric expressions (`sql/metrics.sql`).
 const METRICS_SQL: &str = include_str!("../../sql/metrics.sql");
 
 macro_rules! job {
-    ($name:literal, $about:literal, tables: [$($table:literal),*] $(, params: [$(($p:literal, $d:literal)),*])?) => {
+    ($name:literal, $about:literal, tables: [$($table:literal),*]
+     $(, params: [$(($p:literal, $d:literal)),*])? $(, key: [$($key:literal),*])?) => {
         Job {
             name: $name,
             about: $about,
             sql: include_str!(concat!("../../sql/", $name, ".sql")),
             params: &[$($(($p, $d)),*)?],
             tables: &[$($table),*],
+            key_columns: &[$($($key),*)?],
         }
     };
 }
@@ -52,7 +59,14 @@ pub const JOBS: &[Job] = &[
     job!("latency", "exact TTFT / TPOT / latency percentiles and throughput per model x context bin", tables: ["requests"]),
     job!("cost", "cost (needs --pricing) per model x context bin, unpriced requests counted", tables: ["requests"]),
     job!("kv_cache", "KV-cache GiB per request (mean, max) per model x context bin", tables: ["requests"]),
-    job!("report", "eos + latency + cost side by side (what `tokscope run` prints)", tables: ["requests"]),
+    job!(
+        "report",
+        "eos + latency + cost side by side (what `tokscope run` prints)",
+        tables: ["requests"],
+        // What a reader scans first; the other columns with `--wide` (docs/cli.md).
+        key: ["model", "context_bin", "requests", "eos_compliance_rate", "implicit_truncation_rate",
+              "ttft_p50_ms", "tpot_p50_ms", "latency_p95_ms", "cost_usd", "cost_per_1k_tokens"]
+    ),
     job!("daily", "cost, EOS compliance, truncation and TTFT per UTC day x model (the dashboard's trends)", tables: ["requests"]),
     job!("jitter", "inter-token latency jitter, first- and last-token latency per model x context bin", tables: ["tokens"]),
     job!("jitter_requests", "per-request itl_std_ms, first_token_ms, last_token_ms", tables: ["tokens"]),
@@ -77,7 +91,10 @@ pub const JOBS: &[Job] = &[
 pub fn job(name: &str) -> Result<&'static Job> {
     JOBS.iter().find(|j| j.name == name).ok_or_else(|| {
         let names: Vec<_> = JOBS.iter().map(|j| j.name).collect();
-        config_err!("unknown job {name:?}; jobs: {}", names.join(", "))
+        Error::NotFound {
+            what: format!("unknown job {name:?}"),
+            hint: format!("jobs: {}; `tokscope job --help` says what each computes", names.join(", ")),
+        }
     })
 }
 
@@ -147,9 +164,29 @@ pub async fn run_job(ctx: &SessionContext, job: &Job) -> Result<Vec<RecordBatch>
     run_job_with(ctx, job, &[]).await
 }
 
-/// Runs a job with parameter overrides (`--param name=value`).
+/// Runs a job with parameter overrides (`--param name=value`). A job whose
+/// input table the dataset lacks, or holds no rows of, is an error, not an
+/// empty report.
 pub async fn run_job_with(ctx: &SessionContext, job: &Job, params: &[(String, String)]) -> Result<Vec<RecordBatch>> {
-    engine::run_sql(ctx, &job.sql_with(params)?, false).await
+    let sql = job.sql_with(params)?;
+    for &name in job.tables {
+        // A table the dataset lacks fails here, with the dataset's own message.
+        let provider = ctx.table_provider(name).await?;
+        let any: &dyn std::any::Any = provider.as_ref();
+        if any.is::<EmptyTable>() {
+            let written_by = CATALOG.iter().find(|t| t.name == name).map(|t| (t.written_by, t.description()));
+            return Err(Error::NotFound {
+                what: format!("job {} reads `{name}`, and the dataset holds no rows of it", job.name),
+                hint: match written_by {
+                    Some((command, about)) => {
+                        format!("`{command}` writes it ({})", engine::lowercase_first(about.trim_end_matches('.')))
+                    }
+                    None => format!("`{name}` is empty"),
+                },
+            });
+        }
+    }
+    engine::run_sql(ctx, &sql, false).await
 }
 
 #[cfg(test)]
@@ -165,6 +202,15 @@ mod tests {
         }
         let report = job("report").and_then(|j| j.sql_with(&[])).unwrap();
         assert!(report.contains("quantile_cont(ttft_ms, 0.50) AS ttft_p50_ms"), "{report}");
+        for job in JOBS {
+            for key in job.key_columns {
+                assert!(
+                    job.sql_with(&[]).unwrap().contains(&format!(" AS {key}")) || job.sql.contains(key),
+                    "{}: key column {key} is not in its SQL",
+                    job.name
+                );
+            }
+        }
     }
 
     #[test]

@@ -8,6 +8,7 @@ use super::interventions::{gate_perturbation, gaussian_noise, subject_positions,
 use super::table;
 use crate::dataset::DatasetRoot;
 use crate::error::Result;
+use crate::progress::Progress;
 use crate::replay::{self, ForwardOptions, HiddenPatch, Intervention, ReplayModel};
 
 tokscope_core::named_enum! {
@@ -48,6 +49,8 @@ pub struct MediateOptions {
     pub cells: bool,
     /// Greedy budget for the bleu4 metric.
     pub max_new_tokens: usize,
+    /// Show progress over the selected prompts on a terminal ([`crate::progress`]).
+    pub progress: bool,
 }
 
 /// Runs the interventions for the requests of `dataset` that `options`
@@ -65,14 +68,16 @@ pub fn mediate(
         None => "prompt IS NOT NULL".to_string(),
     };
     let requests = rt.block_on(replay::verdicts::select_suspects(dataset, Some(&predicate), Some(options.limit)))?;
+    let progress = Progress::items(options.progress, requests.len() as u64, "prompts");
     let mut rows = Vec::new();
     for r in requests {
+        progress.inc(1);
         let (Some(prompt), output) = (r.prompt.as_deref(), r.model_output.as_deref().unwrap_or_default()) else {
             continue;
         };
         match mediate_one(replay, options, &r.request_id, prompt, output) {
             Ok(measured) => rows.extend(measured),
-            Err(e) => skipped(&r.request_id, &e),
+            Err(e) => progress.suspend(|| skipped(&r.request_id, &e)),
         }
     }
     Ok(rows)

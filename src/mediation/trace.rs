@@ -15,6 +15,7 @@ use serde::Serialize;
 
 use super::interventions::{gaussian_noise, last_row, read_noise_file, subject_positions};
 use crate::error::Result;
+use crate::progress::Progress;
 use crate::replay::decode::argmax;
 use crate::replay::kernels::log_softmax;
 use crate::replay::ReplayModel;
@@ -73,6 +74,8 @@ pub struct TraceOptions {
     /// Reuse the clean and corrupted activations (the default); `false`
     /// recomputes every cell with a full forward pass (for benchmarks).
     pub reuse: bool,
+    /// Show progress over the grid's cells on a terminal ([`crate::progress`]).
+    pub progress: bool,
 }
 
 /// What [`trace_prompt`] measured.
@@ -110,7 +113,10 @@ pub fn trace_prompt(replay: &ReplayModel, options: &TraceOptions) -> Result<Trac
         return Err(config_err!("noise at position {} but the prompt has {} tokens", bad.position, prompt_ids.len()));
     }
     let started = Instant::now();
-    let trace = causal_trace(model, &prompt_ids, &noise_samples, options.reuse)?;
+    let cells = noise_samples.len() * model.config().num_hidden_layers * prompt_ids.len();
+    let progress = Progress::items(options.progress, cells as u64, "cells");
+    let trace = causal_trace_with(model, &prompt_ids, &noise_samples, options.reuse, &progress)?;
+    drop(progress);
     Ok(TraceRun { trace, noise_std, wall_ms: started.elapsed().as_secs_f64() * 1e3 })
 }
 
@@ -129,6 +135,17 @@ pub fn causal_trace(
     prompt_ids: &[u32],
     noise_samples: &[Vec<EmbeddingNoise>],
     reuse: bool,
+) -> Result<CausalTrace> {
+    causal_trace_with(model, prompt_ids, noise_samples, reuse, &Progress::hidden())
+}
+
+/// [`causal_trace`], counting each (sample, layer, position) cell on `progress`.
+pub fn causal_trace_with(
+    model: &LlamaModel,
+    prompt_ids: &[u32],
+    noise_samples: &[Vec<EmbeddingNoise>],
+    reuse: bool,
+    progress: &Progress,
 ) -> Result<CausalTrace> {
     if noise_samples.is_empty() {
         return Err(config_err!("causal trace needs at least one noise sample"));
@@ -155,6 +172,7 @@ pub fn causal_trace(
         p_corrupt += p_sample;
         for (l, row) in p_restored.iter_mut().enumerate() {
             for (i, cell) in row.iter_mut().enumerate() {
+                progress.inc(1);
                 let clean_state = &clean.hidden_states[l + 1][i];
                 if reuse && run.hidden_states[l + 1][i] == *clean_state {
                     // Restoring a state the noise never reached (positions before the first

@@ -120,8 +120,9 @@ pub fn run(config: &RunConfig, options: &RunOptions) -> Result<RunReport> {
         store: store.clone(),
         lease: config.lease_options(),
     };
+    let objects = ingest::resolve(&config.sources, &ingest_options, &rt)?;
     if options.dry_run {
-        let plan = ingest::plan(&dataset, &config.sources, &ingest_options, &rt)?;
+        let plan = ingest::plan(&dataset, objects, &ingest_options, &rt)?;
         return Ok(RunReport {
             outcome: if plan.todo.is_empty() { Outcome::NothingNew } else { Outcome::Success },
             dataset: dataset.display(),
@@ -135,7 +136,7 @@ pub fn run(config: &RunConfig, options: &RunOptions) -> Result<RunReport> {
     }
     let run_id = ingest::new_run_id();
     let mut lease = Lease::acquire(&dataset, &run_id, ingest_options.lease, &rt)?;
-    let summary = ingest::ingest_into(&dataset, &config.sources, &ingest_options, &run_id, &rt)?;
+    let summary = ingest::ingest_into(&dataset, objects, &ingest_options, &run_id, &rt)?;
     lease.renew()?;
     let export = match &config.export {
         Some(export) => {

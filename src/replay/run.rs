@@ -14,6 +14,7 @@ use super::verdicts::{self, RunInfo};
 use super::ReplayModel;
 use crate::dataset::DatasetRoot;
 use crate::error::Result;
+use crate::progress::Progress;
 
 /// Which requests to replay, and how.
 #[derive(Debug, Clone)]
@@ -27,6 +28,8 @@ pub struct ReplayRun {
     pub options: ReplayOptions,
     /// The checkpoint's name, stored in `replay_verdicts.model`.
     pub model_name: String,
+    /// Show progress over the suspects on a terminal ([`crate::progress`]).
+    pub progress: bool,
 }
 
 /// What a replay run did.
@@ -73,7 +76,16 @@ pub fn replay_dataset(
     let started = std::time::Instant::now();
     let replayed_at_micros = chrono::Utc::now().timestamp_micros();
     let suspects = rt.block_on(verdicts::select_suspects(dataset, run.predicate.as_deref(), run.limit))?;
-    let rows: Vec<_> = suspects.par_iter().map(|s| replay_suspect(replay, s, &options)).collect();
+    let progress = Progress::items(run.progress, suspects.len() as u64, "suspects");
+    let rows: Vec<_> = suspects
+        .par_iter()
+        .map(|s| {
+            let row = replay_suspect(replay, s, &options);
+            progress.inc(1);
+            row
+        })
+        .collect();
+    drop(progress);
     let mut summary = ReplaySummary {
         suspects: rows.len(),
         device: replay.device.label(),

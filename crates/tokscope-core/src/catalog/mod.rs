@@ -110,6 +110,11 @@ impl TableDef {
         Arc::new(Schema::new(self.columns.iter().map(ColumnDef::field).collect::<Vec<_>>()))
     }
 
+    /// What one row is: the doc comment's lines joined with spaces.
+    pub fn description(&self) -> String {
+        join_doc(self.about)
+    }
+
     /// The column by name.
     pub fn column(&self, name: &str) -> Option<&'static ColumnDef> {
         self.columns.iter().find(|c| c.name == name)
