@@ -4,24 +4,34 @@
 //!
 //! Adding a format: a module here implementing [`LogFormat`], and one line
 //! in [`FORMATS`].
+//!
+//! Lines are parsed in parallel and independently; the one piece of per-file
+//! state is a CSV header naming the columns ([`LogFormat::header`], read once
+//! from the file's first line and handed to every line in [`LineContext`]).
 
 pub mod anthropic;
 pub mod azure;
 pub mod canonical;
+pub mod csv;
 pub mod envelope;
 pub mod fields;
 pub mod mooncake;
 pub mod openai;
 pub mod tgi;
 
+use std::borrow::Cow;
 use std::cell::OnceCell;
 use std::fmt;
 use std::str::FromStr;
 
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use crate::error::Error;
 use crate::record::RequestRecord;
+
+pub use self::csv::CsvHeader;
+pub use self::fields::TimeUnit;
 
 /// Every format, in detection order: the first whose [`LogFormat::detect`]
 /// accepts a file's line wins, so the most specific come first and the
@@ -46,6 +56,12 @@ pub trait LogFormat: Sync {
     fn detect(&self, line: &Probe<'_>) -> bool;
     /// Parses one non-blank line.
     fn parse<'a>(&self, line: &'a [u8], ctx: &LineContext<'_>) -> Result<Parsed<'a>, String>;
+    /// The per-file state read from a file's first non-blank line: the
+    /// column names when that line is a CSV header this format reads rows
+    /// by. `None` (the default) for formats whose lines stand alone.
+    fn header(&self, _first_line: &[u8]) -> Option<CsvHeader> {
+        None
+    }
 }
 
 /// One line offered to [`LogFormat::detect`], parsed as JSON at most once
@@ -116,6 +132,11 @@ impl Format {
         FORMATS.iter().find(|f| f.detect(&probe)).map(|f| Format(*f))
     }
 
+    /// The per-file state this format reads from a file's first line (see [`LogFormat::header`]).
+    pub fn header(self, first_line: &[u8]) -> Option<CsvHeader> {
+        self.0.header(first_line)
+    }
+
     /// Parses one non-blank line of this format. Lines written by Python's
     /// `json.dumps` may hold the non-JSON numbers `NaN` and `Infinity` (in
     /// logprobs, typically): such a line is parsed again with them read as
@@ -131,6 +152,7 @@ impl Format {
                             .into_iter()
                             .map(|row| match row {
                                 Row::Request(rec) => Row::Request(flag_non_finite(rec)),
+                                Row::Reject(r) => Row::Reject(r.into_owned()),
                             })
                             .collect();
                         Ok(Parsed::Rows { rows, skipped })
@@ -202,11 +224,68 @@ pub enum Parsed<'a> {
     Skip,
 }
 
+impl Parsed<'_> {
+    /// A line whose one record is valid but not a request (an embedding
+    /// call, a cache hit, a span of another kind): skipped and counted.
+    pub fn not_a_request() -> Self {
+        Parsed::Rows { rows: Vec::new(), skipped: 1 }
+    }
+}
+
 /// One row of a line that yields several ([`Parsed::Rows`]).
 #[derive(Debug)]
 pub enum Row<'a> {
     /// A `requests` row (with its `tokens` rows).
     Request(RequestRecord<'a>),
+    /// A record of the line that is rejected while the others are kept: a
+    /// `rejects` row naming the record.
+    Reject(RecordReject<'a>),
+}
+
+/// A record rejected inside a line of several.
+#[derive(Debug)]
+pub struct RecordReject<'a> {
+    /// Which record: an OTLP span's `spanId`, `[i]` for element i of an array.
+    pub record: String,
+    /// Why it was rejected.
+    pub error: String,
+    /// The record's own JSON text.
+    pub raw: Cow<'a, [u8]>,
+}
+
+impl RecordReject<'_> {
+    /// The same reject, detached from the input line.
+    pub fn into_owned(self) -> RecordReject<'static> {
+        RecordReject { record: self.record, error: self.error, raw: Cow::Owned(self.raw.into_owned()) }
+    }
+}
+
+/// Parses a line that holds a JSON array of records (a JSON-format export
+/// written on one line) with `parse_record`, one record per element: each
+/// element's rows are kept, and an element that fails is a [`Row::Reject`]
+/// named `[i]` while the others are kept.
+pub fn parse_array_line<'a>(
+    line: &'a [u8],
+    parse_record: impl Fn(&'a [u8]) -> Result<Parsed<'a>, String>,
+) -> Result<Parsed<'a>, String> {
+    let items: Vec<&'a RawValue> =
+        serde_json::from_slice(line).map_err(|e| format!("invalid JSON array of records: {e}"))?;
+    let (mut rows, mut skipped) = (Vec::new(), 0);
+    for (i, item) in items.into_iter().enumerate() {
+        let raw = item.get().as_bytes();
+        match parse_record(raw) {
+            Ok(Parsed::Request(rec)) => rows.push(Row::Request(rec)),
+            Ok(Parsed::Rows { rows: more, skipped: s }) => {
+                rows.extend(more);
+                skipped += s;
+            }
+            Ok(Parsed::Skip) => skipped += 1,
+            Err(error) => {
+                rows.push(Row::Reject(RecordReject { record: format!("[{i}]"), error, raw: Cow::Borrowed(raw) }))
+            }
+        }
+    }
+    Ok(Parsed::Rows { rows, skipped })
 }
 
 /// Per-file settings a parser may need.
@@ -216,6 +295,17 @@ pub struct LineContext<'a> {
     pub default_model: &'a str,
     /// Start of a trace whose timestamps are relative (Mooncake), microseconds since the epoch.
     pub base_time_micros: i64,
+    /// Unit of durations logged as bare numbers whose unit the log does not
+    /// say (Langfuse's `latency`, `time_to_first_token`): `--time-unit`.
+    pub time_unit: TimeUnit,
+    /// The file's CSV header, when its format reads rows by column name.
+    pub header: Option<&'a CsvHeader>,
+}
+
+impl Default for LineContext<'_> {
+    fn default() -> Self {
+        LineContext { default_model: "unknown", base_time_micros: 0, time_unit: TimeUnit::default(), header: None }
+    }
 }
 
 #[cfg(test)]
