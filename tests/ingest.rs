@@ -108,6 +108,7 @@ fn every_sample_format_is_detected_and_ingested() {
     assert_eq!(fmt("tgi.jsonl"), "tgi");
     assert_eq!(fmt("azure_conv_head.csv"), "azure_csv");
     assert_eq!(fmt("mooncake_head.jsonl"), "mooncake");
+    assert_eq!(fmt("otel.jsonl"), "otel");
     // Independent line counts of the samples: non-blank lines minus the CSV header.
     let mut lines = 0u64;
     for e in std::fs::read_dir(&samples).unwrap() {
@@ -115,8 +116,10 @@ fn every_sample_format_is_detected_and_ingested() {
         lines += text.lines().filter(|l| !l.trim().is_empty()).count() as u64;
     }
     assert_eq!(s["totals"]["lines_read"].as_u64().unwrap() + 1, lines);
-    // The malformed lines planted in the samples: 5 canonical, 1 OpenAI, 1 batch error, 1 Anthropic without ts.
-    assert_eq!(s["totals"]["lines_rejected"], 8);
+    // The malformed lines planted in the samples: 5 canonical, 1 OpenAI, 1 batch error, 1 Anthropic without ts,
+    // 1 OTel line cut short (and, inside a good OTel line, 1 span of a failed call without usage).
+    assert_eq!(s["totals"]["lines_rejected"], 9);
+    assert_eq!(s["totals"]["records_rejected"], 1);
     let per_format =
         query(&out, "SELECT source_format, count(*) AS n FROM requests GROUP BY source_format ORDER BY source_format");
     let n = |f: &str| per_format.iter().find(|r| r["source_format"] == f).map(|r| r["n"].as_u64().unwrap());
@@ -124,6 +127,7 @@ fn every_sample_format_is_detected_and_ingested() {
     assert_eq!(n("azure_csv"), Some(100));
     assert_eq!(n("mooncake"), Some(50));
     assert_eq!(n("tgi"), Some(15));
+    assert_eq!(n("otel"), Some(7));
     // TGI rows with a special </s> last token are eos, the others not.
     let tgi = query(&out, "SELECT count(*) FILTER (WHERE eos_status = 'eos') AS eos, count(*) FILTER (WHERE has_eos_marker) AS marked FROM requests WHERE source_format = 'tgi'");
     assert_eq!(tgi[0]["eos"], tgi[0]["marked"]);

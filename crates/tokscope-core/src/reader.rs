@@ -464,6 +464,38 @@ mod tests {
     }
 
     #[test]
+    fn records_inside_a_line_are_rows_skips_or_rejects() {
+        let otel = include_str!("../../../sample_logs/otel.jsonl");
+        let (counts, requests, rejects) = read_all(otel, ReaderBuilder::new());
+        // 9 lines: 8 parse (13 spans: 7 requests, 5 other spans, 1 failed call
+        // without usage), the last is cut short.
+        assert_eq!(
+            counts,
+            LineCounts {
+                lines_read: 9,
+                lines_ingested: 8,
+                rows_written: 7,
+                lines_rejected: 1,
+                lines_skipped: 0,
+                records_skipped: 5,
+                records_rejected: 1,
+                tokens_written: 0
+            }
+        );
+        assert!(counts.reconciles());
+        assert_eq!(requests.iter().map(RecordBatch::num_rows).sum::<usize>(), 7);
+        let records: Vec<Option<String>> = rejects
+            .iter()
+            .flat_map(|b| {
+                let col =
+                    b.column_by_name("record").unwrap().as_any().downcast_ref::<arrow_array::StringArray>().unwrap();
+                col.iter().map(|v| v.map(str::to_string)).collect::<Vec<_>>()
+            })
+            .collect();
+        assert_eq!(records, vec![Some("6e0c63257de34c93".to_string()), None]);
+    }
+
+    #[test]
     fn traces_without_a_model_get_the_format_and_file_stem() {
         assert_eq!(default_model_for("mooncake".parse().unwrap(), "s3://b/trace.jsonl.gz"), "mooncake:trace");
     }

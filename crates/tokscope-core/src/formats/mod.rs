@@ -17,6 +17,7 @@ pub mod envelope;
 pub mod fields;
 pub mod mooncake;
 pub mod openai;
+pub mod otel;
 pub mod tgi;
 
 use std::borrow::Cow;
@@ -37,6 +38,7 @@ pub use self::fields::TimeUnit;
 /// accepts a file's line wins, so the most specific come first and the
 /// canonical format, which accepts any object with token counts, comes last.
 pub static FORMATS: &[&dyn LogFormat] = &[
+    &otel::Otel,
     &azure::AzureCsv,
     &openai::OpenAiBatch,
     &mooncake::Mooncake,
@@ -326,6 +328,8 @@ mod tests {
     #[test]
     fn detection_picks_the_specific_format_first() {
         let detect = |line: &str| Format::detect(line.as_bytes()).map(Format::name);
+        assert_eq!(detect(r#"{"resourceSpans":[]}"#), Some("otel"));
+        assert_eq!(detect(r#"{"resourceLogs":[]}"#), None);
         assert_eq!(detect("TIMESTAMP,ContextTokens,GeneratedTokens"), Some("azure_csv"));
         assert_eq!(detect(r#"{"custom_id":"a","response":{"body":{}}}"#), Some("openai_batch"));
         assert_eq!(detect(r#"{"timestamp":0,"input_length":1,"output_length":2}"#), Some("mooncake"));

@@ -1,0 +1,186 @@
+//! The observability-stack formats end to end: each sample in `sample_logs/`
+//! is ingested alone and its `requests` rows (parsed and derived columns),
+//! skips and rejects are compared with values worked out by hand from the
+//! sample's lines (the expected table of each format is in the unit tests of
+//! its module too; here they go through the reader, derive and Parquet).
+
+mod common;
+
+use std::path::Path;
+
+use common::{ingest, query, repo};
+use serde_json::Value;
+
+/// Ingests one sample into its own dataset; returns the summary totals.
+fn ingest_sample(name: &str, dir: &Path, extra: &[&str]) -> Value {
+    let input = repo().join("sample_logs").join(name);
+    let s = ingest(&[input.to_str().unwrap()], &dir.join("ds"), extra);
+    s["totals"].clone()
+}
+
+/// The requests of the dataset, ordered by arrival.
+fn requests(dir: &Path, columns: &str) -> Vec<Value> {
+    query(&dir.join("ds"), &format!("SELECT {columns} FROM requests ORDER BY ts, request_id"))
+}
+
+/// Asserts one column of every row, in order.
+fn column(rows: &[Value], name: &str, want: &[Value]) {
+    let got: Vec<Value> = rows.iter().map(|r| r.get(name).cloned().unwrap_or(Value::Null)).collect();
+    assert_eq!(got, want, "column {name}");
+}
+
+/// Asserts a float column within 1e-9 (nulls exactly).
+fn floats(rows: &[Value], name: &str, want: &[Option<f64>]) {
+    let got: Vec<Option<f64>> = rows.iter().map(|r| r.get(name).and_then(Value::as_f64)).collect();
+    assert_eq!(got.len(), want.len(), "column {name}");
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        match (g, w) {
+            (Some(g), Some(w)) => assert!((g - w).abs() < 1e-9, "{name}[{i}] = {g}, want {w}"),
+            _ => assert_eq!(g, w, "{name}[{i}]"),
+        }
+    }
+}
+
+fn counts(t: &Value) -> [u64; 7] {
+    [
+        "lines_read",
+        "lines_ingested",
+        "rows_written",
+        "lines_rejected",
+        "lines_skipped",
+        "records_skipped",
+        "records_rejected",
+    ]
+    .map(|k| t[k].as_u64().unwrap_or_else(|| panic!("{k} in {t}")))
+}
+
+/// The expected values of a column, as JSON (`null` for SQL NULL).
+macro_rules! vals {
+    ($($v:tt)*) => { serde_json::json!([$($v)*]).as_array().unwrap().clone() };
+}
+
+#[test]
+fn otel_sample_one_request_per_inference_span() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = ingest_sample("otel.jsonl", dir.path(), &[]);
+    // 9 lines, the last cut short; 13 spans in the others: 7 requests, 5 spans
+    // that are no model call, 1 failed call without usage.
+    assert_eq!(counts(&t), [9, 8, 7, 1, 0, 5, 1]);
+    let rows = requests(
+        dir.path(),
+        "request_id, CAST(ts AS VARCHAR) AS ts, model, session_id, prompt_tokens, completion_tokens, cached_tokens, \
+         cache_write_tokens, reasoning_tokens, total_tokens, max_tokens, ttft_ms, latency_ms, prefill_latency_ms, \
+         finish_reason_raw, finish_reason, eos_status, context_bin, has_eos_marker, tpot_ms, e2e_tps, \
+         logged_cost_usd, model_output, source_format, source_line",
+    );
+    column(
+        &rows,
+        "request_id",
+        &vals![
+            "chatcmpl-otel-1",
+            "msg_otel_2",
+            "chatcmpl-otel-3",
+            "0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331",
+            "cmpl-vllm-5",
+            "cmpl-vllm-6",
+            "d4cda95b652f4a1592b449d5929fda1b-6e0c63257de34c92"
+        ],
+    );
+    column(
+        &rows,
+        "ts",
+        &vals![
+            "2024-06-01T12:00:00.010Z",
+            "2024-06-01T12:01:00Z",
+            "2024-06-01T12:02:00Z",
+            "2024-06-01T12:03:00Z",
+            "2024-06-01T12:04:00Z",
+            "2024-06-01T12:05:00Z",
+            "2024-06-01T12:06:00Z"
+        ],
+    );
+    column(
+        &rows,
+        "model",
+        &vals![
+            "gpt-4o-2024-08-06",
+            "claude-sonnet-4-5-20250929",
+            "gpt-4o-mini-2024-07-18",
+            "gpt-3.5-turbo-instruct",
+            "meta-llama/Llama-3.1-8B-Instruct",
+            "otel:otel",
+            "gpt-4o"
+        ],
+    );
+    column(&rows, "session_id", &vals!["conv-otel-1", "sess-otel-a", null, null, null, null, null]);
+    column(&rows, "prompt_tokens", &vals![1200, 5000, 2048, 50, 900, 3000, 300]);
+    column(&rows, "completion_tokens", &vals![85, 400, 512, 16, 128, 200, 40]);
+    column(&rows, "cached_tokens", &vals![1024, 3000, 0, 0, 0, 0, 0]);
+    column(&rows, "cache_write_tokens", &vals![0, 500, 0, 0, 0, 0, 0]);
+    column(&rows, "reasoning_tokens", &vals![null, 120, null, null, null, null, null]);
+    column(&rows, "total_tokens", &vals![1285, 5400, 2560, 66, 1028, 3200, 340]);
+    column(&rows, "max_tokens", &vals![256, 1024, 512, null, 128, 512, null]);
+    floats(&rows, "ttft_ms", &[Some(350.0), Some(1250.0), None, None, Some(85.0), Some(310.0), Some(900.0)]);
+    floats(
+        &rows,
+        "latency_ms",
+        &[Some(1400.0), Some(6250.0), Some(9000.0), Some(800.0), Some(2125.0), Some(4310.0), Some(30000.0)],
+    );
+    floats(&rows, "prefill_latency_ms", &[None, None, None, None, None, Some(250.0), None]);
+    column(&rows, "finish_reason_raw", &vals!["stop", "end_turn", "length", "stop", null, "stop", "error"]);
+    column(&rows, "finish_reason", &vals!["stop", "stop", "length", "stop", null, "stop", "error"]);
+    // No raw output: stop gives eos; length, or 128 of max 128, gives length; an error is unknown.
+    column(&rows, "eos_status", &vals!["eos", "eos", "length", "eos", "length", "eos", "unknown"]);
+    column(&rows, "context_bin", &vals!["1K-2K", "4K-8K", "2K-4K", "0-1K", "0-1K", "2K-4K", "0-1K"]);
+    column(&rows, "has_eos_marker", &vals![null, null, null, null, null, null, null]);
+    // tpot = (latency - ttft) / (completion - 1); e2e = completion * 1000 / latency.
+    floats(
+        &rows,
+        "tpot_ms",
+        &[
+            Some(1050.0 / 84.0),
+            Some(5000.0 / 399.0),
+            None,
+            None,
+            Some(2040.0 / 127.0),
+            Some(4000.0 / 199.0),
+            Some(29100.0 / 39.0),
+        ],
+    );
+    floats(
+        &rows,
+        "e2e_tps",
+        &[
+            Some(85000.0 / 1400.0),
+            Some(64.0),
+            Some(512000.0 / 9000.0),
+            Some(20.0),
+            Some(128000.0 / 2125.0),
+            Some(200000.0 / 4310.0),
+            Some(40000.0 / 30000.0),
+        ],
+    );
+    column(&rows, "logged_cost_usd", &vals![null, null, null, null, null, null, null]);
+    column(
+        &rows,
+        "model_output",
+        &vals![
+            "Paris is the capital of France.",
+            "The answer is 42.",
+            "Once upon a time",
+            "Hello there!",
+            null,
+            null,
+            null
+        ],
+    );
+    column(&rows, "source_line", &vals![1, 2, 3, 4, 5, 6, 7]);
+    let rejects = query(&dir.path().join("ds"), "SELECT source_line, record, error FROM rejects ORDER BY source_line");
+    assert_eq!(rejects.len(), 2);
+    assert_eq!(
+        (rejects[0]["source_line"].as_u64(), rejects[0]["record"].as_str()),
+        (Some(7), Some("6e0c63257de34c93"))
+    );
+    assert!(rejects[0]["error"].as_str().unwrap().contains("error.type 429"));
+    assert_eq!((rejects[1]["source_line"].as_u64(), rejects[1]["record"].as_str()), (Some(9), None));
+}
