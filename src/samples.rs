@@ -15,6 +15,7 @@ pub const SAMPLE_LOGS: &[(&str, &[u8])] = &[
     ("azure_conv_head.csv", include_bytes!("../sample_logs/azure_conv_head.csv")),
     ("mooncake_head.jsonl", include_bytes!("../sample_logs/mooncake_head.jsonl")),
     ("otel.jsonl", include_bytes!("../sample_logs/otel.jsonl")),
+    ("openai_responses.jsonl", include_bytes!("../sample_logs/openai_responses.jsonl")),
 ];
 
 /// The example pricing file, used by `tokscope run` on the bundled samples

@@ -184,3 +184,89 @@ fn otel_sample_one_request_per_inference_span() {
     assert!(rejects[0]["error"].as_str().unwrap().contains("error.type 429"));
     assert_eq!((rejects[1]["source_line"].as_u64(), rejects[1]["record"].as_str()), (Some(9), None));
 }
+
+#[test]
+fn openai_responses_sample_status_as_finish_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = ingest_sample("openai_responses.jsonl", dir.path(), &[]);
+    // 9 lines: 6 responses, 1 in-progress snapshot skipped, 1 failure without usage and 1 cut line rejected.
+    assert_eq!(counts(&t), [9, 7, 6, 2, 0, 1, 0]);
+    let rows = requests(
+        dir.path(),
+        "request_id, CAST(ts AS VARCHAR) AS ts, model, session_id, status, prompt_tokens, completion_tokens, \
+         cached_tokens, cache_write_tokens, reasoning_tokens, total_tokens, max_tokens, ttft_ms, latency_ms, \
+         finish_reason_raw, finish_reason, eos_status, context_bin, tpot_ms, e2e_tps, output_token_count, prompt, \
+         model_output",
+    );
+    column(&rows, "request_id", &vals!["gw-resp-1", "resp_002", "gw-resp-3", "resp_004", "resp_006", "resp_007"]);
+    column(
+        &rows,
+        "ts",
+        &vals![
+            "2024-06-01T12:00:00Z",
+            "2024-06-01T12:01:00Z",
+            "2024-06-01T12:02:00Z",
+            "2024-06-01T12:03:00Z",
+            "2024-06-01T12:05:00Z",
+            "2024-06-01T12:06:00Z"
+        ],
+    );
+    column(
+        &rows,
+        "model",
+        &vals![
+            "gpt-4o-2024-08-06",
+            "o3-mini-2025-01-31",
+            "gpt-4o-mini-2024-07-18",
+            "gpt-4o-2024-08-06",
+            "gpt-4o-2024-08-06",
+            "gpt-4o-2024-08-06"
+        ],
+    );
+    column(&rows, "session_id", &vals!["sess-r-1", null, null, null, null, null]);
+    column(&rows, "status", &vals![200, null, null, null, null, null]);
+    column(&rows, "prompt_tokens", &vals![1500, 200, 900, 50, 80, 40]);
+    column(&rows, "completion_tokens", &vals![2, 900, 256, 3, 18, 9]);
+    column(&rows, "cached_tokens", &vals![1024, 0, 0, 0, 0, 0]);
+    column(&rows, "cache_write_tokens", &vals![0, 0, 0, 0, 0, 0]);
+    column(&rows, "reasoning_tokens", &vals![0, 700, 0, 0, 0, 0]);
+    column(&rows, "total_tokens", &vals![1502, 1100, 1156, 53, 98, 49]);
+    column(&rows, "max_tokens", &vals![256, null, 256, 1024, null, null]);
+    floats(&rows, "ttft_ms", &[Some(420.0), None, Some(300.0), None, None, None]);
+    floats(&rows, "latency_ms", &[Some(1800.0), None, Some(5500.0), None, None, None]);
+    column(
+        &rows,
+        "finish_reason_raw",
+        &vals!["stop", "stop", "max_output_tokens", "content_filter", "tool_calls", "refusal"],
+    );
+    column(&rows, "finish_reason", &vals!["stop", "stop", "length", "content_filter", "tool_calls", "content_filter"]);
+    column(&rows, "eos_status", &vals!["eos", "eos", "length", "unknown", "eos", "unknown"]);
+    column(&rows, "context_bin", &vals!["1K-2K", "0-1K", "0-1K", "0-1K", "0-1K", "0-1K"]);
+    floats(&rows, "tpot_ms", &[Some(1380.0), None, Some(5200.0 / 255.0), None, None, None]);
+    floats(&rows, "e2e_tps", &[Some(2000.0 / 1800.0), None, Some(256000.0 / 5500.0), None, None, None]);
+    column(&rows, "output_token_count", &vals![2, null, null, null, null, null]);
+    column(
+        &rows,
+        "prompt",
+        &vals![
+            "What is the capital of France?",
+            null,
+            r#"[{"role":"user","content":"Tell me a long story."}]"#,
+            null,
+            null,
+            null
+        ],
+    );
+    column(&rows, "model_output", &vals!["Paris.", "42", "Once upon a time", "I can", null, null]);
+    let tokens = query(
+        &dir.path().join("ds"),
+        "SELECT position, token, logprob, top1_margin FROM tokens WHERE request_id = 'gw-resp-1' ORDER BY position",
+    );
+    column(&tokens, "token", &vals!["Paris", "."]);
+    floats(&tokens, "logprob", &[Some(-0.01), Some(-0.2)]);
+    // top1_margin = logprob(top1) - logprob(top2): -0.01 - -4.7 and -0.2 - -1.8.
+    floats(&tokens, "top1_margin", &[Some(4.69), Some(1.6)]);
+    let rejects = query(&dir.path().join("ds"), "SELECT source_line, record, error FROM rejects ORDER BY source_line");
+    column(&rejects, "source_line", &vals![5, 9]);
+    assert!(rejects[0]["error"].as_str().unwrap().contains("server_error"));
+}

@@ -17,6 +17,7 @@ pub mod envelope;
 pub mod fields;
 pub mod mooncake;
 pub mod openai;
+pub mod openai_responses;
 pub mod otel;
 pub mod tgi;
 
@@ -42,6 +43,7 @@ pub static FORMATS: &[&dyn LogFormat] = &[
     &azure::AzureCsv,
     &openai::OpenAiBatch,
     &mooncake::Mooncake,
+    &openai_responses::OpenAiResponses,
     &openai::OpenAiChat,
     &anthropic::Anthropic,
     &tgi::Tgi,
@@ -333,6 +335,11 @@ mod tests {
         assert_eq!(detect("TIMESTAMP,ContextTokens,GeneratedTokens"), Some("azure_csv"));
         assert_eq!(detect(r#"{"custom_id":"a","response":{"body":{}}}"#), Some("openai_batch"));
         assert_eq!(detect(r#"{"timestamp":0,"input_length":1,"output_length":2}"#), Some("mooncake"));
+        assert_eq!(detect(r#"{"object":"response","output":[],"usage":{"input_tokens":1}}"#), Some("openai_responses"));
+        assert_eq!(
+            detect(r#"{"ts":1,"response":{"output":[],"status":"completed","usage":{"input_tokens":1}}}"#),
+            Some("openai_responses")
+        );
         assert_eq!(detect(r#"{"object":"chat.completion","choices":[],"usage":{}}"#), Some("openai_chat"));
         assert_eq!(detect(r#"{"ts":1,"response":{"type":"message","usage":{"input_tokens":1}}}"#), Some("anthropic"));
         assert_eq!(detect(r#"{"generated_text":"x","details":{"finish_reason":"eos_token"}}"#), Some("tgi"));
