@@ -270,3 +270,79 @@ fn openai_responses_sample_status_as_finish_reason() {
     column(&rejects, "source_line", &vals![5, 9]);
     assert!(rejects[0]["error"].as_str().unwrap().contains("server_error"));
 }
+
+#[test]
+fn helicone_sample_adds_the_cache_back_to_prompt_tokens() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = ingest_sample("helicone.jsonl", dir.path(), &[]);
+    // 10 lines: 5 requests, a cache hit and an embeddings call skipped, an HTTP 429, an
+    // uncounted stream (-1) and a malformed row rejected.
+    assert_eq!(counts(&t), [10, 7, 5, 3, 0, 2, 0]);
+    let rows = requests(
+        dir.path(),
+        "request_id, CAST(ts AS VARCHAR) AS ts, model, status, prompt_tokens, completion_tokens, cached_tokens, \
+         cache_write_tokens, reasoning_tokens, total_tokens, max_tokens, ttft_ms, latency_ms, finish_reason_raw, \
+         finish_reason, eos_status, context_bin, tpot_ms, e2e_tps, logged_cost_usd, model_output, extra",
+    );
+    column(
+        &rows,
+        "request_id",
+        &vals![
+            "a0e1b2c3-0000-4000-8000-000000000001",
+            "a0e1b2c3-0000-4000-8000-000000000002",
+            "a0e1b2c3-0000-4000-8000-000000000003",
+            "a0e1b2c3-0000-4000-8000-000000000004",
+            "a0e1b2c3-0000-4000-8000-000000000005"
+        ],
+    );
+    column(
+        &rows,
+        "ts",
+        &vals![
+            "2024-06-01T12:00:00Z",
+            "2024-06-01T12:01:00Z",
+            "2024-06-01T12:02:00Z",
+            "2024-06-01T12:03:00Z",
+            "2024-06-01T12:04:00.250Z"
+        ],
+    );
+    column(
+        &rows,
+        "model",
+        &vals![
+            "gpt-4o-2024-08-06",
+            "claude-sonnet-4-5-20250929",
+            "gpt-4o-mini-2024-07-18",
+            "o3-mini-2025-01-31",
+            "gpt-4o-mini-2024-07-18"
+        ],
+    );
+    column(&rows, "status", &vals![200, 200, 200, 200, 200]);
+    // Helicone's prompt_tokens (476, 500, 1500, 200, 900) plus cache reads and writes.
+    column(&rows, "prompt_tokens", &vals![1500, 4600, 1500, 200, 900]);
+    column(&rows, "completion_tokens", &vals![85, 300, 60, 900, 256]);
+    column(&rows, "cached_tokens", &vals![1024, 4000, 0, 0, 0]);
+    column(&rows, "cache_write_tokens", &vals![0, 100, 0, 0, 0]);
+    column(&rows, "reasoning_tokens", &vals![null, null, null, 700, null]);
+    column(&rows, "total_tokens", &vals![1585, 4900, 1560, 1100, 1156]);
+    column(&rows, "max_tokens", &vals![null, 1024, null, null, 256]);
+    floats(&rows, "ttft_ms", &[Some(420.0), Some(950.0), None, Some(4500.0), None]);
+    floats(&rows, "latency_ms", &[Some(1800.0), Some(5500.0), Some(3000.0), Some(6000.0), Some(5500.0)]);
+    column(&rows, "finish_reason_raw", &vals![null, "end_turn", null, "stop", "length"]);
+    column(&rows, "finish_reason", &vals![null, "stop", null, "stop", "length"]);
+    column(&rows, "eos_status", &vals!["unknown", "eos", "unknown", "eos", "length"]);
+    column(&rows, "context_bin", &vals!["1K-2K", "4K-8K", "1K-2K", "0-1K", "0-1K"]);
+    floats(&rows, "tpot_ms", &[Some(1380.0 / 84.0), Some(4550.0 / 299.0), None, Some(1500.0 / 899.0), None]);
+    floats(
+        &rows,
+        "e2e_tps",
+        &[Some(85000.0 / 1800.0), Some(300000.0 / 5500.0), Some(20.0), Some(150.0), Some(256000.0 / 5500.0)],
+    );
+    floats(&rows, "logged_cost_usd", &[Some(0.00332), Some(0.0141), Some(0.000297), Some(0.00418), Some(0.0002885)]);
+    column(&rows, "model_output", &vals![null, "Here is the summary.", null, "42", "Once upon a time"]);
+    // The pre-signed body URL is never stored.
+    let all = query(&dir.path().join("ds"), "SELECT count(*) AS n FROM requests WHERE extra LIKE '%amazonaws%'");
+    assert_eq!(all[0]["n"], 0);
+    let rejects = query(&dir.path().join("ds"), "SELECT source_line, error FROM rejects ORDER BY source_line");
+    column(&rejects, "source_line", &vals![6, 7, 10]);
+}

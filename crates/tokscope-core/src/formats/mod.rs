@@ -15,6 +15,7 @@ pub mod canonical;
 pub mod csv;
 pub mod envelope;
 pub mod fields;
+pub mod helicone;
 pub mod mooncake;
 pub mod openai;
 pub mod openai_responses;
@@ -43,6 +44,7 @@ pub static FORMATS: &[&dyn LogFormat] = &[
     &azure::AzureCsv,
     &openai::OpenAiBatch,
     &mooncake::Mooncake,
+    &helicone::Helicone,
     &openai_responses::OpenAiResponses,
     &openai::OpenAiChat,
     &anthropic::Anthropic,
@@ -335,6 +337,12 @@ mod tests {
         assert_eq!(detect("TIMESTAMP,ContextTokens,GeneratedTokens"), Some("azure_csv"));
         assert_eq!(detect(r#"{"custom_id":"a","response":{"body":{}}}"#), Some("openai_batch"));
         assert_eq!(detect(r#"{"timestamp":0,"input_length":1,"output_length":2}"#), Some("mooncake"));
+        assert_eq!(
+            detect(
+                r#"{"request_id":"r","request_created_at":"2024-06-01 12:00:00.000","delay_ms":1,"prompt_tokens":1}"#
+            ),
+            Some("helicone")
+        );
         assert_eq!(detect(r#"{"object":"response","output":[],"usage":{"input_tokens":1}}"#), Some("openai_responses"));
         assert_eq!(
             detect(r#"{"ts":1,"response":{"output":[],"status":"completed","usage":{"input_tokens":1}}}"#),
