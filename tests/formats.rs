@@ -346,3 +346,123 @@ fn helicone_sample_adds_the_cache_back_to_prompt_tokens() {
     let rejects = query(&dir.path().join("ds"), "SELECT source_line, error FROM rejects ORDER BY source_line");
     column(&rejects, "source_line", &vals![6, 7, 10]);
 }
+
+/// No column of any table holds the sample's hashed API keys.
+fn assert_no_api_key_hashes(data: &Path) {
+    for hash in [
+        "88dc28d0f030c55ed4ab77ed8faf098196cb1c05df778539800c9f1243fe6b4b",
+        "1b4f0e9851971998e732078544c96b36c3d01cedf7caa332359d6f1d83567014",
+    ] {
+        let found = query(
+            data,
+            &format!(
+                "SELECT (SELECT count(*) FROM requests WHERE concat_ws('|', request_id, session_id, model, prompt, model_output, extra) LIKE '%{hash}%') \
+                 + (SELECT count(*) FROM rejects WHERE CAST(raw_line AS VARCHAR) LIKE '%{hash}%' OR error LIKE '%{hash}%') AS n"
+            ),
+        );
+        assert_eq!(found[0]["n"], 0, "hash {hash} stored");
+    }
+}
+
+#[test]
+fn litellm_payloads_from_bucket_logging() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = ingest_sample("litellm.jsonl", dir.path(), &[]);
+    // 9 objects: 4 calls; a response-cache hit, an embedding call and an audit-log object
+    // skipped; a failure without usage and a cut object rejected.
+    assert_eq!(counts(&t), [9, 7, 4, 2, 0, 3, 0]);
+    let rows = requests(
+        dir.path(),
+        "request_id, CAST(ts AS VARCHAR) AS ts, model, status, prompt_tokens, completion_tokens, cached_tokens, \
+         cache_write_tokens, reasoning_tokens, total_tokens, max_tokens, ttft_ms, latency_ms, finish_reason_raw, \
+         finish_reason, eos_status, context_bin, tpot_ms, e2e_tps, logged_cost_usd, prompt, model_output",
+    );
+    column(&rows, "request_id", &vals!["chatcmpl-ll-1", "chatcmpl-ll-2", "chatcmpl-ll-3", "chatcmpl-ll-4"]);
+    column(
+        &rows,
+        "ts",
+        &vals!["2024-06-01T12:00:00Z", "2024-06-01T12:01:00Z", "2024-06-01T12:02:00Z", "2024-06-01T12:03:00.250Z"],
+    );
+    column(
+        &rows,
+        "model",
+        &vals!["gpt-4o-2024-08-06", "claude-sonnet-4-5-20250929", "o3-mini-2025-01-31", "gpt-4o-mini-2024-07-18"],
+    );
+    column(&rows, "status", &vals![null, null, null, null]);
+    column(&rows, "prompt_tokens", &vals![1500, 4600, 200, 900]);
+    column(&rows, "completion_tokens", &vals![120, 300, 900, 256]);
+    column(&rows, "cached_tokens", &vals![1024, 4000, 0, 0]);
+    column(&rows, "cache_write_tokens", &vals![0, 100, 0, 0]);
+    column(&rows, "reasoning_tokens", &vals![0, null, 700, null]);
+    column(&rows, "total_tokens", &vals![1620, 4900, 1100, 1156]);
+    column(&rows, "max_tokens", &vals![256, null, null, 256]);
+    // Only streamed calls have a time to first token (completionStartTime - startTime).
+    floats(&rows, "ttft_ms", &[None, Some(950.0), Some(4500.0), None]);
+    // endTime - startTime, each rounded to the microsecond first: 1717243201.8 - 1717243200.0 is 1800.
+    floats(&rows, "latency_ms", &[Some(1800.0), Some(5500.0), Some(6000.0), Some(5500.0)]);
+    column(&rows, "finish_reason_raw", &vals!["stop", "stop", "stop", "length"]);
+    column(&rows, "finish_reason", &vals!["stop", "stop", "stop", "length"]);
+    column(&rows, "eos_status", &vals!["eos", "eos", "eos", "length"]);
+    column(&rows, "context_bin", &vals!["1K-2K", "4K-8K", "0-1K", "0-1K"]);
+    floats(&rows, "tpot_ms", &[None, Some(4550.0 / 299.0), Some(1500.0 / 899.0), None]);
+    floats(&rows, "e2e_tps", &[Some(120000.0 / 1800.0), Some(300000.0 / 5500.0), Some(150.0), Some(256000.0 / 5500.0)]);
+    floats(&rows, "logged_cost_usd", &[Some(0.00367), Some(0.0141), Some(0.00418), Some(0.0002885)]);
+    column(
+        &rows,
+        "prompt",
+        &vals![
+            r#"[{"role": "user", "content": "What is the capital of France?"}]"#,
+            r#"[{"role": "user", "content": "Summarise this document."}]"#,
+            r#"[{"role": "user", "content": "What is 6 times 7?"}]"#,
+            r#"[{"role": "user", "content": "Tell me a long story."}]"#
+        ],
+    );
+    column(&rows, "model_output", &vals!["Paris.", "Here is the summary.", "42", "Once upon a time"]);
+    let rejects = query(&dir.path().join("ds"), "SELECT source_line, error FROM rejects ORDER BY source_line");
+    column(&rejects, "source_line", &vals![6, 9]);
+    assert!(rejects[0]["error"].as_str().unwrap().contains("RateLimitError 429"));
+    assert_no_api_key_hashes(&dir.path().join("ds"));
+}
+
+#[test]
+fn litellm_spend_logs_csv_read_by_its_header() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = ingest_sample("litellm_spendlogs.csv", dir.path(), &[]);
+    // A header and 8 rows: 4 calls; a cache hit and an embedding call skipped; a failure
+    // without usage and a short row rejected.
+    assert_eq!(counts(&t), [8, 6, 4, 2, 1, 2, 0]);
+    let rows = requests(
+        dir.path(),
+        "request_id, CAST(ts AS VARCHAR) AS ts, model, session_id, prompt_tokens, completion_tokens, cached_tokens, \
+         cache_write_tokens, reasoning_tokens, ttft_ms, latency_ms, finish_reason_raw, eos_status, logged_cost_usd, \
+         prompt, model_output",
+    );
+    column(&rows, "request_id", &vals!["chatcmpl-sl-1", "chatcmpl-sl-2", "chatcmpl-sl-3", "chatcmpl-sl-4"]);
+    column(
+        &rows,
+        "ts",
+        &vals!["2024-06-01T12:00:00Z", "2024-06-01T12:01:00Z", "2024-06-01T12:02:00Z", "2024-06-01T12:03:00.250Z"],
+    );
+    column(
+        &rows,
+        "model",
+        &vals!["gpt-4o", "claude-sonnet-4-5-20250929", "o3-mini-2025-01-31", "gpt-4o-mini-2024-07-18"],
+    );
+    column(&rows, "session_id", &vals!["sess-a", "sess-b", null, null]);
+    column(&rows, "prompt_tokens", &vals![1500, 4600, 200, 900]);
+    column(&rows, "completion_tokens", &vals![120, 300, 900, 256]);
+    column(&rows, "cached_tokens", &vals![1024, 4000, 0, 0]);
+    column(&rows, "cache_write_tokens", &vals![0, 100, 0, 0]);
+    column(&rows, "reasoning_tokens", &vals![0, null, 700, null]);
+    floats(&rows, "ttft_ms", &[None, Some(950.0), Some(4500.0), None]);
+    floats(&rows, "latency_ms", &[Some(1800.0), Some(5500.0), Some(6000.0), Some(5500.0)]);
+    column(&rows, "finish_reason_raw", &vals![null, null, null, "length"]);
+    column(&rows, "eos_status", &vals!["unknown", "unknown", "unknown", "length"]);
+    floats(&rows, "logged_cost_usd", &[Some(0.00367), Some(0.0141), Some(0.00418), Some(0.0002885)]);
+    column(&rows, "prompt", &vals![null, null, null, r#"[{"role": "user", "content": "Tell me a long story."}]"#]);
+    column(&rows, "model_output", &vals![null, null, null, "Once upon a time"]);
+    let rejects = query(&dir.path().join("ds"), "SELECT source_line, error FROM rejects ORDER BY source_line");
+    column(&rejects, "source_line", &vals![7, 9]);
+    assert!(rejects[1]["error"].as_str().unwrap().contains("expected 29 cells"));
+    assert_no_api_key_hashes(&dir.path().join("ds"));
+}

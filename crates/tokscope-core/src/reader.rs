@@ -24,6 +24,7 @@
 //! # Ok::<(), tokscope_core::Error>(())
 //! ```
 
+use std::borrow::Cow;
 use std::io::Read;
 use std::path::Path;
 use std::sync::mpsc::{sync_channel, Receiver};
@@ -359,7 +360,8 @@ fn parse_chunk(
                                 Row::Request(rec) => out.request(&rec, &origin, settings),
                                 Row::Reject(r) => {
                                     out.counts.records_rejected += 1;
-                                    out.rejects.append(&origin, Some(&r.record), &r.error, &r.raw, false);
+                                    let raw = format.map_or(Cow::Borrowed(&r.raw[..]), |f| f.reject_raw(&r.raw, ctx));
+                                    out.rejects.append(&origin, Some(&r.record), &r.error, &raw, false);
                                 }
                             }
                         }
@@ -368,7 +370,8 @@ fn parse_chunk(
                     Err(e) => {
                         out.counts.lines_read += 1;
                         out.counts.lines_rejected += 1;
-                        out.rejects.append(&origin, None, &e, line, span.is_cut());
+                        let raw = format.map_or(Cow::Borrowed(line), |f| f.reject_raw(line, ctx));
+                        out.rejects.append(&origin, None, &e, &raw, span.is_cut());
                     }
                 }
             }

@@ -28,7 +28,7 @@ table! {
         record: Utf8 nullable = record,
         /// Why the line was rejected.
         error: Utf8 = error,
-        /// The raw line (or the rejected record's JSON), cut at 64 KiB, bytes kept exactly.
+        /// The raw line (or the rejected record's JSON), cut at 64 KiB, bytes kept exactly but for secrets a format knows its lines carry (hashed API keys, pre-signed URLs: `REDACTED`).
         raw_line: Binary [NoStatistics] = &raw[..raw.len().min(REJECT_SNIPPET_BYTES)],
         /// True when raw_line was cut.
         raw_line_truncated: Boolean = cut || raw.len() > REJECT_SNIPPET_BYTES,

@@ -68,6 +68,25 @@ impl<'a> CsvRow<'a> {
     }
 }
 
+/// Joins cells into one CSV line, quoting those that need it.
+pub fn join_record<S: AsRef<str>>(cells: &[S]) -> String {
+    let mut out = String::new();
+    for (i, cell) in cells.iter().enumerate() {
+        let cell = cell.as_ref();
+        if i > 0 {
+            out.push(',');
+        }
+        if cell.contains([',', '"', '\r', '\n']) {
+            out.push('"');
+            out.push_str(&cell.replace('"', "\"\""));
+            out.push('"');
+        } else {
+            out.push_str(cell);
+        }
+    }
+    out
+}
+
 /// A line without its line break (`\n` is already gone; `\r` of CRLF files is dropped here).
 fn trim_line(line: &[u8]) -> &[u8] {
     line.strip_suffix(b"\r").unwrap_or(line)
@@ -137,6 +156,14 @@ mod tests {
         assert_eq!(cells, vec!["a", "b,c", r#"say "hi""#, "", "\"", "x"]);
         assert_eq!(split_record(b"").unwrap(), vec![""]);
         assert_eq!(split_record(b"a,").unwrap(), vec!["a", ""]);
+    }
+
+    #[test]
+    fn joined_cells_split_back() {
+        let cells = ["a", "b,c", r#"say "hi""#, "", "x"];
+        let line = join_record(&cells);
+        assert_eq!(line, r#"a,"b,c","say ""hi""",,x"#);
+        assert_eq!(split_record(line.as_bytes()).unwrap(), cells);
     }
 
     #[test]

@@ -13,7 +13,7 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use super::fields::{self, LogprobEntry, TsValue};
-use super::{LineContext, LogFormat, Parsed, Probe};
+use super::{secrets, LineContext, LogFormat, Parsed, Probe};
 use crate::record::{RequestRecord, TokenRecord};
 
 /// `cache_reference_id` of a row that is not a Helicone cache hit.
@@ -344,6 +344,11 @@ impl LogFormat for Helicone {
     fn parse<'a>(&self, line: &'a [u8], _ctx: &LineContext<'_>) -> Result<Parsed<'a>, String> {
         parse(line)
     }
+
+    fn reject_raw<'a>(&self, raw: &'a [u8], _ctx: &LineContext<'_>) -> Cow<'a, [u8]> {
+        // Pre-signed S3 URLs carry credentials in their query string.
+        secrets::scrub_json(raw, |key| key == "signed_body_url" || key == "asset_urls")
+    }
 }
 
 #[cfg(test)]
@@ -479,6 +484,16 @@ mod tests {
         let err = line(10).unwrap_err();
         assert!(err.contains("not a number"), "{err}");
         assert_eq!(SAMPLE.lines().count(), 10);
+    }
+
+    #[test]
+    fn signed_urls_never_reach_rejects() {
+        let row = SAMPLE.lines().next().unwrap().replace(r#""prompt_tokens":"476""#, r#""prompt_tokens":"x""#);
+        assert!(parse(row.as_bytes()).is_err());
+        let kept =
+            String::from_utf8(Helicone.reject_raw(row.as_bytes(), &LineContext::default()).into_owned()).unwrap();
+        assert!(row.contains("X-Amz-Signature") && !kept.contains("X-Amz-Signature"), "{kept}");
+        assert!(kept.contains(r#""signed_body_url":"REDACTED""#));
     }
 
     #[test]

@@ -16,10 +16,12 @@ pub mod csv;
 pub mod envelope;
 pub mod fields;
 pub mod helicone;
+pub mod litellm;
 pub mod mooncake;
 pub mod openai;
 pub mod openai_responses;
 pub mod otel;
+pub mod secrets;
 pub mod tgi;
 
 use std::borrow::Cow;
@@ -42,6 +44,7 @@ pub use self::fields::TimeUnit;
 pub static FORMATS: &[&dyn LogFormat] = &[
     &otel::Otel,
     &azure::AzureCsv,
+    &litellm::LiteLlm,
     &openai::OpenAiBatch,
     &mooncake::Mooncake,
     &helicone::Helicone,
@@ -62,6 +65,12 @@ pub trait LogFormat: Sync {
     fn detect(&self, line: &Probe<'_>) -> bool;
     /// Parses one non-blank line.
     fn parse<'a>(&self, line: &'a [u8], ctx: &LineContext<'_>) -> Result<Parsed<'a>, String>;
+    /// What `rejects.raw_line` keeps of a rejected line or record: the bytes
+    /// as logged, less the secrets the format knows its lines carry (hashed
+    /// API keys, pre-signed URLs; see [`secrets`]). The default keeps all.
+    fn reject_raw<'a>(&self, raw: &'a [u8], _ctx: &LineContext<'_>) -> Cow<'a, [u8]> {
+        Cow::Borrowed(raw)
+    }
     /// The per-file state read from a file's first non-blank line: the
     /// column names when that line is a CSV header this format reads rows
     /// by. `None` (the default) for formats whose lines stand alone.
@@ -75,12 +84,13 @@ pub trait LogFormat: Sync {
 pub struct Probe<'l> {
     line: &'l [u8],
     json: OnceCell<Option<Map<String, Value>>>,
+    first_element: OnceCell<Option<Map<String, Value>>>,
 }
 
 impl<'l> Probe<'l> {
     /// A probe of one line.
     pub fn new(line: &'l [u8]) -> Self {
-        Probe { line, json: OnceCell::new() }
+        Probe { line, json: OnceCell::new(), first_element: OnceCell::new() }
     }
 
     /// The raw line.
@@ -98,12 +108,43 @@ impl<'l> Probe<'l> {
             .as_ref()
     }
 
+    /// The line's record: its object, or the first element when the line is
+    /// a JSON array of objects (a JSON-format export written on one line).
+    pub fn record(&self) -> Option<&Map<String, Value>> {
+        if self.line.trim_ascii_start().first() != Some(&b'[') {
+            return self.object();
+        }
+        self.first_element.get_or_init(|| first_array_element(self.line)).as_ref()
+    }
+
     /// The response object: the envelope's `response` when the line is a
     /// gateway envelope (see [`envelope`]), else the line's object.
     pub fn response(&self) -> Option<&Map<String, Value>> {
         let obj = self.object()?;
         Some(obj.get("response").and_then(Value::as_object).unwrap_or(obj))
     }
+}
+
+/// The first element of a JSON array of objects, read without building the
+/// others (they are only checked to be JSON).
+fn first_array_element(line: &[u8]) -> Option<Map<String, Value>> {
+    struct First;
+    impl<'de> serde::de::Visitor<'de> for First {
+        type Value = Option<Map<String, Value>>;
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("a JSON array")
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+            let first = seq.next_element::<Value>()?;
+            while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+            Ok(match first {
+                Some(Value::Object(map)) => Some(map),
+                _ => None,
+            })
+        }
+    }
+    let mut de = serde_json::Deserializer::from_slice(line);
+    serde::Deserializer::deserialize_seq(&mut de, First).ok().flatten()
 }
 
 /// A format, as chosen by `--format` or detected: a handle on a registered
@@ -141,6 +182,11 @@ impl Format {
     /// The per-file state this format reads from a file's first line (see [`LogFormat::header`]).
     pub fn header(self, first_line: &[u8]) -> Option<CsvHeader> {
         self.0.header(first_line)
+    }
+
+    /// What `rejects.raw_line` keeps of a rejected line or record (see [`LogFormat::reject_raw`]).
+    pub fn reject_raw<'a>(self, raw: &'a [u8], ctx: &LineContext<'_>) -> Cow<'a, [u8]> {
+        self.0.reject_raw(raw, ctx)
     }
 
     /// Parses one non-blank line of this format. Lines written by Python's
@@ -335,6 +381,14 @@ mod tests {
         assert_eq!(detect(r#"{"resourceSpans":[]}"#), Some("otel"));
         assert_eq!(detect(r#"{"resourceLogs":[]}"#), None);
         assert_eq!(detect("TIMESTAMP,ContextTokens,GeneratedTokens"), Some("azure_csv"));
+        assert_eq!(detect("request_id,call_type,spend,startTime,endTime"), Some("litellm"));
+        assert_eq!(
+            detect(
+                r#"{"id":"c","startTime":1.0,"response_cost":0.1,"prompt_tokens":1,"response":{"choices":[],"usage":{}}}"#
+            ),
+            Some("litellm")
+        );
+        assert_eq!(detect(r#"[{"request_id":"r","spend":0.1,"startTime":"2024-06-01T00:00:00Z"}]"#), Some("litellm"));
         assert_eq!(detect(r#"{"custom_id":"a","response":{"body":{}}}"#), Some("openai_batch"));
         assert_eq!(detect(r#"{"timestamp":0,"input_length":1,"output_length":2}"#), Some("mooncake"));
         assert_eq!(
