@@ -17,6 +17,7 @@ pub const SAMPLE_LOGS: &[(&str, &[u8])] = &[
     ("otel.jsonl", include_bytes!("../sample_logs/otel.jsonl")),
     ("openai_responses.jsonl", include_bytes!("../sample_logs/openai_responses.jsonl")),
     ("helicone.jsonl", include_bytes!("../sample_logs/helicone.jsonl")),
+    ("langfuse.jsonl", include_bytes!("../sample_logs/langfuse.jsonl")),
     ("litellm.jsonl", include_bytes!("../sample_logs/litellm.jsonl")),
     ("litellm_spendlogs.csv", include_bytes!("../sample_logs/litellm_spendlogs.csv")),
 ];

@@ -466,3 +466,143 @@ fn litellm_spend_logs_csv_read_by_its_header() {
     assert!(rejects[1]["error"].as_str().unwrap().contains("expected 29 cells"));
     assert_no_api_key_hashes(&dir.path().join("ds"));
 }
+
+#[test]
+fn langfuse_generations_from_an_observations_export() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = ingest_sample("langfuse.jsonl", dir.path(), &[]);
+    // 10 observations: 6 generations, a span and an event skipped, an errored generation
+    // without usage and a cut row rejected.
+    assert_eq!(counts(&t), [10, 8, 6, 2, 0, 2, 0]);
+    let rows = requests(
+        dir.path(),
+        "request_id, CAST(ts AS VARCHAR) AS ts, model, session_id, prompt_tokens, completion_tokens, cached_tokens, \
+         cache_write_tokens, reasoning_tokens, total_tokens, max_tokens, ttft_ms, latency_ms, finish_reason_raw, \
+         eos_status, context_bin, tpot_ms, e2e_tps, logged_cost_usd, prompt, model_output",
+    );
+    column(
+        &rows,
+        "request_id",
+        &vals!["obs-gen-1", "obs-gen-3", "obs-gen-4", "obs-gen-5", "obs-gen-6", "a1b2c3d4e5f60708"],
+    );
+    column(
+        &rows,
+        "ts",
+        &vals![
+            "2024-06-01T12:00:00Z",
+            "2024-06-01T12:01:00Z",
+            "2024-06-01T12:02:00Z",
+            "2024-06-01T12:03:00Z",
+            "2024-06-01T12:04:00.250Z",
+            "2024-06-01T12:07:00Z"
+        ],
+    );
+    column(
+        &rows,
+        "model",
+        &vals![
+            "gpt-4o-2024-08-06",
+            "claude-sonnet-4-5-20250929",
+            "claude-3-5-haiku-20241022",
+            "o3-mini-2025-01-31",
+            "gpt-4o-mini-2024-07-18",
+            "gpt-4o-mini-2024-07-18"
+        ],
+    );
+    column(&rows, "session_id", &vals![null, null, null, null, null, "sess-lf-1"]);
+    // usage_details.input excludes the cache: input + input_* + Anthropic's cache keys.
+    column(&rows, "prompt_tokens", &vals![1500, 4600, 2000, 200, 900, 1200]);
+    column(&rows, "completion_tokens", &vals![85, 300, 150, 900, 256, 64]);
+    column(&rows, "cached_tokens", &vals![1024, 4000, 1800, 0, 0, 0]);
+    column(&rows, "cache_write_tokens", &vals![0, 100, 0, 0, 0, 0]);
+    column(&rows, "reasoning_tokens", &vals![null, null, null, 700, null, null]);
+    column(&rows, "total_tokens", &vals![1585, 4900, 2150, 1100, 1156, 1264]);
+    column(&rows, "max_tokens", &vals![256, 1024, 64, null, 256, 128]);
+    floats(&rows, "ttft_ms", &[Some(420.0), Some(950.0), None, Some(4500.0), None, Some(300.0)]);
+    floats(&rows, "latency_ms", &[Some(1800.0), Some(5500.0), Some(3000.0), Some(6000.0), Some(5500.0), Some(2500.0)]);
+    column(&rows, "finish_reason_raw", &vals![null, null, null, null, "length", null]);
+    // No finish reason: length when completion_tokens >= max_tokens (150 >= 64), else unknown.
+    column(&rows, "eos_status", &vals!["unknown", "unknown", "length", "unknown", "length", "unknown"]);
+    column(&rows, "context_bin", &vals!["1K-2K", "4K-8K", "1K-2K", "0-1K", "0-1K", "1K-2K"]);
+    floats(
+        &rows,
+        "tpot_ms",
+        &[Some(1380.0 / 84.0), Some(4550.0 / 299.0), None, Some(1500.0 / 899.0), None, Some(2200.0 / 63.0)],
+    );
+    floats(
+        &rows,
+        "e2e_tps",
+        &[
+            Some(85000.0 / 1800.0),
+            Some(300000.0 / 5500.0),
+            Some(50.0),
+            Some(150.0),
+            Some(256000.0 / 5500.0),
+            Some(25.6),
+        ],
+    );
+    floats(
+        &rows,
+        "logged_cost_usd",
+        &[Some(0.00332), Some(0.007575), Some(0.000904), Some(0.00418), Some(0.0002885), Some(0.0002184)],
+    );
+    column(
+        &rows,
+        "prompt",
+        &vals![
+            r#"[{"role":"user","content":"What is the capital of France?"}]"#,
+            r#"[{"role":"user","content":"Summarise this document."}]"#,
+            r#"[{"role":"user","content":"Say sure."}]"#,
+            r#"[{"role":"user","content":"What is 6 times 7?"}]"#,
+            r#"[{"role":"user","content":"Tell me a long story."}]"#,
+            "hi"
+        ],
+    );
+    column(
+        &rows,
+        "model_output",
+        &vals!["Paris.", "Here is the summary.", "Sure.", "42", "Once upon a time", "Hello! How can I help?"],
+    );
+    let rejects = query(&dir.path().join("ds"), "SELECT source_line, error FROM rejects ORDER BY source_line");
+    column(&rejects, "source_line", &vals![7, 10]);
+}
+
+#[test]
+fn langfuse_csv_and_gzipped_json_array_exports_with_time_unit() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let csv = concat!(
+        r#""id","trace_id","type","start_time","end_time","completion_start_time","provided_model_name","usage_details","total_cost","latency","time_to_first_token","input","output","metadata""#,
+        "\n",
+        r#""g1","t1","GENERATION","2024-06-01 12:00:00.000","2024-06-01 12:00:01.000","2024-06-01 12:00:00.200","gpt-4o","{""input"":""40"",""input_cached_tokens"":""60"",""output"":""5""}","0.001","1000","200","""hello""","{""role"":""assistant"",""content"":""hi there""}","{""finish_reason"":""stop""}""#,
+        "\n",
+        r#""s1","t1","SPAN","2024-06-01 12:00:00.000","","","","{}","","","","","","{}""#,
+        "\n",
+    );
+    let csv_path = common::write_file(dir.path(), "observations.csv", csv);
+    // A JSON-format export: one array on one line, gzip-compressed; the second generation
+    // has no end or first-token timestamps, so its duration columns are read in --time-unit.
+    let array = r#"[{"id":"g2","trace_id":"t2","type":"GENERATION","start_time":"2024-06-01 13:00:00.000","provided_model_name":"gpt-4o","usage_details":{"input":7,"output":3},"latency":2500,"time_to_first_token":300},{"id":"e1","trace_id":"t2","type":"EVENT","start_time":"2024-06-01 13:00:00.000","usage_details":{}},{"id":"g3","trace_id":"t2","type":"GENERATION","level":"ERROR","status_message":"boom","start_time":"2024-06-01 13:00:01.000","usage_details":{}}]"#;
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    gz.write_all(array.as_bytes()).unwrap();
+    let gz_path = common::write_file(dir.path(), "observations.json.gz", gz.finish().unwrap());
+    let s = ingest(&[&csv_path, &gz_path], &dir.path().join("ds"), &["--time-unit", "ms"]);
+    // CSV: a header, a generation, a span; JSON: one line of three observations.
+    assert_eq!(counts(&s["totals"]), [3, 3, 2, 0, 1, 2, 1]);
+    let rows = requests(dir.path(), "request_id, source_format, prompt_tokens, cached_tokens, completion_tokens, ttft_ms, latency_ms, finish_reason_raw, logged_cost_usd, prompt, model_output");
+    column(&rows, "request_id", &vals!["g1", "g2"]);
+    column(&rows, "source_format", &vals!["langfuse", "langfuse"]);
+    column(&rows, "prompt_tokens", &vals![100, 7]);
+    column(&rows, "cached_tokens", &vals![60, 0]);
+    column(&rows, "completion_tokens", &vals![5, 3]);
+    // g1 from its timestamps; g2 from its columns, in milliseconds as --time-unit says.
+    floats(&rows, "ttft_ms", &[Some(200.0), Some(300.0)]);
+    floats(&rows, "latency_ms", &[Some(1000.0), Some(2500.0)]);
+    column(&rows, "finish_reason_raw", &vals!["stop", null]);
+    floats(&rows, "logged_cost_usd", &[Some(0.001), None]);
+    column(&rows, "prompt", &vals!["hello", null]);
+    column(&rows, "model_output", &vals!["hi there", null]);
+    let rejects = query(&dir.path().join("ds"), "SELECT source_line, record, error FROM rejects");
+    column(&rejects, "record", &vals!["[2]"]);
+    assert!(rejects[0]["error"].as_str().unwrap().contains("boom"));
+}

@@ -111,6 +111,7 @@ fn every_sample_format_is_detected_and_ingested() {
     assert_eq!(fmt("otel.jsonl"), "otel");
     assert_eq!(fmt("openai_responses.jsonl"), "openai_responses");
     assert_eq!(fmt("helicone.jsonl"), "helicone");
+    assert_eq!(fmt("langfuse.jsonl"), "langfuse");
     assert_eq!(fmt("litellm.jsonl"), "litellm");
     assert_eq!(fmt("litellm_spendlogs.csv"), "litellm");
     // Independent line counts of the samples: non-blank lines minus the two CSV headers.
@@ -123,8 +124,9 @@ fn every_sample_format_is_detected_and_ingested() {
     // The malformed lines planted in the samples: 5 canonical, 1 OpenAI, 1 batch error, 1 Anthropic without ts,
     // 1 OTel line cut short (and, inside a good OTel line, 1 span of a failed call without usage),
     // 2 Responses (a failure without usage, a cut line), 3 Helicone (HTTP 429, uncounted stream, bad row),
-    // 2 LiteLLM payloads and 2 spend-log rows (a failure without usage, a cut object or short row).
-    assert_eq!(s["totals"]["lines_rejected"], 18);
+    // 2 LiteLLM payloads and 2 spend-log rows (a failure without usage, a cut object or short row),
+    // 2 Langfuse (a generation without usage, a cut row).
+    assert_eq!(s["totals"]["lines_rejected"], 20);
     assert_eq!(s["totals"]["records_rejected"], 1);
     let per_format =
         query(&out, "SELECT source_format, count(*) AS n FROM requests GROUP BY source_format ORDER BY source_format");
@@ -137,6 +139,7 @@ fn every_sample_format_is_detected_and_ingested() {
     assert_eq!(n("openai_responses"), Some(6));
     assert_eq!(n("helicone"), Some(5));
     assert_eq!(n("litellm"), Some(8));
+    assert_eq!(n("langfuse"), Some(6));
     // TGI rows with a special </s> last token are eos, the others not.
     let tgi = query(&out, "SELECT count(*) FILTER (WHERE eos_status = 'eos') AS eos, count(*) FILTER (WHERE has_eos_marker) AS marked FROM requests WHERE source_format = 'tgi'");
     assert_eq!(tgi[0]["eos"], tgi[0]["marked"]);

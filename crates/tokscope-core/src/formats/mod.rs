@@ -16,6 +16,7 @@ pub mod csv;
 pub mod envelope;
 pub mod fields;
 pub mod helicone;
+pub mod langfuse;
 pub mod litellm;
 pub mod mooncake;
 pub mod openai;
@@ -48,6 +49,7 @@ pub static FORMATS: &[&dyn LogFormat] = &[
     &openai::OpenAiBatch,
     &mooncake::Mooncake,
     &helicone::Helicone,
+    &langfuse::Langfuse,
     &openai_responses::OpenAiResponses,
     &openai::OpenAiChat,
     &anthropic::Anthropic,
@@ -397,6 +399,12 @@ mod tests {
             ),
             Some("helicone")
         );
+        assert_eq!(
+            detect(r#"{"id":"o","trace_id":"t","type":"GENERATION","usage_details":{"input":"1"}}"#),
+            Some("langfuse")
+        );
+        assert_eq!(detect(r#"[{"id":"o","provided_model_name":"m","usage_details":{}}]"#), Some("langfuse"));
+        assert_eq!(detect("id,trace_id,type,start_time,usage_details"), Some("langfuse"));
         assert_eq!(detect(r#"{"object":"response","output":[],"usage":{"input_tokens":1}}"#), Some("openai_responses"));
         assert_eq!(
             detect(r#"{"ts":1,"response":{"output":[],"status":"completed","usage":{"input_tokens":1}}}"#),
