@@ -116,35 +116,78 @@ pub fn elapsed_ms(what: &str, from_micros: i64, to_micros: i64) -> Result<f64, S
 /// `null` and an absent field are `None`. Use with
 /// `#[serde(default, deserialize_with = "fields::opt_number")]`.
 pub fn opt_number<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
-    struct V;
-    impl<'de> Visitor<'de> for V {
-        type Value = Option<f64>;
-        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-            f.write_str("a number or a decimal string")
-        }
-        fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
-            Ok(None)
-        }
-        fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
-            Ok(None)
-        }
-        fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-            d.deserialize_any(V)
-        }
-        fn visit_u64<E: de::Error>(self, v: u64) -> Result<Self::Value, E> {
-            Ok(Some(v as f64))
-        }
-        fn visit_i64<E: de::Error>(self, v: i64) -> Result<Self::Value, E> {
-            Ok(Some(v as f64))
-        }
-        fn visit_f64<E: de::Error>(self, v: f64) -> Result<Self::Value, E> {
-            Ok(Some(v))
-        }
-        fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
-            v.trim().parse::<f64>().map(Some).map_err(|_| E::custom(format!("not a number: {v:?}")))
-        }
+    d.deserialize_option(QuotedNumber::<f64>(std::marker::PhantomData))
+}
+
+/// [`opt_number`] for integers that an f64 cannot hold exactly (nanosecond
+/// timestamps): read as `i64`.
+pub fn opt_integer<'de, D: Deserializer<'de>>(d: D) -> Result<Option<i64>, D::Error> {
+    d.deserialize_option(QuotedNumber::<i64>(std::marker::PhantomData))
+}
+
+/// A number type [`QuotedNumber`] reads.
+trait FromLogged: Sized + std::str::FromStr {
+    const WHAT: &'static str;
+    fn from_u64(v: u64) -> Option<Self>;
+    fn from_i64(v: i64) -> Option<Self>;
+    fn from_f64(v: f64) -> Option<Self>;
+}
+
+impl FromLogged for f64 {
+    const WHAT: &'static str = "a number or a decimal string";
+    fn from_u64(v: u64) -> Option<Self> {
+        Some(v as f64)
     }
-    d.deserialize_option(V)
+    fn from_i64(v: i64) -> Option<Self> {
+        Some(v as f64)
+    }
+    fn from_f64(v: f64) -> Option<Self> {
+        Some(v)
+    }
+}
+
+impl FromLogged for i64 {
+    const WHAT: &'static str = "an integer or a decimal string";
+    fn from_u64(v: u64) -> Option<Self> {
+        i64::try_from(v).ok()
+    }
+    fn from_i64(v: i64) -> Option<Self> {
+        Some(v)
+    }
+    fn from_f64(v: f64) -> Option<Self> {
+        (v.fract() == 0.0 && v.abs() < 9.0e15).then_some(v as i64)
+    }
+}
+
+/// A number, or a string holding one; null is `None`.
+struct QuotedNumber<T>(std::marker::PhantomData<T>);
+
+impl<'de, T: FromLogged> Visitor<'de> for QuotedNumber<T> {
+    type Value = Option<T>;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str(T::WHAT)
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_any(self)
+    }
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Self::Value, E> {
+        T::from_u64(v).map(Some).ok_or_else(|| E::custom(format!("{v} is out of range")))
+    }
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Self::Value, E> {
+        T::from_i64(v).map(Some).ok_or_else(|| E::custom(format!("{v} is out of range")))
+    }
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Self::Value, E> {
+        T::from_f64(v).map(Some).ok_or_else(|| E::custom(format!("{v} is not {}", T::WHAT)))
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+        v.trim().parse::<T>().map(Some).map_err(|_| E::custom(format!("not a number: {v:?}")))
+    }
 }
 
 /// A timestamp as logged: epoch milliseconds or a date-time string.
@@ -430,6 +473,16 @@ mod tests {
         assert_eq!(n(r#"{"n":null}"#), Ok(None));
         assert_eq!(n(r#"{}"#), Ok(None));
         assert!(n(r#"{"n":"ten"}"#).unwrap_err().contains("not a number"));
+        #[derive(Deserialize)]
+        struct I {
+            #[serde(default, deserialize_with = "opt_integer")]
+            i: Option<i64>,
+        }
+        let i = |s: &str| serde_json::from_str::<I>(s).map(|v| v.i).map_err(|e| e.to_string());
+        // Nanoseconds since the epoch, exact (an f64 would round the last digits).
+        assert_eq!(i(r#"{"i":"1717243200010000001"}"#), Ok(Some(1_717_243_200_010_000_001)));
+        assert_eq!(i(r#"{"i":1717243200010000001}"#), Ok(Some(1_717_243_200_010_000_001)));
+        assert!(i(r#"{"i":1.5}"#).is_err());
     }
 
     #[test]

@@ -12,7 +12,8 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
-use super::fields::{self, LogprobEntry, TsValue};
+use super::fields::{self, TsValue};
+use super::openai::ChatChoice;
 use super::{secrets, LineContext, LogFormat, Parsed, Probe};
 use crate::record::{RequestRecord, TokenRecord};
 
@@ -105,7 +106,7 @@ struct RequestBody<'a> {
 #[derive(Deserialize, Default)]
 struct ResponseBody<'a> {
     #[serde(borrow, default)]
-    choices: Vec<Choice<'a>>,
+    choices: Vec<ChatChoice<'a>>,
     #[serde(borrow, default)]
     stop_reason: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
@@ -114,28 +115,6 @@ struct ResponseBody<'a> {
     usage: Option<BodyUsage>,
     #[serde(borrow, default)]
     error: Option<BodyError<'a>>,
-}
-
-#[derive(Deserialize)]
-struct Choice<'a> {
-    #[serde(borrow, default)]
-    finish_reason: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
-    message: Option<Message<'a>>,
-    #[serde(borrow, default)]
-    logprobs: Option<ChoiceLogprobs<'a>>,
-}
-
-#[derive(Deserialize)]
-struct Message<'a> {
-    #[serde(borrow, default)]
-    content: Option<&'a RawValue>,
-}
-
-#[derive(Deserialize)]
-struct ChoiceLogprobs<'a> {
-    #[serde(borrow, default)]
-    content: Option<Vec<LogprobEntry<'a>>>,
 }
 
 #[derive(Deserialize)]
@@ -205,15 +184,10 @@ impl BodyFacts {
         facts.error = resp.error.and_then(|e| e.message).map(Cow::into_owned);
         facts.reasoning_tokens = resp.usage.and_then(|u| u.completion_tokens_details).and_then(|d| d.reasoning_tokens);
         if let Some(choice) = resp.choices.into_iter().next() {
-            facts.finish_reason = choice.finish_reason.map(Cow::into_owned);
-            if let Some(raw) = choice.message.and_then(|m| m.content) {
-                facts.output = fields::text_or_json(raw).map_err(|e| e.to_string())?.map(Cow::into_owned);
-            }
-            let logprobs = choice.logprobs.and_then(|l| l.content);
-            facts.tokens = fields::merge_token_data(logprobs, None, None, &mut Vec::new())
-                .into_iter()
-                .map(TokenRecord::into_owned)
-                .collect();
+            let parts = choice.into_parts()?.into_owned();
+            facts.finish_reason = parts.finish_reason.map(Cow::into_owned);
+            facts.output = parts.output.map(Cow::into_owned);
+            facts.tokens = parts.tokens;
         } else {
             facts.finish_reason = resp.stop_reason.map(Cow::into_owned);
             let text: String = resp
@@ -353,6 +327,7 @@ impl LogFormat for Helicone {
 
 #[cfg(test)]
 mod tests {
+    use super::super::testing::summary;
     use super::*;
 
     const SAMPLE: &str = include_str!("../../../../sample_logs/helicone.jsonl");
@@ -372,32 +347,14 @@ mod tests {
         serde_json::from_str(r.extra.as_deref().unwrap_or("{}")).unwrap()
     }
 
-    /// (request_id, ts, model, status, prompt, completion, cached, cache_write, reasoning, max_tokens)
-    type Counts<'r> = (&'r str, i64, &'r str, Option<i32>, i64, i64, i64, i64, Option<i64>, Option<i64>);
-
-    fn counts<'r>(r: &'r RequestRecord<'_>) -> Counts<'r> {
-        (
-            r.request_id.as_deref().unwrap(),
-            r.ts_micros,
-            r.model.as_ref(),
-            r.status,
-            r.prompt_tokens,
-            r.completion_tokens,
-            r.cached_tokens,
-            r.cache_write_tokens,
-            r.reasoning_tokens,
-            r.max_tokens,
-        )
-    }
-
     #[test]
     fn openai_row_adds_cache_reads_back_and_drops_the_signed_url() {
         let r = request(1);
         // Helicone's prompt_tokens 476 excludes the 1024 read from the cache.
         let id = "a0e1b2c3-0000-4000-8000-000000000001";
         assert_eq!(
-            counts(&r),
-            (id, 1_717_243_200_000_000, "gpt-4o-2024-08-06", Some(200), 1500, 85, 1024, 0, None, None)
+            (summary(&r).0, r.status),
+            ((id, 1_717_243_200_000_000, "gpt-4o-2024-08-06", 1500, 85, 1024, 0, None, None), Some(200))
         );
         assert_eq!((r.ttft_ms, r.latency_ms, r.logged_cost_usd), (Some(420.0), Some(1800.0), Some(0.00332)));
         assert_eq!(
@@ -417,18 +374,10 @@ mod tests {
         let r = request(2);
         let id = "a0e1b2c3-0000-4000-8000-000000000002";
         assert_eq!(
-            counts(&r),
+            (summary(&r).0, r.status),
             (
-                id,
-                1_717_243_260_000_000,
-                "claude-sonnet-4-5-20250929",
-                Some(200),
-                4600,
-                300,
-                4000,
-                100,
-                None,
-                Some(1024)
+                (id, 1_717_243_260_000_000, "claude-sonnet-4-5-20250929", 4600, 300, 4000, 100, None, Some(1024)),
+                Some(200)
             )
         );
         assert_eq!((r.ttft_ms, r.latency_ms, r.logged_cost_usd), (Some(950.0), Some(5500.0), Some(0.0141)));
@@ -442,8 +391,8 @@ mod tests {
         let r = request(3);
         let id = "a0e1b2c3-0000-4000-8000-000000000003";
         assert_eq!(
-            counts(&r),
-            (id, 1_717_243_320_000_000, "gpt-4o-mini-2024-07-18", Some(200), 1500, 60, 0, 0, None, None)
+            (summary(&r).0, r.status),
+            ((id, 1_717_243_320_000_000, "gpt-4o-mini-2024-07-18", 1500, 60, 0, 0, None, None), Some(200))
         );
         assert_eq!((r.ttft_ms, r.latency_ms, r.logged_cost_usd), (None, Some(3000.0), Some(0.000297)));
         assert_eq!(r.finish_reason_raw, None);
@@ -454,16 +403,16 @@ mod tests {
         let r = request(4);
         let id = "a0e1b2c3-0000-4000-8000-000000000004";
         assert_eq!(
-            counts(&r),
-            (id, 1_717_243_380_000_000, "o3-mini-2025-01-31", Some(200), 200, 900, 0, 0, Some(700), None)
+            (summary(&r).0, r.status),
+            ((id, 1_717_243_380_000_000, "o3-mini-2025-01-31", 200, 900, 0, 0, Some(700), None), Some(200))
         );
         assert_eq!((r.ttft_ms, r.latency_ms, r.logged_cost_usd), (Some(4500.0), Some(6000.0), Some(0.00418)));
         assert_eq!((r.finish_reason_raw.as_deref(), r.model_output.as_deref()), (Some("stop"), Some("42")));
         let r = request(5);
         let id = "a0e1b2c3-0000-4000-8000-000000000005";
         assert_eq!(
-            counts(&r),
-            (id, 1_717_243_440_250_000, "gpt-4o-mini-2024-07-18", Some(200), 900, 256, 0, 0, None, Some(256))
+            (summary(&r).0, r.status),
+            ((id, 1_717_243_440_250_000, "gpt-4o-mini-2024-07-18", 900, 256, 0, 0, None, Some(256)), Some(200))
         );
         assert_eq!((r.ttft_ms, r.latency_ms, r.logged_cost_usd), (None, Some(5500.0), Some(0.0002885)));
         assert_eq!(

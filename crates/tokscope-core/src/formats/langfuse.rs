@@ -134,7 +134,7 @@ fn column_text(raw: Option<&RawValue>) -> Result<Option<Cow<'_, str>>, String> {
 
 /// An object column (`metadata`): an object, or JSON text holding one.
 fn object_column(text: Option<&str>) -> Map<String, Value> {
-    match text.map(|t| serde_json::from_str::<Value>(t)) {
+    match text.map(serde_json::from_str::<Value>) {
         Some(Ok(Value::Object(m))) => m,
         _ => Map::new(),
     }
@@ -467,6 +467,7 @@ impl LogFormat for Langfuse {
 
 #[cfg(test)]
 mod tests {
+    use super::super::testing::summary;
     use super::*;
 
     const SAMPLE: &str = include_str!("../../../../sample_logs/langfuse.jsonl");
@@ -490,35 +491,12 @@ mod tests {
         serde_json::from_str(r.extra.as_deref().unwrap_or("{}")).unwrap()
     }
 
-    /// ((id, ts, model, prompt, completion, cached, cache_write, reasoning, max_tokens), (ttft, latency, finish, cost, session))
-    type Row<'r> = (
-        (&'r str, i64, &'r str, i64, i64, i64, i64, Option<i64>, Option<i64>),
-        (Option<f64>, Option<f64>, Option<&'r str>, Option<f64>, Option<&'r str>),
-    );
-
-    fn row<'r>(r: &'r RequestRecord<'_>) -> Row<'r> {
-        (
-            (
-                r.request_id.as_deref().unwrap(),
-                r.ts_micros,
-                r.model.as_ref(),
-                r.prompt_tokens,
-                r.completion_tokens,
-                r.cached_tokens,
-                r.cache_write_tokens,
-                r.reasoning_tokens,
-                r.max_tokens,
-            ),
-            (r.ttft_ms, r.latency_ms, r.finish_reason_raw.as_deref(), r.logged_cost_usd, r.session_id.as_deref()),
-        )
-    }
-
     #[test]
     fn openai_generation_input_excludes_the_cache() {
         let r = request(line(1));
         // input 476 + input_cached_tokens 1024, given as strings.
         assert_eq!(
-            row(&r),
+            summary(&r),
             (
                 ("obs-gen-1", 1_717_243_200_000_000, "gpt-4o-2024-08-06", 1500, 85, 1024, 0, None, Some(256)),
                 (Some(420.0), Some(1800.0), None, Some(0.00332), None)
@@ -535,7 +513,7 @@ mod tests {
     fn anthropic_keys_content_blocks_and_old_columns() {
         let r = request(line(3));
         assert_eq!(
-            row(&r),
+            summary(&r),
             (
                 (
                     "obs-gen-3",
@@ -555,7 +533,7 @@ mod tests {
         // The first exports had no total_cost, latency or time_to_first_token columns.
         let r = request(line(4));
         assert_eq!(
-            row(&r),
+            summary(&r),
             (
                 ("obs-gen-4", 1_717_243_320_000_000, "claude-3-5-haiku-20241022", 2000, 150, 1800, 0, None, Some(64)),
                 (None, Some(3000.0), None, Some(0.000904), None)
@@ -569,7 +547,7 @@ mod tests {
     fn reasoning_and_length_from_metadata() {
         let r = request(line(5));
         assert_eq!(
-            row(&r),
+            summary(&r),
             (
                 ("obs-gen-5", 1_717_243_380_000_000, "o3-mini-2025-01-31", 200, 900, 0, 0, Some(700), None),
                 (Some(4500.0), Some(6000.0), None, Some(0.00418), None)
@@ -578,7 +556,7 @@ mod tests {
         assert_eq!(r.model_output.as_deref(), Some("42"));
         let r = request(line(6));
         assert_eq!(
-            row(&r),
+            summary(&r),
             (
                 ("obs-gen-6", 1_717_243_440_250_000, "gpt-4o-mini-2024-07-18", 900, 256, 0, 0, None, Some(256)),
                 (None, Some(5500.0), Some("length"), Some(0.0002885), None)
@@ -590,7 +568,7 @@ mod tests {
     fn events_export_row_with_session_and_millisecond_columns() {
         let r = request(line(9));
         assert_eq!(
-            row(&r),
+            summary(&r),
             (
                 ("a1b2c3d4e5f60708", 1_717_243_620_000_000, "gpt-4o-mini-2024-07-18", 1200, 64, 0, 0, None, Some(128)),
                 (Some(300.0), Some(2500.0), None, Some(0.0002184), Some("sess-lf-1"))
@@ -652,7 +630,7 @@ mod tests {
         assert!(matches!(parse(csv.lines().next().unwrap().as_bytes(), &ctx), Ok(Parsed::Skip)));
         let r = request(parse(lines.next().unwrap().as_bytes(), &ctx));
         assert_eq!(
-            row(&r),
+            summary(&r),
             (
                 ("g1", 1_717_243_200_000_000, "gpt-4o", 100, 5, 60, 0, None, None),
                 (Some(200.0), Some(1000.0), Some("stop"), Some(0.001), None)

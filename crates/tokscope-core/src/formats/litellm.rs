@@ -19,7 +19,8 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use super::csv::{CsvHeader, CsvRow};
-use super::fields::{self, LogprobEntry, TsValue};
+use super::fields::{self, TsValue};
+use super::openai::ChatChoice;
 use super::{parse_array_line, secrets, LineContext, LogFormat, Parsed, Probe};
 use crate::record::{RequestRecord, TokenRecord};
 
@@ -90,31 +91,9 @@ struct Response<'a> {
     #[serde(borrow, default)]
     model: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
-    choices: Vec<Choice<'a>>,
+    choices: Vec<ChatChoice<'a>>,
     #[serde(default)]
     usage: Option<Usage>,
-}
-
-#[derive(Deserialize)]
-struct Choice<'a> {
-    #[serde(borrow, default)]
-    finish_reason: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
-    message: Option<Message<'a>>,
-    #[serde(borrow, default)]
-    logprobs: Option<ChoiceLogprobs<'a>>,
-}
-
-#[derive(Deserialize)]
-struct Message<'a> {
-    #[serde(borrow, default)]
-    content: Option<&'a RawValue>,
-}
-
-#[derive(Deserialize)]
-struct ChoiceLogprobs<'a> {
-    #[serde(borrow, default)]
-    content: Option<Vec<LogprobEntry<'a>>>,
 }
 
 /// Request parameters (`model_parameters` of older payloads, the spend
@@ -197,15 +176,10 @@ impl Call {
         let Ok(resp) = serde_json::from_str::<Response<'_>>(raw) else { return Ok(()) };
         self.response_model = resp.model.map(Cow::into_owned);
         if let Some(choice) = resp.choices.into_iter().next() {
-            self.finish_reason = choice.finish_reason.map(Cow::into_owned);
-            if let Some(raw) = choice.message.and_then(|m| m.content) {
-                self.output = fields::text_or_json(raw).map_err(|e| e.to_string())?.map(Cow::into_owned);
-            }
-            let logprobs = choice.logprobs.and_then(|l| l.content);
-            self.tokens = fields::merge_token_data(logprobs, None, None, &mut Vec::new())
-                .into_iter()
-                .map(TokenRecord::into_owned)
-                .collect();
+            let parts = choice.into_parts()?.into_owned();
+            self.finish_reason = parts.finish_reason.map(Cow::into_owned);
+            self.output = parts.output.map(Cow::into_owned);
+            self.tokens = parts.tokens;
         }
         if let Some(u) = resp.usage {
             self.usages.insert(0, u);
@@ -673,7 +647,7 @@ fn kind(o: &Map<String, Value>) -> Option<Kind> {
 }
 
 /// One JSON object: a payload, a spend-logs row, or an audit-log object.
-fn parse_object(raw: &[u8]) -> Result<Parsed<'static>, String> {
+fn parse_object(raw: &[u8]) -> Result<Parsed<'_>, String> {
     let obj: Map<String, Value> = serde_json::from_slice(raw).map_err(|e| format!("invalid JSON object: {e}"))?;
     match kind(&obj) {
         Some(Kind::Payload) => {
@@ -699,7 +673,7 @@ pub fn parse<'a>(line: &'a [u8], ctx: &LineContext<'_>) -> Result<Parsed<'a>, St
         return spend_log_csv(&header.row(line)?)?.into_parsed();
     }
     match line.trim_ascii_start().first() {
-        Some(b'[') => parse_array_line(line, |raw| parse_object(raw)),
+        Some(b'[') => parse_array_line(line, parse_object),
         Some(b'{') => parse_object(line),
         _ => Err("not a LiteLLM JSON object (a spend-logs CSV needs its header line first)".into()),
     }
@@ -780,6 +754,7 @@ impl LogFormat for LiteLlm {
 
 #[cfg(test)]
 mod tests {
+    use super::super::testing::summary;
     use super::*;
 
     const PAYLOADS: &str = include_str!("../../../../sample_logs/litellm.jsonl");
@@ -806,37 +781,14 @@ mod tests {
         matches!(p, Ok(Parsed::Rows { ref rows, skipped: 1 }) if rows.is_empty())
     }
 
-    /// ((request_id, ts, model, prompt, completion, cached, cache_write, reasoning, max_tokens), (ttft, latency, finish, cost))
-    type Row<'r> = (
-        (&'r str, i64, &'r str, i64, i64, i64, i64, Option<i64>, Option<i64>),
-        (Option<f64>, Option<f64>, Option<&'r str>, Option<f64>),
-    );
-
-    fn row<'r>(r: &'r RequestRecord<'_>) -> Row<'r> {
-        (
-            (
-                r.request_id.as_deref().unwrap(),
-                r.ts_micros,
-                r.model.as_ref(),
-                r.prompt_tokens,
-                r.completion_tokens,
-                r.cached_tokens,
-                r.cache_write_tokens,
-                r.reasoning_tokens,
-                r.max_tokens,
-            ),
-            (r.ttft_ms, r.latency_ms, r.finish_reason_raw.as_deref(), r.logged_cost_usd),
-        )
-    }
-
     #[test]
     fn payloads_old_and_new_fields() {
         let r = request(payload(1));
         assert_eq!(
-            row(&r),
+            summary(&r),
             (
                 ("chatcmpl-ll-1", 1_717_243_200_000_000, "gpt-4o-2024-08-06", 1500, 120, 1024, 0, Some(0), Some(256)),
-                (None, Some(1800.0), Some("stop"), Some(0.00367))
+                (None, Some(1800.0), Some("stop"), Some(0.00367), None)
             )
         );
         assert_eq!(r.prompt.as_deref(), Some(r#"[{"role": "user", "content": "What is the capital of France?"}]"#));
@@ -849,7 +801,7 @@ mod tests {
         // Anthropic through LiteLLM: prompt_tokens already holds the 4000 read and 100 written.
         let r = request(payload(2));
         assert_eq!(
-            row(&r),
+            summary(&r),
             (
                 (
                     "chatcmpl-ll-2",
@@ -862,7 +814,7 @@ mod tests {
                     None,
                     None
                 ),
-                (Some(950.0), Some(5500.0), Some("stop"), Some(0.0141))
+                (Some(950.0), Some(5500.0), Some("stop"), Some(0.0141), None)
             )
         );
         assert_eq!(r.model_output.as_deref(), Some("Here is the summary."));
@@ -878,19 +830,19 @@ mod tests {
     fn payload_reasoning_and_length() {
         let r = request(payload(3));
         assert_eq!(
-            row(&r),
+            summary(&r),
             (
                 ("chatcmpl-ll-3", 1_717_243_320_000_000, "o3-mini-2025-01-31", 200, 900, 0, 0, Some(700), None),
-                (Some(4500.0), Some(6000.0), Some("stop"), Some(0.00418))
+                (Some(4500.0), Some(6000.0), Some("stop"), Some(0.00418), None)
             )
         );
         // Not streamed: completionStartTime is endTime, which is no time to first token.
         let r = request(payload(4));
         assert_eq!(
-            row(&r),
+            summary(&r),
             (
                 ("chatcmpl-ll-4", 1_717_243_380_250_000, "gpt-4o-mini-2024-07-18", 900, 256, 0, 0, None, Some(256)),
-                (None, Some(5500.0), Some("length"), Some(0.0002885))
+                (None, Some(5500.0), Some("length"), Some(0.0002885), None)
             )
         );
         assert_eq!(r.model_output.as_deref(), Some("Once upon a time"));
@@ -911,10 +863,10 @@ mod tests {
     fn spend_logs_csv_rows() {
         let r = request(spend_log(1));
         assert_eq!(
-            row(&r),
+            summary(&r),
             (
                 ("chatcmpl-sl-1", 1_717_243_200_000_000, "gpt-4o", 1500, 120, 1024, 0, Some(0), None),
-                (None, Some(1800.0), None, Some(0.00367))
+                (None, Some(1800.0), None, Some(0.00367), Some("sess-a"))
             )
         );
         assert_eq!(r.session_id.as_deref(), Some("sess-a"));
@@ -922,7 +874,7 @@ mod tests {
         assert!(!extra.contains("88dc28d0") && !extra.contains("api_key"), "{extra}");
         let r = request(spend_log(2));
         assert_eq!(
-            row(&r),
+            summary(&r),
             (
                 (
                     "chatcmpl-sl-2",
@@ -935,24 +887,24 @@ mod tests {
                     None,
                     None
                 ),
-                (Some(950.0), Some(5500.0), None, Some(0.0141))
+                (Some(950.0), Some(5500.0), None, Some(0.0141), Some("sess-b"))
             )
         );
         assert_eq!(r.session_id.as_deref(), Some("sess-b"));
         let r = request(spend_log(3));
         assert_eq!(
-            row(&r),
+            summary(&r),
             (
                 ("chatcmpl-sl-3", 1_717_243_320_000_000, "o3-mini-2025-01-31", 200, 900, 0, 0, Some(700), None),
-                (Some(4500.0), Some(6000.0), None, Some(0.00418))
+                (Some(4500.0), Some(6000.0), None, Some(0.00418), None)
             )
         );
         let r = request(spend_log(4));
         assert_eq!(
-            row(&r),
+            summary(&r),
             (
                 ("chatcmpl-sl-4", 1_717_243_380_250_000, "gpt-4o-mini-2024-07-18", 900, 256, 0, 0, None, None),
-                (None, Some(5500.0), Some("length"), Some(0.0002885))
+                (None, Some(5500.0), Some("length"), Some(0.0002885), None)
             )
         );
         assert_eq!(r.model_output.as_deref(), Some("Once upon a time"));
@@ -969,8 +921,11 @@ mod tests {
         let one = r#"{"request_id":"r1","call_type":"acompletion","spend":0.5,"prompt_tokens":10,"completion_tokens":2,"startTime":"2024-06-01T12:00:00Z","endTime":"2024-06-01T12:00:02Z","model":"gpt-4o","metadata":{"additional_usage_values":{"prompt_tokens_details":{"cached_tokens":4}}},"cache_hit":"False","session_id":"s"}"#;
         let r = request(parse(one.as_bytes(), &LineContext::default()));
         assert_eq!(
-            row(&r),
-            (("r1", 1_717_243_200_000_000, "gpt-4o", 10, 2, 4, 0, None, None), (None, Some(2000.0), None, Some(0.5)))
+            summary(&r),
+            (
+                ("r1", 1_717_243_200_000_000, "gpt-4o", 10, 2, 4, 0, None, None),
+                (None, Some(2000.0), None, Some(0.5), Some("s"))
+            )
         );
         let hit = one.replace(r#""cache_hit":"False""#, r#""cache_hit":true"#);
         let array = format!("[{one},{hit},{{\"request_id\":\"r3\"}}]");

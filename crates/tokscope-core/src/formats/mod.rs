@@ -287,6 +287,9 @@ impl Parsed<'_> {
 }
 
 /// One row of a line that yields several ([`Parsed::Rows`]).
+// Most rows are requests: boxing them to shrink the rare reject would add an
+// allocation per row (as for `Parsed`).
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub enum Row<'a> {
     /// A `requests` row (with its `tokens` rows).
@@ -359,6 +362,38 @@ pub struct LineContext<'a> {
 impl Default for LineContext<'_> {
     fn default() -> Self {
         LineContext { default_model: "unknown", base_time_micros: 0, time_unit: TimeUnit::default(), header: None }
+    }
+}
+
+/// Test support shared by the formats' unit tests.
+#[cfg(test)]
+pub(crate) mod testing {
+    use crate::record::RequestRecord;
+
+    /// A request's id, arrival, model, token counts and output cap; then its
+    /// TTFT, latency, finish reason, logged cost and session: one value to
+    /// compare with a row of hand-written expectations.
+    pub type Summary<'r> = (
+        (&'r str, i64, &'r str, i64, i64, i64, i64, Option<i64>, Option<i64>),
+        (Option<f64>, Option<f64>, Option<&'r str>, Option<f64>, Option<&'r str>),
+    );
+
+    /// The [`Summary`] of a request (its id must be set).
+    pub fn summary<'r>(r: &'r RequestRecord<'_>) -> Summary<'r> {
+        (
+            (
+                r.request_id.as_deref().expect("request id"),
+                r.ts_micros,
+                r.model.as_ref(),
+                r.prompt_tokens,
+                r.completion_tokens,
+                r.cached_tokens,
+                r.cache_write_tokens,
+                r.reasoning_tokens,
+                r.max_tokens,
+            ),
+            (r.ttft_ms, r.latency_ms, r.finish_reason_raw.as_deref(), r.logged_cost_usd, r.session_id.as_deref()),
+        )
     }
 }
 

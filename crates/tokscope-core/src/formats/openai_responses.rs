@@ -247,6 +247,7 @@ impl LogFormat for OpenAiResponses {
 
 #[cfg(test)]
 mod tests {
+    use super::super::testing::summary;
     use super::*;
 
     const SAMPLE: &str = include_str!("../../../../sample_logs/openai_responses.jsonl");
@@ -262,29 +263,12 @@ mod tests {
         }
     }
 
-    /// (request_id, ts_micros, model, prompt, completion, cached, cache_write, reasoning, max_tokens)
-    type Counts<'r> = (Option<&'r str>, i64, &'r str, i64, i64, i64, i64, Option<i64>, Option<i64>);
-
-    fn counts<'r>(r: &'r RequestRecord<'_>) -> Counts<'r> {
-        (
-            r.request_id.as_deref(),
-            r.ts_micros,
-            r.model.as_ref(),
-            r.prompt_tokens,
-            r.completion_tokens,
-            r.cached_tokens,
-            r.cache_write_tokens,
-            r.reasoning_tokens,
-            r.max_tokens,
-        )
-    }
-
     #[test]
     fn enveloped_response_with_cache_and_logprobs() {
         let r = request(1);
         assert_eq!(
-            counts(&r),
-            (Some("gw-resp-1"), 1_717_243_200_000_000, "gpt-4o-2024-08-06", 1500, 2, 1024, 0, Some(0), Some(256))
+            summary(&r).0,
+            ("gw-resp-1", 1_717_243_200_000_000, "gpt-4o-2024-08-06", 1500, 2, 1024, 0, Some(0), Some(256))
         );
         assert_eq!((r.session_id.as_deref(), r.status), (Some("sess-r-1"), Some(200)));
         assert_eq!((r.ttft_ms, r.latency_ms), (Some(420.0), Some(1800.0)));
@@ -312,8 +296,8 @@ mod tests {
     fn bare_reasoning_response_takes_created_at() {
         let r = request(2);
         assert_eq!(
-            counts(&r),
-            (Some("resp_002"), 1_717_243_260_000_000, "o3-mini-2025-01-31", 200, 900, 0, 0, Some(700), None)
+            summary(&r).0,
+            ("resp_002", 1_717_243_260_000_000, "o3-mini-2025-01-31", 200, 900, 0, 0, Some(700), None)
         );
         assert_eq!((r.ttft_ms, r.latency_ms, r.status, r.session_id.as_deref()), (None, None, None, None));
         assert_eq!(r.finish_reason_raw.as_deref(), Some("stop"));
@@ -327,8 +311,8 @@ mod tests {
     fn incomplete_responses_name_their_reason() {
         let r = request(3);
         assert_eq!(
-            counts(&r),
-            (Some("gw-resp-3"), 1_717_243_320_000_000, "gpt-4o-mini-2024-07-18", 900, 256, 0, 0, Some(0), Some(256))
+            summary(&r).0,
+            ("gw-resp-3", 1_717_243_320_000_000, "gpt-4o-mini-2024-07-18", 900, 256, 0, 0, Some(0), Some(256))
         );
         assert_eq!((r.ttft_ms, r.latency_ms), (Some(300.0), Some(5500.0)));
         assert_eq!(r.finish_reason_raw.as_deref(), Some("max_output_tokens"));
@@ -336,8 +320,8 @@ mod tests {
         assert_eq!(r.model_output.as_deref(), Some("Once upon a time"));
         let r = request(4);
         assert_eq!(
-            counts(&r),
-            (Some("resp_004"), 1_717_243_380_000_000, "gpt-4o-2024-08-06", 50, 3, 0, 0, Some(0), Some(1024))
+            summary(&r).0,
+            ("resp_004", 1_717_243_380_000_000, "gpt-4o-2024-08-06", 50, 3, 0, 0, Some(0), Some(1024))
         );
         assert_eq!(r.finish_reason_raw.as_deref(), Some("content_filter"));
         assert_eq!(r.model_output.as_deref(), Some("I can"));
@@ -347,15 +331,12 @@ mod tests {
     fn tool_calls_and_refusals_without_text() {
         let r = request(6);
         assert_eq!(
-            counts(&r),
-            (Some("resp_006"), 1_717_243_500_000_000, "gpt-4o-2024-08-06", 80, 18, 0, 0, Some(0), None)
+            summary(&r).0,
+            ("resp_006", 1_717_243_500_000_000, "gpt-4o-2024-08-06", 80, 18, 0, 0, Some(0), None)
         );
         assert_eq!((r.finish_reason_raw.as_deref(), r.model_output.as_deref()), (Some("tool_calls"), None));
         let r = request(7);
-        assert_eq!(
-            counts(&r),
-            (Some("resp_007"), 1_717_243_560_000_000, "gpt-4o-2024-08-06", 40, 9, 0, 0, Some(0), None)
-        );
+        assert_eq!(summary(&r).0, ("resp_007", 1_717_243_560_000_000, "gpt-4o-2024-08-06", 40, 9, 0, 0, Some(0), None));
         assert_eq!((r.finish_reason_raw.as_deref(), r.model_output.as_deref()), (Some("refusal"), None));
     }
 

@@ -11,13 +11,10 @@
 //! a span whose reads and writes exceed it evidently followed Anthropic's
 //! exclusive count, and is repaired and flagged.
 
-use std::borrow::Cow;
-use std::fmt;
-
-use serde::de::{self, Deserializer, Visitor};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
+use std::borrow::Cow;
 
 use super::fields;
 use super::{LineContext, LogFormat, Parsed, Probe, RecordReject, Row};
@@ -112,9 +109,9 @@ struct Span<'a> {
     span_id: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
     name: Option<Cow<'a, str>>,
-    #[serde(default, deserialize_with = "opt_nanos")]
+    #[serde(default, deserialize_with = "fields::opt_integer")]
     start_time_unix_nano: Option<i64>,
-    #[serde(default, deserialize_with = "opt_nanos")]
+    #[serde(default, deserialize_with = "fields::opt_integer")]
     end_time_unix_nano: Option<i64>,
     #[serde(borrow, default)]
     attributes: Vec<KeyValue<'a>>,
@@ -216,37 +213,6 @@ impl<'a> AnyValue<'a> {
             (None, v) => Some(Cow::Owned(v.to_string())),
         }
     }
-}
-
-/// Nanoseconds since the epoch: a decimal string in OTLP/JSON, or a number.
-/// Read as an integer (an f64 cannot hold nanosecond timestamps exactly).
-fn opt_nanos<'de, D: Deserializer<'de>>(d: D) -> Result<Option<i64>, D::Error> {
-    struct V;
-    impl<'de> Visitor<'de> for V {
-        type Value = Option<i64>;
-        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-            f.write_str("nanoseconds since the epoch, as a decimal string or an integer")
-        }
-        fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
-            Ok(None)
-        }
-        fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
-            Ok(None)
-        }
-        fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-            d.deserialize_any(V)
-        }
-        fn visit_u64<E: de::Error>(self, v: u64) -> Result<Self::Value, E> {
-            i64::try_from(v).map(Some).map_err(|_| E::custom(format!("timestamp {v} ns is out of range")))
-        }
-        fn visit_i64<E: de::Error>(self, v: i64) -> Result<Self::Value, E> {
-            Ok(Some(v))
-        }
-        fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
-            v.trim().parse::<i64>().map(Some).map_err(|_| E::custom(format!("not a nanosecond timestamp: {v:?}")))
-        }
-    }
-    d.deserialize_option(V)
 }
 
 /// A span's attributes, looked up by name.
