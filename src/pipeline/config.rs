@@ -55,6 +55,8 @@ pub struct IngestConfig {
     pub redact: Option<String>,
     /// Longer lines are rejected unread.
     pub max_line_bytes: Option<usize>,
+    /// `s` or `ms`: the unit of durations logged as bare numbers (Langfuse).
+    pub time_unit: Option<String>,
 }
 
 /// `[export]`.

@@ -95,11 +95,16 @@ impl IngestConfig {
                 .timestamp_micros(),
             None => 0,
         };
+        let time_unit = match &self.time_unit {
+            Some(name) => name.parse().map_err(|e: String| config_err!("{e}"))?,
+            None => Default::default(),
+        };
         let mut reader = ReaderBuilder::new()
             .with_format(format)
             .with_derive_settings(DeriveSettings { bins, markers, redaction })
             .with_default_model(self.model.clone())
-            .with_base_time_micros(base_time);
+            .with_base_time_micros(base_time)
+            .with_time_unit(time_unit);
         if let Some(max) = self.max_line_bytes {
             reader = reader.with_max_line_bytes(max);
         }

@@ -24,6 +24,7 @@
 //! # Ok::<(), tokscope_core::Error>(())
 //! ```
 
+use std::borrow::Cow;
 use std::io::Read;
 use std::path::Path;
 use std::sync::mpsc::{sync_channel, Receiver};
@@ -39,7 +40,7 @@ use crate::catalog::tokens::TokensBuilder;
 use crate::catalog::TableDef;
 use crate::derive::{derive_request, DeriveSettings};
 use crate::error::Result;
-use crate::formats::{Format, LineContext, Parsed, Row};
+use crate::formats::{CsvHeader, Format, LineContext, Parsed, Row, TimeUnit};
 use crate::lines::{LineChunk, LineSplitter};
 use crate::record::{LineOrigin, RequestRecord};
 
@@ -72,8 +73,11 @@ pub struct LineCounts {
     /// Blank lines and header lines, which carry no request.
     pub lines_skipped: u64,
     /// Records inside ingested lines that are not rows (spans that are not
-    /// model calls): skipped and counted, not rejected.
+    /// model calls, embedding calls, cache hits): skipped and counted, not rejected.
     pub records_skipped: u64,
+    /// Records rejected inside ingested lines that hold several (an OTLP
+    /// span without usage): each has its `rejects` row naming the record.
+    pub records_rejected: u64,
     /// Token rows written.
     pub tokens_written: u64,
 }
@@ -87,6 +91,7 @@ impl LineCounts {
         self.lines_rejected += other.lines_rejected;
         self.lines_skipped += other.lines_skipped;
         self.records_skipped += other.records_skipped;
+        self.records_rejected += other.records_rejected;
         self.tokens_written += other.tokens_written;
     }
 
@@ -127,6 +132,7 @@ pub struct ReaderBuilder {
     settings: DeriveSettings,
     default_model: Option<String>,
     base_time_micros: i64,
+    time_unit: TimeUnit,
     chunk_bytes: usize,
     max_line_bytes: usize,
 }
@@ -146,6 +152,7 @@ impl ReaderBuilder {
             settings: DeriveSettings::default(),
             default_model: None,
             base_time_micros: 0,
+            time_unit: TimeUnit::default(),
             chunk_bytes: 4 << 20,
             max_line_bytes: 64 << 20,
         }
@@ -175,6 +182,12 @@ impl ReaderBuilder {
         self
     }
 
+    /// Unit of durations logged as bare numbers of unknown unit (Langfuse); default seconds.
+    pub fn with_time_unit(mut self, unit: TimeUnit) -> Self {
+        self.time_unit = unit;
+        self
+    }
+
     /// Target bytes per parsed chunk.
     pub fn with_chunk_bytes(mut self, bytes: usize) -> Self {
         self.chunk_bytes = bytes;
@@ -201,7 +214,14 @@ impl ReaderBuilder {
             }
             split.bytes_read()
         });
-        Reader { config: self, location: location.to_string(), chunks, splitter: Some(splitter) }
+        Reader {
+            config: self,
+            location: location.to_string(),
+            chunks,
+            splitter: Some(splitter),
+            header: None,
+            started: false,
+        }
     }
 }
 
@@ -212,6 +232,10 @@ pub struct Reader {
     location: String,
     chunks: Receiver<LineChunk>,
     splitter: Option<JoinHandle<u64>>,
+    /// The file's CSV header, for formats that read rows by column name.
+    header: Option<CsvHeader>,
+    /// Whether the first chunk (where detection and the header are) was seen.
+    started: bool,
 }
 
 impl Reader {
@@ -238,9 +262,17 @@ impl Reader {
                 self.config.default_model = Some(default_model_for(f, &self.location));
             }
         }
+        if !self.started {
+            self.started = true;
+            if let (Some(f), Some(first)) = (self.config.format, first_line(chunk)) {
+                self.header = f.header(first);
+            }
+        }
         let ctx = LineContext {
             default_model: self.config.default_model.as_deref().unwrap_or("unknown"),
             base_time_micros: self.config.base_time_micros,
+            time_unit: self.config.time_unit,
+            header: self.header.as_ref(),
         };
         parse_chunk(chunk, self.config.format, &ctx, &self.location, &self.config.settings)
     }
@@ -260,6 +292,11 @@ fn default_model_for(format: Format, location: &str) -> String {
     let name = Path::new(location).file_name().map(|s| s.to_string_lossy().to_string()).unwrap_or_default();
     let stem = name.split('.').next().unwrap_or_default();
     format!("{}:{stem}", format.name())
+}
+
+/// The first non-blank line of a chunk.
+fn first_line(chunk: &LineChunk) -> Option<&[u8]> {
+    chunk.lines.iter().map(|s| &chunk.data[s.start..s.end]).find(|l| !l.trim_ascii().is_empty())
 }
 
 fn detect_format(chunk: &LineChunk) -> Option<Format> {
@@ -321,6 +358,11 @@ fn parse_chunk(
                         for row in rows {
                             match row {
                                 Row::Request(rec) => out.request(&rec, &origin, settings),
+                                Row::Reject(r) => {
+                                    out.counts.records_rejected += 1;
+                                    let raw = format.map_or(Cow::Borrowed(&r.raw[..]), |f| f.reject_raw(&r.raw, ctx));
+                                    out.rejects.append(&origin, Some(&r.record), &r.error, &raw, false);
+                                }
                             }
                         }
                     }
@@ -328,7 +370,8 @@ fn parse_chunk(
                     Err(e) => {
                         out.counts.lines_read += 1;
                         out.counts.lines_rejected += 1;
-                        out.rejects.append(&origin, &e, line, span.is_cut());
+                        let raw = format.map_or(Cow::Borrowed(line), |f| f.reject_raw(line, ctx));
+                        out.rejects.append(&origin, None, &e, &raw, span.is_cut());
                     }
                 }
             }
@@ -408,6 +451,7 @@ mod tests {
                 lines_rejected: 1,
                 lines_skipped: 1,
                 records_skipped: 0,
+                records_rejected: 0,
                 tokens_written: 0
             }
         );
@@ -420,6 +464,38 @@ mod tests {
         let (counts, _, rejects) = read_all("hello\nworld\n", ReaderBuilder::new());
         assert_eq!((counts.lines_read, counts.lines_rejected), (2, 2));
         assert_eq!(rejects.iter().map(RecordBatch::num_rows).sum::<usize>(), 2);
+    }
+
+    #[test]
+    fn records_inside_a_line_are_rows_skips_or_rejects() {
+        let otel = include_str!("../../../sample_logs/otel.jsonl");
+        let (counts, requests, rejects) = read_all(otel, ReaderBuilder::new());
+        // 9 lines: 8 parse (13 spans: 7 requests, 5 other spans, 1 failed call
+        // without usage), the last is cut short.
+        assert_eq!(
+            counts,
+            LineCounts {
+                lines_read: 9,
+                lines_ingested: 8,
+                rows_written: 7,
+                lines_rejected: 1,
+                lines_skipped: 0,
+                records_skipped: 5,
+                records_rejected: 1,
+                tokens_written: 0
+            }
+        );
+        assert!(counts.reconciles());
+        assert_eq!(requests.iter().map(RecordBatch::num_rows).sum::<usize>(), 7);
+        let records: Vec<Option<String>> = rejects
+            .iter()
+            .flat_map(|b| {
+                let col =
+                    b.column_by_name("record").unwrap().as_any().downcast_ref::<arrow_array::StringArray>().unwrap();
+                col.iter().map(|v| v.map(str::to_string)).collect::<Vec<_>>()
+            })
+            .collect();
+        assert_eq!(records, vec![Some("6e0c63257de34c93".to_string()), None]);
     }
 
     #[test]

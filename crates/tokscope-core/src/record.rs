@@ -40,6 +40,9 @@ pub struct RequestRecord<'a> {
     pub prefill_latency_ms: Option<f64>,
     /// Share of the prompt served from the KV cache (0..=1).
     pub kv_cache_hit_ratio: Option<f64>,
+    /// The request's cost as the gateway or tracing tool logged it, in USD
+    /// (LiteLLM, Langfuse, Helicone); `None` when not logged.
+    pub logged_cost_usd: Option<f64>,
     /// Finish reason exactly as logged.
     pub finish_reason_raw: Option<Cow<'a, str>>,
     /// The prompt: text, or chat messages kept as compact JSON.
@@ -107,6 +110,7 @@ impl RequestRecord<'_> {
             latency_ms: self.latency_ms,
             prefill_latency_ms: self.prefill_latency_ms,
             kv_cache_hit_ratio: self.kv_cache_hit_ratio,
+            logged_cost_usd: self.logged_cost_usd,
             finish_reason_raw: owned_opt(self.finish_reason_raw),
             prompt: owned_opt(self.prompt),
             model_output: owned_opt(self.model_output),

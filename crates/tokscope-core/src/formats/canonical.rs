@@ -38,6 +38,7 @@ struct CanonicalLine<'a> {
     latency_ms: Option<f64>,
     prefill_latency_ms: Option<f64>,
     kv_cache_hit_ratio: Option<f64>,
+    logged_cost_usd: Option<f64>,
     finish_reason: Option<Cow<'a, str>>,
     prompt: Option<Cow<'a, str>>,
     model_output: Option<Cow<'a, str>>,
@@ -75,6 +76,7 @@ impl<'de> Deserialize<'de> for CanonicalLine<'de> {
                         "latency_ms" => c.latency_ms = map.next_value()?,
                         "prefill_latency_ms" => c.prefill_latency_ms = map.next_value()?,
                         "kv_cache_hit_ratio" => c.kv_cache_hit_ratio = map.next_value()?,
+                        "logged_cost_usd" => c.logged_cost_usd = map.next_value()?,
                         "finish_reason" => c.finish_reason = map.next_value()?,
                         "prompt" => {
                             let raw: &'de RawValue = map.next_value()?;
@@ -158,6 +160,7 @@ impl<'a> CanonicalLine<'a> {
             latency_ms: fields::duration_ms("latency_ms", self.latency_ms)?,
             prefill_latency_ms: fields::duration_ms("prefill_latency_ms", self.prefill_latency_ms)?,
             kv_cache_hit_ratio: self.kv_cache_hit_ratio,
+            logged_cost_usd: fields::cost_usd("logged_cost_usd", self.logged_cost_usd)?,
             finish_reason_raw: self.finish_reason,
             prompt: self.prompt,
             model_output: self.model_output,

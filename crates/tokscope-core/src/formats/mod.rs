@@ -4,32 +4,53 @@
 //!
 //! Adding a format: a module here implementing [`LogFormat`], and one line
 //! in [`FORMATS`].
+//!
+//! Lines are parsed in parallel and independently; the one piece of per-file
+//! state is a CSV header naming the columns ([`LogFormat::header`], read once
+//! from the file's first line and handed to every line in [`LineContext`]).
 
 pub mod anthropic;
 pub mod azure;
 pub mod canonical;
+pub mod csv;
 pub mod envelope;
 pub mod fields;
+pub mod helicone;
+pub mod langfuse;
+pub mod litellm;
 pub mod mooncake;
 pub mod openai;
+pub mod openai_responses;
+pub mod otel;
+pub mod secrets;
 pub mod tgi;
 
+use std::borrow::Cow;
 use std::cell::OnceCell;
 use std::fmt;
 use std::str::FromStr;
 
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use crate::error::Error;
 use crate::record::RequestRecord;
 
+pub use self::csv::CsvHeader;
+pub use self::fields::TimeUnit;
+
 /// Every format, in detection order: the first whose [`LogFormat::detect`]
 /// accepts a file's line wins, so the most specific come first and the
 /// canonical format, which accepts any object with token counts, comes last.
 pub static FORMATS: &[&dyn LogFormat] = &[
+    &otel::Otel,
     &azure::AzureCsv,
+    &litellm::LiteLlm,
     &openai::OpenAiBatch,
     &mooncake::Mooncake,
+    &helicone::Helicone,
+    &langfuse::Langfuse,
+    &openai_responses::OpenAiResponses,
     &openai::OpenAiChat,
     &anthropic::Anthropic,
     &tgi::Tgi,
@@ -46,6 +67,18 @@ pub trait LogFormat: Sync {
     fn detect(&self, line: &Probe<'_>) -> bool;
     /// Parses one non-blank line.
     fn parse<'a>(&self, line: &'a [u8], ctx: &LineContext<'_>) -> Result<Parsed<'a>, String>;
+    /// What `rejects.raw_line` keeps of a rejected line or record: the bytes
+    /// as logged, less the secrets the format knows its lines carry (hashed
+    /// API keys, pre-signed URLs; see [`secrets`]). The default keeps all.
+    fn reject_raw<'a>(&self, raw: &'a [u8], _ctx: &LineContext<'_>) -> Cow<'a, [u8]> {
+        Cow::Borrowed(raw)
+    }
+    /// The per-file state read from a file's first non-blank line: the
+    /// column names when that line is a CSV header this format reads rows
+    /// by. `None` (the default) for formats whose lines stand alone.
+    fn header(&self, _first_line: &[u8]) -> Option<CsvHeader> {
+        None
+    }
 }
 
 /// One line offered to [`LogFormat::detect`], parsed as JSON at most once
@@ -53,12 +86,13 @@ pub trait LogFormat: Sync {
 pub struct Probe<'l> {
     line: &'l [u8],
     json: OnceCell<Option<Map<String, Value>>>,
+    first_element: OnceCell<Option<Map<String, Value>>>,
 }
 
 impl<'l> Probe<'l> {
     /// A probe of one line.
     pub fn new(line: &'l [u8]) -> Self {
-        Probe { line, json: OnceCell::new() }
+        Probe { line, json: OnceCell::new(), first_element: OnceCell::new() }
     }
 
     /// The raw line.
@@ -76,12 +110,43 @@ impl<'l> Probe<'l> {
             .as_ref()
     }
 
+    /// The line's record: its object, or the first element when the line is
+    /// a JSON array of objects (a JSON-format export written on one line).
+    pub fn record(&self) -> Option<&Map<String, Value>> {
+        if self.line.trim_ascii_start().first() != Some(&b'[') {
+            return self.object();
+        }
+        self.first_element.get_or_init(|| first_array_element(self.line)).as_ref()
+    }
+
     /// The response object: the envelope's `response` when the line is a
     /// gateway envelope (see [`envelope`]), else the line's object.
     pub fn response(&self) -> Option<&Map<String, Value>> {
         let obj = self.object()?;
         Some(obj.get("response").and_then(Value::as_object).unwrap_or(obj))
     }
+}
+
+/// The first element of a JSON array of objects, read without building the
+/// others (they are only checked to be JSON).
+fn first_array_element(line: &[u8]) -> Option<Map<String, Value>> {
+    struct First;
+    impl<'de> serde::de::Visitor<'de> for First {
+        type Value = Option<Map<String, Value>>;
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("a JSON array")
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+            let first = seq.next_element::<Value>()?;
+            while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+            Ok(match first {
+                Some(Value::Object(map)) => Some(map),
+                _ => None,
+            })
+        }
+    }
+    let mut de = serde_json::Deserializer::from_slice(line);
+    serde::Deserializer::deserialize_seq(&mut de, First).ok().flatten()
 }
 
 /// A format, as chosen by `--format` or detected: a handle on a registered
@@ -116,6 +181,16 @@ impl Format {
         FORMATS.iter().find(|f| f.detect(&probe)).map(|f| Format(*f))
     }
 
+    /// The per-file state this format reads from a file's first line (see [`LogFormat::header`]).
+    pub fn header(self, first_line: &[u8]) -> Option<CsvHeader> {
+        self.0.header(first_line)
+    }
+
+    /// What `rejects.raw_line` keeps of a rejected line or record (see [`LogFormat::reject_raw`]).
+    pub fn reject_raw<'a>(self, raw: &'a [u8], ctx: &LineContext<'_>) -> Cow<'a, [u8]> {
+        self.0.reject_raw(raw, ctx)
+    }
+
     /// Parses one non-blank line of this format. Lines written by Python's
     /// `json.dumps` may hold the non-JSON numbers `NaN` and `Infinity` (in
     /// logprobs, typically): such a line is parsed again with them read as
@@ -131,6 +206,7 @@ impl Format {
                             .into_iter()
                             .map(|row| match row {
                                 Row::Request(rec) => Row::Request(flag_non_finite(rec)),
+                                Row::Reject(r) => Row::Reject(r.into_owned()),
                             })
                             .collect();
                         Ok(Parsed::Rows { rows, skipped })
@@ -202,11 +278,71 @@ pub enum Parsed<'a> {
     Skip,
 }
 
+impl Parsed<'_> {
+    /// A line whose one record is valid but not a request (an embedding
+    /// call, a cache hit, a span of another kind): skipped and counted.
+    pub fn not_a_request() -> Self {
+        Parsed::Rows { rows: Vec::new(), skipped: 1 }
+    }
+}
+
 /// One row of a line that yields several ([`Parsed::Rows`]).
+// Most rows are requests: boxing them to shrink the rare reject would add an
+// allocation per row (as for `Parsed`).
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub enum Row<'a> {
     /// A `requests` row (with its `tokens` rows).
     Request(RequestRecord<'a>),
+    /// A record of the line that is rejected while the others are kept: a
+    /// `rejects` row naming the record.
+    Reject(RecordReject<'a>),
+}
+
+/// A record rejected inside a line of several.
+#[derive(Debug)]
+pub struct RecordReject<'a> {
+    /// Which record: an OTLP span's `spanId`, `[i]` for element i of an array.
+    pub record: String,
+    /// Why it was rejected.
+    pub error: String,
+    /// The record's own JSON text.
+    pub raw: Cow<'a, [u8]>,
+}
+
+impl RecordReject<'_> {
+    /// The same reject, detached from the input line.
+    pub fn into_owned(self) -> RecordReject<'static> {
+        RecordReject { record: self.record, error: self.error, raw: Cow::Owned(self.raw.into_owned()) }
+    }
+}
+
+/// Parses a line that holds a JSON array of records (a JSON-format export
+/// written on one line) with `parse_record`, one record per element: each
+/// element's rows are kept, and an element that fails is a [`Row::Reject`]
+/// named `[i]` while the others are kept.
+pub fn parse_array_line<'a>(
+    line: &'a [u8],
+    parse_record: impl Fn(&'a [u8]) -> Result<Parsed<'a>, String>,
+) -> Result<Parsed<'a>, String> {
+    let items: Vec<&'a RawValue> =
+        serde_json::from_slice(line).map_err(|e| format!("invalid JSON array of records: {e}"))?;
+    let (mut rows, mut skipped) = (Vec::new(), 0);
+    for (i, item) in items.into_iter().enumerate() {
+        let raw = item.get().as_bytes();
+        match parse_record(raw) {
+            Ok(Parsed::Request(rec)) => rows.push(Row::Request(rec)),
+            Ok(Parsed::Rows { rows: more, skipped: s }) => {
+                rows.extend(more);
+                skipped += s;
+            }
+            Ok(Parsed::Skip) => skipped += 1,
+            Err(error) => {
+                rows.push(Row::Reject(RecordReject { record: format!("[{i}]"), error, raw: Cow::Borrowed(raw) }))
+            }
+        }
+    }
+    Ok(Parsed::Rows { rows, skipped })
 }
 
 /// Per-file settings a parser may need.
@@ -216,6 +352,49 @@ pub struct LineContext<'a> {
     pub default_model: &'a str,
     /// Start of a trace whose timestamps are relative (Mooncake), microseconds since the epoch.
     pub base_time_micros: i64,
+    /// Unit of durations logged as bare numbers whose unit the log does not
+    /// say (Langfuse's `latency`, `time_to_first_token`): `--time-unit`.
+    pub time_unit: TimeUnit,
+    /// The file's CSV header, when its format reads rows by column name.
+    pub header: Option<&'a CsvHeader>,
+}
+
+impl Default for LineContext<'_> {
+    fn default() -> Self {
+        LineContext { default_model: "unknown", base_time_micros: 0, time_unit: TimeUnit::default(), header: None }
+    }
+}
+
+/// Test support shared by the formats' unit tests.
+#[cfg(test)]
+pub(crate) mod testing {
+    use crate::record::RequestRecord;
+
+    /// A request's id, arrival, model, token counts and output cap; then its
+    /// TTFT, latency, finish reason, logged cost and session: one value to
+    /// compare with a row of hand-written expectations.
+    pub type Summary<'r> = (
+        (&'r str, i64, &'r str, i64, i64, i64, i64, Option<i64>, Option<i64>),
+        (Option<f64>, Option<f64>, Option<&'r str>, Option<f64>, Option<&'r str>),
+    );
+
+    /// The [`Summary`] of a request (its id must be set).
+    pub fn summary<'r>(r: &'r RequestRecord<'_>) -> Summary<'r> {
+        (
+            (
+                r.request_id.as_deref().expect("request id"),
+                r.ts_micros,
+                r.model.as_ref(),
+                r.prompt_tokens,
+                r.completion_tokens,
+                r.cached_tokens,
+                r.cache_write_tokens,
+                r.reasoning_tokens,
+                r.max_tokens,
+            ),
+            (r.ttft_ms, r.latency_ms, r.finish_reason_raw.as_deref(), r.logged_cost_usd, r.session_id.as_deref()),
+        )
+    }
 }
 
 #[cfg(test)]
@@ -236,9 +415,36 @@ mod tests {
     #[test]
     fn detection_picks_the_specific_format_first() {
         let detect = |line: &str| Format::detect(line.as_bytes()).map(Format::name);
+        assert_eq!(detect(r#"{"resourceSpans":[]}"#), Some("otel"));
+        assert_eq!(detect(r#"{"resourceLogs":[]}"#), None);
         assert_eq!(detect("TIMESTAMP,ContextTokens,GeneratedTokens"), Some("azure_csv"));
+        assert_eq!(detect("request_id,call_type,spend,startTime,endTime"), Some("litellm"));
+        assert_eq!(
+            detect(
+                r#"{"id":"c","startTime":1.0,"response_cost":0.1,"prompt_tokens":1,"response":{"choices":[],"usage":{}}}"#
+            ),
+            Some("litellm")
+        );
+        assert_eq!(detect(r#"[{"request_id":"r","spend":0.1,"startTime":"2024-06-01T00:00:00Z"}]"#), Some("litellm"));
         assert_eq!(detect(r#"{"custom_id":"a","response":{"body":{}}}"#), Some("openai_batch"));
         assert_eq!(detect(r#"{"timestamp":0,"input_length":1,"output_length":2}"#), Some("mooncake"));
+        assert_eq!(
+            detect(
+                r#"{"request_id":"r","request_created_at":"2024-06-01 12:00:00.000","delay_ms":1,"prompt_tokens":1}"#
+            ),
+            Some("helicone")
+        );
+        assert_eq!(
+            detect(r#"{"id":"o","trace_id":"t","type":"GENERATION","usage_details":{"input":"1"}}"#),
+            Some("langfuse")
+        );
+        assert_eq!(detect(r#"[{"id":"o","provided_model_name":"m","usage_details":{}}]"#), Some("langfuse"));
+        assert_eq!(detect("id,trace_id,type,start_time,usage_details"), Some("langfuse"));
+        assert_eq!(detect(r#"{"object":"response","output":[],"usage":{"input_tokens":1}}"#), Some("openai_responses"));
+        assert_eq!(
+            detect(r#"{"ts":1,"response":{"output":[],"status":"completed","usage":{"input_tokens":1}}}"#),
+            Some("openai_responses")
+        );
         assert_eq!(detect(r#"{"object":"chat.completion","choices":[],"usage":{}}"#), Some("openai_chat"));
         assert_eq!(detect(r#"{"ts":1,"response":{"type":"message","usage":{"input_tokens":1}}}"#), Some("anthropic"));
         assert_eq!(detect(r#"{"generated_text":"x","details":{"finish_reason":"eos_token"}}"#), Some("tgi"));
