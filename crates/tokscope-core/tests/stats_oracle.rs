@@ -54,7 +54,8 @@ fn sentence_bleu_matches_sacrebleu_on_72_pairs() {
     let all = fixture(BLEU);
     let cases = all["sentence_bleu"].as_array().expect("cases");
     assert!(cases.len() >= 50);
-    let kinds = |pred: &dyn Fn(&str, &str) -> bool| cases.iter().filter(|c| pred(text(&c["hyp"]), text(&c["ref"]))).count();
+    let kinds =
+        |pred: &dyn Fn(&str, &str) -> bool| cases.iter().filter(|c| pred(text(&c["hyp"]), text(&c["ref"]))).count();
     assert!(kinds(&|h, _| h.is_empty()) >= 2 && kinds(&|_, r| r.is_empty()) >= 2);
     assert!(kinds(&|h, _| !h.is_empty() && !h.contains(' ')) >= 3);
     for c in cases {

@@ -46,8 +46,7 @@ fn ngram_stats<T: Eq + Hash>(candidate: &[T], reference: &[T]) -> NgramStats {
         let cand = ngram_counts(candidate, n);
         let refs = ngram_counts(reference, n);
         stats.total[n - 1] = cand.values().sum();
-        stats.matched[n - 1] =
-            cand.iter().map(|(gram, &c)| c.min(refs.get(gram).copied().unwrap_or(0))).sum();
+        stats.matched[n - 1] = cand.iter().map(|(gram, &c)| c.min(refs.get(gram).copied().unwrap_or(0))).sum();
     }
     stats
 }
@@ -231,10 +230,7 @@ pub fn tokenize_13a(line: &str) -> Vec<String> {
     // "([0-9])(-)" -> "\1 \2 "
     let text = rewrite_pairs(&text, |c| c.is_ascii_digit(), |c| c == '-', |a, b, out| out.extend([a, ' ', b, ' ']));
 
-    text.split(|&c| is_python_space(c))
-        .filter(|token| !token.is_empty())
-        .map(|token| token.iter().collect())
-        .collect()
+    text.split(|&c| is_python_space(c)).filter(|token| !token.is_empty()).map(|token| token.iter().collect()).collect()
 }
 
 #[cfg(test)]
