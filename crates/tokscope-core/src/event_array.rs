@@ -18,9 +18,9 @@
 //! rest, rejected with the reason and its offset ([`LineChunk::stream_error`]).
 //! A bare array may end without its `]` (the Trace Event Format allows it).
 
-use std::io::{ErrorKind, Read};
+use std::io::Read;
 
-use crate::lines::{LineChunk, LineSpan};
+use crate::lines::{read_some, LineChunk, LineSpan};
 
 /// Where the scanner is in the document.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -186,21 +186,18 @@ impl<R: Read> EventSplitter<R> {
         }
         self.pos = 0;
         self.filled = 0;
-        loop {
-            match self.reader.read(&mut self.buf) {
-                Ok(0) => {
-                    self.eof = true;
-                    return false;
-                }
-                Ok(n) => {
-                    self.filled = n;
-                    return true;
-                }
-                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-                Err(e) => {
-                    self.error = Some(format!("input stream failed after this point: {e}"));
-                    return false;
-                }
+        match read_some(&mut self.reader, &mut self.buf) {
+            Ok(0) => {
+                self.eof = true;
+                false
+            }
+            Ok(n) => {
+                self.filled = n;
+                true
+            }
+            Err(e) => {
+                self.error = Some(e);
+                false
             }
         }
     }
@@ -465,18 +462,25 @@ impl<R: Read> EventSplitter<R> {
     }
 }
 
+/// A scanner over `head` (BOM removed) just past its first non-space byte,
+/// when that byte is `open`; `head` is returned without its BOM, as offsets count.
+fn head_scan(head: &[u8], open: u8) -> Option<(&[u8], EventSplitter<&[u8]>)> {
+    let head = head.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(head);
+    let mut split = EventSplitter::new(head, "", 0, 0, 0);
+    if split.peek_non_space() != Some(open) {
+        return None;
+    }
+    split.consume(1);
+    Some((head, split))
+}
+
 /// The keys of the top-level object that start within `head` (a file's
 /// first bytes), in order; empty when `head` does not start with `{`. Values
 /// are skipped; the scan stops at the first value that does not end within
 /// `head`.
 pub fn head_object_keys(head: &[u8]) -> Vec<String> {
-    let head = head.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(head);
-    let mut split = EventSplitter::new(head, "", 0, 0, 0);
     let mut keys = Vec::new();
-    if split.peek_non_space() != Some(b'{') {
-        return keys;
-    }
-    split.consume(1);
+    let Some((head, mut split)) = head_scan(head, b'{') else { return keys };
     loop {
         if split.peek_non_space() != Some(b'"') {
             return keys;
@@ -505,12 +509,7 @@ pub fn head_object_keys(head: &[u8]) -> Vec<String> {
 
 /// The first element of a top-level array when it ends within `head`.
 pub fn head_first_element(head: &[u8]) -> Option<&[u8]> {
-    let head = head.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(head);
-    let mut split = EventSplitter::new(head, "", 0, 0, 0);
-    if split.peek_non_space() != Some(b'[') {
-        return None;
-    }
-    split.consume(1);
+    let (head, mut split) = head_scan(head, b'[')?;
     split.peek_non_space()?;
     let start = split.offset as usize;
     match split.scan_value(None, 0) {

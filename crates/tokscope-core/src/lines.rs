@@ -49,6 +49,18 @@ impl LineSpan {
     }
 }
 
+/// Reads once into `buf`, again when interrupted: `Ok(0)` at the end of the
+/// input; on failure, the error a rejected tail of the input carries.
+pub(crate) fn read_some<R: Read>(reader: &mut R, buf: &mut [u8]) -> Result<usize, String> {
+    loop {
+        match reader.read(buf) {
+            Ok(n) => return Ok(n),
+            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            Err(e) => return Err(format!("input stream failed after this point: {e}")),
+        }
+    }
+}
+
 /// Streaming line splitter over any reader.
 pub struct LineSplitter<R> {
     reader: R,
@@ -105,21 +117,18 @@ impl<R: Read> LineSplitter<R> {
             let new_len = self.buf.len() * 2;
             self.buf.resize(new_len, 0);
         }
-        loop {
-            match self.reader.read(&mut self.buf[self.filled..]) {
-                Ok(0) => {
-                    self.eof = true;
-                    return false;
-                }
-                Ok(n) => {
-                    self.filled += n;
-                    return true;
-                }
-                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-                Err(e) => {
-                    self.error = Some(format!("input stream failed after this point: {e}"));
-                    return false;
-                }
+        match read_some(&mut self.reader, &mut self.buf[self.filled..]) {
+            Ok(0) => {
+                self.eof = true;
+                false
+            }
+            Ok(n) => {
+                self.filled += n;
+                true
+            }
+            Err(e) => {
+                self.error = Some(e);
+                false
             }
         }
     }
