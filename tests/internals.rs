@@ -460,6 +460,19 @@ print(json.dumps(out))
 }
 
 #[test]
+fn eval_references_are_redacted_like_outputs() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("ds");
+    ingest(&[&formats(Path::new("eval.sample.jsonl"))], &out, &["--redact", "hash"]);
+    let hashed = query(&out, "SELECT reference FROM evals WHERE request_id = 'gw-01'");
+    let sha = python("import hashlib; print(hashlib.sha256(b'Hello!').hexdigest())");
+    assert_eq!(hashed[0]["reference"], sha.trim());
+    let out = dir.path().join("dropped");
+    ingest(&[&formats(Path::new("eval.sample.jsonl"))], &out, &["--redact", "drop"]);
+    assert_eq!(query(&out, "SELECT count(reference) AS n FROM evals")[0]["n"], 0);
+}
+
+#[test]
 fn eval_rejects_bad_lines_and_over_long_ones() {
     let dir = tempfile::tempdir().unwrap();
     let lines = [

@@ -232,23 +232,23 @@ impl ReaderBuilder {
         let (chunk_bytes, max_line) = (self.chunk_bytes, self.max_line_bytes);
         let framing = self.format.map(Format::framing).unwrap_or(Framing::Lines);
         let splitter = std::thread::spawn(move || -> u64 {
+            // Chunks go out until the input ends or the reader is dropped.
+            let send_all = |mut next: Box<dyn FnMut() -> Option<LineChunk> + '_>| {
+                while let Some(chunk) = next() {
+                    if tx.send(chunk).is_err() {
+                        break;
+                    }
+                }
+            };
             match framing {
                 Framing::Lines => {
                     let mut split = LineSplitter::new(input, chunk_bytes, max_line, REJECT_SNIPPET_BYTES);
-                    while let Some(chunk) = split.next_chunk() {
-                        if tx.send(chunk).is_err() {
-                            break;
-                        }
-                    }
+                    send_all(Box::new(|| split.next_chunk()));
                     split.bytes_read()
                 }
                 Framing::JsonEventArray { key } => {
                     let mut split = EventSplitter::new(input, key, chunk_bytes, max_line, REJECT_SNIPPET_BYTES);
-                    while let Some(chunk) = split.next_chunk() {
-                        if tx.send(chunk).is_err() {
-                            break;
-                        }
-                    }
+                    send_all(Box::new(|| split.next_chunk()));
                     split.bytes_read()
                 }
             }
@@ -381,7 +381,7 @@ fn first_data_line(chunk: &LineChunk) -> Option<&[u8]> {
 }
 
 /// Longest raw prefix of a begin/end event kept for its `rejects` row.
-const SPAN_SNIPPET_BYTES: usize = 4096;
+const SPAN_SNIPPET_BYTES: usize = 1024;
 
 /// A begin or end trace event with where it came from, waiting to be paired.
 struct PendingSpan {
