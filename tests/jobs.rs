@@ -385,7 +385,7 @@ fn kv_cache_job_uses_bundled_and_given_architectures() {
         dir.path(),
         "arch.toml",
         &format!(
-            "[[model]]\nmodel = \"tiny\"\nconfig = {:?}\n\n[[model]]\npattern = \"custom-.*\"\nlayers = 10\nkv_heads = 4\nhead_dim = 64\ndtype = \"fp8\"\n",
+            "[[model]]\nmodel = \"tiny\"\nconfig = {:?}\n\n[[model]]\npattern = \"custom-.*\"\nlayers = 10\nkv_heads = 4\nhead_dim = 64\ndtype = \"fp8\"\ntensor_parallel = 2\n",
             hf.display().to_string()
         ),
     );
@@ -406,18 +406,38 @@ fn kv_cache_job_uses_bundled_and_given_architectures() {
     ingest(&[&input], &ds, &[]);
     use V::*;
     let gib = (1u64 << 30) as f64;
+    let (custom, tiny) = (5120.0 * 128.0 / gib, 512.0 * 1048.0 / gib);
     let want = vec![
-        // custom: 2 * 10 * 4 * 64 * 1 byte = 5120 B/token, 128 tokens.
-        vec![S("custom-1"), S("0-1K"), I(1), I(0), F(5120.0 * 128.0 / gib), F(5120.0 * 128.0 / gib)],
-        // bundled llama-3.1-8b: 2 * 32 * 8 * 128 * 2 = 131072 B/token: 1024 tokens = 0.125 GiB, 2048 = 0.25 GiB.
-        vec![S("llama-3.1-8b-instruct"), S("0-1K"), I(2), I(0), F(0.1875), F(0.25)],
+        // custom: 2 * 10 * 4 * 64 * 1 byte = 5120 B/token, 128 tokens; served on 2 GPUs
+        // (tensor_parallel = 2): 2 of the 4 KV heads each, half the bytes.
+        vec![S("custom-1"), S("0-1K"), I(1), I(0), I(2), F(custom), F(custom), F(custom / 2.0), F(custom / 2.0)],
+        // bundled llama-3.1-8b: 2 * 32 * 8 * 128 * 2 = 131072 B/token: 1024 tokens = 0.125 GiB, 2048 = 0.25 GiB; one GPU.
+        vec![S("llama-3.1-8b-instruct"), S("0-1K"), I(2), I(0), I(1), F(0.1875), F(0.25), F(0.1875), F(0.25)],
         // tiny-stories-a config.json: 2 layers, 2 KV heads, head_dim 16, float32: 512 B/token * 1048.
-        vec![S("tiny"), S("0-1K"), I(1), I(0), F(512.0 * 1048.0 / gib), F(512.0 * 1048.0 / gib)],
-        vec![S("unknown-model"), S("0-1K"), I(1), I(1), Null, Null],
+        vec![S("tiny"), S("0-1K"), I(1), I(0), I(1), F(tiny), F(tiny), F(tiny), F(tiny)],
+        vec![S("unknown-model"), S("0-1K"), I(1), I(1), Null, Null, Null, Null, Null],
     ];
-    let cols =
-        ["model", "context_bin", "requests", "unknown_architecture_requests", "kv_cache_gib_mean", "kv_cache_gib_max"];
+    let cols = [
+        "model",
+        "context_bin",
+        "requests",
+        "unknown_architecture_requests",
+        "tensor_parallel",
+        "kv_cache_gib_mean",
+        "kv_cache_gib_max",
+        "kv_cache_gib_per_gpu_mean",
+        "kv_cache_gib_per_gpu_max",
+    ];
     check(&job("kv_cache", &ds, &["--architectures", &arch]), &cols, &want, "kv_cache");
+    // --param tp=4 overrides the file: custom 1 of 4 heads per GPU, llama 2 of 8,
+    // tiny's 2 heads replicated: 1 per GPU (half).
+    let want_tp4 = vec![
+        vec![S("custom-1"), S("0-1K"), I(1), I(0), I(4), F(custom), F(custom), F(custom / 4.0), F(custom / 4.0)],
+        vec![S("llama-3.1-8b-instruct"), S("0-1K"), I(2), I(0), I(4), F(0.1875), F(0.25), F(0.046875), F(0.0625)],
+        vec![S("tiny"), S("0-1K"), I(1), I(0), I(4), F(tiny), F(tiny), F(tiny / 2.0), F(tiny / 2.0)],
+        vec![S("unknown-model"), S("0-1K"), I(1), I(1), Null, Null, Null, Null, Null],
+    ];
+    check(&job("kv_cache", &ds, &["--architectures", &arch, "--param", "tp=4"]), &cols, &want_tp4, "kv_cache tp=4");
 }
 
 #[test]

@@ -58,7 +58,12 @@ pub const JOBS: &[Job] = &[
     job!("eos", "EOS compliance and silent-truncation rate per model x context bin", tables: ["requests"]),
     job!("latency", "exact TTFT / TPOT / latency percentiles and throughput per model x context bin", tables: ["requests"]),
     job!("cost", "cost (needs --pricing) per model x context bin, unpriced requests counted", tables: ["requests"]),
-    job!("kv_cache", "KV-cache GiB per request (mean, max) per model x context bin", tables: ["requests"]),
+    job!(
+        "kv_cache",
+        "KV-cache GiB per request and per GPU (mean, max) per model x context bin",
+        tables: ["requests"],
+        params: [("tp", "0")]
+    ),
     job!(
         "report",
         "eos + latency + cost side by side (what `tokscope run` prints)",
@@ -85,6 +90,35 @@ pub const JOBS: &[Job] = &[
         params: [("resamples", "1000"), ("seed", "0")]
     ),
     job!("mediation_heatmap", "mean indirect effect per metric x layer x restored position", tables: ["interventions"]),
+    job!(
+        "head_waste",
+        "attention layer x head of a kernel trace: actual vs peak FLOPs, waste ratio, flagged heads",
+        tables: ["kernels"],
+        params: [("peak_tflops", "989"), ("threshold", "0.5"), ("q_len", "0"), ("kv_len", "0"), ("head_dim", "0")]
+    ),
+    job!(
+        "moe_load",
+        "MoE router load per layer: expert shares, hot experts, imbalance, CV, routing entropy, redundancy bound",
+        tables: ["moe_routing"]
+    ),
+    job!(
+        "drift",
+        "intent drift per query-length bin: KL divergence of model vs gold relevance (mean, p95, share above threshold)",
+        tables: ["evals"],
+        params: [("short_max", "3"), ("medium_max", "6"), ("threshold", "0.85")]
+    ),
+    job!(
+        "quality",
+        "answer quality per model x task: mean BLEU-4 against the reference, mean FactScore, f1_fact",
+        tables: ["evals"],
+        params: [("bleu_weight", "0.4"), ("factscore_weight", "0.6")]
+    ),
+    job!(
+        "composite",
+        "composite serving score per model: throughput, p95 latency, recall, semantic similarity",
+        tables: ["requests", "evals"],
+        params: [("w1", "0.3"), ("w2", "0.25"), ("w3", "0.25"), ("w4", "0.2"), ("qps_scale", "1000"), ("latency_budget_ms", "200")]
+    ),
 ];
 
 /// Looks a job up by name.

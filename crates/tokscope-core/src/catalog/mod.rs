@@ -11,7 +11,10 @@
 //! in [`CATALOG`].
 
 pub mod columns;
+pub mod evals;
 pub mod interventions;
+pub mod kernels;
+pub mod moe_routing;
 pub mod rejects;
 pub mod replay_verdicts;
 pub mod requests;
@@ -30,6 +33,9 @@ pub const CATALOG: &[TableDef] = &[
     rejects::RejectsBuilder::DEF,
     replay_verdicts::VerdictsBuilder::DEF,
     interventions::InterventionsBuilder::DEF,
+    kernels::KernelsBuilder::DEF,
+    moe_routing::MoeRoutingBuilder::DEF,
+    evals::EvalsBuilder::DEF,
 ];
 
 /// Name of the hive partition column (`date=YYYY-MM-DD`) of partitioned tables.

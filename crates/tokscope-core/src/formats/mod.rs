@@ -5,19 +5,27 @@
 //! Adding a format: a module here implementing [`LogFormat`], and one line
 //! in [`FORMATS`].
 //!
-//! Lines are parsed in parallel and independently; the one piece of per-file
-//! state is a CSV header naming the columns ([`LogFormat::header`], read once
-//! from the file's first line and handed to every line in [`LineContext`]).
+//! Most formats hold one record per line ([`Framing::Lines`]); lines are
+//! parsed in parallel and independently, and the one piece of per-file state
+//! is a CSV header naming the columns ([`LogFormat::header`], read once from
+//! the file's first line and handed to every line in [`LineContext`]). A
+//! format whose input is one JSON document holding an array of records (a
+//! profiler trace) says [`Framing::JsonEventArray`] and is recognised from
+//! the file's first bytes ([`LogFormat::detect_head`]); each array element is
+//! then parsed as a line is.
 
 pub mod anthropic;
 pub mod azure;
 pub mod canonical;
 pub mod csv;
 pub mod envelope;
+pub mod eval;
 pub mod fields;
 pub mod helicone;
+pub mod kernel_trace;
 pub mod langfuse;
 pub mod litellm;
+pub mod moe_routing;
 pub mod mooncake;
 pub mod openai;
 pub mod openai_responses;
@@ -33,6 +41,9 @@ use std::str::FromStr;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
+use crate::catalog::evals::EvalRow;
+use crate::catalog::kernels::KernelRow;
+use crate::catalog::moe_routing::MoeRoutingRow;
 use crate::error::Error;
 use crate::record::RequestRecord;
 
@@ -43,8 +54,10 @@ pub use self::fields::TimeUnit;
 /// accepts a file's line wins, so the most specific come first and the
 /// canonical format, which accepts any object with token counts, comes last.
 pub static FORMATS: &[&dyn LogFormat] = &[
+    &kernel_trace::KernelTrace,
     &otel::Otel,
     &azure::AzureCsv,
+    &moe_routing::MoeRouting,
     &litellm::LiteLlm,
     &openai::OpenAiBatch,
     &mooncake::Mooncake,
@@ -54,6 +67,7 @@ pub static FORMATS: &[&dyn LogFormat] = &[
     &openai::OpenAiChat,
     &anthropic::Anthropic,
     &tgi::Tgi,
+    &eval::Eval,
     &canonical::Canonical,
 ];
 
@@ -65,7 +79,7 @@ pub trait LogFormat: Sync {
     fn about(&self) -> &'static str;
     /// Whether a file holding this line is in this format.
     fn detect(&self, line: &Probe<'_>) -> bool;
-    /// Parses one non-blank line.
+    /// Parses one non-blank line (one array element for [`Framing::JsonEventArray`]).
     fn parse<'a>(&self, line: &'a [u8], ctx: &LineContext<'_>) -> Result<Parsed<'a>, String>;
     /// What `rejects.raw_line` keeps of a rejected line or record: the bytes
     /// as logged, less the secrets the format knows its lines carry (hashed
@@ -79,6 +93,33 @@ pub trait LogFormat: Sync {
     fn header(&self, _first_line: &[u8]) -> Option<CsvHeader> {
         None
     }
+    /// How the input is cut into records.
+    fn framing(&self) -> Framing {
+        Framing::Lines
+    }
+    /// Whether a file whose first bytes (up to [`HEAD_BYTES`]) are `head` is
+    /// in this format: for formats whose first line says nothing (a
+    /// pretty-printed JSON document starts with `{`). Tried before any line.
+    fn detect_head(&self, _head: &[u8]) -> bool {
+        false
+    }
+}
+
+/// How many bytes of a file's head [`LogFormat::detect_head`] sees.
+pub const HEAD_BYTES: usize = 64 * 1024;
+
+/// How a format's input is cut into records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Framing {
+    /// One record per line (JSON lines, CSV).
+    Lines,
+    /// One JSON document: the array under `key` of the top-level object, or
+    /// a bare top-level array; each element is a record
+    /// ([`crate::event_array`]).
+    JsonEventArray {
+        /// The top-level key whose value is the array of records.
+        key: &'static str,
+    },
 }
 
 /// One line offered to [`LogFormat::detect`], parsed as JSON at most once
@@ -175,6 +216,16 @@ impl Format {
         FORMATS.iter().map(|f| f.name()).collect()
     }
 
+    /// How the format's input is cut into records.
+    pub fn framing(self) -> Framing {
+        self.0.framing()
+    }
+
+    /// The first format that recognises a file from its first bytes.
+    pub fn detect_head(head: &[u8]) -> Option<Format> {
+        FORMATS.iter().find(|f| f.detect_head(head)).map(|f| Format(*f))
+    }
+
     /// The first format that recognises `line`.
     pub fn detect(line: &[u8]) -> Option<Format> {
         let probe = Probe::new(line);
@@ -207,6 +258,10 @@ impl Format {
                             .map(|row| match row {
                                 Row::Request(rec) => Row::Request(flag_non_finite(rec)),
                                 Row::Reject(r) => Row::Reject(r.into_owned()),
+                                Row::Kernel(k) => Row::Kernel(k),
+                                Row::KernelSpan(s) => Row::KernelSpan(s),
+                                Row::MoeRouting(m) => Row::MoeRouting(m),
+                                Row::Eval(e) => Row::Eval(e),
                             })
                             .collect();
                         Ok(Parsed::Rows { rows, skipped })
@@ -294,6 +349,15 @@ impl Parsed<'_> {
 pub enum Row<'a> {
     /// A `requests` row (with its `tokens` rows).
     Request(RequestRecord<'a>),
+    /// A `kernels` row: a complete trace event.
+    Kernel(KernelRow),
+    /// A begin or end trace event: a `kernels` row once the reader pairs it
+    /// (per pid and tid, as a stack); until then the event is not counted.
+    KernelSpan(kernel_trace::SpanEvent),
+    /// A `moe_routing` row.
+    MoeRouting(MoeRoutingRow),
+    /// An `evals` row.
+    Eval(EvalRow),
     /// A record of the line that is rejected while the others are kept: a
     /// `rejects` row naming the record.
     Reject(RecordReject<'a>),

@@ -559,6 +559,7 @@ mod tests {
                     match row {
                         Row::Request(r) => recs.push(r.into_owned()),
                         Row::Reject(r) => rejects.push((r.record, r.error)),
+                        other => panic!("an OpenTelemetry span gives requests, not {other:?}"),
                     }
                 }
                 (recs, rejects, skipped)
@@ -709,6 +710,7 @@ mod tests {
                 Some(Row::Request(r)) => Ok(r.into_owned()),
                 Some(Row::Reject(r)) => Err(r.error),
                 None => Err("skipped".into()),
+                Some(other) => panic!("{other:?}"),
             },
             other => panic!("{other:?}"),
         }

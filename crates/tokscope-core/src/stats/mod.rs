@@ -2,4 +2,6 @@
 //! plain values, each the one implementation of a definition in
 //! `docs/metrics.md`.
 
+pub mod bleu;
 pub mod bootstrap;
+pub mod kl;
