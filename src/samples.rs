@@ -14,6 +14,7 @@ pub const SAMPLE_LOGS: &[(&str, &[u8])] = &[
     ("tgi.jsonl", include_bytes!("../sample_logs/tgi.jsonl")),
     ("azure_conv_head.csv", include_bytes!("../sample_logs/azure_conv_head.csv")),
     ("mooncake_head.jsonl", include_bytes!("../sample_logs/mooncake_head.jsonl")),
+    ("profile.jsonl", include_bytes!("../sample_logs/profile.jsonl")),
 ];
 
 /// The example pricing file, used by `tokscope run` on the bundled samples

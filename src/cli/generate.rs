@@ -4,7 +4,7 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::Context;
-use tokscope::generate::{self, GenFormat, GenOptions};
+use tokscope::generate::{self, ArmTruncation, GenFormat, GenOptions};
 
 use super::args::choice;
 
@@ -29,6 +29,14 @@ pub struct GenerateArgs {
     /// Approximate characters of output text per request.
     #[arg(long, default_value_t = 600)]
     output_chars: usize,
+    /// Experiment arms, comma-separated: each request is in one of them at
+    /// random (logged as `variant`); the rest of the log is the same as without.
+    #[arg(long, value_delimiter = ',', value_name = "ARM,ARM")]
+    arms: Vec<String>,
+    /// An arm that silently truncates a share of its responses to long prompts:
+    /// ARM:SHARE:MIN_PROMPT_TOKENS, e.g. candidate:0.12:16K (canonical format).
+    #[arg(long, value_name = "ARM:SHARE:MIN")]
+    arm_truncation: Option<String>,
 }
 
 /// Runs `tokscope generate`.
@@ -39,6 +47,8 @@ pub fn run_generate(args: &GenerateArgs) -> anyhow::Result<()> {
         seed: args.seed,
         token_data: args.token_data,
         output_chars: args.output_chars,
+        arms: args.arms.iter().map(|a| a.trim().to_string()).filter(|a| !a.is_empty()).collect(),
+        arm_truncation: args.arm_truncation.as_deref().map(ArmTruncation::parse).transpose()?,
     };
     let mut out: Box<dyn Write> = if args.out.as_os_str() == "-" {
         Box::new(std::io::stdout().lock())

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::{bail, Context};
-use tokscope::derive::{ContextBins, DeriveSettings, EosMarkers};
+use tokscope::derive::{ContextBins, DeriveSettings, EosMarkers, VariantMap};
 use tokscope::engine::pricing::Pricing;
 use tokscope::engine::UdfConfig;
 use tokscope::export::{self, OutputFormat};
@@ -28,6 +28,11 @@ pub struct IngestFlags {
     /// Context-bin edges over prompt_tokens, comma-separated, K = 1024.
     #[arg(long, default_value = "0,1K,2K,4K,8K,16K,32K,64K,128K")]
     bins: String,
+    /// Experiment arms of requests that log none: a JSON array of rules
+    /// [{"arm": "B", "model" | "model_pattern": ..., "model_version" | "model_version_pattern": ...}],
+    /// the first matching rule wins; a logged `variant`/`arm`/`experiment` field wins over it.
+    #[arg(long, value_name = "FILE")]
+    variants: Option<PathBuf>,
     /// Model name for traces that log none (Azure, Mooncake); default `<format>:<file stem>`.
     #[arg(long)]
     model: Option<String>,
@@ -56,7 +61,12 @@ impl IngestFlags {
         };
         let base = chrono::DateTime::parse_from_rfc3339(&self.base_time)
             .with_context(|| format!("--base-time {:?} is not RFC 3339", self.base_time))?;
-        let derive = DeriveSettings { bins: ContextBins::parse(&self.bins)?, markers, redaction: self.redact };
+        let variants = match &self.variants {
+            Some(p) => VariantMap::from_file(p)?,
+            None => VariantMap::default(),
+        };
+        let derive =
+            DeriveSettings { bins: ContextBins::parse(&self.bins)?, markers, redaction: self.redact, variants };
         Ok(IngestOptions {
             reader: ReaderBuilder::new()
                 .with_format(self.format)
@@ -111,8 +121,8 @@ pub struct RunArgs {
 fn print_summary(s: &IngestSummary) {
     let t = &s.totals.counts;
     eprintln!(
-        "ingested {} file(s) into {} ({} skipped as already ingested): lines_read={} lines_ingested={} rows_written={} lines_rejected={} lines_skipped={} records_skipped={} tokens_written={} in {:.2}s",
-        s.files.len(), s.dataset, s.files_skipped.len(), t.lines_read, t.lines_ingested, t.rows_written, t.lines_rejected, t.lines_skipped, t.records_skipped, t.tokens_written, s.elapsed_s
+        "ingested {} file(s) into {} ({} skipped as already ingested): lines_read={} lines_ingested={} rows_written={} lines_rejected={} lines_skipped={} records_skipped={} tokens_written={} profiles_written={} in {:.2}s",
+        s.files.len(), s.dataset, s.files_skipped.len(), t.lines_read, t.lines_ingested, t.rows_written, t.lines_rejected, t.lines_skipped, t.records_skipped, t.tokens_written, t.profiles_written, s.elapsed_s
     );
     if t.lines_rejected > 0 {
         eprintln!(

@@ -3,7 +3,7 @@
 //!
 //! A thread splits the input into chunks of whole lines ([`crate::lines`]);
 //! each chunk is parsed in parallel with rayon, one slice of lines per task,
-//! into `requests`, `tokens` and `rejects` batches ([`crate::catalog`]).
+//! into `requests`, `tokens`, `profiles` and `rejects` batches ([`crate::catalog`]).
 //! Every data line is ingested (as one row, or several) or rejected, and
 //! blank and header lines are counted apart, so the counts reconcile:
 //! `lines_read = lines_ingested + lines_rejected`.
@@ -33,15 +33,16 @@ use arrow_array::RecordBatch;
 use rayon::prelude::*;
 use serde::Serialize;
 
+use crate::catalog::profiles::ProfilesBuilder;
 use crate::catalog::rejects::{RejectsBuilder, REJECT_SNIPPET_BYTES};
 use crate::catalog::requests::RequestsBuilder;
-use crate::catalog::tokens::TokensBuilder;
+use crate::catalog::tokens::{TokenOwner, TokensBuilder};
 use crate::catalog::TableDef;
-use crate::derive::{derive_request, DeriveSettings};
+use crate::derive::{derive_profile, derive_request, DeriveSettings};
 use crate::error::Result;
 use crate::formats::{Format, LineContext, Parsed, Row};
 use crate::lines::{LineChunk, LineSplitter};
-use crate::record::{LineOrigin, RequestRecord};
+use crate::record::{LineOrigin, ProfileRecord, RequestRecord, TokenRecord};
 
 /// How many of a file's first non-blank lines are tried for format detection.
 pub const DETECT_LINES: usize = 32;
@@ -74,8 +75,10 @@ pub struct LineCounts {
     /// Records inside ingested lines that are not rows (spans that are not
     /// model calls): skipped and counted, not rejected.
     pub records_skipped: u64,
-    /// Token rows written.
+    /// Token rows written (gateway and engine).
     pub tokens_written: u64,
+    /// Engine profiling records written (`profiles` rows).
+    pub profiles_written: u64,
 }
 
 impl LineCounts {
@@ -88,6 +91,7 @@ impl LineCounts {
         self.lines_skipped += other.lines_skipped;
         self.records_skipped += other.records_skipped;
         self.tokens_written += other.tokens_written;
+        self.profiles_written += other.profiles_written;
     }
 
     /// True when every line read was ingested or rejected.
@@ -102,6 +106,8 @@ pub struct ParsedSlice {
     pub requests: Option<DatedBatch>,
     /// `tokens` rows, if any.
     pub tokens: Option<DatedBatch>,
+    /// `profiles` rows, if any.
+    pub profiles: Option<DatedBatch>,
     /// `rejects` rows, if any.
     pub rejects: Option<RecordBatch>,
     /// The slice's line accounting.
@@ -114,9 +120,14 @@ impl ParsedSlice {
     /// The slice's batches with the table each belongs to.
     pub fn into_batches(self) -> impl Iterator<Item = (&'static TableDef, DatedBatch)> {
         let rejects = self.rejects.map(|batch| DatedBatch { batch, days: Vec::new() });
-        [(&RequestsBuilder::DEF, self.requests), (&TokensBuilder::DEF, self.tokens), (&RejectsBuilder::DEF, rejects)]
-            .into_iter()
-            .filter_map(|(table, batch)| Some((table, batch?)))
+        [
+            (&RequestsBuilder::DEF, self.requests),
+            (&TokensBuilder::DEF, self.tokens),
+            (&ProfilesBuilder::DEF, self.profiles),
+            (&RejectsBuilder::DEF, rejects),
+        ]
+        .into_iter()
+        .filter_map(|(table, batch)| Some((table, batch?)))
     }
 }
 
@@ -321,6 +332,7 @@ fn parse_chunk(
                         for row in rows {
                             match row {
                                 Row::Request(rec) => out.request(&rec, &origin, settings),
+                                Row::Profile(rec) => out.profile(&rec, &origin),
                             }
                         }
                     }
@@ -344,6 +356,8 @@ struct SliceBuilders {
     request_days: Vec<i32>,
     tokens: TokensBuilder,
     token_days: Vec<i32>,
+    profiles: ProfilesBuilder,
+    profile_days: Vec<i32>,
     rejects: RejectsBuilder,
     counts: LineCounts,
 }
@@ -356,8 +370,23 @@ impl SliceBuilders {
         self.counts.tokens_written += rec.tokens.len() as u64;
         self.requests.append(rec, &derived, origin);
         self.request_days.push(derived.day);
+        let owner = TokenOwner::of_request(rec, &derived);
         for (position, token) in rec.tokens.iter().enumerate() {
-            self.tokens.append(rec, &derived, position, token);
+            self.tokens.append(&owner, position, token);
+            self.token_days.push(derived.day);
+        }
+    }
+
+    /// Appends an engine profile and one `tokens` row per decode step.
+    fn profile(&mut self, rec: &ProfileRecord<'_>, origin: &LineOrigin<'_>) {
+        let derived = derive_profile(rec);
+        self.counts.profiles_written += 1;
+        self.counts.tokens_written += rec.decode_latency_ms.len() as u64;
+        self.profiles.append(rec, &derived, origin);
+        self.profile_days.push(derived.day);
+        let owner = TokenOwner::of_profile(rec);
+        for (position, &itl_ms) in rec.decode_latency_ms.iter().enumerate() {
+            self.tokens.append(&owner, position, &TokenRecord { itl_ms, ..Default::default() });
             self.token_days.push(derived.day);
         }
     }
@@ -367,9 +396,11 @@ impl SliceBuilders {
             (rows > 0).then_some(DatedBatch { batch, days })
         }
         let (n_requests, n_tokens, n_rejects) = (self.requests.len(), self.tokens.len(), self.rejects.len());
+        let n_profiles = self.profiles.len();
         Ok(ParsedSlice {
             requests: dated(n_requests, self.requests.finish()?, self.request_days),
             tokens: dated(n_tokens, self.tokens.finish()?, self.token_days),
+            profiles: dated(n_profiles, self.profiles.finish()?, self.profile_days),
             rejects: if n_rejects > 0 { Some(self.rejects.finish()?) } else { None },
             counts: self.counts,
             bytes,
@@ -408,11 +439,35 @@ mod tests {
                 lines_rejected: 1,
                 lines_skipped: 1,
                 records_skipped: 0,
-                tokens_written: 0
+                tokens_written: 0,
+                profiles_written: 0
             }
         );
         assert_eq!(requests.iter().map(RecordBatch::num_rows).sum::<usize>(), 2);
         assert_eq!(rejects.iter().map(RecordBatch::num_rows).sum::<usize>(), 1);
+    }
+
+    #[test]
+    fn a_profile_line_is_a_profiles_row_with_engine_token_rows() {
+        let log = "{\"request_id\":\"r1\",\"inference_steps\":3,\"prefill_latency_ms\":20,\"decode_latency_ms\":[5,6.5]}\n{\"request_id\":\"r2\",\"inference_steps\":1,\"prefill_latency_ms\":20,\"decode_latency_ms\":7}\n";
+        let mut reader = ReaderBuilder::new().build(std::io::Cursor::new(log.as_bytes().to_vec()), "p.jsonl");
+        let (mut counts, mut profiles, mut tokens) = (LineCounts::default(), 0, Vec::new());
+        for slices in &mut reader {
+            for s in slices.expect("chunk parses") {
+                counts.add(&s.counts);
+                profiles += s.profiles.map_or(0, |d| d.batch.num_rows());
+                tokens.extend(s.tokens.map(|d| d.batch));
+            }
+        }
+        assert_eq!(reader.format().map(Format::name), Some("profile"));
+        assert_eq!((counts.lines_read, counts.lines_ingested, counts.lines_rejected), (2, 1, 1));
+        assert_eq!((counts.rows_written, counts.profiles_written, counts.tokens_written), (0, 1, 2));
+        assert_eq!(profiles, 1);
+        let t = &tokens[0];
+        let source = t.column_by_name("source").unwrap().as_any().downcast_ref::<arrow_array::StringArray>().unwrap();
+        assert_eq!((source.value(0), source.value(1)), ("engine", "engine"));
+        let itl = t.column_by_name("itl_ms").unwrap().as_any().downcast_ref::<arrow_array::Float64Array>().unwrap();
+        assert_eq!((itl.value(0), itl.value(1)), (5.0, 6.5));
     }
 
     #[test]

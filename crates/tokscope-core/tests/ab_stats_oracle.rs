@@ -10,8 +10,8 @@ use tokscope_core::stats::ab::{
 };
 
 fn cases(section: &str) -> Vec<Value> {
-    let all: Value = serde_json::from_str(include_str!("../../../tests/data/oracles/ab_stats.json"))
-        .expect("fixture is valid JSON");
+    let all: Value =
+        serde_json::from_str(include_str!("../../../tests/data/oracles/ab_stats.json")).expect("fixture is valid JSON");
     all[section].as_array().expect("section").clone()
 }
 

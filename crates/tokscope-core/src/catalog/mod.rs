@@ -12,6 +12,7 @@
 
 pub mod columns;
 pub mod interventions;
+pub mod profiles;
 pub mod rejects;
 pub mod replay_verdicts;
 pub mod requests;
@@ -27,6 +28,7 @@ use crate::error::Result;
 pub const CATALOG: &[TableDef] = &[
     requests::RequestsBuilder::DEF,
     tokens::TokensBuilder::DEF,
+    profiles::ProfilesBuilder::DEF,
     rejects::RejectsBuilder::DEF,
     replay_verdicts::VerdictsBuilder::DEF,
     interventions::InterventionsBuilder::DEF,

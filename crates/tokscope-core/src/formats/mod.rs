@@ -12,6 +12,7 @@ pub mod envelope;
 pub mod fields;
 pub mod mooncake;
 pub mod openai;
+pub mod profile;
 pub mod tgi;
 
 use std::cell::OnceCell;
@@ -21,7 +22,7 @@ use std::str::FromStr;
 use serde_json::{Map, Value};
 
 use crate::error::Error;
-use crate::record::RequestRecord;
+use crate::record::{ProfileRecord, RequestRecord};
 
 /// Every format, in detection order: the first whose [`LogFormat::detect`]
 /// accepts a file's line wins, so the most specific come first and the
@@ -33,6 +34,7 @@ pub static FORMATS: &[&dyn LogFormat] = &[
     &openai::OpenAiChat,
     &anthropic::Anthropic,
     &tgi::Tgi,
+    &profile::Profile,
     &canonical::Canonical,
 ];
 
@@ -127,12 +129,7 @@ impl Format {
                 match self.0.parse(&cleaned, ctx) {
                     Ok(Parsed::Request(rec)) => Ok(Parsed::Request(flag_non_finite(rec))),
                     Ok(Parsed::Rows { rows, skipped }) => {
-                        let rows = rows
-                            .into_iter()
-                            .map(|row| match row {
-                                Row::Request(rec) => Row::Request(flag_non_finite(rec)),
-                            })
-                            .collect();
+                        let rows = rows.into_iter().map(Row::flag_non_finite).collect();
                         Ok(Parsed::Rows { rows, skipped })
                     }
                     Ok(Parsed::Skip) => Ok(Parsed::Skip),
@@ -202,11 +199,30 @@ pub enum Parsed<'a> {
     Skip,
 }
 
-/// One row of a line that yields several ([`Parsed::Rows`]).
+/// One row of a line that yields several ([`Parsed::Rows`]), or rows of
+/// another table than `requests`. Adding a table that a format fills: a
+/// variant here, and its case in the reader's `SliceBuilders`.
 #[derive(Debug)]
 pub enum Row<'a> {
     /// A `requests` row (with its `tokens` rows).
     Request(RequestRecord<'a>),
+    /// A `profiles` row (with its `tokens` rows, `source = 'engine'`).
+    Profile(ProfileRecord<'a>),
+}
+
+impl Row<'_> {
+    /// The row parsed from a line whose `NaN`/`Infinity` literals were read
+    /// as null: detached from the rewritten line and flagged `non_finite_number`.
+    fn flag_non_finite(self) -> Row<'static> {
+        match self {
+            Row::Request(rec) => Row::Request(flag_non_finite(rec)),
+            Row::Profile(rec) => {
+                let mut rec = rec.into_owned();
+                rec.issues.push(fields::issue::NON_FINITE_NUMBER.to_string());
+                Row::Profile(rec)
+            }
+        }
+    }
 }
 
 /// Per-file settings a parser may need.
@@ -242,6 +258,10 @@ mod tests {
         assert_eq!(detect(r#"{"object":"chat.completion","choices":[],"usage":{}}"#), Some("openai_chat"));
         assert_eq!(detect(r#"{"ts":1,"response":{"type":"message","usage":{"input_tokens":1}}}"#), Some("anthropic"));
         assert_eq!(detect(r#"{"generated_text":"x","details":{"finish_reason":"eos_token"}}"#), Some("tgi"));
+        assert_eq!(
+            detect(r#"{"request_id":"r","inference_steps":2,"prefill_latency_ms":1,"decode_latency_ms":[1]}"#),
+            Some("profile")
+        );
         assert_eq!(detect(r#"{"prompt_tokens":1,"completion_tokens":2}"#), Some("canonical"));
         assert_eq!(detect("not json"), None);
     }

@@ -592,6 +592,13 @@ pub fn cost_per_1k(arm: &[RequestCost]) -> f64 {
     1000.0 * cost / tokens
 }
 
+/// A copy of an arm's requests in `(cost_usd, tokens)` order.
+pub fn sorted_requests(arm: &[RequestCost]) -> Vec<RequestCost> {
+    let mut v = arm.to_vec();
+    v.sort_unstable_by(|x, y| x.cost_usd.total_cmp(&y.cost_usd).then(x.tokens.cmp(&y.tokens)));
+    v
+}
+
 /// Draws `(sum of cost, sum of tokens)` of one arm's bootstrap resample.
 enum ResampledSums<'x> {
     /// Request by request: `n` indices `random_range(0..n)`.
@@ -643,8 +650,10 @@ impl<'x> ResampledSums<'x> {
 
 /// Ratio of the arms' cost per 1K tokens,
 /// `(1000 sum_A cost / sum_A tokens) / (1000 sum_B cost / sum_B tokens)`,
-/// with a 95% percentile bootstrap interval. Each of `B` resamples draws arm
-/// A's sums, then arm B's, from one `StdRng::seed_from_u64(seed)`: requests
+/// with a 95% percentile bootstrap interval. Each arm's requests are first
+/// sorted by `(cost_usd, tokens)`, so that neither the sums' rounding nor the
+/// resamples depend on the order the requests arrive in. Each of `B` resamples
+/// draws arm A's sums, then arm B's, from one `StdRng::seed_from_u64(seed)`: requests
 /// are resampled whole (their tokens with their cost), each arm independently,
 /// `n` draws `random_range(0..n)`; an arm of more than
 /// [`EXACT_RESAMPLING_MAX`] requests draws its two sums from their normal
@@ -674,6 +683,8 @@ pub fn bootstrap_cost_ratio(
     if config.resamples == 0 {
         return Err(AbError::NoResamples);
     }
+    let (a, b) = (sorted_requests(a), sorted_requests(b));
+    let (a, b) = (a.as_slice(), b.as_slice());
     let estimate = cost_per_1k(a) / cost_per_1k(b);
     if !estimate.is_finite() {
         return Err(AbError::UndefinedRatio);
@@ -766,8 +777,7 @@ mod tests {
         // Wilson 0/100 = [0, 0.03699349820698569];
         // lo = 0.12 - sqrt(0.05000593562980512^2 + 0.03699349820698569^2),
         // hi = 0.12 + sqrt(0.07812099426711421^2 + 0) = Wilson upper of arm A.
-        let ci =
-            newcombe_difference_interval(Proportion::new(12, 100).unwrap(), Proportion::new(0, 100).unwrap());
+        let ci = newcombe_difference_interval(Proportion::new(12, 100).unwrap(), Proportion::new(0, 100).unwrap());
         assert!(close(ci.lo, 0.05779780946138258, 1e-15), "{ci:?}");
         assert!(close(ci.hi, 0.19812099426711421, 1e-15), "{ci:?}");
     }
@@ -886,8 +896,7 @@ mod tests {
         let draws: Vec<f64> = (0..200_000).map(|_| sampler.sample(&mut rng)).collect();
         for j in 0..5u32 {
             let p = (j + 1) as f64 / n as f64;
-            let exact: f64 =
-                (k + 1..=n).map(|r| binom(n, r) * p.powi(r as i32) * (1.0 - p).powi((n - r) as i32)).sum();
+            let exact: f64 = (k + 1..=n).map(|r| binom(n, r) * p.powi(r as i32) * (1.0 - p).powi((n - r) as i32)).sum();
             let seen = draws.iter().filter(|&&d| d <= x[j as usize]).count() as f64 / draws.len() as f64;
             // 200,000 draws: standard error below 0.0012.
             assert!(close(seen, exact, 0.005), "P[median* <= x[{j}]]: {seen} vs exact {exact}");
@@ -963,6 +972,18 @@ mod tests {
         assert_eq!(r.estimate, 0.5);
         assert!((650..=850).contains(&r.resamples_used), "{r:?}");
         assert_eq!((r.lo, r.hi), (0.5, 0.5));
+    }
+
+    #[test]
+    fn bootstrap_cost_ratio_does_not_depend_on_row_order() {
+        let a: Vec<RequestCost> =
+            (1..40).map(|i| RequestCost { tokens: 100 + i * 7 % 13, cost_usd: 0.001 * (i % 5) as f64 }).collect();
+        let b: Vec<RequestCost> = (1..30).map(|i| RequestCost { tokens: 90 + i, cost_usd: 0.002 }).collect();
+        let (mut ra, mut rb) = (a.clone(), b.clone());
+        ra.reverse();
+        rb.rotate_left(7);
+        let cfg = BootstrapConfig::default();
+        assert_eq!(bootstrap_cost_ratio(&a, &b, cfg), bootstrap_cost_ratio(&ra, &rb, cfg));
     }
 
     #[test]
