@@ -11,6 +11,7 @@ use std::fmt;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use rand_distr::{Beta, Distribution, StandardNormal};
+use rayon::slice::ParallelSliceMut;
 
 use super::quantile_sorted;
 
@@ -368,8 +369,21 @@ fn sorted_finite(values: &[f64]) -> Result<Vec<f64>, AbError> {
         return Err(AbError::NonFiniteValue);
     }
     let mut v = values.to_vec();
-    v.sort_unstable_by(f64::total_cmp);
+    sort_large(&mut v, f64::total_cmp);
     Ok(v)
+}
+
+/// Below this many values a sort stays on the calling thread.
+const PARALLEL_SORT_MIN: usize = 1 << 16;
+
+/// Sorts in parallel (rayon) when the slice is large: an arm of a big
+/// experiment holds millions of values, sorted once per comparison.
+fn sort_large<T: Send>(v: &mut [T], cmp: impl Fn(&T, &T) -> std::cmp::Ordering + Sync) {
+    if v.len() >= PARALLEL_SORT_MIN {
+        v.par_sort_unstable_by(cmp);
+    } else {
+        v.sort_unstable_by(cmp);
+    }
 }
 
 /// [`mann_whitney_u`] of two samples already sorted ascending, finite and
@@ -595,7 +609,7 @@ pub fn cost_per_1k(arm: &[RequestCost]) -> f64 {
 /// A copy of an arm's requests in `(cost_usd, tokens)` order.
 pub fn sorted_requests(arm: &[RequestCost]) -> Vec<RequestCost> {
     let mut v = arm.to_vec();
-    v.sort_unstable_by(|x, y| x.cost_usd.total_cmp(&y.cost_usd).then(x.tokens.cmp(&y.tokens)));
+    sort_large(&mut v, |x, y| x.cost_usd.total_cmp(&y.cost_usd).then(x.tokens.cmp(&y.tokens)));
     v
 }
 
