@@ -20,6 +20,7 @@ pub const SAMPLE_LOGS: &[(&str, &[u8])] = &[
     ("langfuse.jsonl", include_bytes!("../sample_logs/langfuse.jsonl")),
     ("litellm.jsonl", include_bytes!("../sample_logs/litellm.jsonl")),
     ("litellm_spendlogs.csv", include_bytes!("../sample_logs/litellm_spendlogs.csv")),
+    ("profile.jsonl", include_bytes!("../sample_logs/profile.jsonl")),
 ];
 
 /// The example pricing file, used by `tokscope run` on the bundled samples

@@ -114,6 +114,11 @@ fn every_sample_format_is_detected_and_ingested() {
     assert_eq!(fmt("langfuse.jsonl"), "langfuse");
     assert_eq!(fmt("litellm.jsonl"), "litellm");
     assert_eq!(fmt("litellm_spendlogs.csv"), "litellm");
+    assert_eq!(fmt("profile.jsonl"), "profile");
+    // The engine profiles are profiles, not requests: 11 rows, 46 engine token rows.
+    assert_eq!(s["totals"]["profiles_written"], 11);
+    let engine = query(&out, "SELECT count(*) AS n FROM tokens WHERE source = 'engine'");
+    assert_eq!(engine[0]["n"], 46);
     // Independent line counts of the samples: non-blank lines minus the two CSV headers.
     let mut lines = 0u64;
     for e in std::fs::read_dir(&samples).unwrap() {

@@ -95,6 +95,7 @@ const EOS_COLS: &[&str] = &[
     "implicit_truncation",
     "unknown",
     "eos_compliance_rate",
+    "eos_marker_rate",
     "implicit_truncation_rate",
 ];
 const LATENCY_COLS: &[&str] = &[
@@ -125,10 +126,13 @@ const COST_COLS: &[&str] = &[
 fn eos_want() -> Vec<Vec<V>> {
     use V::*;
     vec![
-        // a: 5 requests; compliance = 2 / (2 + 1); truncation rate = 1 / 5.
-        vec![S("a"), S("0-1K"), I(5), I(2), I(1), I(1), I(1), F(2.0 / 3.0), F(0.2)],
-        vec![S("b"), S("1K-2K"), I(1), I(1), I(0), I(0), I(0), F(1.0), F(0.0)],
-        vec![S("c"), S("0-1K"), I(1), I(0), I(1), I(0), I(0), Null, F(0.0)],
+        // a: 5 requests; compliance = 2 / (2 + 1); of the 3 raw outputs (a1, a2, a3) one
+        // ends with a marker: marker rate 1/3 (a4 is eos by its finish reason, without raw
+        // output, so it is not counted); truncation rate = 1 / 5.
+        vec![S("a"), S("0-1K"), I(5), I(2), I(1), I(1), I(1), F(2.0 / 3.0), F(1.0 / 3.0), F(0.2)],
+        vec![S("b"), S("1K-2K"), I(1), I(1), I(0), I(0), I(0), F(1.0), F(1.0), F(0.0)],
+        // c: a length stop with raw output and no marker: compliance null, marker rate 0.
+        vec![S("c"), S("0-1K"), I(1), I(0), I(1), I(0), I(0), Null, F(0.0), F(0.0)],
     ]
 }
 
@@ -193,10 +197,12 @@ fn report_is_eos_latency_and_cost_side_by_side() {
         for part in [&eos[i], &lat[i], &cost[i]] {
             union.extend(part.as_object().unwrap().clone());
         }
+        // The report leaves out the eos job's plain eos_marker_rate.
+        union.remove("eos_marker_rate");
         assert_eq!(r.as_object().unwrap(), &union, "report row {i}");
     }
     let header = tokscope(&["job", "report", "--format", "csv", "--data", ds.to_str().unwrap()]);
-    let mut want: Vec<&str> = EOS_COLS.to_vec();
+    let mut want: Vec<&str> = EOS_COLS.iter().copied().filter(|c| *c != "eos_marker_rate").collect();
     want.extend(&LATENCY_COLS[2..]);
     want.extend(&COST_COLS[3..]);
     assert_eq!(header.lines().next().unwrap(), want.join(","));
@@ -449,7 +455,10 @@ fn every_output_format_and_unknown_job() {
     assert!(table.starts_with("model ") && table.lines().any(|l| l.starts_with("a ")), "{table}");
     let csv = tokscope(&["job", "eos", "--data", d, "--format", "csv"]);
     assert_eq!(csv.lines().next().unwrap(), EOS_COLS.join(","));
-    assert!(csv.lines().nth(1).unwrap().starts_with("a,0-1K,5,2,1,1,1,0.6666666666666666,0.2"), "{csv}");
+    assert!(
+        csv.lines().nth(1).unwrap().starts_with("a,0-1K,5,2,1,1,1,0.6666666666666666,0.3333333333333333,0.2"),
+        "{csv}"
+    );
     let pq = dir.path().join("eos.parquet");
     tokscope(&["job", "eos", "--data", d, "--format", "parquet", "--output", pq.to_str().unwrap()]);
     let back = python(&format!(

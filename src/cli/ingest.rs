@@ -31,6 +31,11 @@ pub struct IngestFlags {
     /// Context-bin edges over prompt_tokens, comma-separated, K = 1024.
     #[arg(long, default_value = "0,1K,2K,4K,8K,16K,32K,64K,128K")]
     bins: String,
+    /// Experiment arms of requests that log none: a JSON array of rules
+    /// [{"arm": "B", "model" | "model_pattern": ..., "model_version" | "model_version_pattern": ...}],
+    /// the first matching rule wins; a logged `variant`/`arm`/`experiment` field wins over it.
+    #[arg(long, value_name = "FILE")]
+    variants: Option<PathBuf>,
     /// Model name for traces that log none (Azure, Mooncake); default `<format>:<file stem>`.
     #[arg(long)]
     model: Option<String>,
@@ -73,6 +78,7 @@ impl IngestFlags {
             redact: Some(self.redact.name().to_string()),
             max_line_bytes: Some(self.max_line_bytes),
             time_unit: Some(self.time_unit.name().to_string()),
+            variants: self.variants.clone(),
         };
         Ok(IngestOptions {
             reader: settings.reader()?,
@@ -141,8 +147,8 @@ pub struct RunArgs {
 fn print_summary(s: &IngestSummary) {
     let t = &s.totals.counts;
     eprintln!(
-        "ingested {} file(s) into {} ({} skipped as already ingested): lines_read={} lines_ingested={} rows_written={} lines_rejected={} lines_skipped={} records_skipped={} records_rejected={} tokens_written={} in {:.2}s",
-        s.files.len(), s.dataset, s.files_skipped.len(), t.lines_read, t.lines_ingested, t.rows_written, t.lines_rejected, t.lines_skipped, t.records_skipped, t.records_rejected, t.tokens_written, s.elapsed_s
+        "ingested {} file(s) into {} ({} skipped as already ingested): lines_read={} lines_ingested={} rows_written={} lines_rejected={} lines_skipped={} records_skipped={} records_rejected={} tokens_written={} profiles_written={} in {:.2}s",
+        s.files.len(), s.dataset, s.files_skipped.len(), t.lines_read, t.lines_ingested, t.rows_written, t.lines_rejected, t.lines_skipped, t.records_skipped, t.records_rejected, t.tokens_written, t.profiles_written, s.elapsed_s
     );
     if t.lines_rejected + t.records_rejected > 0 {
         eprintln!(

@@ -16,6 +16,11 @@
 //! - `is_eos_marker(token [, model])`: the token is one of the configured EOS markers.
 //! - `redundancy_bound(entropy_bits, k, K)`: the calibrated MoE redundancy bound.
 //! - `bootstrap_mean_ci(x, resamples, seed)`: seeded 95% percentile-bootstrap interval of the mean.
+//! - `max_overlap(start, end)`: peak number of intervals in flight ([`concurrency`]).
+//! - `compare_proportions`, `compare_medians`, `compare_cost_per_1k`, `holm_adjust`: A/B comparisons ([`ab`]).
+
+pub mod ab;
+pub mod concurrency;
 
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
@@ -330,7 +335,8 @@ impl QuantileGroups {
     }
 }
 
-fn list_of(values: Vec<Vec<f64>>) -> ArrayRef {
+/// A list column with one list of floats per group (no null lists).
+pub(crate) fn list_of(values: Vec<Vec<f64>>) -> ArrayRef {
     let lengths: Vec<usize> = values.iter().map(Vec::len).collect();
     let flat = Float64Array::from(values.into_iter().flatten().collect::<Vec<_>>());
     Arc::new(ListArray::new(

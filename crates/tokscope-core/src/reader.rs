@@ -5,7 +5,8 @@
 //! or, for a format whose input is one JSON document of events, into chunks
 //! of events ([`crate::event_array`]; an event counts as a line); each chunk
 //! is parsed in parallel with rayon, one slice of lines per task, into
-//! batches of the catalog's tables ([`crate::catalog`]). Every data line is
+//! batches of the catalog's tables (`requests`, `tokens`,
+//! `profiles`, `kernels`, `moe_routing`, `evals`, `rejects`) ([`crate::catalog`]). Every data line is
 //! ingested (as one row, or several) or rejected, and blank and header lines
 //! (and events of phases that carry no row) are counted apart, so the counts
 //! reconcile: `lines_read = lines_ingested + lines_rejected`.
@@ -45,17 +46,18 @@ use serde::Serialize;
 use crate::catalog::evals::{EvalRow, EvalsBuilder};
 use crate::catalog::kernels::{KernelRow, KernelsBuilder};
 use crate::catalog::moe_routing::MoeRoutingBuilder;
+use crate::catalog::profiles::ProfilesBuilder;
 use crate::catalog::rejects::{RejectsBuilder, REJECT_SNIPPET_BYTES};
 use crate::catalog::requests::RequestsBuilder;
-use crate::catalog::tokens::TokensBuilder;
+use crate::catalog::tokens::{TokenOwner, TokensBuilder};
 use crate::catalog::TableDef;
-use crate::derive::{derive_request, DeriveSettings};
+use crate::derive::{derive_profile, derive_request, DeriveSettings};
 use crate::error::Result;
 use crate::event_array::EventSplitter;
 use crate::formats::kernel_trace::{self, SpanEvent};
 use crate::formats::{CsvHeader, Format, Framing, LineContext, Parsed, Row, TimeUnit, HEAD_BYTES};
 use crate::lines::{LineChunk, LineSplitter};
-use crate::record::{LineOrigin, RequestRecord};
+use crate::record::{LineOrigin, ProfileRecord, RequestRecord, TokenRecord};
 
 /// How many of a file's first non-blank lines are tried for format detection.
 pub const DETECT_LINES: usize = 32;
@@ -93,8 +95,10 @@ pub struct LineCounts {
     /// Records rejected inside ingested lines that hold several (an OTLP
     /// span without usage): each has its `rejects` row naming the record.
     pub records_rejected: u64,
-    /// Token rows written.
+    /// Token rows written (gateway and engine).
     pub tokens_written: u64,
+    /// Engine profiling records written (`profiles` rows).
+    pub profiles_written: u64,
 }
 
 impl LineCounts {
@@ -108,6 +112,7 @@ impl LineCounts {
         self.records_skipped += other.records_skipped;
         self.records_rejected += other.records_rejected;
         self.tokens_written += other.tokens_written;
+        self.profiles_written += other.profiles_written;
     }
 
     /// True when every line read was ingested or rejected.
@@ -122,6 +127,8 @@ pub struct ParsedSlice {
     pub requests: Option<DatedBatch>,
     /// `tokens` rows, if any.
     pub tokens: Option<DatedBatch>,
+    /// `profiles` rows, if any.
+    pub profiles: Option<DatedBatch>,
     /// `rejects` rows, if any.
     pub rejects: Option<RecordBatch>,
     /// `kernels` rows, if any.
@@ -149,6 +156,7 @@ impl ParsedSlice {
             (&KernelsBuilder::DEF, undated(self.kernels)),
             (&MoeRoutingBuilder::DEF, undated(self.moe_routing)),
             (&EvalsBuilder::DEF, undated(self.evals)),
+            (&ProfilesBuilder::DEF, self.profiles),
         ]
         .into_iter()
         .filter_map(|(table, batch)| Some((table, batch?)))
@@ -568,6 +576,7 @@ fn parse_chunk(
                                     out.moe_routing.append(&m, &origin);
                                 }
                                 Row::Eval(e) => out.eval(&e, &origin, settings),
+                                Row::Profile(rec) => out.profile(&rec, &origin),
                             }
                         }
                     }
@@ -592,6 +601,8 @@ struct SliceBuilders {
     request_days: Vec<i32>,
     tokens: TokensBuilder,
     token_days: Vec<i32>,
+    profiles: ProfilesBuilder,
+    profile_days: Vec<i32>,
     rejects: RejectsBuilder,
     kernels: KernelsBuilder,
     moe_routing: MoeRoutingBuilder,
@@ -608,8 +619,23 @@ impl SliceBuilders {
         self.counts.tokens_written += rec.tokens.len() as u64;
         self.requests.append(rec, &derived, origin);
         self.request_days.push(derived.day);
+        let owner = TokenOwner::of_request(rec, &derived);
         for (position, token) in rec.tokens.iter().enumerate() {
-            self.tokens.append(rec, &derived, position, token);
+            self.tokens.append(&owner, position, token);
+            self.token_days.push(derived.day);
+        }
+    }
+
+    /// Appends an engine profile and one `tokens` row per decode step.
+    fn profile(&mut self, rec: &ProfileRecord<'_>, origin: &LineOrigin<'_>) {
+        let derived = derive_profile(rec);
+        self.counts.profiles_written += 1;
+        self.counts.tokens_written += rec.decode_latency_ms.len() as u64;
+        self.profiles.append(rec, &derived, origin);
+        self.profile_days.push(derived.day);
+        let owner = TokenOwner::of_profile(rec);
+        for (position, &itl_ms) in rec.decode_latency_ms.iter().enumerate() {
+            self.tokens.append(&owner, position, &TokenRecord { itl_ms, ..Default::default() });
             self.token_days.push(derived.day);
         }
     }
@@ -633,9 +659,11 @@ impl SliceBuilders {
         }
         let (n_requests, n_tokens, n_rejects) = (self.requests.len(), self.tokens.len(), self.rejects.len());
         let (n_kernels, n_moe, n_evals) = (self.kernels.len(), self.moe_routing.len(), self.evals.len());
+        let n_profiles = self.profiles.len();
         Ok(ParsedSlice {
             requests: dated(n_requests, self.requests.finish()?, self.request_days),
             tokens: dated(n_tokens, self.tokens.finish()?, self.token_days),
+            profiles: dated(n_profiles, self.profiles.finish()?, self.profile_days),
             rejects: if n_rejects > 0 { Some(self.rejects.finish()?) } else { None },
             kernels: if n_kernels > 0 { Some(self.kernels.finish()?) } else { None },
             moe_routing: if n_moe > 0 { Some(self.moe_routing.finish()?) } else { None },
@@ -679,11 +707,35 @@ mod tests {
                 lines_skipped: 1,
                 records_skipped: 0,
                 records_rejected: 0,
-                tokens_written: 0
+                tokens_written: 0,
+                profiles_written: 0
             }
         );
         assert_eq!(requests.iter().map(RecordBatch::num_rows).sum::<usize>(), 2);
         assert_eq!(rejects.iter().map(RecordBatch::num_rows).sum::<usize>(), 1);
+    }
+
+    #[test]
+    fn a_profile_line_is_a_profiles_row_with_engine_token_rows() {
+        let log = "{\"request_id\":\"r1\",\"inference_steps\":3,\"prefill_latency_ms\":20,\"decode_latency_ms\":[5,6.5]}\n{\"request_id\":\"r2\",\"inference_steps\":1,\"prefill_latency_ms\":20,\"decode_latency_ms\":7}\n";
+        let mut reader = ReaderBuilder::new().build(std::io::Cursor::new(log.as_bytes().to_vec()), "p.jsonl");
+        let (mut counts, mut profiles, mut tokens) = (LineCounts::default(), 0, Vec::new());
+        for slices in &mut reader {
+            for s in slices.expect("chunk parses") {
+                counts.add(&s.counts);
+                profiles += s.profiles.map_or(0, |d| d.batch.num_rows());
+                tokens.extend(s.tokens.map(|d| d.batch));
+            }
+        }
+        assert_eq!(reader.format().map(Format::name), Some("profile"));
+        assert_eq!((counts.lines_read, counts.lines_ingested, counts.lines_rejected), (2, 1, 1));
+        assert_eq!((counts.rows_written, counts.profiles_written, counts.tokens_written), (0, 1, 2));
+        assert_eq!(profiles, 1);
+        let t = &tokens[0];
+        let source = t.column_by_name("source").unwrap().as_any().downcast_ref::<arrow_array::StringArray>().unwrap();
+        assert_eq!((source.value(0), source.value(1)), ("engine", "engine"));
+        let itl = t.column_by_name("itl_ms").unwrap().as_any().downcast_ref::<arrow_array::Float64Array>().unwrap();
+        assert_eq!((itl.value(0), itl.value(1)), (5.0, 6.5));
     }
 
     #[test]
@@ -729,7 +781,8 @@ mod tests {
                 lines_skipped: 7,
                 records_skipped: 0,
                 records_rejected: 0,
-                tokens_written: 0
+                tokens_written: 0,
+                profiles_written: 0
             }
         );
         assert_eq!(kernels.iter().map(RecordBatch::num_rows).sum::<usize>(), 9);
@@ -778,7 +831,8 @@ mod tests {
                 lines_skipped: 0,
                 records_skipped: 5,
                 records_rejected: 1,
-                tokens_written: 0
+                tokens_written: 0,
+                profiles_written: 0
             }
         );
         assert!(counts.reconciles());

@@ -15,6 +15,7 @@ pub mod evals;
 pub mod interventions;
 pub mod kernels;
 pub mod moe_routing;
+pub mod profiles;
 pub mod rejects;
 pub mod replay_verdicts;
 pub mod requests;
@@ -30,6 +31,7 @@ use crate::error::Result;
 pub const CATALOG: &[TableDef] = &[
     requests::RequestsBuilder::DEF,
     tokens::TokensBuilder::DEF,
+    profiles::ProfilesBuilder::DEF,
     rejects::RejectsBuilder::DEF,
     replay_verdicts::VerdictsBuilder::DEF,
     interventions::InterventionsBuilder::DEF,

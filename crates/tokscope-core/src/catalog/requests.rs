@@ -32,6 +32,8 @@ table! {
         model: Utf8 [Dictionary] = r.model.as_ref(),
         /// Model version / snapshot (OpenAI: system_fingerprint).
         model_version: Utf8 nullable [Dictionary] = r.model_version.as_deref(),
+        /// Experiment arm: the logged `variant` / `arm` / `experiment`, else the --variants mapping; null when neither names one.
+        variant: Utf8 nullable [Dictionary] = d.variant,
         /// HTTP status.
         status: Int32 nullable [Dictionary] = r.status,
         /// Whole prompt, cached tokens included (docs/metrics.md).

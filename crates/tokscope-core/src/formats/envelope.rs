@@ -30,6 +30,15 @@ pub struct Envelope<'a> {
     /// HTTP status (a bare response may have a `status` of its own: see [`Envelope::status`]).
     #[serde(borrow, default)]
     pub status: Option<&'a RawValue>,
+    /// Experiment arm (the first of these with a label, see [`fields::arm_label`]).
+    #[serde(borrow, default)]
+    pub variant: Option<&'a RawValue>,
+    /// Experiment arm, second choice.
+    #[serde(borrow, default)]
+    pub arm: Option<&'a RawValue>,
+    /// Experiment arm, third choice.
+    #[serde(borrow, default)]
+    pub experiment: Option<&'a RawValue>,
     /// Model, for responses that do not name it (TGI).
     #[serde(borrow, default)]
     pub model: Option<Cow<'a, str>>,
@@ -129,6 +138,12 @@ impl<'a> Envelope<'a> {
             Some(raw) => fields::text_or_json(raw).map_err(|e| e.to_string()),
             None => Ok(None),
         }
+    }
+
+    /// The experiment arm the gateway logged, if any (`variant`, else `arm`,
+    /// else `experiment`, whichever first holds a label).
+    pub fn variant(&self) -> Option<Cow<'a, str>> {
+        [self.variant, self.arm, self.experiment].into_iter().flatten().find_map(fields::arm_label)
     }
 
     /// HTTP status as an integer. On a bare response (no envelope around it)

@@ -278,6 +278,23 @@ pub fn text_or_json<'a>(raw: &'a RawValue) -> Result<Option<Cow<'a, str>>, serde
     }
 }
 
+/// The keys that name an experiment arm, in order of precedence: the
+/// first one logged with a string (or number) value is the request's `variant`.
+pub const VARIANT_KEYS: [&str; 3] = ["variant", "arm", "experiment"];
+
+/// An experiment-arm label: a string, or a number written as it was logged.
+/// Any other value (an object such as `{"id": ..., "arm": ...}`, an array,
+/// `null`, an empty string) names no arm; the formats that keep unknown keys
+/// keep it in `extra`.
+pub fn arm_label(raw: &RawValue) -> Option<Cow<'_, str>> {
+    let text = raw.get();
+    match text.as_bytes().first() {
+        Some(b'"') => serde_json::from_str::<Cow<'_, str>>(text).ok().filter(|s| !s.trim().is_empty()),
+        Some(b'-' | b'0'..=b'9') => Some(Cow::Borrowed(text)),
+        _ => None,
+    }
+}
+
 /// Codes of the `token_issues` column (docs/metrics.md).
 pub mod issue {
     /// The line held `NaN`/`Infinity`, read as null.
@@ -483,6 +500,20 @@ mod tests {
         assert_eq!(i(r#"{"i":"1717243200010000001"}"#), Ok(Some(1_717_243_200_010_000_001)));
         assert_eq!(i(r#"{"i":1717243200010000001}"#), Ok(Some(1_717_243_200_010_000_001)));
         assert!(i(r#"{"i":1.5}"#).is_err());
+    }
+
+    #[test]
+    fn arm_labels_are_strings_or_numbers() {
+        let label = |json: &str| {
+            let raw: Box<RawValue> = serde_json::from_str(json).unwrap();
+            arm_label(&raw).map(|c| c.into_owned())
+        };
+        assert_eq!(label(r#""B""#).as_deref(), Some("B"));
+        assert_eq!(label(r#""tre\u0061tment""#).as_deref(), Some("treatment"));
+        assert_eq!(label("2").as_deref(), Some("2"));
+        assert_eq!(label(r#"{"arm":"B"}"#), None);
+        assert_eq!(label("\"\""), None);
+        assert_eq!(label("null"), None);
     }
 
     #[test]

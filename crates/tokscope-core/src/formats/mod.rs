@@ -30,6 +30,7 @@ pub mod mooncake;
 pub mod openai;
 pub mod openai_responses;
 pub mod otel;
+pub mod profile;
 pub mod secrets;
 pub mod tgi;
 
@@ -45,7 +46,7 @@ use crate::catalog::evals::EvalRow;
 use crate::catalog::kernels::KernelRow;
 use crate::catalog::moe_routing::MoeRoutingRow;
 use crate::error::Error;
-use crate::record::RequestRecord;
+use crate::record::{ProfileRecord, RequestRecord};
 
 pub use self::csv::CsvHeader;
 pub use self::fields::TimeUnit;
@@ -68,6 +69,7 @@ pub static FORMATS: &[&dyn LogFormat] = &[
     &anthropic::Anthropic,
     &tgi::Tgi,
     &eval::Eval,
+    &profile::Profile,
     &canonical::Canonical,
 ];
 
@@ -253,17 +255,7 @@ impl Format {
                 match self.0.parse(&cleaned, ctx) {
                     Ok(Parsed::Request(rec)) => Ok(Parsed::Request(flag_non_finite(rec))),
                     Ok(Parsed::Rows { rows, skipped }) => {
-                        let rows = rows
-                            .into_iter()
-                            .map(|row| match row {
-                                Row::Request(rec) => Row::Request(flag_non_finite(rec)),
-                                Row::Reject(r) => Row::Reject(r.into_owned()),
-                                Row::Kernel(k) => Row::Kernel(k),
-                                Row::KernelSpan(s) => Row::KernelSpan(s),
-                                Row::MoeRouting(m) => Row::MoeRouting(m),
-                                Row::Eval(e) => Row::Eval(e),
-                            })
-                            .collect();
+                        let rows = rows.into_iter().map(Row::flag_non_finite).collect();
                         Ok(Parsed::Rows { rows, skipped })
                     }
                     Ok(Parsed::Skip) => Ok(Parsed::Skip),
@@ -341,7 +333,9 @@ impl Parsed<'_> {
     }
 }
 
-/// One row of a line that yields several ([`Parsed::Rows`]).
+/// One row of a line that yields several ([`Parsed::Rows`]), or rows of
+/// another table than `requests`. Adding a table that a format fills: a
+/// variant here, and its case in the reader's `SliceBuilders`.
 // Most rows are requests: boxing them to shrink the rare reject would add an
 // allocation per row (as for `Parsed`).
 #[allow(clippy::large_enum_variant)]
@@ -361,6 +355,28 @@ pub enum Row<'a> {
     /// A record of the line that is rejected while the others are kept: a
     /// `rejects` row naming the record.
     Reject(RecordReject<'a>),
+    /// A `profiles` row (with its `tokens` rows, `source = 'engine'`).
+    Profile(ProfileRecord<'a>),
+}
+
+impl Row<'_> {
+    /// The row parsed from a line whose `NaN`/`Infinity` literals were read
+    /// as null: detached from the rewritten line and flagged `non_finite_number`.
+    fn flag_non_finite(self) -> Row<'static> {
+        match self {
+            Row::Request(rec) => Row::Request(flag_non_finite(rec)),
+            Row::Profile(rec) => {
+                let mut rec = rec.into_owned();
+                rec.issues.push(fields::issue::NON_FINITE_NUMBER.to_string());
+                Row::Profile(rec)
+            }
+            Row::Reject(r) => Row::Reject(r.into_owned()),
+            Row::Kernel(k) => Row::Kernel(k),
+            Row::KernelSpan(s) => Row::KernelSpan(s),
+            Row::MoeRouting(m) => Row::MoeRouting(m),
+            Row::Eval(e) => Row::Eval(e),
+        }
+    }
 }
 
 /// A record rejected inside a line of several.
@@ -512,6 +528,10 @@ mod tests {
         assert_eq!(detect(r#"{"object":"chat.completion","choices":[],"usage":{}}"#), Some("openai_chat"));
         assert_eq!(detect(r#"{"ts":1,"response":{"type":"message","usage":{"input_tokens":1}}}"#), Some("anthropic"));
         assert_eq!(detect(r#"{"generated_text":"x","details":{"finish_reason":"eos_token"}}"#), Some("tgi"));
+        assert_eq!(
+            detect(r#"{"request_id":"r","inference_steps":2,"prefill_latency_ms":1,"decode_latency_ms":[1]}"#),
+            Some("profile")
+        );
         assert_eq!(detect(r#"{"prompt_tokens":1,"completion_tokens":2}"#), Some("canonical"));
         assert_eq!(detect("not json"), None);
     }

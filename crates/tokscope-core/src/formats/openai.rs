@@ -147,6 +147,7 @@ fn chat_record<'a>(env: Envelope<'a>, body: &'a [u8]) -> Result<RequestRecord<'a
         request_id: env.request_id.clone().or(resp.id),
         ts_micros: env.ts_micros(resp.created)?,
         session_id: env.session_id.clone(),
+        variant: env.variant(),
         model,
         model_version: resp.system_fingerprint,
         status: env.status()?,
