@@ -80,12 +80,14 @@ pub(super) fn draw(spec: &ChartSpec, frame: &Frame, rows: &[usize], series: &Ser
     };
     let svg = |layout: Layout| {
         let max_labels = if layout == Layout::Wide { 8 } else { 4 };
-        let (keys, format): (Vec<f64>, Box<dyn Fn(&f64) -> String>) = if dated {
+        let (keys, format) = if dated {
             let (keys, step) = date_ticks(first as i32, last as i32, max_labels);
-            (keys, Box::new(move |d: &f64| format::date_tick(d.round() as i32, step)))
+            let format: Box<dyn Fn(&f64) -> String> = Box::new(move |d| format::date_tick(d.round() as i32, step));
+            (keys, format)
         } else {
             let (keys, step) = time_ticks(first, last, max_labels);
-            (keys, Box::new(move |s: &f64| format::time_tick(*s, step)))
+            let format: Box<dyn Fn(&f64) -> String> = Box::new(move |s| format::time_tick(*s, step));
+            (keys, format)
         };
         let pad = match (dated, first == last) {
             (true, true) => 1.0,

@@ -368,3 +368,20 @@ fn replace_text_element(body: &str, content: &str, with: &str) -> String {
 pub(crate) fn font(px: f64) -> f64 {
     px * 1.24
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_marks_between_the_sentinels_are_grouped() {
+        let document = format!(
+            "<svg width=\"10\">\n<line/>\n<text x=\"0\" font-size=\"1\">\n{MARKS_BEGIN}\n</text>\n<rect/>\n<rect/>\n\
+             <text x=\"0\">\n{MARKS_END}\n</text>\n<text x=\"5\">\nlabel\n</text>\n</svg>"
+        );
+        assert_eq!(
+            svg_body(&document),
+            "<line/>\n<g class=\"marks\">\n<rect/>\n<rect/>\n</g>\n<text x=\"5\">\nlabel\n</text>"
+        );
+    }
+}
