@@ -220,6 +220,34 @@ fn a_new_table_gets_its_chart_from_one_spec_entry() {
 }
 
 #[test]
+fn ab_points_are_filled_when_significant_after_holm_and_ratios_are_read_against_one() {
+    let f = |values: &[f64]| floats(&values.iter().map(|v| Some(*v)).collect::<Vec<_>>());
+    let ab = batch(vec![
+        ("context_bin", strings(&["0-1K", "16K+", "0-1K", "16K+"])),
+        (
+            "metric",
+            strings(&[
+                "implicit_truncation_rate",
+                "implicit_truncation_rate",
+                "cost_per_1k_tokens",
+                "cost_per_1k_tokens",
+            ]),
+        ),
+        ("effect", strings(&["difference", "difference", "ratio", "ratio"])),
+        ("diff", f(&[0.001, 0.05, 1.02, 0.7])),
+        ("ci_low", f(&[-0.01, 0.03, 0.95, 0.6])),
+        ("ci_high", f(&[0.012, 0.07, 1.09, 0.8])),
+        // The second row's interval excludes 0, but Holm's correction says no.
+        ("p_value_holm", f(&[0.8, 0.09, 0.6, 0.001])),
+    ]);
+    let html = render(&empty_input().with_table("ab", vec![ab])).unwrap();
+    assert_eq!(html.matches(r#"data-chart="ab_diff" data-layout="wide""#).count(), 2, "one chart per metric");
+    assert_eq!(html.matches("Ratios of B to A: the reference line is at 1.").count(), 1, "only the cost chart");
+    assert!(html.contains("significant (p_value_holm &lt; 0.05)"), "the legend names the test");
+    assert!(html.contains("<td>ratio"), "the table shows each row's effect");
+}
+
+#[test]
 fn a_spec_id_must_be_a_plain_identifier() {
     const SPEC: ChartSpec =
         ChartSpec { id: "bad id\"", tables: &["x"], values: &[ValueColumn::new("v", "v")], ..ChartSpec::BASE };
@@ -364,23 +392,11 @@ fn exported_studies_draw_one_mark_per_row_of_their_job_in_chromium() {
     let size = html.len();
     assert!(size < 2_000_000, "the page is {size} bytes");
 
-    let require = std::env::var("TOKSCOPE_REQUIRE_BROWSER").as_deref() == Ok("1");
-    let has_chromium =
-        std::process::Command::new("sh").args(["-c", "command -v chromium"]).output().is_ok_and(|o| o.status.success());
-    if !has_chromium {
-        assert!(!require, "TOKSCOPE_REQUIRE_BROWSER=1 but chromium is not installed");
-        eprintln!("skipped the browser part: no chromium (apt-get install -y chromium)");
+    if !common::chromium_available() {
         return;
     }
     let counts_path = dir.path().join("counts.json");
-    let out = std::process::Command::new("python3")
-        .arg(common::repo().join("tests/support/browser_check.py"))
-        .arg(&page)
-        .arg(format!("--expect={}", STUDY_CHARTS.join(",")))
-        .arg(format!("--out={}", dir.path().display()))
-        .arg(format!("--counts={}", counts_path.display()))
-        .output()
-        .unwrap();
+    let out = common::browser_check(&page, &STUDY_CHARTS, dir.path(), &[format!("--counts={}", counts_path.display())]);
     assert!(
         out.status.success(),
         "browser check failed:\n{}{}",

@@ -281,8 +281,8 @@ pub fn mediation_heatmap(metrics: &[&str], layers: i64, positions: i64, rng: &mu
     .unwrap()
 }
 
-/// An A/B comparison table (context_bin, metric, n_a, n_b, value_a, value_b, diff,
-/// ci_low, ci_high, p_value, p_value_holm).
+/// An A/B comparison table (context_bin, metric, n_a, n_b, effect, value_a, value_b,
+/// diff, ci_low, ci_high, p_value, p_value_holm).
 pub fn ab(rng: &mut Rng) -> RecordBatch {
     let mut bin = Vec::new();
     let mut metric = Vec::new();
@@ -310,6 +310,7 @@ pub fn ab(rng: &mut Rng) -> RecordBatch {
         ("metric", strings(metric)),
         ("n_a", ints(n_a)),
         ("n_b", ints(n_b)),
+        ("effect", strings(vec!["difference".to_string(); BINS.len()])),
         ("value_a", next()),
         ("value_b", next()),
         ("diff", next()),

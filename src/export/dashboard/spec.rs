@@ -28,6 +28,9 @@ pub enum ChartKind {
         /// Column holding the p-value that decides significance (e.g. a
         /// multiple-testing-adjusted one); `None`: the interval decides.
         significant: Option<&'static str>,
+        /// Column naming each row's effect: a figure whose rows are all
+        /// `ratio` is drawn against a reference line at 1 instead of 0.
+        effect: Option<&'static str>,
     },
 }
 
@@ -475,7 +478,12 @@ pub const BUILTIN_CHARTS: &[ChartSpec] = &[
         caption: "B - A per metric (rates: difference of proportions; TTFT and TPOT: difference of medians; \
                   cost per 1K tokens: the ratio B / A) with its 95% interval; a filled point is significant \
                   after Holm's correction across the bins of its metric.",
-        kind: ChartKind::Interval { low: "ci_low", high: "ci_high", significant: Some("p_value_holm") },
+        kind: ChartKind::Interval {
+            low: "ci_low",
+            high: "ci_high",
+            significant: Some("p_value_holm"),
+            effect: Some("effect"),
+        },
         series: None,
         facet: Some("metric"),
         values: &[ValueColumn::new("diff", "B - A")],

@@ -1,7 +1,7 @@
 //! Interval plot: a point estimate with its [low, high] whisker per category and
-//! series, and a reference line at zero. A filled point is significant: its
-//! p-value column (when the spec names one) is below 0.05, else its interval
-//! excludes zero.
+//! series, and a reference line at zero (at one for a figure of ratios). A
+//! filled point is significant: its p-value column (when the spec names one) is
+//! below 0.05, else its interval excludes the reference.
 
 use std::collections::HashMap;
 
@@ -28,7 +28,7 @@ const ALPHA: f64 = 0.05;
 
 pub(super) fn draw(
     spec: &ChartSpec,
-    (low, high, p_value): (&str, &str, Option<&str>),
+    (low, high, p_value, effect): (&str, &str, Option<&str>, Option<&str>),
     frame: &Frame,
     rows: &[usize],
     series: &SeriesChoice,
@@ -39,6 +39,12 @@ pub(super) fn draw(
     let scale = spec.unit.plot_scale();
     let estimate_column = spec.values.first().map(|v| v.column).unwrap_or_default();
 
+    // Ratios (B / A) are compared with 1, differences with 0.
+    let ratios = effect.is_some_and(|column| {
+        let cells = frame.column(column);
+        rows.iter().all(|&r| matches!(&cells[r], crate::export::dashboard::frame::Cell::Text(t) if t == "ratio"))
+    });
+    let reference = if ratios { 1.0 } else { 0.0 };
     let mut estimates = Vec::new();
     for &r in rows {
         let label = spec.series.map(|c| frame.column(c)[r].label());
@@ -48,7 +54,7 @@ pub(super) fn draw(
         let high = frame.column(high)[r].num();
         let significant = match p_value {
             Some(column) => frame.column(column)[r].num().is_some_and(|p| p < ALPHA),
-            None => matches!((low, high), (Some(lo), Some(hi)) if lo > 0.0 || hi < 0.0),
+            None => matches!((low, high), (Some(lo), Some(hi)) if lo > reference || hi < reference),
         };
         estimates.push(Estimate {
             category: category_index[x[r].label().as_str()],
@@ -59,12 +65,13 @@ pub(super) fn draw(
             significant,
         });
     }
-    let ticks = value_ticks(estimates.iter().flat_map(|e| [Some(e.value), e.low, e.high]).flatten(), 5);
+    let marks = estimates.iter().flat_map(|e| [Some(e.value), e.low, e.high]).flatten();
+    let ticks = value_ticks(marks.chain([reference * scale]), 5);
     let groups = series.labels.len();
 
     let paint = |chart: &mut Plot<'_, '_>, at: &Placer| -> Result<(), String> {
-        let zero = [at.at(0, -0.5, 0.0), at.at(categories.len() - 1, 0.5, 0.0)];
-        chart.draw_series(std::iter::once(PathElement::new(zero, AXIS.stroke_width(1)))).map_err(err)?;
+        let line = [at.at(0, -0.5, reference * scale), at.at(categories.len() - 1, 0.5, reference * scale)];
+        chart.draw_series(std::iter::once(PathElement::new(line, AXIS.stroke_width(1)))).map_err(err)?;
         let band = 0.6;
         let slot = band / groups as f64;
         for e in &estimates {
@@ -121,9 +128,10 @@ pub(super) fn draw(
         .collect();
     let (filled, hollow) = match p_value {
         Some(column) => (format!("significant ({column} < {ALPHA})"), "not significant".to_string()),
-        None => ("95% interval excludes 0".to_string(), "includes 0".to_string()),
+        None => (format!("95% interval excludes {reference}"), format!("includes {reference}")),
     };
     legend.push(LegendEntry { label: filled, colour: "#555555".into(), opacity: 1.0, mark: "point" });
     legend.push(LegendEntry { label: hollow, colour: "#555555".into(), opacity: 1.0, mark: "hollow" });
-    Ok(Parts { wide: svg(Layout::Wide)?, narrow: svg(Layout::Narrow)?, legend, notes: Vec::new() })
+    let notes = if ratios { vec!["Ratios of B to A: the reference line is at 1.".to_string()] } else { Vec::new() };
+    Ok(Parts { wide: svg(Layout::Wide)?, narrow: svg(Layout::Narrow)?, legend, notes })
 }

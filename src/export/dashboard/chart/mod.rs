@@ -207,8 +207,8 @@ pub(crate) fn draw(spec: &ChartSpec, table: &str, batches: &[RecordBatch], ctx: 
             ChartKind::GroupedBars => bars::draw(spec, &frame, &rows, &series),
             ChartKind::LinesOverTime => lines::draw(spec, &frame, &rows, &series),
             ChartKind::Heatmap { rows: row_axis } => heatmap::draw(spec, row_axis, &frame, &rows),
-            ChartKind::Interval { low, high, significant } => {
-                interval::draw(spec, (low, high, significant), &frame, &rows, &series)
+            ChartKind::Interval { low, high, significant, effect } => {
+                interval::draw(spec, (low, high, significant, effect), &frame, &rows, &series)
             }
         };
         let mut parts =
@@ -239,9 +239,10 @@ fn needed_columns(spec: &ChartSpec) -> Vec<&'static str> {
     names.extend(spec.values.iter().map(|v| v.column));
     match spec.kind {
         ChartKind::Heatmap { rows } => names.push(rows.column),
-        ChartKind::Interval { low, high, significant } => {
+        ChartKind::Interval { low, high, significant, effect } => {
             names.extend([low, high]);
             names.extend(significant);
+            names.extend(effect);
         }
         _ => {}
     }
@@ -256,14 +257,16 @@ fn data_table(spec: &ChartSpec, frame: &Frame, rows: &[usize], ctx: &Context) ->
     let mut keys: Vec<&str> = vec![spec.x.column];
     keys.extend(spec.series);
     keys.extend(spec.facet);
-    if let ChartKind::Heatmap { rows } = spec.kind {
-        keys.push(rows.column);
+    match spec.kind {
+        ChartKind::Heatmap { rows } => keys.push(rows.column),
+        ChartKind::Interval { effect, .. } => keys.extend(effect),
+        _ => {}
     }
     keys.sort_by_key(|k| frame.schema_rank(k));
     keys.dedup();
 
     let mut numeric: Vec<(&str, Unit)> = spec.values.iter().map(|v| (v.column, spec.unit)).collect();
-    if let ChartKind::Interval { low, high, significant } = spec.kind {
+    if let ChartKind::Interval { low, high, significant, .. } = spec.kind {
         numeric.extend([(low, spec.unit), (high, spec.unit)]);
         let listed = |column: &str| spec.table_only.iter().any(|c| c.column == column);
         numeric.extend(significant.filter(|c| !listed(c)).map(|c| (c, Unit::Other("p"))));
