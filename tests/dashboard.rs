@@ -318,20 +318,7 @@ fn export_dataset(dir: &std::path::Path, arms: Option<&str>, extra: &[&str]) -> 
     inputs.extend(extra.iter().map(String::as_str));
     let data = dir.join("ds");
     common::ingest(&inputs, &data, &["--bins", "0,1K,4K,16K"]);
-    let site = dir.join("site");
-    let pricing = common::repo().join("config/pricing.example.toml");
-    common::tokscope(&[
-        "export",
-        "--data",
-        data.to_str().unwrap(),
-        "--to",
-        site.to_str().unwrap(),
-        "--pricing",
-        pricing.to_str().unwrap(),
-        "--date",
-        "2024-06-03",
-    ]);
-    site.join("latest")
+    common::export_priced(&data, &dir.join("site"), "2024-06-03")
 }
 
 /// A job's CSV as header -> column of cells (quoted cells may hold commas).

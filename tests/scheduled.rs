@@ -497,20 +497,7 @@ fn the_exported_dashboard_loads_in_headless_chromium() {
         month.to_str().unwrap(),
     ]);
     common::ingest(&[month.to_str().unwrap()], &data, &[]);
-    let site = dir.path().join("site");
-    let pricing = common::repo().join("config/pricing.example.toml");
-    common::tokscope(&[
-        "export",
-        "--data",
-        data.to_str().unwrap(),
-        "--to",
-        site.to_str().unwrap(),
-        "--pricing",
-        pricing.to_str().unwrap(),
-        "--date",
-        "2024-06-30",
-    ]);
-    let page = site.join("latest/index.html");
+    let page = common::export_priced(&data, &dir.path().join("site"), "2024-06-30").join("index.html");
     let expected = ["cost_per_1k", "eos_compliance", "implicit_truncation", "ttft", "tpot", "kv_cache", "daily_cost"];
     let out = common::browser_check(&page, &expected, dir.path(), &[]);
     assert!(out.status.success(), "browser check failed:\n{}", text(&out));

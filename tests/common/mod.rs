@@ -221,3 +221,13 @@ pub fn browser_check(page: &Path, expect: &[&str], out: &Path, extra: &[String])
         .output()
         .expect("run browser_check.py")
 }
+
+/// `tokscope export` of `data` to `site` with the example prices, dated `date`;
+/// returns `site/latest`.
+pub fn export_priced(data: &Path, site: &Path, date: &str) -> PathBuf {
+    let pricing = repo().join("config/pricing.example.toml");
+    let (data, to, pricing) =
+        (data.to_str().expect("utf-8 path"), site.to_str().expect("utf-8 path"), pricing.to_str().expect("utf-8 path"));
+    tokscope(&["export", "--data", data, "--to", to, "--pricing", pricing, "--date", date]);
+    site.join("latest")
+}
