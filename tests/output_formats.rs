@@ -87,3 +87,18 @@ fn table_values_are_rounded_and_csv_keeps_every_digit() {
          m,1234567,0.785714,14431.14,0.0230459,0.00529306,49.7424\n"
     );
 }
+
+#[test]
+fn csv_writes_list_columns_as_text_and_json_keeps_them_nested() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("ds");
+    common::ingest(&[common::repo().join("tests/data/formats/moe_routing.sample.csv").to_str().unwrap()], &data, &[]);
+    let sql = "SELECT 1 AS layer, [0.25, 0.75] AS shares, CAST(NULL AS DOUBLE[]) AS none, ['a'] AS names";
+    let csv = common::tokscope(&["query", "--data", data.to_str().unwrap(), "--format", "csv", sql]);
+    assert_eq!(csv, "layer,shares,none,names\n1,\"[0.25, 0.75]\",,[a]\n");
+    let json = common::tokscope(&["query", "--data", data.to_str().unwrap(), "--format", "json", sql]);
+    assert_eq!(json.trim(), r#"{"layer":1,"shares":[0.25,0.75],"names":["a"]}"#);
+    // The job whose CSV needs it.
+    let moe = common::tokscope(&["job", "moe_load", "--data", data.to_str().unwrap(), "--format", "csv"]);
+    assert!(moe.lines().count() > 1 && moe.contains("\"[0."), "{moe}");
+}

@@ -478,12 +478,7 @@ fn no_credential_appears_in_any_output_or_file() {
 
 #[test]
 fn the_exported_dashboard_loads_in_headless_chromium() {
-    let require = std::env::var("TOKSCOPE_REQUIRE_BROWSER").as_deref() == Ok("1");
-    let has_chromium =
-        Command::new("sh").args(["-c", "command -v chromium"]).output().is_ok_and(|o| o.status.success());
-    if !has_chromium {
-        assert!(!require, "TOKSCOPE_REQUIRE_BROWSER=1 but chromium is not installed");
-        eprintln!("skipped: no chromium (apt-get install -y chromium)");
+    if !common::chromium_available() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -502,28 +497,9 @@ fn the_exported_dashboard_loads_in_headless_chromium() {
         month.to_str().unwrap(),
     ]);
     common::ingest(&[month.to_str().unwrap()], &data, &[]);
-    let site = dir.path().join("site");
-    let pricing = common::repo().join("config/pricing.example.toml");
-    common::tokscope(&[
-        "export",
-        "--data",
-        data.to_str().unwrap(),
-        "--to",
-        site.to_str().unwrap(),
-        "--pricing",
-        pricing.to_str().unwrap(),
-        "--date",
-        "2024-06-30",
-    ]);
-    let page = site.join("latest/index.html");
+    let page = common::export_priced(&data, &dir.path().join("site"), "2024-06-30").join("index.html");
     let expected = ["cost_per_1k", "eos_compliance", "implicit_truncation", "ttft", "tpot", "kv_cache", "daily_cost"];
-    let out = Command::new("python3")
-        .arg(common::repo().join("tests/support/browser_check.py"))
-        .arg(&page)
-        .arg(format!("--expect={}", expected.join(",")))
-        .arg(format!("--out={}", dir.path().display()))
-        .output()
-        .unwrap();
+    let out = common::browser_check(&page, &expected, dir.path(), &[]);
     assert!(out.status.success(), "browser check failed:\n{}", text(&out));
     let size = std::fs::metadata(&page).unwrap().len();
     assert!(size < 2_000_000, "the page is {size} bytes");

@@ -8,7 +8,11 @@ pub mod table;
 
 use std::io::Write;
 
+use arrow::array::{Array, ArrayRef, StringArray};
+use arrow::datatypes::{DataType, Field, Schema};
 use arrow::record_batch::RecordBatch;
+use arrow::util::display::{ArrayFormatter, FormatOptions};
+use std::sync::Arc;
 
 use crate::error::{Error, Result};
 pub use table::TableLayout;
@@ -74,7 +78,7 @@ pub fn write_batches(
         OutputFormat::Csv => {
             let mut w = arrow::csv::WriterBuilder::new().with_header(true).build(out);
             for b in batches {
-                w.write(b)?;
+                w.write(&nested_as_text(b)?)?;
             }
         }
         OutputFormat::Json => {
@@ -98,4 +102,28 @@ pub fn write_batches(
         }
     }
     Ok(())
+}
+
+/// `batch` with every nested column (list, struct, map), which CSV cannot hold,
+/// replaced by its text as the terminal table shows it (`[0.25, 0.75]`); nulls stay null.
+fn nested_as_text(batch: &RecordBatch) -> Result<RecordBatch> {
+    let schema = batch.schema();
+    if !schema.fields().iter().any(|f| f.data_type().is_nested()) {
+        return Ok(batch.clone());
+    }
+    let mut fields = Vec::with_capacity(schema.fields().len());
+    let mut columns: Vec<ArrayRef> = Vec::with_capacity(schema.fields().len());
+    for (field, column) in schema.fields().iter().zip(batch.columns()) {
+        if !field.data_type().is_nested() {
+            fields.push(field.as_ref().clone());
+            columns.push(column.clone());
+            continue;
+        }
+        let formatter = ArrayFormatter::try_new(column.as_ref(), &FormatOptions::default())?;
+        let text: StringArray =
+            (0..column.len()).map(|i| column.is_valid(i).then(|| formatter.value(i).to_string())).collect();
+        fields.push(Field::new(field.name(), DataType::Utf8, true));
+        columns.push(Arc::new(text));
+    }
+    Ok(RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)?)
 }

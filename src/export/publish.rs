@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
+use arrow::array::Float64Array;
 use chrono::NaiveDate;
 use datafusion::prelude::SessionContext;
 use futures::TryStreamExt;
@@ -28,7 +29,8 @@ use crate::progress::Progress;
 use crate::store::{self, StoreOptions};
 
 /// The jobs an export runs by default, in page order; each runs only when
-/// its tables hold rows, and `cost` only with prices.
+/// its tables hold rows, `cost` only with prices and `ab` only when the
+/// requests name at least two experiment arms (`variant`).
 pub const DEFAULT_JOBS: &[&str] = &[
     "report",
     "daily",
@@ -42,7 +44,24 @@ pub const DEFAULT_JOBS: &[&str] = &[
     "replay",
     "mediation",
     "mediation_heatmap",
+    "throughput",
+    "load_summary",
+    "gateway_engine",
+    "ab",
+    "head_waste",
+    "moe_load",
+    "quality",
+    "composite",
+    "drift",
 ];
+
+/// The most windows the exported `throughput` table spans: its window is the
+/// shortest of [`THROUGHPUT_WINDOWS`] that covers the requests' time range in
+/// at most this many, so a month of logs draws hours, a 10-minute load test seconds.
+const THROUGHPUT_MAX_WINDOWS: f64 = 120.0;
+
+/// Window lengths (seconds) the export chooses the `throughput` window from.
+const THROUGHPUT_WINDOWS: [u64; 14] = [1, 5, 10, 15, 30, 60, 300, 600, 900, 1800, 3600, 10_800, 21_600, 86_400];
 
 /// The result formats written for every job.
 const FORMATS: [(OutputFormat, &str); 3] =
@@ -107,7 +126,11 @@ pub async fn export(ctx: &SessionContext, options: &ExportOptions) -> Result<Exp
     for job in &jobs {
         progress.set_message(job.name);
         let job_started = Instant::now();
-        let batches = jobs::run_job(ctx, job).await?;
+        let params = match job.name {
+            "throughput" => vec![("window".to_string(), throughput_window(ctx).await?)],
+            _ => Vec::new(),
+        };
+        let batches = jobs::run_job_with(ctx, job, &params).await?;
         jobs_s += job_started.elapsed().as_secs_f64();
         progress.inc(1);
         for (format, extension) in FORMATS {
@@ -160,6 +183,10 @@ async fn choose_jobs(ctx: &SessionContext, options: &ExportOptions) -> Result<Ve
         if job.name == "cost" && !options.priced {
             continue;
         }
+        // `ab` compares two arms; with fewer there is nothing to compare.
+        if job.name == "ab" && count(ctx, "SELECT DISTINCT variant FROM requests WHERE variant IS NOT NULL").await < 2 {
+            continue;
+        }
         let mut present = true;
         for table in job.tables {
             present &= has_rows(ctx, table).await;
@@ -173,8 +200,33 @@ async fn choose_jobs(ctx: &SessionContext, options: &ExportOptions) -> Result<Ve
 
 /// Whether `table` is registered and holds at least one row.
 async fn has_rows(ctx: &SessionContext, table: &str) -> bool {
-    let Ok(df) = ctx.sql(&format!("SELECT 1 FROM {table} LIMIT 1")).await else { return false };
-    df.collect().await.is_ok_and(|b| b.iter().any(|b| b.num_rows() > 0))
+    count(ctx, &format!("SELECT 1 FROM {table} LIMIT 1")).await > 0
+}
+
+/// Rows `sql` returns; 0 when it fails (e.g. a table or column the dataset lacks).
+async fn count(ctx: &SessionContext, sql: &str) -> usize {
+    let Ok(df) = ctx.sql(sql).await else { return 0 };
+    df.collect().await.map(|b| b.iter().map(|b| b.num_rows()).sum()).unwrap_or(0)
+}
+
+/// The `throughput` window for this dataset: the shortest of
+/// [`THROUGHPUT_WINDOWS`] covering the requests' arrivals in at most
+/// [`THROUGHPUT_MAX_WINDOWS`] windows, as a `window` parameter (`"300s"`).
+async fn throughput_window(ctx: &SessionContext) -> Result<String> {
+    let span_sql = "SELECT CAST(CAST(max(ts) AS BIGINT) - CAST(min(ts) AS BIGINT) AS DOUBLE) AS span FROM \
+                    (SELECT arrow_cast(ts, 'Timestamp(Millisecond, None)') AS ts FROM requests)";
+    let batches = ctx.sql(span_sql).await?.collect().await?;
+    let span_ms = batches
+        .first()
+        .filter(|b| b.num_rows() > 0)
+        .and_then(|b| b.column(0).as_any().downcast_ref::<Float64Array>().map(|a| a.value(0)))
+        .unwrap_or(0.0);
+    let span_s = span_ms / 1000.0;
+    let window = THROUGHPUT_WINDOWS
+        .into_iter()
+        .find(|w| span_s / *w as f64 <= THROUGHPUT_MAX_WINDOWS)
+        .unwrap_or(THROUGHPUT_WINDOWS[THROUGHPUT_WINDOWS.len() - 1]);
+    Ok(format!("{window}s"))
 }
 
 /// The name of the always-current export.

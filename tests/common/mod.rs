@@ -195,3 +195,39 @@ impl Drop for S3Server {
         let _ = self.child.wait();
     }
 }
+
+/// Whether headless Chromium is installed for the browser checks; without it a
+/// test skips its browser part, unless `TOKSCOPE_REQUIRE_BROWSER=1` (CI) makes
+/// that a failure.
+pub fn chromium_available() -> bool {
+    let require = std::env::var("TOKSCOPE_REQUIRE_BROWSER").as_deref() == Ok("1");
+    let found = Command::new("sh").args(["-c", "command -v chromium"]).output().is_ok_and(|o| o.status.success());
+    if !found {
+        assert!(!require, "TOKSCOPE_REQUIRE_BROWSER=1 but chromium is not installed");
+        eprintln!("skipped the browser check: no chromium (apt-get install -y chromium)");
+    }
+    found
+}
+
+/// Runs `tests/support/browser_check.py` on `page`, expecting the charts
+/// `expect`, with screenshots in `out` and any `extra` flags.
+pub fn browser_check(page: &Path, expect: &[&str], out: &Path, extra: &[String]) -> Output {
+    Command::new("python3")
+        .arg(repo().join("tests/support/browser_check.py"))
+        .arg(page)
+        .arg(format!("--expect={}", expect.join(",")))
+        .arg(format!("--out={}", out.display()))
+        .args(extra)
+        .output()
+        .expect("run browser_check.py")
+}
+
+/// `tokscope export` of `data` to `site` with the example prices, dated `date`;
+/// returns `site/latest`.
+pub fn export_priced(data: &Path, site: &Path, date: &str) -> PathBuf {
+    let pricing = repo().join("config/pricing.example.toml");
+    let (data, to, pricing) =
+        (data.to_str().expect("utf-8 path"), site.to_str().expect("utf-8 path"), pricing.to_str().expect("utf-8 path"));
+    tokscope(&["export", "--data", data, "--to", to, "--pricing", pricing, "--date", date]);
+    site.join("latest")
+}

@@ -1,12 +1,15 @@
 //! Hand-made result tables shaped like tokscope's SQL jobs (sql/report.sql,
-//! sql/replay.sql, sql/mediation_heatmap.sql, the daily table and the A/B table),
+//! sql/replay.sql, sql/mediation_heatmap.sql, the daily and A/B tables, the load
+//! test's and the model internals' tables),
 //! with plausible numbers from a seeded generator. Shared by the tests and the
 //! `realistic` example.
 #![allow(dead_code)]
 
 use std::sync::Arc;
 
-use arrow::array::{ArrayRef, Date32Array, Float64Array, Int64Array, RecordBatch, StringArray};
+use arrow::array::{
+    ArrayRef, BooleanArray, Date32Array, Float64Array, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray,
+};
 use tokscope::export::dashboard::DashboardInput;
 
 pub const BINS: [&str; 9] = ["0-1K", "1K-2K", "2K-4K", "4K-8K", "8K-16K", "16K-32K", "32K-64K", "64K-128K", "128K+"];
@@ -145,13 +148,22 @@ pub fn kv_cache(models: &[String], rng: &mut Rng) -> RecordBatch {
             max.push(per_token.map(|p| p * tokens * 1.6 / 1_073_741_824.0));
         }
     }
+    // Tensor parallelism: 1 GPU for the small model, 4 for the large one.
+    let tp: Vec<i64> = model.iter().map(|m| if m.contains("72b") { 4 } else { 1 }).collect();
+    let per_gpu = |values: &[Option<f64>]| -> Vec<Option<f64>> {
+        values.iter().zip(&tp).map(|(v, tp)| v.map(|v| v / *tp as f64)).collect()
+    };
+    let (per_gpu_mean, per_gpu_max) = (per_gpu(&mean), per_gpu(&max));
     RecordBatch::try_from_iter([
         ("model", strings(model)),
         ("context_bin", strings(bin)),
         ("requests", ints(requests)),
         ("unknown_architecture_requests", ints(unknown)),
+        ("tensor_parallel", ints(tp)),
         ("kv_cache_gib_mean", floats(mean)),
         ("kv_cache_gib_max", floats(max)),
+        ("kv_cache_gib_per_gpu_mean", floats(per_gpu_mean)),
+        ("kv_cache_gib_per_gpu_max", floats(per_gpu_max)),
     ])
     .unwrap()
 }
@@ -269,8 +281,8 @@ pub fn mediation_heatmap(metrics: &[&str], layers: i64, positions: i64, rng: &mu
     .unwrap()
 }
 
-/// An A/B comparison table (context_bin, metric, n_a, n_b, value_a, value_b, diff,
-/// ci_low, ci_high, p_value, p_value_holm).
+/// An A/B comparison table (context_bin, metric, n_a, n_b, effect, value_a, value_b,
+/// diff, ci_low, ci_high, p_value, p_value_holm).
 pub fn ab(rng: &mut Rng) -> RecordBatch {
     let mut bin = Vec::new();
     let mut metric = Vec::new();
@@ -298,6 +310,7 @@ pub fn ab(rng: &mut Rng) -> RecordBatch {
         ("metric", strings(metric)),
         ("n_a", ints(n_a)),
         ("n_b", ints(n_b)),
+        ("effect", strings(vec!["difference".to_string(); BINS.len()])),
         ("value_a", next()),
         ("value_b", next()),
         ("diff", next()),
@@ -309,8 +322,249 @@ pub fn ab(rng: &mut Rng) -> RecordBatch {
     .unwrap()
 }
 
+/// The `throughput` table (sql/throughput.sql): per model x `windows` windows of
+/// `window_s` seconds from 2025-06-30 00:00 UTC.
+pub fn throughput(models: &[String], windows: i64, window_s: i64, rng: &mut Rng) -> RecordBatch {
+    let start_us = i64::from(LAST_DAY) * 86_400_000_000;
+    let (mut model, mut window_start, mut requests, mut peak) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut f: Vec<Vec<Option<f64>>> = vec![Vec::new(); 9];
+    for (m, name) in models.iter().enumerate() {
+        for w in 0..windows {
+            model.push(name.clone());
+            window_start.push(start_us + w * window_s * 1_000_000);
+            // A ramp up and a plateau, as in a load test.
+            let load = (w as f64 / windows as f64 * 3.0).min(1.0) / (1.0 + m as f64 * 0.3);
+            let n = (rng.around(40.0 * load, 0.2) * window_s as f64 / 60.0).round().max(1.0) as i64;
+            requests.push(n);
+            let concurrency = rng.around(12.0 * load, 0.15);
+            peak.push((concurrency * 1.6).ceil() as i64);
+            let ttft = rng.around(150.0 * (1.0 + load), 0.1);
+            let e2e = ttft + rng.around(6000.0, 0.1);
+            let values = [
+                n as f64 / window_s as f64,
+                n as f64 * rng.around(380.0, 0.1) / window_s as f64,
+                concurrency,
+                ttft,
+                ttft * 2.4,
+                ttft * 3.5,
+                e2e,
+                e2e * 1.8,
+                e2e * 2.5,
+            ];
+            for (i, v) in values.iter().enumerate() {
+                f[i].push(Some(*v));
+            }
+        }
+    }
+    let mut f = f.into_iter();
+    let mut next = || floats(f.next().unwrap());
+    RecordBatch::try_from_iter([
+        ("model", strings(model)),
+        ("window_start", Arc::new(TimestampMicrosecondArray::from(window_start).with_timezone("UTC")) as ArrayRef),
+        ("requests", ints(requests)),
+        ("qps", next()),
+        ("output_tokens_per_s", next()),
+        ("mean_concurrency", next()),
+        ("peak_concurrency", ints(peak)),
+        ("ttft_p50_ms", next()),
+        ("ttft_p95_ms", next()),
+        ("ttft_p99_ms", next()),
+        ("e2e_p50_ms", next()),
+        ("e2e_p95_ms", next()),
+        ("e2e_p99_ms", next()),
+    ])
+    .unwrap()
+}
+
+/// The `load_summary` table (sql/load_summary.sql), the columns the dashboard reads.
+pub fn load_summary(models: &[String], rng: &mut Rng) -> RecordBatch {
+    let n = models.len();
+    let mut f: Vec<Vec<Option<f64>>> = vec![Vec::new(); 10];
+    for _ in models {
+        let e2e = rng.around(6500.0, 0.2);
+        let values = [3600.0, rng.around(0.6, 0.2), rng.around(220.0, 0.2), rng.around(1300.0, 0.2)];
+        let more = [rng.around(8.0, 0.2), rng.around(160.0, 0.1), rng.around(420.0, 0.1), e2e, e2e * 1.9, e2e * 2.6];
+        for (i, v) in values.iter().chain(&more).enumerate() {
+            f[i].push(Some(*v));
+        }
+    }
+    let mut f = f.into_iter();
+    let mut next = || floats(f.next().unwrap());
+    RecordBatch::try_from_iter([
+        ("model", strings(models.to_vec())),
+        ("requests", ints(vec![2000; n])),
+        ("wall_s", next()),
+        ("qps", next()),
+        ("output_tokens_per_s", next()),
+        ("tokens_per_s", next()),
+        ("mean_concurrency", next()),
+        ("peak_concurrency", ints(vec![14; n])),
+        ("ttft_p50_ms", next()),
+        ("ttft_p95_ms", next()),
+        ("e2e_p50_ms", next()),
+        ("e2e_p95_ms", next()),
+        ("e2e_p99_ms", next()),
+    ])
+    .unwrap()
+}
+
+/// The `gateway_engine` table (sql/gateway_engine.sql): per model x the first four bins.
+pub fn gateway_engine(models: &[String], rng: &mut Rng) -> RecordBatch {
+    let (mut model, mut bin, mut matched, mut gateway_only) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut f: Vec<Vec<Option<f64>>> = vec![Vec::new(); 4];
+    for name in models {
+        for (b, label) in BINS.iter().take(4).enumerate() {
+            model.push(name.clone());
+            bin.push(label.to_string());
+            matched.push(200);
+            gateway_only.push(3);
+            let prefill = rng.around(40.0 * (1u64 << b) as f64, 0.1);
+            let values = [rng.around(2.0, 1.0), prefill, rng.around(900.0, 0.1), rng.around(35.0, 0.2)];
+            for (i, v) in values.iter().enumerate() {
+                f[i].push(Some(*v));
+            }
+        }
+    }
+    let rows = model.len();
+    let mut f = f.into_iter();
+    let mut next = || floats(f.next().unwrap());
+    RecordBatch::try_from_iter([
+        ("model", strings(model)),
+        ("context_bin", strings(bin)),
+        ("matched", ints(matched)),
+        ("gateway_only", ints(gateway_only)),
+        ("engine_only", ints(vec![0; rows])),
+        ("clock_offset_ms", next()),
+        ("prefill_ms_p50", next()),
+        ("decode_ms_p50", next()),
+        ("overhead_ms_p50", next()),
+    ])
+    .unwrap()
+}
+
+/// The `head_waste` table (sql/head_waste.sql): `layers` x `heads`.
+pub fn head_waste(layers: i64, heads: i64, rng: &mut Rng) -> RecordBatch {
+    let (mut layer, mut head, mut kernels, mut waste, mut flagged) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for l in 0..layers {
+        for h in 0..heads {
+            layer.push(l);
+            head.push(h);
+            kernels.push(4);
+            let w = (0.2 + 0.6 * rng.next()).min(0.99);
+            waste.push(Some(w));
+            flagged.push(w > 0.5);
+        }
+    }
+    let rows = layer.len();
+    RecordBatch::try_from_iter([
+        ("layer", ints(layer)),
+        ("head", ints(head)),
+        ("kernels", ints(kernels)),
+        ("duration_us", floats(vec![Some(40.0); rows])),
+        ("achieved_gflops_per_s", floats(vec![Some(180.0); rows])),
+        ("waste_ratio", floats(waste)),
+        ("flagged", Arc::new(BooleanArray::from(flagged)) as ArrayRef),
+    ])
+    .unwrap()
+}
+
+/// The `moe_load` table (sql/moe_load.sql), the columns the dashboard reads.
+pub fn moe_load(layers: i64, rng: &mut Rng) -> RecordBatch {
+    let n = layers as usize;
+    let imbalance: Vec<Option<f64>> = (0..n).map(|_| Some(rng.around(1.8, 0.3))).collect();
+    let cv: Vec<Option<f64>> = (0..n).map(|_| Some(rng.around(0.4, 0.3))).collect();
+    RecordBatch::try_from_iter([
+        ("layer", ints((0..layers).collect())),
+        ("num_experts", ints(vec![8; n])),
+        ("top_k", ints(vec![2; n])),
+        ("routed_tokens", floats(vec![Some(100.0); n])),
+        ("hot_share", floats(vec![Some(0.25); n])),
+        ("imbalance_max_mean", floats(imbalance)),
+        ("load_cv", floats(cv)),
+        ("routing_entropy_bits", floats(vec![Some(2.9); n])),
+    ])
+    .unwrap()
+}
+
+/// The `quality` table (sql/quality.sql): per model x task.
+pub fn quality(models: &[String], rng: &mut Rng) -> RecordBatch {
+    let (mut model, mut task) = (Vec::new(), Vec::new());
+    let mut f: Vec<Vec<Option<f64>>> = vec![Vec::new(); 3];
+    for name in models {
+        for t in ["qa", "rag", "chat"] {
+            model.push(name.clone());
+            task.push(t.to_string());
+            let (bleu, fact) = (rng.around(0.35, 0.3), rng.around(0.7, 0.2));
+            for (i, v) in [bleu, fact, 0.4 * bleu + 0.6 * fact].iter().enumerate() {
+                f[i].push(Some(*v));
+            }
+        }
+    }
+    let rows = model.len();
+    let mut f = f.into_iter();
+    let mut next = || floats(f.next().unwrap());
+    RecordBatch::try_from_iter([
+        ("model", strings(model)),
+        ("task", strings(task)),
+        ("evals", ints(vec![50; rows])),
+        ("bleu_scored", ints(vec![50; rows])),
+        ("bleu4_mean", next()),
+        ("factscore_scored", ints(vec![50; rows])),
+        ("factscore_mean", next()),
+        ("f1_fact", next()),
+    ])
+    .unwrap()
+}
+
+/// The `composite` table (sql/composite.sql).
+pub fn composite(models: &[String], rng: &mut Rng) -> RecordBatch {
+    let n = models.len();
+    let mut f: Vec<Vec<Option<f64>>> = vec![Vec::new(); 5];
+    for _ in models {
+        let values = [rng.around(0.6, 0.2), rng.around(180.0, 0.3), rng.around(0.7, 0.2), rng.around(0.85, 0.1)];
+        let composite =
+            0.3 * values[0] / 1000.0 + 0.25 * (1.0 - values[1] / 200.0) + 0.25 * values[2] + 0.2 * values[3];
+        for (i, v) in values.iter().chain(&[composite]).enumerate() {
+            f[i].push(Some(*v));
+        }
+    }
+    let mut f = f.into_iter();
+    let mut next = || floats(f.next().unwrap());
+    RecordBatch::try_from_iter([
+        ("model", strings(models.to_vec())),
+        ("requests", ints(vec![2000; n])),
+        ("qps", next()),
+        ("latency_p95_ms", next()),
+        ("evals", ints(vec![50; n])),
+        ("recall_mean", next()),
+        ("semantic_similarity_mean", next()),
+        ("composite", next()),
+    ])
+    .unwrap()
+}
+
+/// The `drift` table (sql/drift.sql): one row per query-length bin.
+pub fn drift(rng: &mut Rng) -> RecordBatch {
+    let bins = ["short", "medium", "long"];
+    let mean: Vec<Option<f64>> = bins.iter().map(|_| Some(rng.around(0.6, 0.4))).collect();
+    let p95: Vec<Option<f64>> = mean.iter().map(|m| m.map(|m| m * 2.5)).collect();
+    let share: Vec<Option<f64>> = bins.iter().map(|_| Some(rng.around(0.2, 0.5))).collect();
+    RecordBatch::try_from_iter([
+        ("word_bin", strings(bins.iter().map(|b| b.to_string()).collect())),
+        ("word_bin_lo", ints(vec![1, 4, 7])),
+        ("queries", ints(vec![120, 80, 40])),
+        ("kl_bits_mean", floats(mean)),
+        ("kl_bits_p95", floats(p95)),
+        ("drift_share", floats(share)),
+    ])
+    .unwrap()
+}
+
 /// A full dashboard input: report, kv_cache, daily (`days` days), replay, a
-/// 2-layer x 12-position mediation heatmap per metric, and an A/B table.
+/// 2-layer x 12-position mediation heatmap per metric, an A/B table, a load test
+/// (120 one-minute windows, its summary, gateway vs engine) and model internals
+/// (4 x 8 head waste, 4 MoE layers, quality, composite, drift).
 pub fn realistic(models: &[String], days: i32) -> DashboardInput {
     let mut rng = Rng::new(7);
     let mut input = DashboardInput::new(
@@ -334,6 +588,14 @@ pub fn realistic(models: &[String], days: i32) -> DashboardInput {
             vec![mediation_heatmap(&["target_prob", "continuation_logprob"], 2, 12, &mut rng)],
         )
         .with_table("ab", vec![ab(&mut rng)])
+        .with_table("throughput", vec![throughput(models, 120, 60, &mut rng)])
+        .with_table("load_summary", vec![load_summary(models, &mut rng)])
+        .with_table("gateway_engine", vec![gateway_engine(models, &mut rng)])
+        .with_table("head_waste", vec![head_waste(4, 8, &mut rng)])
+        .with_table("moe_load", vec![moe_load(4, &mut rng)])
+        .with_table("quality", vec![quality(models, &mut rng)])
+        .with_table("composite", vec![composite(models, &mut rng)])
+        .with_table("drift", vec![drift(&mut rng)])
 }
 
 pub fn model_names(n: usize) -> Vec<String> {

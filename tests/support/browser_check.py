@@ -14,6 +14,11 @@ on --remote-debugging-pipe, with the Python standard library only. It fails
   * the page is wider than the viewport (horizontal scrolling);
   * a chart's pixels are blank: its screenshot has too little ink or colour.
 
+With --counts FILE it also writes, per viewport, each chart SVG's data marks as
+the browser parsed them (the elements inside <g class="marks">: rects, circles,
+filled circles, polylines and their points), for a test to compare with the
+chart's table.
+
 It writes full-page screenshots NAME-desktop.png and NAME-phone.png to --out
 (default: beside the page). Every wait has a deadline; Chromium's whole process
 group is killed on the way out, so it never hangs.
@@ -243,6 +248,22 @@ def ink(png):
 
 # --- the check -----------------------------------------------------------------
 
+# Per drawn chart SVG: its data marks (inside <g class="marks">, see the dashboard's
+# chart/mod.rs), counted as the browser parsed them.
+COUNT_MARKS = r"""
+(() => JSON.stringify([...document.querySelectorAll('svg[data-chart]')].map(svg => {
+  const marks = [...svg.querySelectorAll('g.marks')];
+  const all = sel => marks.flatMap(g => [...g.querySelectorAll(sel)]);
+  const fill = el => (el.getAttribute('fill') || '').toLowerCase();
+  const polylines = all('polyline');
+  return {id: svg.dataset.chart, layout: svg.dataset.layout || '', groups: marks.length,
+          rects: all('rect').length, circles: all('circle').length,
+          filled_circles: all('circle').filter(c => !['none', '#ffffff', '#fff', ''].includes(fill(c))).length,
+          polylines: polylines.length,
+          points: polylines.reduce((n, p) => n + p.points.numberOfItems, 0)};
+})))()
+"""
+
 PROBE = r"""
 (() => {
   const charts = [...document.querySelectorAll('svg[data-chart]')].map(svg => {
@@ -257,7 +278,7 @@ PROBE = r"""
 
 
 def check_viewport(binary, page, name, width, height, mobile, expected, out, stem, min_ink, min_colour, deadline,
-                   open_details=False):
+                   open_details=False, counts=None):
     problems = []
     browser = Browser(binary, width, height, deadline)
     try:
@@ -307,6 +328,11 @@ def check_viewport(binary, page, name, width, height, mobile, expected, out, ste
                 problems.append(f"{name}: chart {chart['id']!r} looks blank "
                                 f"({inked:.1%} ink, {coloured:.2%} colour; need {min_ink:.0%} and {min_colour:.1%})")
 
+        if counts is not None:
+            marks = json.loads(browser.send("Runtime.evaluate", {"expression": COUNT_MARKS, "returnByValue": True})
+                               ["result"]["value"])
+            counts[name] = marks
+
         if open_details:  # for a person looking at the screenshots: show every data table
             browser.send("Runtime.evaluate", {"expression": "document.querySelectorAll('details')"
                                                             ".forEach(d => d.open = true); document.documentElement"
@@ -333,6 +359,8 @@ def main():
     parser.add_argument("--min-colour", type=float, default=0.005, help="least share of coloured pixels per chart")
     parser.add_argument("--timeout", type=float, default=40.0, help="seconds for each viewport")
     parser.add_argument("--open-details", action="store_true", help="open every data table before the screenshots")
+    parser.add_argument("--counts", type=Path, help="write each chart SVG's data marks (rects, circles, filled "
+                                                     "circles, polyline points), per viewport, to this JSON file")
     args = parser.parse_args()
 
     page = args.page.resolve()
@@ -343,17 +371,20 @@ def main():
     out.mkdir(parents=True, exist_ok=True)
     expected = [e for e in args.expect.split(",") if e]
     problems = []
+    counts = {} if args.counts else None
     try:
         binary = find_chromium(args.chromium)
         for name, (width, height, mobile) in VIEWPORTS.items():
             deadline = time.monotonic() + args.timeout
             try:
                 problems += check_viewport(binary, page, name, width, height, mobile, expected, out, page.stem,
-                                           args.min_ink, args.min_colour, deadline, args.open_details)
+                                           args.min_ink, args.min_colour, deadline, args.open_details, counts)
             except CheckFailed as failure:
                 problems.append(f"{name}: {failure}")
     except CheckFailed as failure:
         problems.append(str(failure))
+    if counts is not None:
+        args.counts.write_text(json.dumps(counts, indent=1))
     if problems:
         for problem in problems:
             print(f"FAIL {problem}", file=sys.stderr)

@@ -130,6 +130,35 @@ pub fn date_label(days: i32) -> String {
     format!("{y:04}-{m:02}-{d:02}")
 }
 
+/// `YYYY-MM-DD HH:MM:SS` (UTC) of milliseconds since the epoch; `.mmm` is added
+/// only when the instant is not on a whole second.
+pub fn time_label(millis: i64) -> String {
+    let (days, ms_of_day) = (millis.div_euclid(86_400_000), millis.rem_euclid(86_400_000));
+    let (h, m, s, ms) = (ms_of_day / 3_600_000, ms_of_day / 60_000 % 60, ms_of_day / 1000 % 60, ms_of_day % 1000);
+    let date = date_label(days as i32);
+    if ms == 0 {
+        format!("{date} {h:02}:{m:02}:{s:02}")
+    } else {
+        format!("{date} {h:02}:{m:02}:{s:02}.{ms:03}")
+    }
+}
+
+/// Short time for axis ticks `step_s` seconds apart: `HH:MM`, with `:SS` below a
+/// minute, and `MM-DD HH:MM` at midnight so a second day is named.
+pub(crate) fn time_tick(seconds: f64, step_s: f64) -> String {
+    let total = seconds.round() as i64;
+    let (days, of_day) = (total.div_euclid(86_400), total.rem_euclid(86_400));
+    let (h, m, s) = (of_day / 3600, of_day / 60 % 60, of_day % 60);
+    if step_s < 60.0 {
+        format!("{h:02}:{m:02}:{s:02}")
+    } else if of_day == 0 {
+        let (_, month, day) = civil_from_days(days as i32);
+        format!("{month:02}-{day:02} {h:02}:{m:02}")
+    } else {
+        format!("{h:02}:{m:02}")
+    }
+}
+
 /// Short date for axis ticks: `MM-DD`, or `YYYY-MM` when ticks are a month apart or more.
 pub(crate) fn date_tick(days: i32, step_days: i32) -> String {
     let (y, m, d) = civil_from_days(days);
@@ -183,6 +212,17 @@ mod tests {
         assert_eq!(date_label(20_089), "2025-01-01");
         assert_eq!(date_label(-1), "1969-12-31");
         assert_eq!(date_label(11_016), "2000-02-29");
+    }
+
+    #[test]
+    fn timestamps_read_as_utc_date_and_time() {
+        // 2024-06-01 00:01:00 UTC is 1_717_200_060 s after the epoch.
+        assert_eq!(time_label(1_717_200_060_000), "2024-06-01 00:01:00");
+        assert_eq!(time_label(1_717_200_060_250), "2024-06-01 00:01:00.250");
+        assert_eq!(time_label(-1000), "1969-12-31 23:59:59");
+        assert_eq!(time_tick(1_717_200_060.0, 60.0), "00:01");
+        assert_eq!(time_tick(1_717_200_000.0, 3600.0), "06-01 00:00");
+        assert_eq!(time_tick(1_717_200_005.0, 5.0), "00:00:05");
     }
 
     #[test]

@@ -5,10 +5,10 @@
 use std::collections::HashMap;
 
 use arrow::array::cast::AsArray;
-use arrow::array::types::{Date32Type, Float64Type};
+use arrow::array::types::{Date32Type, Float64Type, Int64Type};
 use arrow::array::{Array, ArrayRef, RecordBatch};
 use arrow::compute::cast;
-use arrow::datatypes::DataType;
+use arrow::datatypes::{DataType, TimeUnit};
 
 use crate::error::Result;
 
@@ -20,6 +20,8 @@ pub(crate) enum Cell {
     Num(f64),
     /// Days since 1970-01-01 (`Date32`).
     Day(i32),
+    /// Milliseconds since 1970-01-01 00:00 UTC (any `Timestamp`).
+    Time(i64),
 }
 
 impl Cell {
@@ -38,6 +40,16 @@ impl Cell {
             Cell::Num(v) if v.fract() == 0.0 && v.abs() < 1e15 => format!("{v:.0}"),
             Cell::Num(v) => super::format::significant(*v, 4),
             Cell::Day(d) => super::format::date_label(*d),
+            Cell::Time(ms) => super::format::time_label(*ms),
+        }
+    }
+
+    /// The cell as seconds since the epoch, for a time axis (days start at 00:00 UTC).
+    pub(crate) fn seconds(&self) -> Option<f64> {
+        match self {
+            Cell::Day(d) => Some(f64::from(*d) * 86_400.0),
+            Cell::Time(ms) => Some(*ms as f64 / 1000.0),
+            _ => None,
         }
     }
 }
@@ -119,7 +131,19 @@ fn read_cells(table: &str, column: &str, array: &ArrayRef, cells: &mut Vec<Cell>
                 }
             }));
         }
-        DataType::Date32 | DataType::Date64 | DataType::Timestamp(_, _) => {
+        DataType::Timestamp(_, _) => {
+            let millis = cast(array, &DataType::Timestamp(TimeUnit::Millisecond, None)).map_err(arrow_err)?;
+            let millis = cast(&millis, &DataType::Int64).map_err(arrow_err)?;
+            let millis = millis.as_primitive::<Int64Type>();
+            cells.extend((0..millis.len()).map(|i| {
+                if millis.is_null(i) {
+                    Cell::Null
+                } else {
+                    Cell::Time(millis.value(i))
+                }
+            }));
+        }
+        DataType::Date32 | DataType::Date64 => {
             let days = cast(array, &DataType::Date32).map_err(arrow_err)?;
             let days = days.as_primitive::<Date32Type>();
             cells.extend((0..days.len()).map(|i| if days.is_null(i) { Cell::Null } else { Cell::Day(days.value(i)) }));

@@ -17,12 +17,20 @@ pub enum ChartKind {
         rows: Axis,
     },
     /// The first value column as a point with a `[low, high]` whisker per `x`
-    /// category and series, and a reference line at zero.
+    /// category and series, and a reference line at zero. A point is filled when
+    /// it is significant: its `significant` p-value is below 0.05, or, without
+    /// such a column, its interval excludes zero; else it is hollow.
     Interval {
         /// Column holding the interval's lower end.
         low: &'static str,
         /// Column holding the interval's upper end.
         high: &'static str,
+        /// Column holding the p-value that decides significance (e.g. a
+        /// multiple-testing-adjusted one); `None`: the interval decides.
+        significant: Option<&'static str>,
+        /// Column naming each row's effect: a figure whose rows are all
+        /// `ratio` is drawn against a reference line at 1 instead of 0.
+        effect: Option<&'static str>,
     },
 }
 
@@ -143,6 +151,15 @@ impl ValueColumn {
 pub const CONTEXT_BIN: Axis =
     Axis { column: "context_bin", label: "Context bin", unit: Unit::Category("prompt tokens") };
 
+/// The `window_start` axis of the per-window load-test tables (a UTC timestamp).
+pub const WINDOW_START: Axis = Axis { column: "window_start", label: "Window start", unit: Unit::Date };
+
+/// A `model` category axis, for per-model tables drawn without series.
+pub const MODEL: Axis = Axis { column: "model", label: "Model", unit: Unit::Category("") };
+
+/// The `word_bin` axis of the drift job (query length in words).
+pub const WORD_BIN: Axis = Axis { column: "word_bin", label: "Query length", unit: Unit::Category("words") };
+
 /// The `date` axis of daily tables.
 pub const DATE: Axis = Axis { column: "date", label: "Date", unit: Unit::Date };
 
@@ -230,15 +247,129 @@ pub const BUILTIN_CHARTS: &[ChartSpec] = &[
         section: "KV cache",
         tables: &["kv_cache"],
         title: "KV-cache size per request by context bin",
-        caption: "Cache size at the end of the request; solid = mean, light = max. Unknown architectures are left out.",
-        values: &[ValueColumn::new("kv_cache_gib_mean", "mean"), ValueColumn::new("kv_cache_gib_max", "max")],
+        caption: "Cache size at the end of the request; solid = mean, light = max, lightest = mean per GPU \
+                  (split over the tensor-parallel GPUs). Unknown architectures are left out.",
+        values: &[
+            ValueColumn::new("kv_cache_gib_mean", "mean"),
+            ValueColumn::new("kv_cache_gib_max", "max"),
+            ValueColumn::new("kv_cache_gib_per_gpu_mean", "per-GPU mean"),
+        ],
         value_label: "KV cache",
         unit: Unit::Gib,
-        table_only: &[TableColumn {
-            column: "unknown_architecture_requests",
-            label: "Unknown architecture",
-            unit: Unit::Count("requests"),
-        }],
+        table_only: &[
+            TableColumn { column: "tensor_parallel", label: "Tensor parallel", unit: Unit::Count("GPUs") },
+            TableColumn {
+                column: "unknown_architecture_requests",
+                label: "Unknown architecture",
+                unit: Unit::Count("requests"),
+            },
+        ],
+        ..ChartSpec::BASE
+    },
+    ChartSpec {
+        id: "throughput_qps",
+        section: "Load test",
+        tables: &["throughput"],
+        title: "Requests per second over time",
+        caption: "Requests arriving per second in each window (the `throughput` job's `window`), per model.",
+        kind: ChartKind::LinesOverTime,
+        x: WINDOW_START,
+        values: &[ValueColumn::new("qps", "requests/s")],
+        value_label: "Arrivals",
+        unit: Unit::Other("requests/s"),
+        ..ChartSpec::BASE
+    },
+    ChartSpec {
+        id: "throughput_tokens",
+        section: "Load test",
+        tables: &["throughput"],
+        title: "Output tokens per second over time",
+        caption: "Completion tokens of the requests that arrived in each window, per second of window.",
+        kind: ChartKind::LinesOverTime,
+        x: WINDOW_START,
+        values: &[ValueColumn::new("output_tokens_per_s", "output tokens/s")],
+        value_label: "Output throughput",
+        unit: Unit::Other("tokens/s"),
+        ..ChartSpec::BASE
+    },
+    // Mean and peak concurrency are two charts, not one with a dashed line: plotters
+    // draws a dashed line as one element per dash, which for 50 models is most of the page.
+    ChartSpec {
+        id: "concurrency_mean",
+        section: "Load test",
+        tables: &["throughput"],
+        title: "Mean requests in flight over time",
+        caption: "Mean concurrency: the request time that falls inside the window / the window's length.",
+        kind: ChartKind::LinesOverTime,
+        x: WINDOW_START,
+        values: &[ValueColumn::new("mean_concurrency", "mean concurrency")],
+        value_label: "Mean concurrency",
+        unit: Unit::Other("requests in flight"),
+        ..ChartSpec::BASE
+    },
+    ChartSpec {
+        id: "concurrency_peak",
+        section: "Load test",
+        tables: &["throughput"],
+        title: "Peak requests in flight over time",
+        caption: "Peak concurrency: the most requests in flight at one instant of the window.",
+        kind: ChartKind::LinesOverTime,
+        x: WINDOW_START,
+        values: &[ValueColumn::new("peak_concurrency", "peak concurrency")],
+        value_label: "Peak concurrency",
+        unit: Unit::Other("requests in flight"),
+        ..ChartSpec::BASE
+    },
+    ChartSpec {
+        id: "load_summary",
+        section: "Load test",
+        tables: &["load_summary"],
+        title: "End-to-end latency over the whole run",
+        caption: "Exact percentiles of request latency per model; the table adds throughput over wall time and \
+                  concurrency.",
+        x: MODEL,
+        series: None,
+        values: &[
+            ValueColumn::new("e2e_p50_ms", "P50"),
+            ValueColumn::new("e2e_p95_ms", "P95"),
+            ValueColumn::new("e2e_p99_ms", "P99"),
+        ],
+        value_label: "End-to-end latency",
+        unit: Unit::Ms,
+        table_only: &[
+            TableColumn { column: "requests", label: "Requests", unit: Unit::Count("requests") },
+            TableColumn { column: "wall_s", label: "Wall time", unit: Unit::Other("s") },
+            TableColumn { column: "qps", label: "Requests/s", unit: Unit::Other("requests/s") },
+            TableColumn { column: "output_tokens_per_s", label: "Output tokens/s", unit: Unit::Other("tokens/s") },
+            TableColumn { column: "tokens_per_s", label: "Tokens/s", unit: Unit::Other("tokens/s") },
+            TableColumn { column: "mean_concurrency", label: "Mean concurrency", unit: Unit::Other("requests") },
+            TableColumn { column: "peak_concurrency", label: "Peak concurrency", unit: Unit::Count("requests") },
+            TableColumn { column: "ttft_p50_ms", label: "TTFT P50", unit: Unit::Ms },
+            TableColumn { column: "ttft_p95_ms", label: "TTFT P95", unit: Unit::Ms },
+        ],
+        ..ChartSpec::BASE
+    },
+    ChartSpec {
+        id: "gateway_engine",
+        section: "Load test",
+        tables: &["gateway_engine"],
+        title: "Where a request's time goes: engine prefill, decode and the rest",
+        caption: "Medians over gateway requests matched to an engine profile; overhead = gateway latency minus \
+                  prefill and decode (queueing, network, gateway). Solid = prefill, lighter = decode, lightest = \
+                  overhead.",
+        values: &[
+            ValueColumn::new("prefill_ms_p50", "prefill P50"),
+            ValueColumn::new("decode_ms_p50", "decode P50"),
+            ValueColumn::new("overhead_ms_p50", "overhead P50"),
+        ],
+        value_label: "Time per request",
+        unit: Unit::Ms,
+        table_only: &[
+            TableColumn { column: "matched", label: "Matched", unit: Unit::Count("requests") },
+            TableColumn { column: "gateway_only", label: "Gateway only", unit: Unit::Count("requests") },
+            TableColumn { column: "engine_only", label: "Engine only", unit: Unit::Count("profiles") },
+            TableColumn { column: "clock_offset_ms", label: "Clock offset", unit: Unit::Ms },
+        ],
         ..ChartSpec::BASE
     },
     ChartSpec {
@@ -344,8 +475,15 @@ pub const BUILTIN_CHARTS: &[ChartSpec] = &[
         section: "A/B comparison",
         tables: &["ab"],
         title: "Arm B minus arm A by context bin",
-        caption: "Difference of means with its 95% interval; an interval that excludes 0 is a real difference.",
-        kind: ChartKind::Interval { low: "ci_low", high: "ci_high" },
+        caption: "B - A per metric (rates: difference of proportions; TTFT and TPOT: difference of medians; \
+                  cost per 1K tokens: the ratio B / A) with its 95% interval; a filled point is significant \
+                  after Holm's correction across the bins of its metric.",
+        kind: ChartKind::Interval {
+            low: "ci_low",
+            high: "ci_high",
+            significant: Some("p_value_holm"),
+            effect: Some("effect"),
+        },
         series: None,
         facet: Some("metric"),
         values: &[ValueColumn::new("diff", "B - A")],
@@ -359,6 +497,119 @@ pub const BUILTIN_CHARTS: &[ChartSpec] = &[
             TableColumn { column: "p_value", label: "p", unit: Unit::Other("p") },
             TableColumn { column: "p_value_holm", label: "p (Holm)", unit: Unit::Other("p") },
         ],
+        ..ChartSpec::BASE
+    },
+    ChartSpec {
+        id: "head_waste",
+        section: "Model internals",
+        tables: &["head_waste"],
+        title: "Wasted attention compute per layer and head",
+        caption: "waste_ratio = 1 - actual / expected FLOPs of the head's attention kernels; a head above the \
+                  job's threshold is flagged.",
+        kind: ChartKind::Heatmap { rows: Axis { column: "layer", label: "Layer", unit: Unit::Index } },
+        x: Axis { column: "head", label: "Head", unit: Unit::Index },
+        series: None,
+        values: &[ValueColumn::new("waste_ratio", "waste ratio")],
+        value_label: "Waste ratio",
+        unit: Unit::Rate,
+        table_only: &[
+            TableColumn { column: "kernels", label: "Kernels", unit: Unit::Count("kernels") },
+            TableColumn { column: "duration_us", label: "Duration", unit: Unit::Other("µs") },
+            TableColumn { column: "achieved_gflops_per_s", label: "Achieved", unit: Unit::Other("GFLOP/s") },
+        ],
+        ..ChartSpec::BASE
+    },
+    ChartSpec {
+        id: "moe_load",
+        section: "Model internals",
+        tables: &["moe_load"],
+        title: "MoE router load imbalance per layer",
+        caption: "Solid = busiest expert's load / mean load (1 = perfectly even), light = coefficient of \
+                  variation of the expert loads.",
+        x: Axis { column: "layer", label: "Layer", unit: Unit::Index },
+        series: None,
+        values: &[ValueColumn::new("imbalance_max_mean", "max / mean"), ValueColumn::new("load_cv", "CV")],
+        value_label: "Imbalance",
+        unit: Unit::Other("ratio"),
+        table_only: &[
+            TableColumn { column: "num_experts", label: "Experts", unit: Unit::Count("experts") },
+            TableColumn { column: "top_k", label: "Top k", unit: Unit::Count("experts") },
+            TableColumn { column: "routed_tokens", label: "Routed", unit: Unit::Count("tokens") },
+            TableColumn { column: "hot_share", label: "Hot experts' share", unit: Unit::Rate },
+            TableColumn { column: "routing_entropy_bits", label: "Routing entropy", unit: Unit::Other("bits") },
+        ],
+        ..ChartSpec::BASE
+    },
+    ChartSpec {
+        id: "quality",
+        section: "Model internals",
+        tables: &["quality"],
+        title: "Answer quality per task",
+        caption: "Mean BLEU-4 against the reference (solid), mean FactScore (lighter) and their weighted \
+                  f1_fact (lightest), per model.",
+        x: Axis { column: "task", label: "Task", unit: Unit::Category("") },
+        values: &[
+            ValueColumn::new("bleu4_mean", "BLEU-4"),
+            ValueColumn::new("factscore_mean", "FactScore"),
+            ValueColumn::new("f1_fact", "f1_fact"),
+        ],
+        value_label: "Score",
+        unit: Unit::Other("0-1"),
+        table_only: &[
+            TableColumn { column: "evals", label: "Evaluations", unit: Unit::Count("records") },
+            TableColumn { column: "bleu_scored", label: "BLEU scored", unit: Unit::Count("records") },
+            TableColumn { column: "factscore_scored", label: "FactScore scored", unit: Unit::Count("records") },
+        ],
+        ..ChartSpec::BASE
+    },
+    ChartSpec {
+        id: "composite",
+        section: "Model internals",
+        tables: &["composite"],
+        title: "Composite serving score per model",
+        caption: "w1 qps / qps_scale + w2 (1 - p95 latency / budget) + w3 recall + w4 semantic similarity; \
+                  models without evaluations have no score.",
+        x: MODEL,
+        series: None,
+        values: &[ValueColumn::new("composite", "composite")],
+        value_label: "Composite score",
+        unit: Unit::Other("score"),
+        table_only: &[
+            TableColumn { column: "requests", label: "Requests", unit: Unit::Count("requests") },
+            TableColumn { column: "qps", label: "Requests/s", unit: Unit::Other("requests/s") },
+            TableColumn { column: "latency_p95_ms", label: "Latency P95", unit: Unit::Ms },
+            TableColumn { column: "evals", label: "Evaluations", unit: Unit::Count("records") },
+            TableColumn { column: "recall_mean", label: "Recall", unit: Unit::Other("0-1") },
+            TableColumn { column: "semantic_similarity_mean", label: "Similarity", unit: Unit::Other("0-1") },
+        ],
+        ..ChartSpec::BASE
+    },
+    ChartSpec {
+        id: "drift_kl",
+        section: "Model internals",
+        tables: &["drift"],
+        title: "Intent drift by query length",
+        caption: "KL divergence of the model's relevance distribution from the gold one; solid = mean, light = P95.",
+        x: WORD_BIN,
+        series: None,
+        values: &[ValueColumn::new("kl_bits_mean", "mean"), ValueColumn::new("kl_bits_p95", "P95")],
+        value_label: "KL divergence",
+        unit: Unit::Other("bits"),
+        table_only: &[TableColumn { column: "queries", label: "Queries", unit: Unit::Count("queries") }],
+        ..ChartSpec::BASE
+    },
+    ChartSpec {
+        id: "drift_share",
+        section: "Model internals",
+        tables: &["drift"],
+        title: "Share of drifted queries by query length",
+        caption: "Share of queries whose KL divergence is above the job's threshold.",
+        x: WORD_BIN,
+        series: None,
+        values: &[ValueColumn::new("drift_share", "drifted")],
+        value_label: "Drifted queries",
+        unit: Unit::Rate,
+        table_only: &[TableColumn { column: "queries", label: "Queries", unit: Unit::Count("queries") }],
         ..ChartSpec::BASE
     },
 ];

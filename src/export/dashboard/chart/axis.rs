@@ -64,6 +64,22 @@ pub(crate) fn date_ticks(first: i32, last: i32, max_labels: usize) -> (Vec<f64>,
     (ticks, step)
 }
 
+/// Time ticks (seconds since the epoch) at most `max_labels`, on round clock
+/// times (a multiple of the step since midnight UTC); the step is returned too.
+pub(crate) fn time_ticks(first: f64, last: f64, max_labels: usize) -> (Vec<f64>, f64) {
+    let span = (last - first).max(0.0);
+    let steps = [1.0, 5.0, 10.0, 15.0, 30.0, 60.0, 300.0, 600.0, 900.0, 1800.0, 3600.0, 7200.0, 10800.0, 21600.0];
+    let step = steps.into_iter().find(|s| span / s < max_labels.max(1) as f64).unwrap_or(43_200.0);
+    let start = (first / step).ceil() as i64;
+    let end = (last / step).floor() as i64;
+    let ticks: Vec<f64> = (start..=end).map(|k| k as f64 * step).collect();
+    if ticks.is_empty() {
+        (vec![first], step)
+    } else {
+        (ticks, step)
+    }
+}
+
 /// Every `k`-th index so that at most `max` of `n` labels are shown.
 pub(crate) fn thinned(n: usize, max: usize) -> Vec<f64> {
     let k = n.div_ceil(max.max(1)).max(1);
@@ -81,8 +97,8 @@ pub(crate) fn ordered_labels<'a>(cells: impl Iterator<Item = &'a Cell>) -> Vec<S
     }
     if distinct.iter().all(|c| matches!(c, Cell::Num(_))) {
         distinct.sort_by(|a, b| a.num().partial_cmp(&b.num()).unwrap_or(std::cmp::Ordering::Equal));
-    } else if distinct.iter().all(|c| matches!(c, Cell::Day(_))) {
-        distinct.sort_by_key(|c| if let Cell::Day(d) = c { *d } else { 0 });
+    } else if distinct.iter().all(|c| c.seconds().is_some()) {
+        distinct.sort_by(|a, b| a.seconds().partial_cmp(&b.seconds()).unwrap_or(std::cmp::Ordering::Equal));
     } else {
         let edges: Option<Vec<u64>> = distinct.iter().map(|c| bin_lower_edge(&c.label())).collect();
         if let Some(edges) = edges {
@@ -142,6 +158,14 @@ mod tests {
     fn nice_ticks_start_at_zero_for_positive_values() {
         let ticks = value_ticks([3.0, 61.0].into_iter(), 5);
         assert_eq!(ticks.values, vec![0.0, 20.0, 40.0, 60.0, 80.0]);
+    }
+
+    #[test]
+    fn time_ticks_fall_on_round_clock_times() {
+        // 00:00:30 to 00:35:10 (seconds of a day): 5-minute steps, 00:05 first.
+        let (ticks, step) = time_ticks(30.0, 2110.0, 8);
+        assert_eq!(step, 300.0);
+        assert_eq!(ticks, vec![300.0, 600.0, 900.0, 1200.0, 1500.0, 1800.0, 2100.0]);
     }
 
     #[test]

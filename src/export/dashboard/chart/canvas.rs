@@ -10,7 +10,7 @@ use plotters::prelude::*;
 
 use super::axis::{thinned, Ticks};
 use super::palette::{AXIS, GRID, TEXT};
-use super::{font, svg_body, Layout, Svg};
+use super::{font, svg_body, Layout, Svg, MARKS_BEGIN, MARKS_END};
 use crate::export::dashboard::format;
 
 pub(crate) type Plot<'a, 'b> = ChartContext<'a, SVGBackend<'b>, Cartesian2d<KeyedAxis, KeyedAxis>>;
@@ -115,7 +115,11 @@ impl Canvas<'_> {
                 mesh.disable_y_mesh();
             }
             mesh.draw().map_err(err)?;
+            // Sentinels around the data marks; `svg_body` turns them into `<g class="marks">`.
+            let sentinel = ("sans-serif", 1.0).into_font();
+            root.draw(&Text::new(MARKS_BEGIN, (0, 0), sentinel.clone())).map_err(err)?;
             paint(&mut chart)?;
+            root.draw(&Text::new(MARKS_END, (0, 0), sentinel)).map_err(err)?;
             if let Some(paint_side) = side {
                 let (_, plot_y) = chart.plotting_area().get_pixel_range();
                 paint_side(&panel, plot_y)?;

@@ -1,5 +1,7 @@
 //! Interval plot: a point estimate with its [low, high] whisker per category and
-//! series, and a reference line at zero. A filled point's interval excludes zero.
+//! series, and a reference line at zero (at one for a figure of ratios). A
+//! filled point is significant: its p-value column (when the spec names one) is
+//! below 0.05, else its interval excludes the reference.
 
 use std::collections::HashMap;
 
@@ -18,12 +20,15 @@ struct Estimate {
     value: f64,
     low: Option<f64>,
     high: Option<f64>,
+    significant: bool,
 }
+
+/// The significance level a p-value column is read at.
+const ALPHA: f64 = 0.05;
 
 pub(super) fn draw(
     spec: &ChartSpec,
-    low: &str,
-    high: &str,
+    (low, high, p_value, effect): (&str, &str, Option<&str>, Option<&str>),
     frame: &Frame,
     rows: &[usize],
     series: &SeriesChoice,
@@ -34,25 +39,39 @@ pub(super) fn draw(
     let scale = spec.unit.plot_scale();
     let estimate_column = spec.values.first().map(|v| v.column).unwrap_or_default();
 
+    // Ratios (B / A) are compared with 1, differences with 0.
+    let ratios = effect.is_some_and(|column| {
+        let cells = frame.column(column);
+        rows.iter().all(|&r| matches!(&cells[r], crate::export::dashboard::frame::Cell::Text(t) if t == "ratio"))
+    });
+    let reference = if ratios { 1.0 } else { 0.0 };
     let mut estimates = Vec::new();
     for &r in rows {
         let label = spec.series.map(|c| frame.column(c)[r].label());
         let Some(s) = series.index_of(&label) else { continue };
         let Some(value) = frame.column(estimate_column)[r].num() else { continue };
+        let low = frame.column(low)[r].num();
+        let high = frame.column(high)[r].num();
+        let significant = match p_value {
+            Some(column) => frame.column(column)[r].num().is_some_and(|p| p < ALPHA),
+            None => matches!((low, high), (Some(lo), Some(hi)) if lo > reference || hi < reference),
+        };
         estimates.push(Estimate {
             category: category_index[x[r].label().as_str()],
             series: s,
             value: value * scale,
-            low: frame.column(low)[r].num().map(|v| v * scale),
-            high: frame.column(high)[r].num().map(|v| v * scale),
+            low: low.map(|v| v * scale),
+            high: high.map(|v| v * scale),
+            significant,
         });
     }
-    let ticks = value_ticks(estimates.iter().flat_map(|e| [Some(e.value), e.low, e.high]).flatten(), 5);
+    let marks = estimates.iter().flat_map(|e| [Some(e.value), e.low, e.high]).flatten();
+    let ticks = value_ticks(marks.chain([reference * scale]), 5);
     let groups = series.labels.len();
 
     let paint = |chart: &mut Plot<'_, '_>, at: &Placer| -> Result<(), String> {
-        let zero = [at.at(0, -0.5, 0.0), at.at(categories.len() - 1, 0.5, 0.0)];
-        chart.draw_series(std::iter::once(PathElement::new(zero, AXIS.stroke_width(1)))).map_err(err)?;
+        let line = [at.at(0, -0.5, reference * scale), at.at(categories.len() - 1, 0.5, reference * scale)];
+        chart.draw_series(std::iter::once(PathElement::new(line, AXIS.stroke_width(1)))).map_err(err)?;
         let band = 0.6;
         let slot = band / groups as f64;
         for e in &estimates {
@@ -75,10 +94,9 @@ pub(super) fn draw(
                     ])
                     .map_err(err)?;
             }
-            let excludes_zero = matches!((e.low, e.high), (Some(lo), Some(hi)) if lo > 0.0 || hi < 0.0);
             let point = at.at(e.category, offset, e.value);
             chart.draw_series(std::iter::once(Circle::new(point, 5, WHITE.filled()))).map_err(err)?;
-            let mark = if excludes_zero { colour.filled() } else { colour.stroke_width(2) };
+            let mark = if e.significant { colour.filled() } else { colour.stroke_width(2) };
             chart.draw_series(std::iter::once(Circle::new(point, 5, mark))).map_err(err)?;
         }
         Ok(())
@@ -108,12 +126,12 @@ pub(super) fn draw(
             mark: "point",
         })
         .collect();
-    legend.push(LegendEntry {
-        label: "95% interval excludes 0".into(),
-        colour: "#555555".into(),
-        opacity: 1.0,
-        mark: "point",
-    });
-    legend.push(LegendEntry { label: "includes 0".into(), colour: "#555555".into(), opacity: 1.0, mark: "hollow" });
-    Ok(Parts { wide: svg(Layout::Wide)?, narrow: svg(Layout::Narrow)?, legend, notes: Vec::new() })
+    let (filled, hollow) = match p_value {
+        Some(column) => (format!("significant ({column} < {ALPHA})"), "not significant".to_string()),
+        None => (format!("95% interval excludes {reference}"), format!("includes {reference}")),
+    };
+    legend.push(LegendEntry { label: filled, colour: "#555555".into(), opacity: 1.0, mark: "point" });
+    legend.push(LegendEntry { label: hollow, colour: "#555555".into(), opacity: 1.0, mark: "hollow" });
+    let notes = if ratios { vec!["Ratios of B to A: the reference line is at 1.".to_string()] } else { Vec::new() };
+    Ok(Parts { wide: svg(Layout::Wide)?, narrow: svg(Layout::Narrow)?, legend, notes })
 }

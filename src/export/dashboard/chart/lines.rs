@@ -1,10 +1,11 @@
-//! Lines over time: one line per (series, value column) over a `Date32` column;
-//! a null value breaks the line, a missing day is bridged.
+//! Lines over time: one line per (series, value column) over a `Date32` column
+//! (date ticks) or a timestamp column (clock-time ticks); a null value breaks
+//! the line, a missing day or window is bridged.
 
 use plotters::element::DashedPathElement;
 use plotters::prelude::*;
 
-use super::axis::{date_ticks, value_ticks};
+use super::axis::{date_ticks, time_ticks, value_ticks};
 use super::canvas::{err, AxisDef, Canvas, Plot};
 use super::{Layout, LegendEntry, Parts, SeriesChoice};
 use crate::export::dashboard::format;
@@ -14,8 +15,8 @@ use crate::export::dashboard::spec::ChartSpec;
 struct Line {
     colour: RGBColor,
     dashed: bool,
-    /// (day, value) sorted by day.
-    points: Vec<(i32, Option<f64>)>,
+    /// (x, value) sorted by x: days for dates, seconds for timestamps.
+    points: Vec<(f64, Option<f64>)>,
 }
 
 pub(super) fn draw(spec: &ChartSpec, frame: &Frame, rows: &[usize], series: &SeriesChoice) -> Result<Parts, String> {
@@ -27,9 +28,16 @@ pub(super) fn draw(spec: &ChartSpec, frame: &Frame, rows: &[usize], series: &Ser
             lines.push(Line { colour: *colour, dashed: v > 0, points: Vec::new() });
         }
     }
-    let (mut first, mut last) = (i32::MAX, i32::MIN);
+    // Dates are placed in days (date ticks), timestamps in seconds (clock ticks).
+    let dated = rows.iter().all(|&r| !matches!(days[r], Cell::Time(_)));
+    let position = |cell: &Cell| match cell {
+        Cell::Day(d) => Some(f64::from(*d)),
+        Cell::Time(_) => cell.seconds(),
+        _ => None,
+    };
+    let (mut first, mut last) = (f64::INFINITY, f64::NEG_INFINITY);
     for &r in rows {
-        let Cell::Day(day) = days[r] else { continue };
+        let Some(day) = position(&days[r]) else { continue };
         let label = spec.series.map(|c| frame.column(c)[r].label());
         let Some(s) = series.index_of(&label) else { continue };
         first = first.min(day);
@@ -43,14 +51,14 @@ pub(super) fn draw(spec: &ChartSpec, frame: &Frame, rows: &[usize], series: &Ser
         return Err("no dated rows".into());
     }
     for line in &mut lines {
-        line.points.sort_by_key(|(day, _)| *day);
+        line.points.sort_by(|a, b| a.0.total_cmp(&b.0));
     }
     let ticks = value_ticks(lines.iter().flat_map(|l| l.points.iter().filter_map(|(_, v)| *v)), 5);
 
     let paint = |chart: &mut Plot<'_, '_>| -> Result<(), String> {
         for line in &lines {
             for segment in line.points.split(|(_, v)| v.is_none()) {
-                let points: Vec<(f64, f64)> = segment.iter().map(|(d, v)| (f64::from(*d), v.unwrap_or(0.0))).collect();
+                let points: Vec<(f64, f64)> = segment.iter().map(|(d, v)| (*d, v.unwrap_or(0.0))).collect();
                 let style = line.colour.stroke_width(2);
                 match points.len() {
                     0 => {}
@@ -71,8 +79,22 @@ pub(super) fn draw(spec: &ChartSpec, frame: &Frame, rows: &[usize], series: &Ser
         Ok(())
     };
     let svg = |layout: Layout| {
-        let (keys, step) = date_ticks(first, last, if layout == Layout::Wide { 8 } else { 4 });
-        let pad = if first == last { 1.0 } else { 0.3 };
+        let max_labels = if layout == Layout::Wide { 8 } else { 4 };
+        let (keys, format) = if dated {
+            let (keys, step) = date_ticks(first as i32, last as i32, max_labels);
+            let format: Box<dyn Fn(&f64) -> String> = Box::new(move |d| format::date_tick(d.round() as i32, step));
+            (keys, format)
+        } else {
+            let (keys, step) = time_ticks(first, last, max_labels);
+            let format: Box<dyn Fn(&f64) -> String> = Box::new(move |s| format::time_tick(*s, step));
+            (keys, format)
+        };
+        let pad = match (dated, first == last) {
+            (true, true) => 1.0,
+            (true, false) => 0.3,
+            (false, true) => 60.0,
+            (false, false) => (last - first) / 50.0,
+        };
         let value_step = ticks.step;
         let canvas = Canvas {
             width: layout.width(),
@@ -82,9 +104,9 @@ pub(super) fn draw(spec: &ChartSpec, frame: &Frame, rows: &[usize], series: &Ser
             side: 0,
             font_px: if layout == Layout::Wide { 13.0 } else { 12.0 },
             x: AxisDef {
-                range: f64::from(first) - pad..f64::from(last) + pad,
+                range: first - pad..last + pad,
                 keys,
-                format: Box::new(move |d| format::date_tick(d.round() as i32, step)),
+                format,
                 label: spec.x.unit.label(spec.x.label),
                 grid: true,
             },
@@ -111,6 +133,11 @@ pub(super) fn draw(spec: &ChartSpec, frame: &Frame, rows: &[usize], series: &Ser
         }
     }
     let mut notes = Vec::new();
-    notes.push(format!("{} to {} (UTC).", format::date_label(first), format::date_label(last)));
+    if dated {
+        notes.push(format!("{} to {} (UTC).", format::date_label(first as i32), format::date_label(last as i32)));
+    } else {
+        let (from, to) = (format::time_label((first * 1000.0) as i64), format::time_label((last * 1000.0) as i64));
+        notes.push(format!("{from} to {to} (UTC)."));
+    }
     Ok(Parts { wide: svg(Layout::Wide)?, narrow: svg(Layout::Narrow)?, legend, notes })
 }

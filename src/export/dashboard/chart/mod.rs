@@ -158,10 +158,12 @@ pub(crate) fn draw(spec: &ChartSpec, table: &str, batches: &[RecordBatch], ctx: 
     let frame = Frame::read(table, batches, &names)?;
     let mut rows: Vec<usize> = (0..frame.rows()).collect();
     if spec.kind == ChartKind::LinesOverTime {
-        let days = frame.column(spec.x.column);
-        if let Some(last) = days.iter().filter_map(|c| if let Cell::Day(d) = c { Some(*d) } else { None }).max() {
-            let first = last - ctx.trend_days.max(1) as i32 + 1;
-            rows.retain(|&r| matches!(days[r], Cell::Day(d) if d >= first));
+        // The newest `trend_days` UTC days, for dates and timestamps alike.
+        let day_of = |cell: &Cell| cell.seconds().map(|s| (s / 86_400.0).floor() as i64);
+        let x = frame.column(spec.x.column);
+        if let Some(last) = x.iter().filter_map(day_of).max() {
+            let first = last - i64::from(ctx.trend_days.max(1)) + 1;
+            rows.retain(|&r| day_of(&x[r]).is_some_and(|d| d >= first));
         }
     }
     if rows.is_empty() {
@@ -205,7 +207,9 @@ pub(crate) fn draw(spec: &ChartSpec, table: &str, batches: &[RecordBatch], ctx: 
             ChartKind::GroupedBars => bars::draw(spec, &frame, &rows, &series),
             ChartKind::LinesOverTime => lines::draw(spec, &frame, &rows, &series),
             ChartKind::Heatmap { rows: row_axis } => heatmap::draw(spec, row_axis, &frame, &rows),
-            ChartKind::Interval { low, high } => interval::draw(spec, low, high, &frame, &rows, &series),
+            ChartKind::Interval { low, high, significant, effect } => {
+                interval::draw(spec, (low, high, significant, effect), &frame, &rows, &series)
+            }
         };
         let mut parts =
             drawn.map_err(|message| internal_err!("drawing dashboard chart `{}` failed: {message}", spec.id))?;
@@ -235,7 +239,11 @@ fn needed_columns(spec: &ChartSpec) -> Vec<&'static str> {
     names.extend(spec.values.iter().map(|v| v.column));
     match spec.kind {
         ChartKind::Heatmap { rows } => names.push(rows.column),
-        ChartKind::Interval { low, high } => names.extend([low, high]),
+        ChartKind::Interval { low, high, significant, effect } => {
+            names.extend([low, high]);
+            names.extend(significant);
+            names.extend(effect);
+        }
         _ => {}
     }
     names
@@ -249,15 +257,19 @@ fn data_table(spec: &ChartSpec, frame: &Frame, rows: &[usize], ctx: &Context) ->
     let mut keys: Vec<&str> = vec![spec.x.column];
     keys.extend(spec.series);
     keys.extend(spec.facet);
-    if let ChartKind::Heatmap { rows } = spec.kind {
-        keys.push(rows.column);
+    match spec.kind {
+        ChartKind::Heatmap { rows } => keys.push(rows.column),
+        ChartKind::Interval { effect, .. } => keys.extend(effect),
+        _ => {}
     }
     keys.sort_by_key(|k| frame.schema_rank(k));
     keys.dedup();
 
     let mut numeric: Vec<(&str, Unit)> = spec.values.iter().map(|v| (v.column, spec.unit)).collect();
-    if let ChartKind::Interval { low, high } = spec.kind {
+    if let ChartKind::Interval { low, high, significant, .. } = spec.kind {
         numeric.extend([(low, spec.unit), (high, spec.unit)]);
+        let listed = |column: &str| spec.table_only.iter().any(|c| c.column == column);
+        numeric.extend(significant.filter(|c| !listed(c)).map(|c| (c, Unit::Other("p"))));
     }
     numeric.extend(spec.table_only.iter().filter(|c| frame.has(c.column)).map(|c| (c.column, c.unit)));
 
@@ -329,14 +341,50 @@ fn pivot_by_date(spec: &ChartSpec, series: &str, frame: &Frame, rows: &[usize], 
     DataTable { headers, first_numeric: 1, rows }
 }
 
-/// The plotters SVG with its root element removed.
+/// Texts drawn before and after a chart's data marks (bars, cells, lines,
+/// points), replaced by `svg_body` with a `<g class="marks">` around them, so a
+/// reader (or a test) can tell the data from axes and grid.
+pub(crate) const MARKS_BEGIN: &str = "tokscope-marks-begin";
+pub(crate) const MARKS_END: &str = "tokscope-marks-end";
+
+/// The plotters SVG with its root element removed and the data marks grouped.
 pub(crate) fn svg_body(document: &str) -> String {
     let start = document.find("<svg").and_then(|i| document[i..].find('>').map(|j| i + j + 1)).unwrap_or(0);
     let end = document.rfind("</svg>").unwrap_or(document.len());
-    document[start..end].trim().to_string()
+    let body = document[start..end].trim();
+    let body = replace_text_element(body, MARKS_BEGIN, r#"<g class="marks">"#);
+    replace_text_element(&body, MARKS_END, "</g>")
+}
+
+/// `body` with the `<text ...>{content}</text>` element (plotters puts the
+/// text on a line of its own) replaced by `with`.
+fn replace_text_element(body: &str, content: &str, with: &str) -> String {
+    let Some(at) = body.find(content) else { return body.to_string() };
+    let (Some(open), Some(close)) = (body[..at].rfind("<text"), body[at..].find("</text>")) else {
+        return body.to_string();
+    };
+    let end = at + close + "</text>".len();
+    format!("{}{with}{}", &body[..open], &body[end..])
 }
 
 /// Text style sizes: plotters writes `font-size = size / 1.24`, so ask for 1.24x.
 pub(crate) fn font(px: f64) -> f64 {
     px * 1.24
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_marks_between_the_sentinels_are_grouped() {
+        let document = format!(
+            "<svg width=\"10\">\n<line/>\n<text x=\"0\" font-size=\"1\">\n{MARKS_BEGIN}\n</text>\n<rect/>\n<rect/>\n\
+             <text x=\"0\">\n{MARKS_END}\n</text>\n<text x=\"5\">\nlabel\n</text>\n</svg>"
+        );
+        assert_eq!(
+            svg_body(&document),
+            "<line/>\n<g class=\"marks\">\n<rect/>\n<rect/>\n</g>\n<text x=\"5\">\nlabel\n</text>"
+        );
+    }
 }
