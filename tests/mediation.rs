@@ -93,7 +93,12 @@ fn reuse_gives_the_same_grid_for_far_fewer_forward_passes() {
     assert_eq!(fast.p_corrupt, slow.p_corrupt);
     let (layers, t) = (model.config().num_hidden_layers, ids.len());
     let formula = |reuse| expected_forward_equivalents(layers, t, 4, 2, reuse);
-    assert!((fast.forward_equivalents - formula(true)).abs() < 1e-12, "{} vs {}", fast.forward_equivalents, formula(true));
+    assert!(
+        (fast.forward_equivalents - formula(true)).abs() < 1e-12,
+        "{} vs {}",
+        fast.forward_equivalents,
+        formula(true)
+    );
     assert!((slow.forward_equivalents - formula(false)).abs() < 1e-12);
     // In (layer, position) evaluations, 14 per full pass: clean 14; per sample the corrupted
     // run from position 4 (2 x 3 = 6) and the restores of layer 0 at positions 4, 5, 6, each

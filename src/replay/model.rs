@@ -126,7 +126,7 @@ impl LlamaModel {
             if t as usize >= cfg.vocab_size {
                 return Err(model_err!("token id {t} is outside the vocabulary of {}", cfg.vocab_size));
             }
-            x.extend_from_slice(self.weights.embed_tokens.row(t as usize));
+            self.weights.embed_tokens.extend_row(t as usize, &mut x);
         }
         if let Some(intervention) = options.intervention {
             intervention.add_embedding_noise(&mut x, start, h);
@@ -252,7 +252,7 @@ impl LlamaModel {
         let rows = e.out_features();
         let (mut sum, mut sum_sq, mut count) = (0.0f64, 0.0f64, 0usize);
         for r in 0..rows {
-            for &v in e.row(r) {
+            for v in e.row_f32(r) {
                 sum += v as f64;
                 sum_sq += (v as f64) * (v as f64);
                 count += 1;
@@ -273,7 +273,7 @@ impl LlamaModel {
         let mut sum = 0u64;
         let mut add = |m: &Linear| {
             for r in 0..m.out_features() {
-                for v in m.row(r) {
+                for v in m.row_f32(r) {
                     sum = sum.wrapping_mul(31).wrapping_add(v.to_bits() as u64);
                 }
             }
@@ -529,7 +529,7 @@ mod tests {
         let options = ForwardOptions { hidden_states: true, ..Default::default() };
         let out = model.forward(&TOKENS, &mut model.new_cache(), options).unwrap();
         assert_eq!(out.hidden_states.len(), 2);
-        assert_eq!(out.hidden_states[0][2], model.weights.embed_tokens.row(TOKENS[2] as usize));
+        assert_eq!(out.hidden_states[0][2], model.weights.embed_tokens.row_f32(TOKENS[2] as usize));
         // Final norm + output projection of the last layer's output gives the logits.
         let last = &out.hidden_states[1][TOKENS.len() - 1];
         let normed = rms_norm(last, &model.weights.norm, model.config.rms_norm_eps);
