@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Causal-trace cost with and without activation reuse: wall time and
-# forward-pass equivalents (layer evaluations / layers) of `tokscope trace`.
+# forward-pass equivalents ((layer, position) evaluations / (layers x positions)) of `tokscope trace`.
 # Usage: bench/trace.sh [MODEL_DIR] [PROMPT] [SAMPLES]
 # Build first (cargo build, or --release for real checkpoints); TOKSCOPE picks the binary.
 set -euo pipefail

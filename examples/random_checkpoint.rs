@@ -1,10 +1,14 @@
 //! Writes a randomly initialised Llama checkpoint in Hugging Face layout
-//! (config.json + model.safetensors, f32, lm_head tied to the embeddings: ~100M parameters at the defaults) for `bench/decode.sh`.
+//! (config.json + model.safetensors, lm_head tied to the embeddings: ~100M parameters at the
+//! defaults) for `bench/decode.sh`, stored as f32, bf16 or f16 (values rounded to nearest even).
 //! Weights are normal(0, 0.02) (xorshift + Box-Muller, fixed seed), norms 1.
 //!
 //! (also used by `bench/gpu_check.sh`; no tokenizer: `tokscope decode-bench` takes ids).
 //!
-//! `cargo run --example random_checkpoint -- DIR [hidden 768] [layers 12] [heads 12] [kv_heads 4] [intermediate 2048] [vocab 32000]`
+//! `cargo run --example random_checkpoint -- DIR [hidden 768] [layers 12] [heads 12] [kv_heads 4] [intermediate 2048] [vocab 32000] [dtype f32|bf16|f16]`
+//!
+//! Llama-3.2-1B's shape (1.24B parameters, 2.47 GB in bf16):
+//! `cargo run --example random_checkpoint -- DIR 2048 16 32 8 8192 128256 bf16`
 
 use std::io::Write;
 
@@ -17,6 +21,12 @@ fn main() -> anyhow::Result<()> {
     let num = |i: usize, d: usize| a.get(i).and_then(|v| v.parse().ok()).unwrap_or(d);
     let (h, layers, heads, kv_heads, inter, vocab) =
         (num(2, 768), num(3, 12), num(4, 12), num(5, 4), num(6, 2048), num(7, 32000));
+    let dtype = match a.get(8).map(String::as_str).unwrap_or("f32") {
+        "f32" => Dtype::F32,
+        "bf16" => Dtype::BF16,
+        "f16" => Dtype::F16,
+        other => anyhow::bail!("dtype {other}: expected f32, bf16 or f16"),
+    };
     let hd = h / heads;
     std::fs::create_dir_all(&dir)?;
     let config = serde_json::json!({
@@ -25,7 +35,8 @@ fn main() -> anyhow::Result<()> {
         "num_attention_heads": heads, "num_key_value_heads": kv_heads, "vocab_size": vocab,
         "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "max_position_embeddings": 2048,
         "bos_token_id": 1, "eos_token_id": 2, "tie_word_embeddings": true,
-        "hidden_act": "silu", "torch_dtype": "float32"
+        "hidden_act": "silu",
+        "torch_dtype": match dtype { Dtype::BF16 => "bfloat16", Dtype::F16 => "float16", _ => "float32" }
     });
     std::fs::File::create(dir.join("config.json"))?.write_all(config.to_string().as_bytes())?;
 
@@ -59,7 +70,7 @@ fn main() -> anyhow::Result<()> {
         .map(|(name, shape)| {
             let len: usize = shape.iter().product();
             params += len;
-            let mut out = Vec::with_capacity(len * 4);
+            let mut out = Vec::with_capacity(len * dtype.bitsize() / 8);
             for _ in 0..len {
                 let v = if name.ends_with("norm.weight") {
                     1.0f32
@@ -67,7 +78,11 @@ fn main() -> anyhow::Result<()> {
                     let (u1, u2) = (uniform(), uniform());
                     ((-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos() * 0.02) as f32
                 };
-                out.extend_from_slice(&v.to_le_bytes());
+                match dtype {
+                    Dtype::BF16 => out.extend_from_slice(&half::bf16::from_f32(v).to_le_bytes()),
+                    Dtype::F16 => out.extend_from_slice(&half::f16::from_f32(v).to_le_bytes()),
+                    _ => out.extend_from_slice(&v.to_le_bytes()),
+                }
             }
             out
         })
@@ -75,9 +90,9 @@ fn main() -> anyhow::Result<()> {
     let views: Vec<(&str, TensorView<'_>)> = shapes
         .iter()
         .zip(&bytes)
-        .map(|((n, s), b)| Ok((n.as_str(), TensorView::new(Dtype::F32, s.clone(), b)?)))
+        .map(|((n, s), b)| Ok((n.as_str(), TensorView::new(dtype, s.clone(), b)?)))
         .collect::<anyhow::Result<_>>()?;
     safetensors::serialize_to_file(views, None, &dir.join("model.safetensors"))?;
-    eprintln!("wrote {} ({:.1}M params, f32)", dir.display(), params as f64 / 1e6);
+    eprintln!("wrote {} ({:.1}M params, {dtype:?})", dir.display(), params as f64 / 1e6);
     Ok(())
 }

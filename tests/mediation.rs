@@ -61,9 +61,10 @@ fn trace_cli_with_golden_noise_reproduces_the_golden_grid() {
             close(*a, *e, &format!("p_restored[{l}][{i}]"));
         }
     }
-    // 2 layers x 7 positions, noise at position 6 only: clean 1 + corrupt 1 + the restore of
-    // layer 0 at position 6 (1 of 2 layers) = 2.5; cells 0..5 are no-ops; not 1 + 1 + 14.
-    assert_eq!(got["forward_equivalents"].as_f64(), Some(2.5));
+    // 2 layers x 7 positions = 14 (layer, position) evaluations per forward pass; noise at
+    // position 6 only: clean 14 + corrupted run from position 6 (2 layers x 1 position) + the
+    // restore of layer 0 at position 6 (layer 1 at position 6: 1) = 17; cells 0..5 are no-ops.
+    assert_eq!(got["forward_equivalents"].as_f64(), Some(17.0 / 14.0));
 }
 
 #[test]
@@ -91,11 +92,32 @@ fn reuse_gives_the_same_grid_for_far_fewer_forward_passes() {
     }
     assert_eq!(fast.p_corrupt, slow.p_corrupt);
     let (layers, t) = (model.config().num_hidden_layers, ids.len());
-    assert_eq!(fast.forward_equivalents, expected_forward_equivalents(layers, t, 4, 2, true));
-    assert_eq!(slow.forward_equivalents, expected_forward_equivalents(layers, t, 4, 2, false));
-    // Noise at 4..=6: three positions x (layer 0: 1 of 2 layers, layer 1: none) per sample.
-    assert_eq!(fast.forward_equivalents, 1.0 + 2.0 * (1.0 + 3.0 * 0.5));
+    let formula = |reuse| expected_forward_equivalents(layers, t, 4, 2, reuse);
+    assert!(
+        (fast.forward_equivalents - formula(true)).abs() < 1e-12,
+        "{} vs {}",
+        fast.forward_equivalents,
+        formula(true)
+    );
+    assert!((slow.forward_equivalents - formula(false)).abs() < 1e-12);
+    // In (layer, position) evaluations, 14 per full pass: clean 14; per sample the corrupted
+    // run from position 4 (2 x 3 = 6) and the restores of layer 0 at positions 4, 5, 6, each
+    // running layer 1 at positions i..7 (3 + 2 + 1 = 6); layer 1's restores only apply the head.
+    assert_eq!(fast.forward_equivalents, (14.0 + 2.0 * (6.0 + 6.0)) / 14.0);
     assert_eq!(slow.forward_equivalents, 1.0 + 2.0 * (1.0 + 14.0));
+}
+
+#[test]
+fn default_trace_prints_its_cost_under_a_quarter_of_layers_times_positions() {
+    let model = model_dir();
+    let out = common::tokscope(&["trace", "--model", model.to_str().unwrap(), "--prompt", PROMPT]);
+    // Every token after BOS corrupted (positions 1..=6 of 7), 1 sample, 2 layers: clean 14,
+    // corrupted run 2 x 6 = 12, restores of layer 0 at positions 1..=6: 6 + 5 + 4 + 3 + 2 + 1 = 21;
+    // 47 / 14 = 3.357 forward equivalents, under L T / 4 = 3.5 (a full recompute costs 1 + 1 + 14).
+    assert!(out.contains("3.36 forward equivalents (L T / 4 = 3.50)"), "{out}");
+    let ids = ReplayModel::load(&model_dir(), DeviceRequest::Auto).unwrap().tokenizer.encode_prompt(PROMPT).unwrap();
+    assert_eq!(ids.len(), 7);
+    assert!((expected_forward_equivalents(2, 7, 1, 1, true) - 47.0 / 14.0).abs() < 1e-12);
 }
 
 #[test]

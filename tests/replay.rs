@@ -299,6 +299,12 @@ fn decode_bench_reports_rates_and_the_greedy_ids_of_its_prompt() {
     assert!(report["prefill_tps"].as_f64().unwrap() > 0.0 && report["decode_tps"].as_f64().unwrap() > 0.0);
     let model = tokscope::replay::LlamaModel::from_dir(&m).unwrap();
     assert_eq!(report["params"].as_u64().unwrap() as usize, model.parameter_count());
+    // An f32 checkpoint with an untied head: every parameter is read once per token, 4 bytes
+    // each, except the input embeddings (384 x 64), of which a token reads one row.
+    assert_eq!(report["weight_bytes"].as_u64().unwrap() as usize, 4 * (model.parameter_count() - 384 * 64));
+    if cfg!(target_os = "linux") {
+        assert!(report["peak_rss_bytes"].as_u64().unwrap() > 0);
+    }
     let want = tokscope::replay::greedy_decode(&model, &[1, 2, 3, 4, 5], 4).unwrap();
     let got: Vec<u32> = serde_json::from_value(report["greedy_ids"].clone()).unwrap();
     // greedy_decode stops at EOS; decode-bench never does, so compare the common prefix.

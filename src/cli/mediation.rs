@@ -147,7 +147,7 @@ pub fn run_trace(args: &TraceArgs, out: &mut impl Write) -> anyhow::Result<()> {
     }
     let trace = &run.trace;
     let mut text = format!(
-        "target {} {:?}: p_clean {:.6}  p_corrupt {:.6}  (subject positions {:?}, {} sample(s), {:.1} forward equivalents, {:.0} ms)\nlayer",
+        "target {} {:?}: p_clean {:.6}  p_corrupt {:.6}  (subject positions {:?}, {} sample(s), {:.2} forward equivalents (L T / 4 = {:.2}), {:.0} ms)\nlayer",
         trace.target_id,
         replay.tokenizer.decode(&[trace.target_id])?,
         trace.p_clean,
@@ -155,6 +155,7 @@ pub fn run_trace(args: &TraceArgs, out: &mut impl Write) -> anyhow::Result<()> {
         trace.subject_positions,
         trace.samples,
         trace.forward_equivalents,
+        (trace.p_restored.len() * trace.input_ids.len()) as f64 / 4.0,
         run.wall_ms
     );
     for i in 0..trace.input_ids.len() {

@@ -246,15 +246,18 @@ pub fn run_decode_bench(args: &DecodeBenchArgs, out: &mut impl Write) -> anyhow:
     }
     writeln!(
         out,
-        "{} ({:.1}M params, {} threads): prefill {} tokens {:.1} tok/s; decode {} tokens {:.2} tok/s ({:.1} GB/s of f32 weights)",
+        "{} ({:.1}M params, {:.2} GB of weights per token, {} threads): loaded in {:.2}s; prefill {} tokens {:.1} tok/s; decode {} tokens {:.2} tok/s ({:.1} GB/s of weights){}",
         report.engine,
         report.params as f64 / 1e6,
+        report.weight_bytes as f64 / 1e9,
         report.threads,
+        report.load_s,
         report.prompt_tokens,
         report.prefill_tps,
         report.new_tokens,
         report.decode_tps,
-        report.decode_weight_gb_s
+        report.decode_weight_gb_s,
+        report.peak_rss_bytes.map(|b| format!("; peak RSS {:.2} GB", b as f64 / 1e9)).unwrap_or_default()
     )?;
     Ok(())
 }

@@ -2,11 +2,14 @@
 //! restore one clean layer output at one position at a time and record the
 //! probability of the clean run's top token. Built to cost far less than one
 //! forward pass per grid cell: the clean and corrupted runs are made once
-//! (with their hidden states cached), and restoring layer `l` restarts the
-//! corrupted residual stream at layer `l + 1` instead of re-running layers
-//! `0..=l`, whose outputs the corrupted run already has. Cells before the
-//! first corrupted position need no work at all: there the clean and
-//! corrupted states are identical, so the restore changes nothing.
+//! (with their hidden states and keys/values kept), and restoring layer `l` at
+//! position `i` restarts the corrupted residual stream at layer `l + 1` and
+//! position `i`, attending to the corrupted run's keys and values of positions
+//! `< i`: layers `0..=l` and earlier positions are exactly the corrupted run's
+//! (causal attention), so only layers `l + 1..L` at positions `i..T` are
+//! computed. Positions before the first corrupted one are the clean run's: the
+//! corrupted run starts from the clean cache there, and their cells need no
+//! work at all.
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -39,8 +42,9 @@ pub struct CausalTrace {
     pub p_restored: Vec<Vec<f64>>,
     /// Noise samples averaged.
     pub samples: usize,
-    /// Work done, in forward-pass equivalents: layer evaluations over the
-    /// whole sequence divided by the number of layers (heads not counted).
+    /// Work done, in forward-pass equivalents: (layer, position) evaluations
+    /// divided by `L T`, the evaluations of one full forward pass over the
+    /// prompt (output heads not counted).
     pub forward_equivalents: f64,
 }
 
@@ -120,10 +124,10 @@ pub fn trace_prompt(replay: &ReplayModel, options: &TraceOptions) -> Result<Trac
     Ok(TraceRun { trace, noise_std, wall_ms: started.elapsed().as_secs_f64() * 1e3 })
 }
 
-/// Counts layer evaluations, so the cost claim is measured rather than assumed.
+/// Counts (layer, position) evaluations, so the cost claim is measured rather than assumed.
 #[derive(Debug, Default)]
 struct Cost {
-    layer_evaluations: usize,
+    layer_positions: usize,
 }
 
 /// Traces `prompt_ids` under each noise sample in `noise_samples` (one
@@ -154,8 +158,9 @@ pub fn causal_trace_with(
     let (t, h) = (prompt_ids.len(), model.config().hidden_size);
     let mut cost = Cost::default();
     let with_states = ForwardOptions { hidden_states: true, ..Default::default() };
-    let clean = model.forward(prompt_ids, &mut model.new_cache(), with_states)?;
-    cost.layer_evaluations += layers;
+    let mut clean_cache = model.new_cache();
+    let clean = model.forward(prompt_ids, &mut clean_cache, with_states)?;
+    cost.layer_positions += layers * t;
     let clean_logits = last_row(clean.logits)?;
     let target_id = argmax(&clean_logits);
     let p = |logits: &[f32]| log_softmax(logits)[target_id as usize].exp();
@@ -165,33 +170,39 @@ pub fn causal_trace_with(
     let mut p_restored = vec![vec![0.0; t]; layers];
     for noise in noise_samples {
         let corrupted = Intervention { embedding_noise: noise.clone(), hidden_patches: vec![] };
+        // Positions before the first noisy one are the clean run's, bit for bit (causal
+        // attention): with reuse the corrupted run starts from the clean cache there.
+        let first = if reuse { noise.iter().map(|n| n.position).min().unwrap_or(0).min(t - 1) } else { 0 };
+        let mut corrupt_cache = clean_cache.prefix(first, 0);
         let options = ForwardOptions { hidden_states: reuse, intervention: Some(&corrupted), ..Default::default() };
-        let run = model.forward(prompt_ids, &mut model.new_cache(), options)?;
-        cost.layer_evaluations += layers;
+        let run = model.forward(&prompt_ids[first..], &mut corrupt_cache, options)?;
+        cost.layer_positions += layers * (t - first);
         let p_sample = p(&last_row(run.logits)?);
         p_corrupt += p_sample;
         for (l, row) in p_restored.iter_mut().enumerate() {
             for (i, cell) in row.iter_mut().enumerate() {
                 progress.inc(1);
                 let clean_state = &clean.hidden_states[l + 1][i];
-                if reuse && run.hidden_states[l + 1][i] == *clean_state {
+                if reuse && (i < first || run.hidden_states[l + 1][i - first] == *clean_state) {
                     // Restoring a state the noise never reached (positions before the first
                     // corrupted token: causal attention, same rows, bit-identical) is a no-op.
                     *cell += p_sample;
                     continue;
                 }
                 let logits = if reuse {
-                    // The corrupted stream after layer l, with position i restored, enters layer l + 1.
-                    let mut residual: Vec<f32> = run.hidden_states[l + 1].concat();
-                    residual[i * h..(i + 1) * h].copy_from_slice(clean_state);
-                    cost.layer_evaluations += layers - l - 1;
-                    model.forward_from_layer(&residual, l + 1, ForwardOptions::default())?.logits
+                    // Layers 0..=l and positions < i are the corrupted run's: the corrupted
+                    // stream of positions i.. after layer l, with position i restored, enters
+                    // layer l + 1, attending to the corrupted keys and values of positions < i.
+                    let mut residual: Vec<f32> = run.hidden_states[l + 1][i - first..].concat();
+                    residual[..h].copy_from_slice(clean_state);
+                    cost.layer_positions += (layers - l - 1) * (t - i);
+                    model.forward_from_layer(&corrupt_cache, i, &residual, l + 1, ForwardOptions::default())?.logits
                 } else {
                     let patched = Intervention {
                         embedding_noise: noise.clone(),
                         hidden_patches: vec![HiddenPatch { layer: l, position: i, hidden: clean_state.clone() }],
                     };
-                    cost.layer_evaluations += layers;
+                    cost.layer_positions += layers * t;
                     let options = ForwardOptions { intervention: Some(&patched), ..Default::default() };
                     model.forward(prompt_ids, &mut model.new_cache(), options)?.logits
                 };
@@ -213,20 +224,27 @@ pub fn causal_trace_with(
         p_corrupt: p_corrupt / k,
         p_restored,
         samples,
-        forward_equivalents: cost.layer_evaluations as f64 / layers as f64,
+        forward_equivalents: cost.layer_positions as f64 / (layers * t) as f64,
     })
 }
 
 /// Forward-pass equivalents [`causal_trace`] spends on `samples` samples of a
 /// `t`-token prompt through `layers` layers whose first corrupted position is
-/// `first`: with reuse `1 + samples * (1 + (t - first) (L - 1) / 2)` (restoring
-/// layer `l` runs `L - 1 - l` layers; cells before `first` are no-ops), without
-/// `1 + samples * (1 + L t)`.
+/// `first`, in (layer, position) evaluations / `L T`. Without reuse
+/// `1 + samples (1 + L T)`: the clean run, and per sample the corrupted run and
+/// one full run per cell. With reuse the corrupted run computes positions
+/// `first..T` only (`(T - f) / T`), and the restore of layer `l` at position
+/// `i >= f` runs layers `l + 1..L` at positions `i..T` only: summed over the
+/// grid `(L - 1) L / 2 x (T - f)(T - f + 1) / 2` evaluations, so
+/// `1 + samples ((T - f) + (L - 1)(T - f)(T - f + 1) / 4) / T` (cells before `f`
+/// are no-ops and cost nothing).
 pub fn expected_forward_equivalents(layers: usize, t: usize, first: usize, samples: usize, reuse: bool) -> f64 {
+    let (l, t) = (layers as f64, t as f64);
     let per_sample = if reuse {
-        1.0 + t.saturating_sub(first) as f64 * (layers as f64 - 1.0) / 2.0
+        let rest = (t as usize).saturating_sub(first) as f64;
+        (rest + (l - 1.0) * rest * (rest + 1.0) / 4.0) / t
     } else {
-        1.0 + (layers * t) as f64
+        1.0 + l * t
     };
     1.0 + samples as f64 * per_sample
 }

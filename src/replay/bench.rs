@@ -23,6 +23,9 @@ pub struct DecodeBenchReport {
     pub threads: usize,
     /// Model parameters (embeddings counted once when tied).
     pub params: usize,
+    /// Bytes of weights streamed per decoded token, in the precision they are
+    /// stored and read in (`ModelWeights::weight_bytes`; f32 on the GPU).
+    pub weight_bytes: usize,
     /// P.
     pub prompt_tokens: usize,
     /// N.
@@ -33,16 +36,22 @@ pub struct DecodeBenchReport {
     pub decode_tps: f64,
     /// Weight bytes read per decoded token / seconds per token: bandwidth the decode sustains.
     pub decode_weight_gb_s: f64,
+    /// Seconds to load the model (map the checkpoint, build the model; upload on a GPU).
+    pub load_s: f64,
+    /// Peak resident memory of the process at the end of the run (Linux `VmHWM`), bytes;
+    /// `None` where the OS does not report it.
+    pub peak_rss_bytes: Option<u64>,
     /// The N tokens fed to the decode steps (the greedy continuation of the prompt).
     pub greedy_ids: Vec<u32>,
 }
 
 /// Prefills `1..=P`, then runs `N` greedy one-token steps, timing both.
-/// `params` is the model's parameter count, `engine` names the backend.
+/// `params` is the model's parameter count, `weight_bytes` what one token
+/// streams, `engine` names the backend.
 pub fn decode_bench<M: Decoder + ?Sized>(
     model: &M,
     engine: &str,
-    params: usize,
+    (params, weight_bytes): (usize, usize),
     prompt_tokens: usize,
     new_tokens: usize,
 ) -> Result<DecodeBenchReport> {
@@ -68,11 +77,14 @@ pub fn decode_bench<M: Decoder + ?Sized>(
         engine: engine.into(),
         threads: rayon::current_num_threads(),
         params,
+        weight_bytes,
         prompt_tokens,
         new_tokens,
         prefill_tps: prompt_tokens as f64 / prefill,
         decode_tps: new_tokens as f64 / decode,
-        decode_weight_gb_s: params as f64 * 4.0 * new_tokens as f64 / decode / 1e9,
+        decode_weight_gb_s: weight_bytes as f64 * new_tokens as f64 / decode / 1e9,
+        load_s: 0.0,
+        peak_rss_bytes: None,
         greedy_ids,
     })
 }
@@ -85,15 +97,38 @@ pub fn bench_model_dir(
     new_tokens: usize,
 ) -> Result<DecodeBenchReport> {
     let device = device.resolve()?;
+    let start = Instant::now();
     let model = LlamaModel::from_dir(dir)?;
     let params = model.parameter_count();
-    match device {
-        Device::Cpu => decode_bench(&model, "tokscope cpu", params, prompt_tokens, new_tokens),
+    let mut report = match device {
+        Device::Cpu => {
+            let load_s = start.elapsed().as_secs_f64();
+            let bytes = model.weights().weight_bytes();
+            DecodeBenchReport {
+                load_s,
+                ..decode_bench(&model, "tokscope cpu", (params, bytes), prompt_tokens, new_tokens)?
+            }
+        }
         #[cfg(feature = "cuda")]
         Device::Cuda(ordinal) => {
             let gpu = super::cuda::CudaModel::upload(&model, ordinal)?;
             drop(model);
-            decode_bench(&gpu, &format!("tokscope cuda:{ordinal}"), params, prompt_tokens, new_tokens)
+            let load_s = start.elapsed().as_secs_f64();
+            let engine = format!("tokscope cuda:{ordinal}");
+            DecodeBenchReport {
+                load_s,
+                ..decode_bench(&gpu, &engine, (params, params * 4), prompt_tokens, new_tokens)?
+            }
         }
-    }
+    };
+    report.peak_rss_bytes = peak_rss_bytes();
+    Ok(report)
+}
+
+/// The process's peak resident set (`VmHWM` in `/proc/self/status`), on Linux.
+fn peak_rss_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: u64 = line.trim_start_matches("VmHWM:").trim().trim_end_matches("kB").trim().parse().ok()?;
+    Some(kb * 1024)
 }

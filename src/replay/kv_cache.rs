@@ -47,6 +47,26 @@ impl KvCache {
         }
     }
 
+    /// The first `len` positions of layers `first_layer..`, copied (layers
+    /// below `first_layer` left empty): the read-only prefix a resumed forward
+    /// pass appends to without touching the cache it came from.
+    pub(crate) fn prefix(&self, len: usize, first_layer: usize) -> KvCache {
+        let width = len.min(self.len) * self.kv_width;
+        let layers = self
+            .layers
+            .iter()
+            .enumerate()
+            .map(|(l, layer)| {
+                if l < first_layer {
+                    LayerCache::default()
+                } else {
+                    LayerCache { keys: layer.keys[..width].to_vec(), values: layer.values[..width].to_vec() }
+                }
+            })
+            .collect();
+        KvCache { layers, len: len.min(self.len), kv_width: self.kv_width }
+    }
+
     /// Whether this cache has the layer count and key width of `config`.
     pub(crate) fn fits(&self, config: &ModelConfig) -> bool {
         self.layers.len() == config.num_hidden_layers && self.kv_width == config.kv_width()

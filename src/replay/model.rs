@@ -126,7 +126,7 @@ impl LlamaModel {
             if t as usize >= cfg.vocab_size {
                 return Err(model_err!("token id {t} is outside the vocabulary of {}", cfg.vocab_size));
             }
-            x.extend_from_slice(self.weights.embed_tokens.row(t as usize));
+            self.weights.embed_tokens.extend_row(t as usize, &mut x);
         }
         if let Some(intervention) = options.intervention {
             intervention.add_embedding_noise(&mut x, start, h);
@@ -140,17 +140,23 @@ impl LlamaModel {
         Ok(self.finish(x, n, options, hidden_states))
     }
 
-    /// Runs layers `first_layer..L` (then the final norm and head) over a whole
-    /// sequence from position 0, starting from `residual`, the `[n, hidden]`
+    /// Runs layers `first_layer..L` (then the final norm and head) over the
+    /// positions `start..start + n`, starting from `residual`, their `[n, hidden]`
     /// residual stream entering layer `first_layer` (i.e. after `first_layer`
-    /// layers). Causal tracing uses it to restore a clean state at layer `l`
-    /// in a corrupted run without recomputing layers `0..=l`, which the
-    /// corrupted run already did. Embedding noise is not applied (it is
-    /// already in `residual`); hidden patches and `gate_delta` for layers
-    /// `>= first_layer` are. `hidden_states[k]` then holds the stream after
-    /// `first_layer + k` layers. `first_layer == L` only applies the head.
+    /// layers); attention reads the keys and values of positions `< start` from
+    /// `prefix` (layers `>= first_layer`; it must hold at least `start`
+    /// positions and is not modified). Causal tracing uses it to restore a clean
+    /// state at layer `l` and position `i` in a corrupted run: layers `0..=l`
+    /// and positions `< i` are exactly the corrupted run's, so only layers
+    /// `l + 1..L` at positions `i..T` are computed. Embedding noise is not
+    /// applied (it is already in `residual`); hidden patches and `gate_delta`
+    /// for layers `>= first_layer` are. `hidden_states[k]` then holds the
+    /// stream of positions `start..` after `first_layer + k` layers.
+    /// `first_layer == L` only applies the head.
     pub fn forward_from_layer(
         &self,
+        prefix: &KvCache,
+        start: usize,
         residual: &[f32],
         first_layer: usize,
         options: ForwardOptions<'_>,
@@ -164,12 +170,13 @@ impl LlamaModel {
             ));
         }
         let n = residual.len() / h;
-        if first_layer > cfg.num_hidden_layers || n > cfg.max_position_embeddings {
-            return Err(model_err!(
-                "cannot start at layer {first_layer} of {} with {n} positions",
-                cfg.num_hidden_layers
-            ));
+        if first_layer > cfg.num_hidden_layers {
+            return Err(model_err!("cannot start at layer {first_layer} of {}", cfg.num_hidden_layers));
         }
+        if !prefix.fits(cfg) || prefix.len() < start {
+            return Err(model_err!("the prefix cache holds {} positions, {start} needed", prefix.len()));
+        }
+        cfg.check_sequence(start, n)?;
         if let Some(intervention) = options.intervention {
             intervention.validate(h, cfg.num_hidden_layers)?;
         }
@@ -178,9 +185,9 @@ impl LlamaModel {
         if options.hidden_states {
             hidden_states.push(split_rows(&x, h));
         }
-        // A scratch cache: layers below first_layer stay empty and are never read.
-        let mut cache = self.new_cache();
-        self.run_layers(&mut x, n, 0, first_layer, &mut cache, options, &mut hidden_states);
+        // Layers below first_layer stay empty in the scratch cache and are never read.
+        let mut cache = prefix.prefix(start, first_layer);
+        self.run_layers(&mut x, n, start, first_layer, &mut cache, options, &mut hidden_states);
         Ok(self.finish(x, n, options, hidden_states))
     }
 
@@ -245,7 +252,7 @@ impl LlamaModel {
         let rows = e.out_features();
         let (mut sum, mut sum_sq, mut count) = (0.0f64, 0.0f64, 0usize);
         for r in 0..rows {
-            for &v in e.row(r) {
+            for v in e.row_f32(r) {
                 sum += v as f64;
                 sum_sq += (v as f64) * (v as f64);
                 count += 1;
@@ -266,7 +273,7 @@ impl LlamaModel {
         let mut sum = 0u64;
         let mut add = |m: &Linear| {
             for r in 0..m.out_features() {
-                for v in m.row(r) {
+                for v in m.row_f32(r) {
                     sum = sum.wrapping_mul(31).wrapping_add(v.to_bits() as u64);
                 }
             }
@@ -522,7 +529,7 @@ mod tests {
         let options = ForwardOptions { hidden_states: true, ..Default::default() };
         let out = model.forward(&TOKENS, &mut model.new_cache(), options).unwrap();
         assert_eq!(out.hidden_states.len(), 2);
-        assert_eq!(out.hidden_states[0][2], model.weights.embed_tokens.row(TOKENS[2] as usize));
+        assert_eq!(out.hidden_states[0][2], model.weights.embed_tokens.row_f32(TOKENS[2] as usize));
         // Final norm + output projection of the last layer's output gives the logits.
         let last = &out.hidden_states[1][TOKENS.len() - 1];
         let normed = rms_norm(last, &model.weights.norm, model.config.rms_norm_eps);
@@ -554,17 +561,25 @@ mod tests {
     fn forward_from_layer_continues_a_run_from_its_hidden_states() {
         let model = tiny_model();
         let options = ForwardOptions { hidden_states: true, logits: LogitsFor::AllPositions, ..Default::default() };
-        let full = model.forward(&TOKENS, &mut model.new_cache(), options).unwrap();
+        let mut cache = model.new_cache();
+        let full = model.forward(&TOKENS, &mut cache, options).unwrap();
+        let empty = model.new_cache();
         for k in 0..=1 {
             let residual = full.hidden_states[k].concat();
-            let resumed = model.forward_from_layer(&residual, k, options).unwrap();
+            let resumed = model.forward_from_layer(&empty, 0, &residual, k, options).unwrap();
             for (a, b) in resumed.logits.iter().zip(&full.logits) {
                 assert_eq!(a, b, "resumed at layer {k}");
             }
             assert_eq!(resumed.hidden_states.last(), full.hidden_states.last());
+            // Resumed at position 4 too, reading positions 0..4 from the full run's cache.
+            let tail = full.hidden_states[k][4..].concat();
+            let resumed = model.forward_from_layer(&cache, 4, &tail, k, options).unwrap();
+            assert_eq!(resumed.logits, full.logits[4..], "resumed at layer {k}, position 4");
+            assert_eq!(cache.len(), TOKENS.len(), "the prefix cache is left as it was");
         }
-        assert!(model.forward_from_layer(&[0.0; 3], 0, options).is_err());
-        assert!(model.forward_from_layer(&full.hidden_states[0].concat(), 2, options).is_err());
+        assert!(model.forward_from_layer(&empty, 0, &[0.0; 3], 0, options).is_err());
+        assert!(model.forward_from_layer(&empty, 0, &full.hidden_states[0].concat(), 2, options).is_err());
+        assert!(model.forward_from_layer(&empty, 1, &full.hidden_states[0][1..].concat(), 0, options).is_err());
     }
 
     #[test]

@@ -1,15 +1,20 @@
-//! Loads a checkpoint's tensors from safetensors (one file or a sharded
-//! index) into f32 matrices laid out the way the forward pass reads them.
-//! Conversion from f16/bf16 happens once here, so the kernels see only f32.
+//! Maps a checkpoint's safetensors files (one file or a sharded index) and
+//! wraps each projection matrix in place: weights keep their stored precision
+//! (f32, f16 or bf16) and are never copied, so resident memory is the file's
+//! pages the forward pass touches; the kernels widen values to f32 as they
+//! stream them (`linear.rs`). Norm scales and biases (a few KB) are decoded
+//! to f32 vectors.
 
 use std::collections::HashMap;
 use std::path::Path;
+use std::sync::Arc;
 
+use memmap2::Mmap;
 use safetensors::{Dtype, SafeTensors};
 use serde::Deserialize;
 
 use super::config::ModelConfig;
-use super::linear::Linear;
+use super::linear::{Linear, SharedBytes, WeightDtype};
 use crate::error::{Error, Result};
 
 /// The weights of one decoder layer.
@@ -35,7 +40,7 @@ pub struct LayerWeights {
     pub down_proj: Linear,
 }
 
-/// All weights of a Llama-family causal LM, in f32.
+/// All weights of a Llama-family causal LM, matrices in their stored precision.
 #[derive(Debug, Clone)]
 pub struct ModelWeights {
     /// Token embeddings, `[vocab, hidden]`; also the output projection when tied.
@@ -65,6 +70,24 @@ impl ModelWeights {
             })
             .sum();
         lin(&self.embed_tokens) + layers + self.norm.len() + self.lm_head.as_ref().map_or(0, lin)
+    }
+
+    /// Bytes of weights one forward pass over one position streams: every
+    /// matrix in its stored precision (the embedding matrix once when tied,
+    /// since a lookup reads one row), plus the f32 norm scales.
+    pub fn weight_bytes(&self) -> usize {
+        let layers: usize = self
+            .layers
+            .iter()
+            .map(|l| {
+                4 * (l.input_layernorm.len() + l.post_attention_layernorm.len())
+                    + [&l.q_proj, &l.k_proj, &l.v_proj, &l.o_proj, &l.gate_proj, &l.up_proj, &l.down_proj]
+                        .into_iter()
+                        .map(Linear::weight_bytes)
+                        .sum::<usize>()
+            })
+            .sum();
+        layers + 4 * self.norm.len() + self.output_projection().weight_bytes()
     }
 
     /// The matrix that turns the final hidden state into logits.
@@ -139,24 +162,45 @@ fn shard_files(index: &Path) -> Result<Vec<String>> {
     Ok(files)
 }
 
-/// Tensors converted to f32, keyed by name. Shards are converted one at a time
-/// so peak memory is one shard's bytes plus the f32 model, not every shard at once.
+/// Where one tensor lives: its shape, dtype and byte range inside a mapped file.
+struct TensorLocation {
+    shape: Vec<usize>,
+    dtype: Dtype,
+    file: SharedBytes,
+    offset: usize,
+    len: usize,
+}
+
+/// The tensors of every mapped shard, keyed by name. Only the headers are
+/// read at load; the data pages are faulted in by the first forward pass.
 #[derive(Default)]
 struct TensorStore {
-    tensors: HashMap<String, (Vec<usize>, Vec<f32>)>,
+    tensors: HashMap<String, TensorLocation>,
 }
 
 impl TensorStore {
     fn load_file(&mut self, path: &Path) -> Result<()> {
-        let bytes = std::fs::read(path).map_err(|e| Error::io(path.display(), e))?;
-        self.load_bytes(&bytes).map_err(|e| model_err!("{}: {e}", path.display()))
+        let file = std::fs::File::open(path).map_err(|e| Error::io(path.display(), e))?;
+        // SAFETY: the mapping is read-only and the checkpoint must not be modified or truncated
+        // while a model built from it is alive (the contract of every mmap-based safetensors
+        // loader: transformers, candle); nothing here writes through it.
+        let map = unsafe { Mmap::map(&file) }.map_err(|e| Error::io(path.display(), e))?;
+        self.load_mapped(Arc::new(map)).map_err(|e| model_err!("{}: {e}", path.display()))
     }
 
-    fn load_bytes(&mut self, bytes: &[u8]) -> Result<()> {
-        let file = SafeTensors::deserialize(bytes).map_err(|e| model_err!("{e}"))?;
-        for (name, view) in file.tensors() {
-            let data = to_f32(view.dtype(), view.data()).map_err(|e| model_err!("tensor {name}: {e}"))?;
-            self.tensors.insert(name, (view.shape().to_vec(), data));
+    fn load_mapped(&mut self, file: Arc<Mmap>) -> Result<()> {
+        let base = file.as_ptr() as usize;
+        let parsed = SafeTensors::deserialize(&file).map_err(|e| model_err!("{e}"))?;
+        let shared: SharedBytes = file.clone();
+        for (name, view) in parsed.tensors() {
+            let location = TensorLocation {
+                shape: view.shape().to_vec(),
+                dtype: view.dtype(),
+                file: shared.clone(),
+                offset: view.data().as_ptr() as usize - base,
+                len: view.data().len(),
+            };
+            self.tensors.insert(name, location);
         }
         Ok(())
     }
@@ -166,26 +210,40 @@ impl TensorStore {
     }
 
     /// Removes a tensor, checking it has exactly the shape the config implies.
-    fn take(&mut self, name: &str, shape: &[usize]) -> Result<Vec<f32>> {
-        let (found, data) =
-            self.tensors.remove(name).ok_or_else(|| model_err!("tensor {name} missing from checkpoint"))?;
-        if found != shape {
-            return Err(model_err!("tensor {name} has shape {found:?}, config implies {shape:?}"));
+    fn take(&mut self, name: &str, shape: &[usize]) -> Result<TensorLocation> {
+        let found = self.tensors.remove(name).ok_or_else(|| model_err!("tensor {name} missing from checkpoint"))?;
+        if found.shape != shape {
+            return Err(model_err!("tensor {name} has shape {:?}, config implies {shape:?}", found.shape));
         }
-        Ok(data)
+        Ok(found)
     }
 
+    /// A small tensor (norm scale, bias) decoded to f32.
     fn vector(&mut self, name: &str, len: usize) -> Result<Vec<f32>> {
-        self.take(name, &[len])
+        let t = self.take(name, &[len])?;
+        to_f32(t.dtype, &(*t.file).as_ref()[t.offset..t.offset + t.len]).map_err(|e| model_err!("tensor {name}: {e}"))
     }
 
     /// A `[out, in]` projection `{prefix}.weight`, with `{prefix}.bias` when the checkpoint has one
-    /// (Qwen2-style attention biases).
+    /// (Qwen2-style attention biases). The matrix stays in the mapped file in its stored precision.
     fn linear(&mut self, prefix: &str, out_features: usize, in_features: usize) -> Result<Linear> {
-        let weight = self.take(&format!("{prefix}.weight"), &[out_features, in_features])?;
+        let name = format!("{prefix}.weight");
+        let t = self.take(&name, &[out_features, in_features])?;
         let bias_name = format!("{prefix}.bias");
         let bias = if self.contains(&bias_name) { Some(self.vector(&bias_name, out_features)?) } else { None };
-        Linear::new(weight, bias, out_features, in_features)
+        let dtype = match t.dtype {
+            Dtype::F32 => WeightDtype::F32,
+            Dtype::F16 => WeightDtype::F16,
+            Dtype::BF16 => WeightDtype::BF16,
+            other => return Err(model_err!("tensor {name}: unsupported dtype {other:?} (expected F32, F16 or BF16)")),
+        };
+        if cfg!(target_endian = "big") {
+            // The file is little-endian; the kernels read native order.
+            let values = to_f32(t.dtype, &(*t.file).as_ref()[t.offset..t.offset + t.len])?;
+            return Linear::new(values, bias, out_features, in_features);
+        }
+        Linear::shared(t.file, t.offset, dtype, bias, out_features, in_features)
+            .map_err(|e| model_err!("tensor {name}: {e}"))
     }
 }
 

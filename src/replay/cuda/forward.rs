@@ -129,7 +129,7 @@ impl CudaModel {
         let vec = |v: &[f32]| stream.clone_htod(v).map_err(cuda_err);
         let lin = |l: &Linear| -> Result<GpuLinear> {
             Ok(GpuLinear {
-                weight: vec(l.weight())?,
+                weight: vec(&l.to_f32())?,
                 bias: l.bias().map(vec).transpose()?,
                 out_features: l.out_features(),
                 in_features: l.in_features(),
