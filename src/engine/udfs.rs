@@ -93,6 +93,39 @@ pub fn bootstrap_mean_ci() -> AggregateUDF {
     AggregateUDF::from(BootstrapMeanCi { signature: Signature::any(3, Volatility::Immutable) })
 }
 
+/// A stand-in for `name` that fails when planned or run: what a cluster's
+/// executors resolve `price_usd`, `kv_cache_bytes` and `is_eos_marker` to by
+/// name. Those functions only run with the configuration a plan carries; one
+/// that arrives without it must not quietly use defaults.
+pub fn unconfigured(name: &'static str) -> ScalarUDF {
+    ScalarUDF::from(Unconfigured { name, signature: Signature::variadic_any(Volatility::Immutable) })
+}
+
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct Unconfigured {
+    name: &'static str,
+    signature: Signature,
+}
+
+impl ScalarUDFImpl for Unconfigured {
+    fn name(&self) -> &str {
+        self.name
+    }
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+    fn return_type(&self, _arg_types: &[DataType]) -> DfResult<DataType> {
+        plan_err!(
+            "{} reached this process by name, without its configuration: the plan was not encoded with \
+             tokscope's codec (run the client, scheduler and executors from the same tokscope build)",
+            self.name
+        )
+    }
+    fn invoke_with_args(&self, _args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+        exec_err!("{} reached this process by name, without its configuration", self.name)
+    }
+}
+
 /// The pricing scalar function over `pricing`.
 pub fn price_usd(pricing: Arc<Pricing>) -> ScalarUDF {
     ScalarUDF::from(PriceUsd { pricing, signature: Signature::any(6, Volatility::Immutable) })
@@ -101,6 +134,52 @@ pub fn price_usd(pricing: Arc<Pricing>) -> ScalarUDF {
 /// The KV-cache size scalar function over `architectures`.
 pub fn kv_cache_bytes(architectures: Arc<Architectures>) -> ScalarUDF {
     ScalarUDF::from(KvCacheBytes { architectures, signature: Signature::any(2, Volatility::Immutable) })
+}
+
+/// One of tokscope's SQL functions with the configuration it carries: what
+/// a distributed plan must ship so a remote process computes the same thing
+/// (`engine::distributed::codec`).
+#[derive(Debug, Clone)]
+pub enum Function {
+    /// `price_usd` with its prices.
+    PriceUsd(Arc<Pricing>),
+    /// `kv_cache_bytes` with its model shapes.
+    KvCacheBytes(Arc<Architectures>),
+    /// `is_eos_marker` with its markers.
+    IsEosMarker(Arc<EosMarkers>),
+    /// `redundancy_bound`.
+    RedundancyBound,
+    /// `quantile_cont`.
+    QuantileCont,
+    /// `bootstrap_mean_ci`.
+    BootstrapMeanCi,
+}
+
+impl Function {
+    /// The scalar function's definition, if it is one of tokscope's.
+    pub fn of_udf(udf: &ScalarUDF) -> Option<Function> {
+        let inner = udf.inner();
+        if let Some(f) = inner.downcast_ref::<PriceUsd>() {
+            return Some(Function::PriceUsd(Arc::clone(&f.pricing)));
+        }
+        if let Some(f) = inner.downcast_ref::<KvCacheBytes>() {
+            return Some(Function::KvCacheBytes(Arc::clone(&f.architectures)));
+        }
+        if let Some(f) = inner.downcast_ref::<IsEosMarker>() {
+            return Some(Function::IsEosMarker(Arc::clone(&f.markers)));
+        }
+        // Built with `create_udf`, so known by its name, which only tokscope uses.
+        (udf.name() == "redundancy_bound").then_some(Function::RedundancyBound)
+    }
+
+    /// The aggregate's definition, if it is one of tokscope's.
+    pub fn of_udaf(udaf: &AggregateUDF) -> Option<Function> {
+        let inner = udaf.inner();
+        if inner.downcast_ref::<QuantileCont>().is_some() {
+            return Some(Function::QuantileCont);
+        }
+        inner.downcast_ref::<BootstrapMeanCi>().map(|_| Function::BootstrapMeanCi)
+    }
 }
 
 /// `PartialEq`, `Eq` and `Hash` for a function struct that carries loaded
