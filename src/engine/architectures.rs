@@ -134,23 +134,31 @@ impl Architectures {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct ArchitecturesWire {
     /// Exact names, sorted.
-    exact: Vec<(String, [u64; 4])>,
+    exact: Vec<(String, [u64; 5])>,
     /// Anchored patterns (`^(?:p)$`) in order.
-    patterns: Vec<(String, [u64; 4])>,
+    patterns: Vec<(String, [u64; 5])>,
 }
 
-fn arch_bits(a: &Arch) -> [u64; 4] {
-    [a.layers, a.kv_heads, a.head_dim, a.bytes_per_elem.to_bits()]
+/// An architecture as five words: the shape, the element size's bits and the
+/// tensor-parallel degree (0 for none: a given degree is at least 1).
+fn arch_bits(a: &Arch) -> [u64; 5] {
+    [a.layers, a.kv_heads, a.head_dim, a.bytes_per_elem.to_bits(), a.tensor_parallel.unwrap_or(0)]
 }
 
-fn arch_from_bits(b: [u64; 4]) -> Arch {
-    Arch { layers: b[0], kv_heads: b[1], head_dim: b[2], bytes_per_elem: f64::from_bits(b[3]) }
+fn arch_from_bits(b: [u64; 5]) -> Arch {
+    Arch {
+        layers: b[0],
+        kv_heads: b[1],
+        head_dim: b[2],
+        bytes_per_elem: f64::from_bits(b[3]),
+        tensor_parallel: (b[4] != 0).then_some(b[4]),
+    }
 }
 
 impl Architectures {
     /// The shapes as they travel in a plan.
     pub fn to_wire(&self) -> ArchitecturesWire {
-        let mut exact: Vec<(String, [u64; 4])> = self.exact.iter().map(|(n, a)| (n.clone(), arch_bits(a))).collect();
+        let mut exact: Vec<(String, [u64; 5])> = self.exact.iter().map(|(n, a)| (n.clone(), arch_bits(a))).collect();
         exact.sort_by(|a, b| a.0.cmp(&b.0));
         ArchitecturesWire {
             exact,

@@ -84,21 +84,13 @@ pub fn runtime() -> Result<tokio::runtime::Runtime> {
 /// Registers tokscope's SQL functions (see [`udfs`]) in `ctx`; registering
 /// again replaces them, e.g. with other prices.
 pub fn register_udfs(ctx: &SessionContext, config: &UdfConfig) {
-    ctx.register_udaf(udfs::quantile_cont());
-    ctx.register_udaf(udfs::bootstrap_mean_ci());
-    ctx.register_udf(udfs::price_usd(Arc::clone(&config.pricing)));
-    ctx.register_udf(udfs::kv_cache_bytes(Arc::clone(&config.architectures)));
-    ctx.register_udf(udfs::is_eos_marker(Arc::clone(&config.markers)));
-    ctx.register_udf(udfs::redundancy_bound());
-    ctx.register_udf(udfs::kv_tensor_parallel(Arc::clone(&config.architectures)));
-    ctx.register_udf(udfs::kl_divergence());
-    ctx.register_udf(udfs::bleu4());
-    ctx.register_udf(udfs::last_user_words());
-    ctx.register_udaf(udfs::concurrency::max_overlap());
-    ctx.register_udf(udfs::ab::compare_proportions());
-    ctx.register_udf(udfs::ab::compare_medians());
-    ctx.register_udf(udfs::ab::compare_cost_per_1k());
-    ctx.register_udwf(udfs::ab::holm_adjust());
+    for function in udfs::Function::all(&config.pricing, &config.architectures, &config.markers) {
+        match function.build() {
+            udfs::Udf::Scalar(f) => ctx.register_udf(f),
+            udfs::Udf::Aggregate(f) => ctx.register_udaf(f),
+            udfs::Udf::Window(f) => ctx.register_udwf(f),
+        }
+    }
 }
 
 /// Registers every table of `dataset` and the UDFs with their defaults
@@ -226,7 +218,12 @@ fn table_schema(table: &TableDef, types: TableTypes) -> SchemaRef {
 
 /// Registers one table directory of the dataset as a Parquet listing table
 /// (with the `date` hive partition for date-partitioned tables).
-fn register_parquet_table(ctx: &SessionContext, dataset: &DatasetRoot, table: &TableDef, types: TableTypes) -> Result<()> {
+fn register_parquet_table(
+    ctx: &SessionContext,
+    dataset: &DatasetRoot,
+    table: &TableDef,
+    types: TableTypes,
+) -> Result<()> {
     let file_schema = match types {
         TableTypes::Views => with_view_types(&table.schema()),
         TableTypes::Plain => table.schema(),

@@ -329,7 +329,8 @@ impl Pricing {
         let mut pricing = Pricing { origin: wire.origin, ..Default::default() };
         pricing.exact = wire.exact.into_iter().map(|(name, e)| (name, schedule_from_wire(e))).collect();
         for (pattern, entries) in wire.patterns {
-            let re = Regex::new(&format!("^(?:{pattern})$")).map_err(|e| config_err!("bad pattern {pattern:?}: {e}"))?;
+            let re =
+                Regex::new(&format!("^(?:{pattern})$")).map_err(|e| config_err!("bad pattern {pattern:?}: {e}"))?;
             pricing.patterns.push((pattern, schedule_from_wire(entries)));
             pricing.compiled.push(re);
         }

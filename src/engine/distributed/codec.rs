@@ -3,9 +3,10 @@
 //! Ballista serialises the logical plan (client to scheduler) and each
 //! stage's physical plan (scheduler to executors) with extension codecs.
 //! These codecs wrap Ballista's own (plan nodes, table providers and file
-//! formats pass straight through) and give every tokscope function a payload:
-//! `price_usd` carries the client's prices, `kv_cache_bytes` its model
-//! shapes, `is_eos_marker` its markers; the others carry a tag. So:
+//! formats pass straight through) and give every tokscope function (scalar,
+//! aggregate and window) a payload: `price_usd` carries the client's prices,
+//! `kv_cache_bytes` and `kv_tensor_parallel` its model shapes,
+//! `is_eos_marker` its markers; the others carry a tag. So:
 //!
 //! - executors need no configuration file, and a client's `--pricing` can
 //!   never differ from what an executor computes with;
@@ -37,7 +38,7 @@ use sha2::{Digest, Sha256};
 
 use crate::engine::architectures::Architectures;
 use crate::engine::pricing::Pricing;
-use crate::engine::udfs::{self, Function};
+use crate::engine::udfs::{Function, Plain, Udf};
 use tokscope_core::derive::EosMarkers;
 
 const MAGIC: &[u8; 4] = b"TKSF";
@@ -47,21 +48,23 @@ const VERSION: u8 = 1;
 
 const PRICE_USD: u8 = 1;
 const KV_CACHE_BYTES: u8 = 2;
-const IS_EOS_MARKER: u8 = 3;
-const REDUNDANCY_BOUND: u8 = 4;
-const QUANTILE_CONT: u8 = 5;
-const BOOTSTRAP_MEAN_CI: u8 = 6;
+const KV_TENSOR_PARALLEL: u8 = 3;
+const IS_EOS_MARKER: u8 = 4;
+/// Plain functions: this plus their index in [`Plain::ALL`] (new ones go at its end).
+const PLAIN_BASE: u8 = 32;
 
-/// The payload of `function` (empty for functions that are not tokscope's:
-/// those travel by name).
+/// The payload of `function` (never empty: an empty payload means "look the
+/// function up by name", which a tokscope function must never be).
 pub fn encode(function: &Function) -> DfResult<Vec<u8>> {
     let (kind, body) = match function {
         Function::PriceUsd(p) => (PRICE_USD, compress(&p.to_wire())?),
         Function::KvCacheBytes(a) => (KV_CACHE_BYTES, compress(&a.to_wire())?),
+        Function::KvTensorParallel(a) => (KV_TENSOR_PARALLEL, compress(&a.to_wire())?),
         Function::IsEosMarker(m) => (IS_EOS_MARKER, compress(m.as_ref())?),
-        Function::RedundancyBound => (REDUNDANCY_BOUND, Vec::new()),
-        Function::QuantileCont => (QUANTILE_CONT, Vec::new()),
-        Function::BootstrapMeanCi => (BOOTSTRAP_MEAN_CI, Vec::new()),
+        Function::Plain(p) => {
+            let index = Plain::ALL.iter().position(|q| q == p).unwrap_or_default();
+            (PLAIN_BASE + index as u8, Vec::new())
+        }
     };
     let mut buf = Vec::with_capacity(6 + body.len());
     buf.extend_from_slice(MAGIC);
@@ -121,44 +124,77 @@ fn to_df(e: crate::Error) -> datafusion::error::DataFusionError {
     datafusion::error::DataFusionError::Plan(e.to_string())
 }
 
+/// The function a payload describes; `None` when `buf` is not a tokscope payload.
+pub fn decode(name: &str, buf: &[u8]) -> DfResult<Option<Udf>> {
+    let Some((kind, body)) = split(name, buf)? else { return Ok(None) };
+    let function = match kind {
+        PRICE_USD => {
+            Function::PriceUsd(cached(&PRICINGS, body, || Pricing::from_wire(decompress(body, name)?).map_err(to_df))?)
+        }
+        KV_CACHE_BYTES => Function::KvCacheBytes(architectures(name, body)?),
+        KV_TENSOR_PARALLEL => Function::KvTensorParallel(architectures(name, body)?),
+        IS_EOS_MARKER => Function::IsEosMarker(cached(&MARKERS, body, || decompress(body, name))?),
+        plain => match Plain::ALL.get(usize::from(plain.wrapping_sub(PLAIN_BASE))) {
+            Some(p) if plain >= PLAIN_BASE => Function::Plain(*p),
+            _ => {
+                return plan_err!(
+                    "tokscope function {name}: unknown payload kind {plain} (run the same tokscope build on the \
+                     client, the scheduler and every executor)"
+                )
+            }
+        },
+    };
+    let udf = function.build();
+    if udf.name() != name {
+        return plan_err!("tokscope payload for {} arrived as function {name}", udf.name());
+    }
+    Ok(Some(udf))
+}
+
+fn architectures(name: &str, body: &[u8]) -> DfResult<Arc<Architectures>> {
+    cached(&ARCHITECTURES, body, || Architectures::from_wire(decompress(body, name)?).map_err(to_df))
+}
+
+fn wrong_kind(name: &str, udf: &Udf, expected: &str) -> datafusion::error::DataFusionError {
+    let found = match udf {
+        Udf::Scalar(_) => "scalar function",
+        Udf::Aggregate(_) => "aggregate",
+        Udf::Window(_) => "window function",
+    };
+    datafusion::error::DataFusionError::Plan(format!(
+        "tokscope payload for {name} describes a {found}, where a {expected} was expected"
+    ))
+}
+
 /// The scalar function a payload describes; `None` when it is not tokscope's.
 pub fn decode_udf(name: &str, buf: &[u8]) -> DfResult<Option<Arc<ScalarUDF>>> {
-    let Some((kind, body)) = split(name, buf)? else { return Ok(None) };
-    let udf = match kind {
-        PRICE_USD => {
-            let pricing = cached(&PRICINGS, body, || Pricing::from_wire(decompress(body, name)?).map_err(to_df))?;
-            udfs::price_usd(pricing)
-        }
-        KV_CACHE_BYTES => {
-            let arch = cached(&ARCHITECTURES, body, || Architectures::from_wire(decompress(body, name)?).map_err(to_df))?;
-            udfs::kv_cache_bytes(arch)
-        }
-        IS_EOS_MARKER => udfs::is_eos_marker(cached(&MARKERS, body, || decompress(body, name))?),
-        REDUNDANCY_BOUND => udfs::redundancy_bound(),
-        other => return plan_err!("tokscope payload of kind {other} is not a scalar function ({name})"),
-    };
-    Ok(Some(Arc::new(udf)))
+    match decode(name, buf)? {
+        None => Ok(None),
+        Some(Udf::Scalar(f)) => Ok(Some(Arc::new(f))),
+        Some(other) => Err(wrong_kind(name, &other, "scalar function")),
+    }
 }
 
 /// The aggregate a payload describes; `None` when it is not tokscope's.
 pub fn decode_udaf(name: &str, buf: &[u8]) -> DfResult<Option<Arc<AggregateUDF>>> {
-    let Some((kind, _)) = split(name, buf)? else { return Ok(None) };
-    match kind {
-        QUANTILE_CONT => Ok(Some(Arc::new(udfs::quantile_cont()))),
-        BOOTSTRAP_MEAN_CI => Ok(Some(Arc::new(udfs::bootstrap_mean_ci()))),
-        other => plan_err!("tokscope payload of kind {other} is not an aggregate function ({name})"),
+    match decode(name, buf)? {
+        None => Ok(None),
+        Some(Udf::Aggregate(f)) => Ok(Some(Arc::new(f))),
+        Some(other) => Err(wrong_kind(name, &other, "aggregate")),
     }
 }
 
-fn encode_udf_into(node: &ScalarUDF, buf: &mut Vec<u8>) -> DfResult<()> {
-    if let Some(function) = Function::of_udf(node) {
-        buf.extend(encode(&function)?);
+/// The window function a payload describes; `None` when it is not tokscope's.
+pub fn decode_udwf(name: &str, buf: &[u8]) -> DfResult<Option<Arc<WindowUDF>>> {
+    match decode(name, buf)? {
+        None => Ok(None),
+        Some(Udf::Window(f)) => Ok(Some(Arc::new(f))),
+        Some(other) => Err(wrong_kind(name, &other, "window function")),
     }
-    Ok(())
 }
 
-fn encode_udaf_into(node: &AggregateUDF, buf: &mut Vec<u8>) -> DfResult<()> {
-    if let Some(function) = Function::of_udaf(node) {
+fn encode_into(function: Option<Function>, buf: &mut Vec<u8>) -> DfResult<()> {
+    if let Some(function) = function {
         buf.extend(encode(&function)?);
     }
     Ok(())
@@ -207,7 +243,7 @@ impl LogicalExtensionCodec for LogicalCodec {
         }
     }
     fn try_encode_udf(&self, node: &ScalarUDF, buf: &mut Vec<u8>) -> DfResult<()> {
-        encode_udf_into(node, buf)
+        encode_into(Function::of_udf(node), buf)
     }
     fn try_decode_udaf(&self, name: &str, buf: &[u8]) -> DfResult<Arc<AggregateUDF>> {
         match decode_udaf(name, buf)? {
@@ -216,13 +252,16 @@ impl LogicalExtensionCodec for LogicalCodec {
         }
     }
     fn try_encode_udaf(&self, node: &AggregateUDF, buf: &mut Vec<u8>) -> DfResult<()> {
-        encode_udaf_into(node, buf)
+        encode_into(Function::of_udaf(node), buf)
     }
     fn try_decode_udwf(&self, name: &str, buf: &[u8]) -> DfResult<Arc<WindowUDF>> {
-        self.inner.try_decode_udwf(name, buf)
+        match decode_udwf(name, buf)? {
+            Some(udwf) => Ok(udwf),
+            None => self.inner.try_decode_udwf(name, buf),
+        }
     }
     fn try_encode_udwf(&self, node: &WindowUDF, buf: &mut Vec<u8>) -> DfResult<()> {
-        self.inner.try_encode_udwf(node, buf)
+        encode_into(Function::of_udwf(node), buf)
     }
 }
 
@@ -257,7 +296,7 @@ impl PhysicalExtensionCodec for PhysicalCodec {
         }
     }
     fn try_encode_udf(&self, node: &ScalarUDF, buf: &mut Vec<u8>) -> DfResult<()> {
-        encode_udf_into(node, buf)
+        encode_into(Function::of_udf(node), buf)
     }
     fn try_decode_udaf(&self, name: &str, buf: &[u8]) -> DfResult<Arc<AggregateUDF>> {
         match decode_udaf(name, buf)? {
@@ -266,12 +305,99 @@ impl PhysicalExtensionCodec for PhysicalCodec {
         }
     }
     fn try_encode_udaf(&self, node: &AggregateUDF, buf: &mut Vec<u8>) -> DfResult<()> {
-        encode_udaf_into(node, buf)
+        encode_into(Function::of_udaf(node), buf)
     }
     fn try_decode_udwf(&self, name: &str, buf: &[u8]) -> DfResult<Arc<WindowUDF>> {
-        self.inner.try_decode_udwf(name, buf)
+        match decode_udwf(name, buf)? {
+            Some(udwf) => Ok(udwf),
+            None => self.inner.try_decode_udwf(name, buf),
+        }
     }
     fn try_encode_udwf(&self, node: &WindowUDF, buf: &mut Vec<u8>) -> DfResult<()> {
-        self.inner.try_encode_udwf(node, buf)
+        encode_into(Function::of_udwf(node), buf)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn configured() -> (Arc<Pricing>, Arc<Architectures>, Arc<EosMarkers>) {
+        let pricing = Pricing::from_toml(
+            "[[model]]\nmodel = \"m\"\ninput = 0.1\noutput = 0.3\n[[model]]\npattern = \"gpt-.*\"\ninput = 1.0\noutput = 2.0\n",
+            "test",
+        )
+        .unwrap();
+        (Arc::new(pricing), Arc::new(Architectures::bundled().unwrap()), Arc::new(EosMarkers::default()))
+    }
+
+    #[test]
+    fn every_function_travels_with_a_payload_and_comes_back_the_same() {
+        let (pricing, architectures, markers) = configured();
+        let all = Function::all(&pricing, &architectures, &markers);
+        assert_eq!(all.len(), crate::engine::udfs::CONFIGURED.len() + Plain::ALL.len());
+        for function in &all {
+            let udf = function.build();
+            let mut buf = Vec::new();
+            // Through the same hooks the plan serialisers call.
+            match &udf {
+                Udf::Scalar(f) => LogicalCodec::default().try_encode_udf(f, &mut buf).unwrap(),
+                Udf::Aggregate(f) => LogicalCodec::default().try_encode_udaf(f, &mut buf).unwrap(),
+                Udf::Window(f) => LogicalCodec::default().try_encode_udwf(f, &mut buf).unwrap(),
+            }
+            assert!(buf.starts_with(MAGIC), "{} has no tokscope payload", udf.name());
+            let back = match &udf {
+                Udf::Scalar(_) => {
+                    Udf::Scalar(PhysicalCodec::default().try_decode_udf(udf.name(), &buf).unwrap().as_ref().clone())
+                }
+                Udf::Aggregate(_) => {
+                    Udf::Aggregate(PhysicalCodec::default().try_decode_udaf(udf.name(), &buf).unwrap().as_ref().clone())
+                }
+                Udf::Window(_) => {
+                    Udf::Window(PhysicalCodec::default().try_decode_udwf(udf.name(), &buf).unwrap().as_ref().clone())
+                }
+            };
+            assert_eq!(back.name(), udf.name());
+            assert_eq!(back.impl_type(), udf.impl_type(), "{}", udf.name());
+            assert_eq!(
+                function.is_configured(),
+                crate::engine::udfs::CONFIGURED.contains(&udf.name()),
+                "{}",
+                udf.name()
+            );
+            match (function, Function::of_udf_any(&back)) {
+                (Function::PriceUsd(a), Some(Function::PriceUsd(b))) => assert_eq!(a.to_wire(), b.to_wire()),
+                (Function::KvCacheBytes(a), Some(Function::KvCacheBytes(b)))
+                | (Function::KvTensorParallel(a), Some(Function::KvTensorParallel(b))) => {
+                    assert_eq!(a.to_wire(), b.to_wire())
+                }
+                (Function::IsEosMarker(a), Some(Function::IsEosMarker(b))) => {
+                    assert_eq!(serde_json::to_value(a.as_ref()).unwrap(), serde_json::to_value(b.as_ref()).unwrap())
+                }
+                (Function::Plain(a), Some(Function::Plain(b))) => assert_eq!(*a, b),
+                (a, b) => panic!("{a:?} came back as {b:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn datafusion_functions_travel_by_name_and_bad_payloads_are_refused() {
+        let ctx = datafusion::prelude::SessionContext::new();
+        let state = ctx.state();
+        // DataFusion's quantile_cont (an alias of percentile_cont) is not tokscope's.
+        let percentile = state.aggregate_functions().get("quantile_cont").cloned().unwrap();
+        let mut buf = Vec::new();
+        LogicalCodec::default().try_encode_udaf(&percentile, &mut buf).unwrap();
+        assert!(buf.is_empty());
+        let sum = state.aggregate_functions().get("sum").cloned().unwrap();
+        LogicalCodec::default().try_encode_udaf(&sum, &mut buf).unwrap();
+        assert!(buf.is_empty());
+        let mut stale = encode(&Function::Plain(Plain::QuantileCont)).unwrap();
+        stale[4] = VERSION + 1;
+        let err = LogicalCodec::default().try_decode_udaf("quantile_cont", &stale).unwrap_err().to_string();
+        assert!(err.contains("same tokscope build"), "{err}");
+        let scalar = encode(&Function::Plain(Plain::Bleu4)).unwrap();
+        let err = LogicalCodec::default().try_decode_udaf("bleu4", &scalar).unwrap_err().to_string();
+        assert!(err.contains("scalar function"), "{err}");
     }
 }

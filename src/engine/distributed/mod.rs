@@ -28,12 +28,14 @@ use ballista_scheduler::cluster::BallistaCluster;
 use ballista_scheduler::config::SchedulerConfig;
 use datafusion::execution::object_store::{DefaultObjectStoreRegistry, ObjectStoreRegistry};
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
-use datafusion::execution::session_state::SessionStateBuilder;
+use datafusion::execution::session_state::{SessionState, SessionStateBuilder};
+use datafusion::execution::FunctionRegistry;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use object_store::ObjectStore;
 use url::Url;
 
-use super::{register_dataset_for, udfs, TableTypes, UdfConfig};
+use super::udfs::{self, Plain, Udf};
+use super::{register_dataset_for, TableTypes, UdfConfig};
 use crate::dataset::DatasetRoot;
 use crate::error::{Error, Result};
 use crate::store::{self, StoreOptions};
@@ -95,10 +97,7 @@ pub async fn run_scheduler(bind: SocketAddr, advertise: Option<String>) -> Resul
         .with_hostname(advertise.unwrap_or_else(|| bind.ip().to_string()))
         .with_port(bind.port())
         .with_override_config_producer(Arc::new(ballista_core::utils::default_config_producer))
-        .with_override_session_builder(Arc::new(move |cfg: SessionConfig| {
-            let runtime = RuntimeEnvBuilder::new().with_object_store_registry(stores.clone()).build_arc()?;
-            Ok(SessionStateBuilder::new().with_default_features().with_config(cfg).with_runtime_env(runtime).build())
-        }));
+        .with_override_session_builder(Arc::new(move |cfg: SessionConfig| scheduler_session(stores.clone(), cfg)));
     config.bind_host = bind.ip().to_string();
     config.override_logical_codec = Some(Arc::new(LogicalCodec::default()));
     config.override_physical_codec = Some(Arc::new(PhysicalCodec::default()));
@@ -125,22 +124,51 @@ pub struct ExecutorOptions {
     pub memory: Option<u64>,
 }
 
-/// The functions an executor resolves by name: the expressions inside
-/// Ballista's own plan nodes (shuffles, windows) travel by name, not with
-/// tokscope's payloads. Functions that need configuration refuse to run
-/// without it rather than use defaults.
+/// tokscope's functions as a remote process resolves them by name: the
+/// expressions inside Ballista's own plan nodes (shuffles, windows) travel by
+/// name, not with tokscope's payloads. The plain functions are the real
+/// ones; functions that need configuration are stand-ins that refuse to run
+/// ([`udfs::unconfigured`]) rather than use defaults. Registering them also
+/// hides DataFusion's `quantile_cont` alias of `percentile_cont`.
+pub fn by_name_functions() -> Vec<Udf> {
+    let mut functions: Vec<Udf> = Plain::ALL.into_iter().map(Plain::build).collect();
+    functions.extend(udfs::CONFIGURED.into_iter().map(|name| Udf::Scalar(udfs::unconfigured(name))));
+    functions
+}
+
+/// What an executor resolves by name: DataFusion's functions, including the
+/// nested ones (`cardinality`, `array_*`, `make_array`) that Ballista's
+/// default registry leaves out, then tokscope's ([`by_name_functions`]).
 fn executor_functions() -> BallistaFunctionRegistry {
     let mut registry = BallistaFunctionRegistry::default();
-    let mut add_udaf = |udaf: datafusion::logical_expr::AggregateUDF| {
-        registry.aggregate_functions.insert(udaf.name().to_string(), Arc::new(udaf));
-    };
-    add_udaf(udfs::quantile_cont());
-    add_udaf(udfs::bootstrap_mean_ci());
-    registry.scalar_functions.insert("redundancy_bound".into(), Arc::new(udfs::redundancy_bound()));
-    for name in ["price_usd", "kv_cache_bytes", "is_eos_marker"] {
-        registry.scalar_functions.insert(name.into(), Arc::new(udfs::unconfigured(name)));
+    for f in ballista_core::extension::ballista_scalar_functions() {
+        registry.scalar_functions.entry(f.name().to_string()).or_insert(f);
+    }
+    for function in by_name_functions() {
+        let name = function.name().to_string();
+        match function {
+            Udf::Scalar(f) => registry.scalar_functions.insert(name, Arc::new(f)).map(drop),
+            Udf::Aggregate(f) => registry.aggregate_functions.insert(name, Arc::new(f)).map(drop),
+            Udf::Window(f) => registry.window_functions.insert(name, Arc::new(f)).map(drop),
+        };
     }
     registry
+}
+
+/// The scheduler's session for one job: DataFusion's defaults, the
+/// environment's object stores, and tokscope's functions by name.
+fn scheduler_session(stores: Arc<EnvStores>, config: SessionConfig) -> datafusion::error::Result<SessionState> {
+    let runtime = RuntimeEnvBuilder::new().with_object_store_registry(stores).build_arc()?;
+    let mut state =
+        SessionStateBuilder::new().with_default_features().with_config(config).with_runtime_env(runtime).build();
+    for function in by_name_functions() {
+        match function {
+            Udf::Scalar(f) => state.register_udf(Arc::new(f)).map(drop)?,
+            Udf::Aggregate(f) => state.register_udaf(Arc::new(f)).map(drop)?,
+            Udf::Window(f) => state.register_udwf(Arc::new(f)).map(drop)?,
+        }
+    }
+    Ok(state)
 }
 
 /// Runs an executor until the process is stopped (SIGINT/SIGTERM drain its tasks).
@@ -203,6 +231,16 @@ pub async fn connect(engine: &str, dataset: &DatasetRoot, udf: &UdfConfig) -> Re
         .with_ballista_physical_extension_codec(Arc::new(PhysicalCodec::default()));
     let state = SessionStateBuilder::new().with_config(config).with_default_features().build();
     let ctx = SessionContext::remote_with_state(&format!("df://{host}:{port}"), state).await?;
+    // The client sends its optimised logical plan. These two rules alias
+    // struct-field reads (`price_usd(..)['total_usd']`) as
+    // `__datafusion_extracted_N` columns that an aggregate above refers to
+    // by a name the plan's serialised form does not preserve: the
+    // scheduler then refuses the plan ("No field named
+    // sum(__datafusion_extracted_4)"). The scheduler optimises the plan
+    // again, with them, before it runs it.
+    for rule in ["extract_leaf_expressions", "push_down_leaf_projections"] {
+        ctx.remove_optimizer_rule(rule);
+    }
     // After the context exists: Ballista's upgrade of the state replaces its
     // function lists with DataFusion's, so tokscope's go in now.
     register_dataset_for(&ctx, dataset, udf, TableTypes::Plain).await?;
