@@ -128,8 +128,14 @@ pub struct ExecutorOptions {
 /// expressions inside Ballista's own plan nodes (shuffles, windows) travel by
 /// name, not with tokscope's payloads. The plain functions are the real
 /// ones; functions that need configuration are stand-ins that refuse to run
-/// ([`udfs::unconfigured`]) rather than use defaults. Registering them also
-/// hides DataFusion's `quantile_cont` alias of `percentile_cont`.
+/// ([`udfs::unconfigured`]) rather than use defaults.
+///
+/// On executors this also hides DataFusion's `quantile_cont` alias of
+/// `percentile_cont` (their registry is keyed by name, without aliases). The
+/// scheduler's sessions are rebuilt by Ballista (to share a statistics
+/// cache), which registers every function again with its aliases in no set
+/// order, so there the alias may win: the scheduler relies on the payloads
+/// alone, which every tokscope function carries ([`codec`]).
 pub fn by_name_functions() -> Vec<Udf> {
     let mut functions: Vec<Udf> = Plain::ALL.into_iter().map(Plain::build).collect();
     functions.extend(udfs::CONFIGURED.into_iter().map(|name| Udf::Scalar(udfs::unconfigured(name))));
