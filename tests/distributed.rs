@@ -84,7 +84,11 @@ impl Cluster {
             if entry.path().extension().is_some_and(|e| e == "log") {
                 let text = std::fs::read_to_string(entry.path()).unwrap_or_default();
                 let tail: Vec<&str> = text.lines().rev().take(20).collect();
-                out += &format!("--- {}\n{}\n", entry.path().display(), tail.into_iter().rev().collect::<Vec<_>>().join("\n"));
+                out += &format!(
+                    "--- {}\n{}\n",
+                    entry.path().display(),
+                    tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+                );
             }
         }
         out
@@ -276,7 +280,8 @@ fn jobs_and_every_function_on_a_cluster_equal_the_local_engine() {
         let mut ran = Vec::new();
         for job in JOBS.iter().filter(|j| j.tables.iter().all(|t| tables.contains(t))) {
             let p = params(job.name);
-            let want = jobs::run_job_with(&local, job, &p).await.unwrap_or_else(|e| panic!("{} locally: {e}", job.name));
+            let want =
+                jobs::run_job_with(&local, job, &p).await.unwrap_or_else(|e| panic!("{} locally: {e}", job.name));
             let got = jobs::run_job_with(&remote, job, &p)
                 .await
                 .unwrap_or_else(|e| panic!("{} on the cluster: {e}\n{}", job.name, cluster.logs()));
@@ -357,12 +362,7 @@ fn a_dataset_on_s3_runs_on_the_cluster_as_locally() {
             all.extend(["--engine", e]);
         }
         let out = Command::new(bin()).args(&all).envs(env.iter().map(|(k, v)| (*k, v.as_str()))).output().unwrap();
-        assert!(
-            out.status.success(),
-            "tokscope {all:?}: {}\n{}",
-            String::from_utf8_lossy(&out.stderr),
-            cluster.logs()
-        );
+        assert!(out.status.success(), "tokscope {all:?}: {}\n{}", String::from_utf8_lossy(&out.stderr), cluster.logs());
         json_rows(String::from_utf8(out.stdout).unwrap())
     };
     for args in [
@@ -379,5 +379,53 @@ fn a_dataset_on_s3_runs_on_the_cluster_as_locally() {
         let got = run(&args, Some(&cluster.url));
         assert!(!want.is_empty(), "{args:?}: no rows");
         assert_same_rows(&format!("{args:?} on s3"), want, got, 1e-9);
+    }
+
+    // `engine` in a scheduled run's file: the export's jobs run on the cluster.
+    let config = |engine: &str| {
+        let sources: Vec<String> = logs.iter().map(|l| format!("{l:?}")).collect();
+        let text = format!(
+            "dataset = \"s3://lake/scheduled\"\nsources = [{}]\npricing = {pricing:?}\nengine = {engine:?}\n\
+             [export]\nto = {:?}\njobs = [\"report\", \"daily\"]\n",
+            sources.join(", "),
+            dir.path().join("site").display().to_string()
+        );
+        common::write_file(dir.path(), "job.toml", text)
+    };
+    let scheduled = |engine: &str| {
+        Command::new(bin())
+            .args(["run", "--config", &config(engine), "--quiet", "--date", "2024-06-03"])
+            .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+            .output()
+            .unwrap()
+    };
+    // Nothing listens there: the run must say so, not quietly run locally.
+    let dead = scheduled(&format!("ballista://127.0.0.1:{}", free_port()));
+    let err = String::from_utf8_lossy(&dead.stderr);
+    assert!(!dead.status.success() && err.contains("no Ballista scheduler answers"), "{err}");
+    // The failed run ingested before its export failed: this one has nothing
+    // new (exit code 3) and exports again.
+    let done = scheduled(&cluster.url);
+    assert_eq!(done.status.code(), Some(3), "{}\n{}", String::from_utf8_lossy(&done.stderr), cluster.logs());
+    for job in ["report", "daily"] {
+        let exported = std::fs::read_to_string(dir.path().join(format!("site/latest/{job}.csv"))).unwrap();
+        let local =
+            s3.tokscope(&["job", job, "--format", "csv", "--data", "s3://lake/scheduled", "--pricing", &pricing]);
+        let csv_rows = |text: &str| -> Vec<Value> {
+            let mut lines = text.lines();
+            let header: Vec<&str> = lines.next().unwrap_or_default().split(',').collect();
+            lines
+                .map(|l| {
+                    let cells = l.split(',').map(|c| match c.parse::<f64>() {
+                        Ok(x) => serde_json::json!(x),
+                        Err(_) => Value::String(c.to_string()),
+                    });
+                    Value::Object(header.iter().map(|h| h.to_string()).zip(cells).collect())
+                })
+                .collect()
+        };
+        let (want, got) = (csv_rows(&local), csv_rows(&exported));
+        assert!(!want.is_empty(), "{job}: no rows");
+        assert_same_rows(&format!("exported {job}"), want, got, 1e-9);
     }
 }
