@@ -26,7 +26,8 @@ pub struct ExecutorArgs {
     /// Address of this executor's Arrow Flight server (task results, shuffles).
     #[arg(long, default_value = "0.0.0.0:50051")]
     bind: SocketAddr,
-    /// Host name the scheduler and clients reach this executor at (default: the bind address).
+    /// Host name the scheduler and clients reach this executor at (default: the bind address; for 0.0.0.0,
+    /// the address the scheduler sees this executor connect from).
     #[arg(long)]
     advertise: Option<String>,
     /// gRPC port (give each executor on a host its own).

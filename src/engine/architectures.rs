@@ -168,8 +168,10 @@ impl Architectures {
 
     /// The shapes back from their wire form.
     pub fn from_wire(wire: ArchitecturesWire) -> Result<Self> {
-        let mut a = Architectures::default();
-        a.exact = wire.exact.into_iter().map(|(n, b)| (n, arch_from_bits(b))).collect();
+        let mut a = Architectures {
+            exact: wire.exact.into_iter().map(|(n, b)| (n, arch_from_bits(b))).collect(),
+            ..Default::default()
+        };
         for (pattern, b) in wire.patterns {
             let re = Regex::new(&pattern).map_err(|e| config_err!("bad pattern {pattern:?}: {e}"))?;
             a.patterns.push((re, arch_from_bits(b)));

@@ -112,7 +112,9 @@ pub struct ExecutorOptions {
     pub scheduler: (String, u16),
     /// Address of the executor's Arrow Flight server (task results and shuffles).
     pub bind: SocketAddr,
-    /// The host name the scheduler and clients reach the executor at (default: the bind address).
+    /// The host name the scheduler and clients reach the executor at
+    /// (default: the bind address; for 0.0.0.0, the address the scheduler
+    /// sees the executor connect from).
     pub advertise: Option<String>,
     /// The gRPC port (used by push scheduling only; give each executor on a host its own).
     pub grpc_port: u16,
@@ -187,7 +189,11 @@ pub async fn run_executor(options: ExecutorOptions) -> Result<()> {
     let spill_dir = work_dir.clone();
     let config = ExecutorProcessConfig {
         bind_host: options.bind.ip().to_string(),
-        external_host: Some(options.advertise.unwrap_or_else(|| options.bind.ip().to_string())),
+        // Bound to every interface and not told a name: the scheduler takes
+        // the address this executor connects from.
+        external_host: options
+            .advertise
+            .or_else(|| (!options.bind.ip().is_unspecified()).then(|| options.bind.ip().to_string())),
         port: options.bind.port(),
         grpc_port: options.grpc_port,
         scheduler_host: options.scheduler.0,
