@@ -231,17 +231,13 @@ fn progress_is_silent_off_a_terminal() {
     assert!(!err.contains('\r') && !err.contains('\x1b'), "{err:?}");
 }
 
-#[test]
-fn progress_is_drawn_on_a_terminal_unless_quiet() {
-    // stderr on a pseudo-terminal (Python's pty), stdout too: the bar counts
-    // the grid's cells; with --quiet only the result is printed.
-    let model = common::data_dir().join("models/tiny-stories-a");
-    let run_on_pty = |extra: &[&str]| {
-        let mut argv: Vec<String> = vec![common::bin().to_string()];
-        argv.extend(trace_args(&model));
-        argv.extend(extra.iter().map(|s| s.to_string()));
-        let script = format!(
-            r#"
+/// Runs tokscope with `args` on a pseudo-terminal (Python's pty: stdout and
+/// stderr both on it); returns `(exit code, everything printed)` as Python's repr.
+fn run_on_pty(args: &[String]) -> String {
+    let mut argv: Vec<String> = vec![common::bin().to_string()];
+    argv.extend(args.iter().cloned());
+    let script = format!(
+        r#"
 import os, pty, select, sys
 pid, fd = pty.fork()
 if pid == 0:
@@ -260,16 +256,44 @@ while True:
 _, status = os.waitpid(pid, 0)
 sys.stdout.write(repr((os.waitstatus_to_exitcode(status), seen.decode("utf-8", "replace"))))
 "#,
-            bin = common::bin(),
-            argv = argv,
-        );
-        common::python(&script)
+        bin = common::bin(),
+        argv = argv,
+    );
+    common::python(&script)
+}
+
+#[test]
+fn progress_is_drawn_on_a_terminal_unless_quiet() {
+    // The bar counts the grid's cells; with --quiet only the result is printed.
+    let model = common::data_dir().join("models/tiny-stories-a");
+    let trace = |extra: &[&str]| {
+        let mut args = trace_args(&model);
+        args.extend(extra.iter().map(|s| s.to_string()));
+        run_on_pty(&args)
     };
-    let shown = run_on_pty(&[]);
+    let shown = trace(&[]);
     assert!(shown.starts_with("(0, "), "{shown}");
     assert!(shown.contains(" cells "), "a bar over the cells: {shown}");
     assert!(shown.contains("p_clean"), "and the result: {shown}");
-    let quiet = run_on_pty(&["--quiet"]);
+    let quiet = trace(&["--quiet"]);
     assert!(quiet.starts_with("(0, ") && quiet.contains("p_clean"), "{quiet}");
     assert!(!quiet.contains(" cells "), "--quiet draws no bar: {quiet}");
+
+    // export: a bar over the jobs it runs, then its summary line.
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("ds");
+    let canonical = common::repo().join("sample_logs/canonical.jsonl");
+    assert!(run(&["ingest", "--quiet", "--out", data.to_str().unwrap(), canonical.to_str().unwrap()]).status.success());
+    let export = |extra: &[&str]| {
+        let mut args: Vec<String> = ["export", "--data", data.to_str().unwrap(), "--to"].map(String::from).to_vec();
+        args.push(dir.path().join("site").to_str().unwrap().to_string());
+        args.extend(extra.iter().map(|s| s.to_string()));
+        run_on_pty(&args)
+    };
+    let shown = export(&[]);
+    assert!(shown.starts_with("(0, ") && shown.contains("exported "), "{shown}");
+    assert!(shown.contains(" jobs "), "a bar over the jobs: {shown}");
+    let quiet = export(&["--quiet"]);
+    assert!(quiet.starts_with("(0, ") && quiet.contains("exported "), "{quiet}");
+    assert!(!quiet.contains(" jobs "), "--quiet draws no bar: {quiet}");
 }

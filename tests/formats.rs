@@ -606,3 +606,48 @@ fn langfuse_csv_and_gzipped_json_array_exports_with_time_unit() {
     column(&rejects, "record", &vals!["[2]"]);
     assert!(rejects[0]["error"].as_str().unwrap().contains("boom"));
 }
+
+#[test]
+fn langfuse_parquet_export_reads_as_its_json_lines() {
+    // pyarrow writes the sample's parseable lines as a typed Parquet export (UTC and naive
+    // timestamps, maps for usage/cost/metadata, 4-row row groups); each must ingest to the
+    // same requests and rejects as the same lines as JSON.
+    let dir = tempfile::tempdir().unwrap();
+    let sample = repo().join("sample_logs/langfuse.jsonl");
+    let text = std::fs::read_to_string(&sample).unwrap();
+    let valid: String =
+        text.lines().filter(|l| serde_json::from_str::<Value>(l).is_ok()).map(|l| format!("{l}\n")).collect();
+    let jsonl = common::write_file(dir.path(), "valid.jsonl", valid.as_str());
+    let script = repo().join("tests/support/langfuse_parquet.py");
+    let columns = "request_id, ts, model, prompt_tokens, completion_tokens, cached_tokens, cache_write_tokens, \
+                   ttft_ms, latency_ms, finish_reason_raw, eos_status, logged_cost_usd, max_tokens, prompt, model_output, \
+                   source_format, source_line";
+    let from_json = {
+        ingest(&[&jsonl], &dir.path().join("json"), &[]);
+        query(&dir.path().join("json"), &format!("SELECT {columns} FROM requests ORDER BY request_id"))
+    };
+    let json_rejects = query(&dir.path().join("json"), "SELECT source_line, error FROM rejects ORDER BY source_line");
+    assert!(from_json.len() >= 6 && !json_rejects.is_empty());
+    for (name, flags) in [("utc.parquet", ""), ("naive.parquet", "--naive")] {
+        let out = dir.path().join(name);
+        let mut cmd = std::process::Command::new("python3");
+        cmd.arg(&script).arg(&jsonl).arg(&out);
+        if !flags.is_empty() {
+            cmd.arg(flags);
+        }
+        let made = cmd.output().expect("python3 with pyarrow");
+        assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+        let ds = dir.path().join(format!("ds-{name}"));
+        let s = ingest(&[out.to_str().unwrap()], &ds, &[]);
+        assert_eq!(s["totals"]["lines_read"], valid.lines().count() as u64, "{name}: one line per row");
+        let rows = query(&ds, &format!("SELECT {columns} FROM requests ORDER BY request_id"));
+        assert_eq!(rows, from_json, "{name}");
+        assert_eq!(query(&ds, "SELECT source_line, error FROM rejects ORDER BY source_line"), json_rejects, "{name}");
+    }
+    // A file with Parquet's magic but no footer is an error naming it, not a panic.
+    let bad = common::write_file(dir.path(), "cut.parquet", "PAR1 not a footer");
+    let out = common::tokscope_output(&["ingest", &bad, "--out", dir.path().join("bad").to_str().unwrap()]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("cut.parquet") && err.contains("not a readable Parquet file"), "{err}");
+}

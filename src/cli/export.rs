@@ -33,6 +33,9 @@ pub struct ExportArgs {
     /// Print the export summary as JSON on stdout.
     #[arg(long)]
     json: bool,
+    /// No progress bar on stderr.
+    #[arg(long, short)]
+    quiet: bool,
     #[command(flatten)]
     udf: UdfArgs,
     #[command(flatten)]
@@ -51,6 +54,7 @@ pub fn run_export(args: &ExportArgs) -> anyhow::Result<()> {
         trend_days: args.trend_days,
         dataset: args.data.clone(),
         store: Default::default(),
+        progress: !args.quiet,
     };
     let summary = engine::runtime()?.block_on(async {
         let ctx = session(&args.data, &udf, args.engine.engine.as_deref()).await?;

@@ -24,6 +24,7 @@ use super::dashboard::{self, DashboardInput};
 use super::{write_batches, OutputFormat, TableLayout};
 use crate::error::{Error, Result};
 use crate::jobs::{self, Job};
+use crate::progress::Progress;
 use crate::store::{self, StoreOptions};
 
 /// The jobs an export runs by default, in page order; each runs only when
@@ -66,6 +67,8 @@ pub struct ExportOptions {
     pub dataset: String,
     /// Object-store client settings (retries, timeouts).
     pub store: StoreOptions,
+    /// Show a progress bar over the jobs (only on a terminal).
+    pub progress: bool,
 }
 
 /// What an export wrote.
@@ -85,6 +88,9 @@ pub struct ExportSummary {
     pub removed: Vec<String>,
     /// Wall time, seconds.
     pub elapsed_s: f64,
+    /// Of that, the time the jobs' queries took (the rest is the export's
+    /// own: writing CSV/JSON/Parquet, charts, the page, publishing).
+    pub jobs_s: f64,
 }
 
 /// Runs the jobs on `ctx` (a session with the dataset registered) and
@@ -96,8 +102,14 @@ pub async fn export(ctx: &SessionContext, options: &ExportOptions) -> Result<Exp
     let mut input =
         DashboardInput::new("LLM serving: cost and quality", &options.dataset, options.date.to_string(), now());
     input.trend_days = options.trend_days;
+    let mut jobs_s = 0.0;
+    let progress = Progress::items(options.progress, jobs.len() as u64, "jobs");
     for job in &jobs {
+        progress.set_message(job.name);
+        let job_started = Instant::now();
         let batches = jobs::run_job(ctx, job).await?;
+        jobs_s += job_started.elapsed().as_secs_f64();
+        progress.inc(1);
         for (format, extension) in FORMATS {
             // A result without batches has no schema to write a Parquet file with.
             if format == OutputFormat::Parquet && batches.is_empty() {
@@ -109,6 +121,7 @@ pub async fn export(ctx: &SessionContext, options: &ExportOptions) -> Result<Exp
         }
         input = input.with_table(job.name, batches);
     }
+    progress.set_message("publishing");
     let page = dashboard::render(&input)?;
     let page_bytes = page.len();
     // index.html last: a reader that finds it finds everything it links to.
@@ -128,6 +141,7 @@ pub async fn export(ctx: &SessionContext, options: &ExportOptions) -> Result<Exp
         page_bytes,
         removed,
         elapsed_s: started.elapsed().as_secs_f64(),
+        jobs_s,
     })
 }
 

@@ -1,6 +1,7 @@
 //! Input resolution and reading: local paths, directories, globs and
 //! object-store URLs become [`InputObject`]s; each opens as a synchronous,
-//! decompressed byte stream (gzip and zstd detected by their magic bytes).
+//! decompressed byte stream (gzip and zstd detected by their magic bytes; a
+//! Parquet file, also detected by its magic, reads as one JSON line per row).
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
@@ -256,7 +257,8 @@ impl InputObject {
 }
 
 /// Wraps a stream in a gzip (multi-member) or zstd decoder when its first
-/// bytes are that format's magic number.
+/// bytes are that format's magic number, or reads a Parquet file as JSON
+/// lines ([`ParquetLines`]).
 pub fn decompress(raw: Box<dyn Read + Send>) -> std::io::Result<Box<dyn Read + Send>> {
     let mut reader = BufReader::with_capacity(1 << 20, raw);
     let head = reader.fill_buf()?;
@@ -264,7 +266,55 @@ pub fn decompress(raw: Box<dyn Read + Send>) -> std::io::Result<Box<dyn Read + S
         Box::new(flate2::read::MultiGzDecoder::new(reader))
     } else if head.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
         Box::new(zstd::stream::read::Decoder::with_buffer(reader)?)
+    } else if head.starts_with(PARQUET_MAGIC) {
+        Box::new(ParquetLines::new(reader)?)
     } else {
         Box::new(reader)
     })
+}
+
+const PARQUET_MAGIC: &[u8] = b"PAR1";
+
+/// A Parquet file read as JSON lines, one per row in file order (arrow-json's
+/// writer: nulls left out, nested columns as JSON objects and arrays,
+/// timestamps as RFC 3339 text), so every JSON-lines format reads exports
+/// written as Parquet (Langfuse's blob-storage exports) and a row's
+/// `source_line` is its 1-based row number. Parquet keeps its footer at the
+/// end, so the file is held in memory (compressed) while its row groups are
+/// decoded one batch at a time.
+struct ParquetLines {
+    batches: parquet::arrow::arrow_reader::ParquetRecordBatchReader,
+    lines: Vec<u8>,
+    pos: usize,
+}
+
+impl ParquetLines {
+    fn new(mut reader: impl Read) -> std::io::Result<Self> {
+        let mut file = Vec::new();
+        reader.read_to_end(&mut file)?;
+        let batches = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(Bytes::from(file))
+            .and_then(|b| b.with_batch_size(4096).build())
+            .map_err(|e| std::io::Error::other(format!("not a readable Parquet file: {e}")))?;
+        Ok(ParquetLines { batches, lines: Vec::new(), pos: 0 })
+    }
+}
+
+impl Read for ParquetLines {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        while self.pos == self.lines.len() {
+            let Some(batch) = self.batches.next() else { return Ok(0) };
+            let batch = batch.map_err(|e| std::io::Error::other(format!("reading a Parquet row group: {e}")))?;
+            self.lines.clear();
+            self.pos = 0;
+            let mut writer = arrow::json::LineDelimitedWriter::new(&mut self.lines);
+            writer
+                .write(&batch)
+                .and_then(|()| writer.finish())
+                .map_err(|e| std::io::Error::other(format!("a Parquet row as JSON: {e}")))?;
+        }
+        let n = buf.len().min(self.lines.len() - self.pos);
+        buf[..n].copy_from_slice(&self.lines[self.pos..self.pos + n]);
+        self.pos += n;
+        Ok(n)
+    }
 }

@@ -163,6 +163,7 @@ pub fn run(config: &RunConfig, options: &RunOptions) -> Result<RunReport> {
                 trend_days: export.trend_days.unwrap_or(30),
                 dataset: dataset.display(),
                 store,
+                progress: options.progress,
             };
             let exported = engine::runtime()?.block_on(async {
                 let ctx = engine::open(&dataset, &udf, config.engine.as_deref()).await?;
