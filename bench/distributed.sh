@@ -2,8 +2,8 @@
 # The `report` job in this process vs on a loopback Ballista cluster (one
 # `tokscope scheduler`, two `tokscope executor`s on this machine), on the
 # same dataset: a generated log (default 5M requests over 7 days) split into
-# FILES inputs (default 100), ingested seven at a time into one dataset of
-# about FILES Parquet files. Prints each side's
+# FILES inputs (default 100), each ingested on its own into one dataset of at
+# least FILES Parquet files. Prints each side's
 # best of REPEAT runs, the ratio, and rows/s (the figure the cluster-size
 # projection in docs/PERFORMANCE.md starts from).
 # Usage: bench/distributed.sh [REQUESTS=5000000] [FILES=100]   (TOKSCOPE_BIN=path skips the build)
@@ -34,10 +34,10 @@ if [ ! -d "$LOGS" ]; then
   mv "$LOGS.tmp" "$LOGS"
 fi
 DS=$(realpath -m "$WORK/ds-$N-$FILES")   # absolute: the scheduler and executors read the same path
-# Seven inputs per ingest: each writes about one Parquet file per day, so the
-# dataset ends with ~FILES files, as a dataset fed by many small runs does.
+# One ingest per input, as a dataset fed by many small runs: each writes a
+# Parquet file per day its input spans, so the dataset has at least FILES files.
 if [ ! -d "$DS/requests" ]; then
-  find "$LOGS" -name 'part-*.jsonl' | sort | xargs -n 7 "$BIN" ingest --quiet --out "$DS"
+  find "$LOGS" -name 'part-*.jsonl' | sort | xargs -n 1 "$BIN" ingest --quiet --out "$DS"
 fi
 PRICING="$WORK/pricing.toml"
 cat > "$PRICING" <<'EOF'
