@@ -200,6 +200,40 @@ fn encode_into(function: Option<Function>, buf: &mut Vec<u8>) -> DfResult<()> {
     Ok(())
 }
 
+/// The function hooks both codecs share: tokscope's functions by payload,
+/// everything else through Ballista's codec (`self.inner`).
+macro_rules! function_hooks {
+    () => {
+        fn try_decode_udf(&self, name: &str, buf: &[u8]) -> DfResult<Arc<ScalarUDF>> {
+            match decode_udf(name, buf)? {
+                Some(udf) => Ok(udf),
+                None => self.inner.try_decode_udf(name, buf),
+            }
+        }
+        fn try_encode_udf(&self, node: &ScalarUDF, buf: &mut Vec<u8>) -> DfResult<()> {
+            encode_into(Function::of_udf(node), buf)
+        }
+        fn try_decode_udaf(&self, name: &str, buf: &[u8]) -> DfResult<Arc<AggregateUDF>> {
+            match decode_udaf(name, buf)? {
+                Some(udaf) => Ok(udaf),
+                None => self.inner.try_decode_udaf(name, buf),
+            }
+        }
+        fn try_encode_udaf(&self, node: &AggregateUDF, buf: &mut Vec<u8>) -> DfResult<()> {
+            encode_into(Function::of_udaf(node), buf)
+        }
+        fn try_decode_udwf(&self, name: &str, buf: &[u8]) -> DfResult<Arc<WindowUDF>> {
+            match decode_udwf(name, buf)? {
+                Some(udwf) => Ok(udwf),
+                None => self.inner.try_decode_udwf(name, buf),
+            }
+        }
+        fn try_encode_udwf(&self, node: &WindowUDF, buf: &mut Vec<u8>) -> DfResult<()> {
+            encode_into(Function::of_udwf(node), buf)
+        }
+    };
+}
+
 /// Ballista's logical codec, with tokscope's functions carried in the plan.
 #[derive(Debug, Default)]
 pub struct LogicalCodec {
@@ -236,33 +270,7 @@ impl LogicalExtensionCodec for LogicalCodec {
     fn try_encode_file_format(&self, buf: &mut Vec<u8>, node: Arc<dyn FileFormatFactory>) -> DfResult<()> {
         self.inner.try_encode_file_format(buf, node)
     }
-    fn try_decode_udf(&self, name: &str, buf: &[u8]) -> DfResult<Arc<ScalarUDF>> {
-        match decode_udf(name, buf)? {
-            Some(udf) => Ok(udf),
-            None => self.inner.try_decode_udf(name, buf),
-        }
-    }
-    fn try_encode_udf(&self, node: &ScalarUDF, buf: &mut Vec<u8>) -> DfResult<()> {
-        encode_into(Function::of_udf(node), buf)
-    }
-    fn try_decode_udaf(&self, name: &str, buf: &[u8]) -> DfResult<Arc<AggregateUDF>> {
-        match decode_udaf(name, buf)? {
-            Some(udaf) => Ok(udaf),
-            None => self.inner.try_decode_udaf(name, buf),
-        }
-    }
-    fn try_encode_udaf(&self, node: &AggregateUDF, buf: &mut Vec<u8>) -> DfResult<()> {
-        encode_into(Function::of_udaf(node), buf)
-    }
-    fn try_decode_udwf(&self, name: &str, buf: &[u8]) -> DfResult<Arc<WindowUDF>> {
-        match decode_udwf(name, buf)? {
-            Some(udwf) => Ok(udwf),
-            None => self.inner.try_decode_udwf(name, buf),
-        }
-    }
-    fn try_encode_udwf(&self, node: &WindowUDF, buf: &mut Vec<u8>) -> DfResult<()> {
-        encode_into(Function::of_udwf(node), buf)
-    }
+    function_hooks!();
 }
 
 /// Ballista's physical codec, with tokscope's functions carried in the plan.
@@ -289,33 +297,7 @@ impl PhysicalExtensionCodec for PhysicalCodec {
     ) -> DfResult<()> {
         self.inner.try_encode(node, buf, proto_converter)
     }
-    fn try_decode_udf(&self, name: &str, buf: &[u8]) -> DfResult<Arc<ScalarUDF>> {
-        match decode_udf(name, buf)? {
-            Some(udf) => Ok(udf),
-            None => self.inner.try_decode_udf(name, buf),
-        }
-    }
-    fn try_encode_udf(&self, node: &ScalarUDF, buf: &mut Vec<u8>) -> DfResult<()> {
-        encode_into(Function::of_udf(node), buf)
-    }
-    fn try_decode_udaf(&self, name: &str, buf: &[u8]) -> DfResult<Arc<AggregateUDF>> {
-        match decode_udaf(name, buf)? {
-            Some(udaf) => Ok(udaf),
-            None => self.inner.try_decode_udaf(name, buf),
-        }
-    }
-    fn try_encode_udaf(&self, node: &AggregateUDF, buf: &mut Vec<u8>) -> DfResult<()> {
-        encode_into(Function::of_udaf(node), buf)
-    }
-    fn try_decode_udwf(&self, name: &str, buf: &[u8]) -> DfResult<Arc<WindowUDF>> {
-        match decode_udwf(name, buf)? {
-            Some(udwf) => Ok(udwf),
-            None => self.inner.try_decode_udwf(name, buf),
-        }
-    }
-    fn try_encode_udwf(&self, node: &WindowUDF, buf: &mut Vec<u8>) -> DfResult<()> {
-        encode_into(Function::of_udwf(node), buf)
-    }
+    function_hooks!();
 }
 
 #[cfg(test)]
