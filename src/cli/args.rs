@@ -68,6 +68,15 @@ impl UdfArgs {
     }
 }
 
+/// `--engine`: where queries run.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct EngineArgs {
+    /// Run on the Ballista cluster whose scheduler is at this URL (`ballista://HOST:PORT`,
+    /// see `tokscope scheduler`); default: this process.
+    #[arg(long, value_name = "URL")]
+    pub engine: Option<String>,
+}
+
 /// Where a result goes and in which format.
 #[derive(Debug, Clone, clap::Args)]
 pub struct OutputArgs {

@@ -5,7 +5,7 @@ use chrono::NaiveDate;
 use tokscope::engine;
 use tokscope::export::publish::{self, ExportOptions};
 
-use super::args::UdfArgs;
+use super::args::{EngineArgs, UdfArgs};
 use super::query::session;
 
 /// `tokscope export`.
@@ -38,6 +38,8 @@ pub struct ExportArgs {
     quiet: bool,
     #[command(flatten)]
     udf: UdfArgs,
+    #[command(flatten)]
+    engine: EngineArgs,
 }
 
 /// Runs `tokscope export`.
@@ -55,7 +57,7 @@ pub fn run_export(args: &ExportArgs) -> anyhow::Result<()> {
         progress: !args.quiet,
     };
     let summary = engine::runtime()?.block_on(async {
-        let ctx = session(&args.data, &udf).await?;
+        let ctx = session(&args.data, &udf, args.engine.engine.as_deref()).await?;
         publish::export(&ctx, &options).await
     })?;
     if args.json {

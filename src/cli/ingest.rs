@@ -196,7 +196,7 @@ pub fn run_run(args: &RunArgs) -> anyhow::Result<ExitCode> {
     }
     let report = jobs::job("report")?;
     let batches = engine::runtime()?.block_on(async {
-        let ctx = session(&args.out, &udf).await?;
+        let ctx = session(&args.out, &udf, None).await?;
         jobs::run_job(&ctx, report).await
     })?;
     export::write_output(&batches, args.report_format, None, &args.table.layout(report.key_columns))?;

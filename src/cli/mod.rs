@@ -3,6 +3,7 @@
 //! flags into them, calls the library, and prints.
 
 mod args;
+mod cluster;
 mod docs;
 pub mod errors;
 mod export;
@@ -59,6 +60,10 @@ enum Command {
     Completions(docs::CompletionsArgs),
     /// Print the man page (roff), or write one page per command with --out-dir.
     Man(docs::ManArgs),
+    /// Run a Ballista scheduler that runs tokscope's jobs and SQL (clients: --engine ballista://HOST:PORT).
+    Scheduler(cluster::SchedulerArgs),
+    /// Run a Ballista executor for a tokscope scheduler.
+    Executor(cluster::ExecutorArgs),
 }
 
 /// Runs the parsed command; the exit code of a command that succeeded.
@@ -84,6 +89,8 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::DecodeBench(args) => replay::run_decode_bench(&args, out),
         Command::Completions(args) => docs::run_completions(&args, out),
         Command::Man(args) => docs::run_man(&args, out),
+        Command::Scheduler(args) => cluster::run_scheduler(&args),
+        Command::Executor(args) => cluster::run_executor(&args),
     }
     .map(|()| ExitCode::SUCCESS)
 }

@@ -6,7 +6,7 @@ use tokscope::engine::{self, UdfConfig};
 use tokscope::export;
 use tokscope::jobs;
 
-use super::args::{job_help, parse_param, OutputArgs, UdfArgs};
+use super::args::{job_help, parse_param, EngineArgs, OutputArgs, UdfArgs};
 
 /// `tokscope query`.
 #[derive(clap::Args)]
@@ -28,6 +28,8 @@ pub struct QueryArgs {
     timing: bool,
     #[command(flatten)]
     udf: UdfArgs,
+    #[command(flatten)]
+    engine: EngineArgs,
 }
 
 /// `tokscope job`.
@@ -49,13 +51,14 @@ pub struct JobArgs {
     udf: UdfArgs,
     #[command(flatten)]
     output: OutputArgs,
+    #[command(flatten)]
+    engine: EngineArgs,
 }
 
-/// A session with `data`'s tables and the UDFs configured by `udf`.
-pub async fn session(data: &str, udf: &UdfConfig) -> tokscope::Result<SessionContext> {
-    let ctx = engine::new_session()?;
-    engine::register_dataset_with(&ctx, &DatasetRoot::parse(data)?, udf).await?;
-    Ok(ctx)
+/// A session with `data`'s tables and the UDFs configured by `udf`, local
+/// or on the cluster `engine` names.
+pub async fn session(data: &str, udf: &UdfConfig, engine: Option<&str>) -> tokscope::Result<SessionContext> {
+    engine::open(&DatasetRoot::parse(data)?, udf, engine).await
 }
 
 /// Runs `tokscope query`.
@@ -63,7 +66,7 @@ pub fn run_query(args: &QueryArgs) -> anyhow::Result<()> {
     export::check_destination(args.output.format, args.output.output.as_deref())?;
     let udf = args.udf.config()?;
     let batches = engine::runtime()?.block_on(async {
-        let ctx = session(&args.data, &udf).await?;
+        let ctx = session(&args.data, &udf, args.engine.engine.as_deref()).await?;
         let start = std::time::Instant::now();
         let batches = engine::run_sql(&ctx, &args.sql, args.allow_write).await?;
         if args.timing {
@@ -89,7 +92,7 @@ pub fn run_job(args: &JobArgs) -> anyhow::Result<()> {
     export::check_destination(args.output.format, args.output.output.as_deref())?;
     let udf = args.udf.config()?;
     let batches = engine::runtime()?.block_on(async {
-        let ctx = session(data, &udf).await?;
+        let ctx = session(data, &udf, args.engine.engine.as_deref()).await?;
         jobs::run_job_with(&ctx, job, &args.params).await
     })?;
     let layout = args.output.table.layout(job.key_columns);

@@ -9,7 +9,7 @@ use datafusion::prelude::SessionContext;
 use tokscope::engine;
 use tokscope::export::{self, OutputFormat};
 
-use super::args::{choice, TableArgs, UdfArgs};
+use super::args::{choice, EngineArgs, TableArgs, UdfArgs};
 use super::query::session;
 
 /// `tokscope sql`: an interactive SQL shell over a dataset.
@@ -20,6 +20,8 @@ pub struct SqlArgs {
     pub data: String,
     #[command(flatten)]
     pub udf: UdfArgs,
+    #[command(flatten)]
+    pub engine: EngineArgs,
     /// Result format.
     #[arg(long, default_value_t = OutputFormat::Table, value_parser = choice::<OutputFormat>(OutputFormat::NAMES))]
     pub format: OutputFormat,
@@ -47,7 +49,7 @@ pub fn run_shell(args: &SqlArgs) -> anyhow::Result<()> {
     }
     let udf = args.udf.config()?;
     let rt = engine::runtime()?;
-    let ctx = rt.block_on(session(&args.data, &udf))?;
+    let ctx = rt.block_on(session(&args.data, &udf, args.engine.engine.as_deref()))?;
     let history_path = if args.no_history {
         None
     } else {

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use regex::Regex;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 
@@ -126,6 +126,57 @@ impl Architectures {
             }
         }
         Ok(())
+    }
+}
+
+/// [`Architectures`] as they travel inside a distributed query plan: the
+/// resolved shapes (Hugging Face configs already read), floats as bits.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ArchitecturesWire {
+    /// Exact names, sorted.
+    exact: Vec<(String, [u64; 5])>,
+    /// Anchored patterns (`^(?:p)$`) in order.
+    patterns: Vec<(String, [u64; 5])>,
+}
+
+/// An architecture as five words: the shape, the element size's bits and the
+/// tensor-parallel degree (0 for none: a given degree is at least 1).
+fn arch_bits(a: &Arch) -> [u64; 5] {
+    [a.layers, a.kv_heads, a.head_dim, a.bytes_per_elem.to_bits(), a.tensor_parallel.unwrap_or(0)]
+}
+
+fn arch_from_bits(b: [u64; 5]) -> Arch {
+    Arch {
+        layers: b[0],
+        kv_heads: b[1],
+        head_dim: b[2],
+        bytes_per_elem: f64::from_bits(b[3]),
+        tensor_parallel: (b[4] != 0).then_some(b[4]),
+    }
+}
+
+impl Architectures {
+    /// The shapes as they travel in a plan.
+    pub fn to_wire(&self) -> ArchitecturesWire {
+        let mut exact: Vec<(String, [u64; 5])> = self.exact.iter().map(|(n, a)| (n.clone(), arch_bits(a))).collect();
+        exact.sort_by(|a, b| a.0.cmp(&b.0));
+        ArchitecturesWire {
+            exact,
+            patterns: self.patterns.iter().map(|(re, a)| (re.as_str().to_string(), arch_bits(a))).collect(),
+        }
+    }
+
+    /// The shapes back from their wire form.
+    pub fn from_wire(wire: ArchitecturesWire) -> Result<Self> {
+        let mut a = Architectures {
+            exact: wire.exact.into_iter().map(|(n, b)| (n, arch_from_bits(b))).collect(),
+            ..Default::default()
+        };
+        for (pattern, b) in wire.patterns {
+            let re = Regex::new(&pattern).map_err(|e| config_err!("bad pattern {pattern:?}: {e}"))?;
+            a.patterns.push((re, arch_from_bits(b)));
+        }
+        Ok(a)
     }
 }
 

@@ -3,6 +3,7 @@
 //! jobs, the SQL shell and distributed executors all see the same catalog.
 
 pub mod architectures;
+pub mod distributed;
 pub mod pricing;
 pub mod schema;
 pub mod udfs;
@@ -83,21 +84,13 @@ pub fn runtime() -> Result<tokio::runtime::Runtime> {
 /// Registers tokscope's SQL functions (see [`udfs`]) in `ctx`; registering
 /// again replaces them, e.g. with other prices.
 pub fn register_udfs(ctx: &SessionContext, config: &UdfConfig) {
-    ctx.register_udaf(udfs::quantile_cont());
-    ctx.register_udaf(udfs::bootstrap_mean_ci());
-    ctx.register_udf(udfs::price_usd(Arc::clone(&config.pricing)));
-    ctx.register_udf(udfs::kv_cache_bytes(Arc::clone(&config.architectures)));
-    ctx.register_udf(udfs::is_eos_marker(Arc::clone(&config.markers)));
-    ctx.register_udf(udfs::redundancy_bound());
-    ctx.register_udf(udfs::kv_tensor_parallel(Arc::clone(&config.architectures)));
-    ctx.register_udf(udfs::kl_divergence());
-    ctx.register_udf(udfs::bleu4());
-    ctx.register_udf(udfs::last_user_words());
-    ctx.register_udaf(udfs::concurrency::max_overlap());
-    ctx.register_udf(udfs::ab::compare_proportions());
-    ctx.register_udf(udfs::ab::compare_medians());
-    ctx.register_udf(udfs::ab::compare_cost_per_1k());
-    ctx.register_udwf(udfs::ab::holm_adjust());
+    for function in udfs::Function::all(&config.pricing, &config.architectures, &config.markers) {
+        match function.build() {
+            udfs::Udf::Scalar(f) => ctx.register_udf(f),
+            udfs::Udf::Aggregate(f) => ctx.register_udaf(f),
+            udfs::Udf::Window(f) => ctx.register_udwf(f),
+        }
+    }
 }
 
 /// Registers every table of `dataset` and the UDFs with their defaults
@@ -106,12 +99,35 @@ pub async fn register_dataset(ctx: &SessionContext, dataset: &DatasetRoot) -> Re
     register_dataset_with(ctx, dataset, &UdfConfig::new()?).await
 }
 
+/// A session over `dataset` with the UDFs `config` sets up: the local
+/// engine, or the Ballista cluster `engine` names (`ballista://HOST:PORT`).
+pub async fn open(dataset: &DatasetRoot, config: &UdfConfig, engine: Option<&str>) -> Result<SessionContext> {
+    match engine {
+        Some(url) => distributed::connect(url, dataset, config).await,
+        None => {
+            let ctx = new_session()?;
+            register_dataset_with(&ctx, dataset, config).await?;
+            Ok(ctx)
+        }
+    }
+}
+
+/// How string columns are read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TableTypes {
+    /// Strings and binaries as view types (the local engine: no copy per value).
+    Views,
+    /// Plain `Utf8`/`Binary` (a distributed engine: view arrays that point
+    /// into large Parquet pages would travel whole through shuffles).
+    Plain,
+}
+
 /// The command whose tables exist in every dataset: a dataset is what it writes.
 const INGEST: &str = "tokscope ingest";
 
 /// Registers the UDFs with `config` and the catalog's tables
 /// (`tokscope_core::catalog::CATALOG`) that `dataset` holds in `ctx`: the one
-/// call any session (CLI, shell, executor) makes.
+/// call any local session (CLI, shell) makes.
 ///
 /// Missing things are errors, never empty results: a root that is not a
 /// dataset fails here ([`DatasetRoot::contents`]); a table written by another
@@ -123,6 +139,16 @@ const INGEST: &str = "tokscope ingest";
 /// line, which is a real zero. Jobs still refuse to run over an empty input
 /// table ([`crate::jobs::run_job_with`]).
 pub async fn register_dataset_with(ctx: &SessionContext, dataset: &DatasetRoot, config: &UdfConfig) -> Result<()> {
+    register_dataset_for(ctx, dataset, config, TableTypes::Views).await
+}
+
+/// [`register_dataset_with`], choosing how strings are read.
+pub async fn register_dataset_for(
+    ctx: &SessionContext,
+    dataset: &DatasetRoot,
+    config: &UdfConfig,
+    types: TableTypes,
+) -> Result<()> {
     register_udfs(ctx, config);
     if let DatasetRoot::Remote { url, store, .. } = dataset {
         let base = url::Url::parse(&format!("{}://{}", url.scheme(), url.authority()))
@@ -133,9 +159,9 @@ pub async fn register_dataset_with(ctx: &SessionContext, dataset: &DatasetRoot, 
     let mut absent = HashMap::new();
     for table in CATALOG {
         if contents.tables.contains(&table.name) {
-            register_parquet_table(ctx, dataset, table)?;
+            register_parquet_table(ctx, dataset, table, types)?;
         } else if table.written_by == INGEST {
-            ctx.register_table(table.name, Arc::new(EmptyTable::new(table_schema(table))))?;
+            ctx.register_table(table.name, Arc::new(EmptyTable::new(table_schema(table, types))))?;
         } else {
             let what = format!("dataset {} has no table `{}`", dataset.display(), table.name);
             let hint = format!(
@@ -177,8 +203,11 @@ fn refuse_absent_tables(ctx: &SessionContext, absent: HashMap<String, (String, S
 
 /// A table's schema as queries see it: the file columns (strings as views)
 /// and, for date-partitioned tables, the `date` partition column.
-fn table_schema(table: &TableDef) -> SchemaRef {
-    let file_schema = with_view_types(&table.schema());
+fn table_schema(table: &TableDef, types: TableTypes) -> SchemaRef {
+    let file_schema = match types {
+        TableTypes::Views => with_view_types(&table.schema()),
+        TableTypes::Plain => table.schema(),
+    };
     if table.partition != Partition::Date {
         return file_schema;
     }
@@ -189,8 +218,16 @@ fn table_schema(table: &TableDef) -> SchemaRef {
 
 /// Registers one table directory of the dataset as a Parquet listing table
 /// (with the `date` hive partition for date-partitioned tables).
-fn register_parquet_table(ctx: &SessionContext, dataset: &DatasetRoot, table: &TableDef) -> Result<()> {
-    let file_schema = with_view_types(&table.schema());
+fn register_parquet_table(
+    ctx: &SessionContext,
+    dataset: &DatasetRoot,
+    table: &TableDef,
+    types: TableTypes,
+) -> Result<()> {
+    let file_schema = match types {
+        TableTypes::Views => with_view_types(&table.schema()),
+        TableTypes::Plain => table.schema(),
+    };
     let partitioned = table.partition == Partition::Date;
     let mut options = ListingOptions::new(Arc::new(ParquetFormat::default())).with_file_extension(".parquet");
     if partitioned {

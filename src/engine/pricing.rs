@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use regex::Regex;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 
@@ -248,6 +248,93 @@ impl Pricing {
         self.patterns.push((pattern, schedule));
         self.compiled.push(re);
         Ok(())
+    }
+}
+
+/// A [`Pricing`] as it travels inside a distributed query plan
+/// (`engine::distributed`): every rate as the bits of its `f64`, so a
+/// decoded table prices bit for bit as the original.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct PricingWire {
+    origin: String,
+    /// Exact names, sorted, each with its entries.
+    exact: Vec<(String, Vec<EntryWire>)>,
+    /// Patterns in file order.
+    patterns: Vec<(String, Vec<EntryWire>)>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+struct EntryWire {
+    effective_from: Option<i64>,
+    base: [u64; 4],
+    tiers: Vec<(i64, [u64; 4])>,
+}
+
+fn rates_bits(r: &Rates) -> [u64; 4] {
+    [r.input.to_bits(), r.output.to_bits(), r.cached_input.to_bits(), r.cache_write.to_bits()]
+}
+
+fn rates_from_bits(b: [u64; 4]) -> Rates {
+    Rates {
+        input: f64::from_bits(b[0]),
+        output: f64::from_bits(b[1]),
+        cached_input: f64::from_bits(b[2]),
+        cache_write: f64::from_bits(b[3]),
+    }
+}
+
+fn schedule_wire(s: &Schedule) -> Vec<EntryWire> {
+    s.entries
+        .iter()
+        .map(|e| EntryWire {
+            effective_from: e.effective_from,
+            base: rates_bits(&e.base),
+            tiers: e.tiers.iter().map(|t| (t.above_prompt_tokens, rates_bits(&t.rates))).collect(),
+        })
+        .collect()
+}
+
+fn schedule_from_wire(entries: Vec<EntryWire>) -> Schedule {
+    Schedule {
+        entries: entries
+            .into_iter()
+            .map(|e| PriceEntry {
+                effective_from: e.effective_from,
+                base: rates_from_bits(e.base),
+                tiers: e
+                    .tiers
+                    .into_iter()
+                    .map(|(above_prompt_tokens, r)| Tier { above_prompt_tokens, rates: rates_from_bits(r) })
+                    .collect(),
+            })
+            .collect(),
+    }
+}
+
+impl Pricing {
+    /// The table as it travels in a plan.
+    pub fn to_wire(&self) -> PricingWire {
+        let mut exact: Vec<(String, Vec<EntryWire>)> =
+            self.exact.iter().map(|(name, s)| (name.clone(), schedule_wire(s))).collect();
+        exact.sort_by(|a, b| a.0.cmp(&b.0));
+        PricingWire {
+            origin: self.origin.clone(),
+            exact,
+            patterns: self.patterns.iter().map(|(p, s)| (p.clone(), schedule_wire(s))).collect(),
+        }
+    }
+
+    /// The table back from its wire form (patterns compiled again, anchored as when loaded).
+    pub fn from_wire(wire: PricingWire) -> Result<Self> {
+        let mut pricing = Pricing { origin: wire.origin, ..Default::default() };
+        pricing.exact = wire.exact.into_iter().map(|(name, e)| (name, schedule_from_wire(e))).collect();
+        for (pattern, entries) in wire.patterns {
+            let re =
+                Regex::new(&format!("^(?:{pattern})$")).map_err(|e| config_err!("bad pattern {pattern:?}: {e}"))?;
+            pricing.patterns.push((pattern, schedule_from_wire(entries)));
+            pricing.compiled.push(re);
+        }
+        Ok(pricing)
     }
 }
 

@@ -35,7 +35,7 @@ use datafusion::error::Result as DfResult;
 use datafusion::logical_expr::function::{AccumulatorArgs, StateFieldsArgs};
 use datafusion::logical_expr::{
     create_udf, Accumulator, AggregateUDF, AggregateUDFImpl, ColumnarValue, EmitTo, GroupsAccumulator,
-    ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, SimpleScalarUDF, TypeSignature, Volatility,
+    ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, SimpleScalarUDF, TypeSignature, Volatility, WindowUDF,
 };
 use tokscope_core::derive::EosMarkers;
 
@@ -103,6 +103,38 @@ pub fn bootstrap_mean_ci() -> AggregateUDF {
     AggregateUDF::from(BootstrapMeanCi { signature: Signature::any(3, Volatility::Immutable) })
 }
 
+/// A stand-in for `name` that fails when planned or run: what a cluster's
+/// processes resolve the functions of [`CONFIGURED`] to by name. Those functions only run with the configuration a plan carries; one
+/// that arrives without it must not quietly use defaults.
+pub fn unconfigured(name: &'static str) -> ScalarUDF {
+    ScalarUDF::from(Unconfigured { name, signature: Signature::variadic_any(Volatility::Immutable) })
+}
+
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct Unconfigured {
+    name: &'static str,
+    signature: Signature,
+}
+
+impl ScalarUDFImpl for Unconfigured {
+    fn name(&self) -> &str {
+        self.name
+    }
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+    fn return_type(&self, _arg_types: &[DataType]) -> DfResult<DataType> {
+        plan_err!(
+            "{} reached this process by name, without its configuration: the plan was not encoded with \
+             tokscope's codec (run the client, scheduler and executors from the same tokscope build)",
+            self.name
+        )
+    }
+    fn invoke_with_args(&self, _args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+        exec_err!("{} reached this process by name, without its configuration", self.name)
+    }
+}
+
 /// The pricing scalar function over `pricing`.
 pub fn price_usd(pricing: Arc<Pricing>) -> ScalarUDF {
     ScalarUDF::from(PriceUsd { pricing, signature: Signature::any(6, Volatility::Immutable) })
@@ -168,6 +200,201 @@ pub fn last_user_words() -> ScalarUDF {
             Ok(ColumnarValue::Array(Arc::new(out)))
         }),
     ))
+}
+
+/// The functions that need configuration ([`Function::is_configured`]), by name.
+pub const CONFIGURED: [&str; 4] = ["price_usd", "kv_cache_bytes", "kv_tensor_parallel", "is_eos_marker"];
+
+/// A SQL function of any kind, as a session registers it.
+#[derive(Debug, Clone)]
+pub enum Udf {
+    /// A scalar function.
+    Scalar(ScalarUDF),
+    /// An aggregate.
+    Aggregate(AggregateUDF),
+    /// A window function.
+    Window(WindowUDF),
+}
+
+impl Udf {
+    /// The function's SQL name.
+    pub fn name(&self) -> &str {
+        match self {
+            Udf::Scalar(f) => f.name(),
+            Udf::Aggregate(f) => f.name(),
+            Udf::Window(f) => f.name(),
+        }
+    }
+
+    /// The concrete type behind the function (one per tokscope function,
+    /// or DataFusion's `SimpleScalarUDF` for closures).
+    pub(crate) fn impl_type(&self) -> std::any::TypeId {
+        let any: &dyn std::any::Any = match self {
+            Udf::Scalar(f) => f.inner().as_ref(),
+            Udf::Aggregate(f) => f.inner().as_ref(),
+            Udf::Window(f) => f.inner().as_ref(),
+        };
+        any.type_id()
+    }
+}
+
+/// tokscope's functions that need nothing beyond their arguments.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Plain {
+    /// `redundancy_bound`.
+    RedundancyBound,
+    /// `quantile_cont`.
+    QuantileCont,
+    /// `bootstrap_mean_ci`.
+    BootstrapMeanCi,
+    /// `kl_divergence`.
+    KlDivergence,
+    /// `bleu4`.
+    Bleu4,
+    /// `last_user_words`.
+    LastUserWords,
+    /// `max_overlap`.
+    MaxOverlap,
+    /// `compare_proportions`.
+    CompareProportions,
+    /// `compare_medians`.
+    CompareMedians,
+    /// `compare_cost_per_1k`.
+    CompareCostPer1k,
+    /// `holm_adjust`.
+    HolmAdjust,
+}
+
+impl Plain {
+    /// Every one of them.
+    pub const ALL: [Plain; 11] = [
+        Plain::RedundancyBound,
+        Plain::QuantileCont,
+        Plain::BootstrapMeanCi,
+        Plain::KlDivergence,
+        Plain::Bleu4,
+        Plain::LastUserWords,
+        Plain::MaxOverlap,
+        Plain::CompareProportions,
+        Plain::CompareMedians,
+        Plain::CompareCostPer1k,
+        Plain::HolmAdjust,
+    ];
+
+    /// The function.
+    pub fn build(self) -> Udf {
+        match self {
+            Plain::RedundancyBound => Udf::Scalar(redundancy_bound()),
+            Plain::QuantileCont => Udf::Aggregate(quantile_cont()),
+            Plain::BootstrapMeanCi => Udf::Aggregate(bootstrap_mean_ci()),
+            Plain::KlDivergence => Udf::Scalar(kl_divergence()),
+            Plain::Bleu4 => Udf::Scalar(bleu4()),
+            Plain::LastUserWords => Udf::Scalar(last_user_words()),
+            Plain::MaxOverlap => Udf::Aggregate(concurrency::max_overlap()),
+            Plain::CompareProportions => Udf::Scalar(ab::compare_proportions()),
+            Plain::CompareMedians => Udf::Scalar(ab::compare_medians()),
+            Plain::CompareCostPer1k => Udf::Scalar(ab::compare_cost_per_1k()),
+            Plain::HolmAdjust => Udf::Window(ab::holm_adjust()),
+        }
+    }
+}
+
+/// One of tokscope's SQL functions with the configuration it carries: what
+/// a distributed plan must ship so a remote process computes the same thing
+/// (`engine::distributed::codec`).
+#[derive(Debug, Clone)]
+pub enum Function {
+    /// `price_usd` with its prices.
+    PriceUsd(Arc<Pricing>),
+    /// `kv_cache_bytes` with its model shapes.
+    KvCacheBytes(Arc<Architectures>),
+    /// `kv_tensor_parallel` with its model shapes.
+    KvTensorParallel(Arc<Architectures>),
+    /// `is_eos_marker` with its markers.
+    IsEosMarker(Arc<EosMarkers>),
+    /// A function without configuration.
+    Plain(Plain),
+}
+
+impl Function {
+    /// Every tokscope SQL function, configured with `pricing`,
+    /// `architectures` and `markers`: what a session registers.
+    pub fn all(pricing: &Arc<Pricing>, architectures: &Arc<Architectures>, markers: &Arc<EosMarkers>) -> Vec<Function> {
+        let mut all = vec![
+            Function::PriceUsd(Arc::clone(pricing)),
+            Function::KvCacheBytes(Arc::clone(architectures)),
+            Function::KvTensorParallel(Arc::clone(architectures)),
+            Function::IsEosMarker(Arc::clone(markers)),
+        ];
+        all.extend(Plain::ALL.into_iter().map(Function::Plain));
+        all
+    }
+
+    /// Whether the function needs configuration (a stand-in without it must fail).
+    pub fn is_configured(&self) -> bool {
+        !matches!(self, Function::Plain(_))
+    }
+
+    /// The function.
+    pub fn build(&self) -> Udf {
+        match self {
+            Function::PriceUsd(p) => Udf::Scalar(price_usd(Arc::clone(p))),
+            Function::KvCacheBytes(a) => Udf::Scalar(kv_cache_bytes(Arc::clone(a))),
+            Function::KvTensorParallel(a) => Udf::Scalar(kv_tensor_parallel(Arc::clone(a))),
+            Function::IsEosMarker(m) => Udf::Scalar(is_eos_marker(Arc::clone(m))),
+            Function::Plain(p) => p.build(),
+        }
+    }
+
+    /// The scalar function's definition, if it is one of tokscope's.
+    pub fn of_udf(udf: &ScalarUDF) -> Option<Function> {
+        let inner = udf.inner();
+        if let Some(f) = inner.downcast_ref::<PriceUsd>() {
+            return Some(Function::PriceUsd(Arc::clone(&f.pricing)));
+        }
+        if let Some(f) = inner.downcast_ref::<KvCacheBytes>() {
+            return Some(Function::KvCacheBytes(Arc::clone(&f.architectures)));
+        }
+        if let Some(f) = inner.downcast_ref::<KvTensorParallel>() {
+            return Some(Function::KvTensorParallel(Arc::clone(&f.architectures)));
+        }
+        if let Some(f) = inner.downcast_ref::<IsEosMarker>() {
+            return Some(Function::IsEosMarker(Arc::clone(&f.markers)));
+        }
+        Self::plain(&Udf::Scalar(udf.clone()))
+    }
+
+    /// The definition of a function of any kind, if it is one of tokscope's.
+    pub fn of_udf_any(udf: &Udf) -> Option<Function> {
+        match udf {
+            Udf::Scalar(f) => Self::of_udf(f),
+            Udf::Aggregate(f) => Self::of_udaf(f),
+            Udf::Window(f) => Self::of_udwf(f),
+        }
+    }
+
+    /// The aggregate's definition, if it is one of tokscope's.
+    pub fn of_udaf(udaf: &AggregateUDF) -> Option<Function> {
+        Self::plain(&Udf::Aggregate(udaf.clone()))
+    }
+
+    /// The window function's definition, if it is one of tokscope's.
+    pub fn of_udwf(udwf: &WindowUDF) -> Option<Function> {
+        Self::plain(&Udf::Window(udwf.clone()))
+    }
+
+    /// The plain tokscope function `udf` is: the same name, kind and
+    /// implementing type (so DataFusion's `quantile_cont` alias of
+    /// `percentile_cont` is never taken for tokscope's).
+    fn plain(udf: &Udf) -> Option<Function> {
+        Plain::ALL.into_iter().find_map(|p| {
+            let built = p.build();
+            (built.name() == udf.name()
+                && std::mem::discriminant(&built) == std::mem::discriminant(udf)
+                && built.impl_type() == udf.impl_type())
+            .then_some(Function::Plain(p))
+        })
+    }
 }
 
 /// `PartialEq`, `Eq` and `Hash` for a function struct that carries loaded

@@ -27,6 +27,9 @@ pub struct RunConfig {
     pub pricing: Option<String>,
     /// Model shapes for `kv_cache` (TOML over the bundled file).
     pub architectures: Option<PathBuf>,
+    /// Where the export's jobs run: `ballista://HOST:PORT` for a Ballista
+    /// cluster (docs/DISTRIBUTED.md); without it, in this process.
+    pub engine: Option<String>,
     /// The export; without it a run only ingests.
     pub export: Option<ExportConfig>,
     /// Object-store client settings.
@@ -147,6 +150,10 @@ impl RunConfig {
         if self.sources.is_empty() {
             return Err(config_err!("{}: `sources` is empty: name at least one path, glob or URL", path.display()));
         }
+        if let Some(engine) = &self.engine {
+            crate::engine::distributed::parse_engine_url(engine)
+                .map_err(|e| config_err!("{}: `engine`: {e}", path.display()))?;
+        }
         if let Some(jobs) = self.export.as_ref().and_then(|e| e.jobs.as_ref()) {
             for job in jobs {
                 crate::jobs::job(job).map_err(|e| config_err!("{}: [export] jobs: {e}", path.display()))?;
@@ -194,6 +201,7 @@ mod tests {
 dataset = "lake"
 sources = ["logs/*.jsonl", "s3://bucket/logs/"]
 pricing = "litellm:prices.json"
+engine = "ballista://scheduler.internal:50050"
 [export]
 to = "site"
 keep = 3
@@ -212,6 +220,7 @@ wait_s = 10
             c.pricing.as_deref(),
             Some(format!("litellm:{}", dir.path().join("prices.json").display()).as_str())
         );
+        assert_eq!(c.engine.as_deref(), Some("ballista://scheduler.internal:50050"));
         assert_eq!(c.store_options().max_retries, 2);
         assert_eq!(c.store_options().timeout, Duration::from_millis(1500));
         assert_eq!(c.lease_options().wait, Duration::from_secs(10));
@@ -220,5 +229,8 @@ wait_s = 10
         assert!(err.contains("surprise"), "{err}");
         std::fs::write(&path, "dataset = \"d\"\nsources = [\"x\"]\n[export]\nto = \"s\"\njobs = [\"nope\"]\n").unwrap();
         assert!(RunConfig::load(&path).unwrap_err().to_string().contains("unknown job"));
+        std::fs::write(&path, "dataset = \"d\"\nsources = [\"x\"]\nengine = \"http://h:1\"\n").unwrap();
+        let err = RunConfig::load(&path).unwrap_err().to_string();
+        assert!(err.contains("`engine`") && err.contains("ballista://HOST:PORT"), "{err}");
     }
 }

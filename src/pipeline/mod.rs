@@ -166,8 +166,7 @@ pub fn run(config: &RunConfig, options: &RunOptions) -> Result<RunReport> {
                 progress: options.progress,
             };
             let exported = engine::runtime()?.block_on(async {
-                let ctx = engine::new_session()?;
-                engine::register_dataset_with(&ctx, &dataset, &udf).await?;
+                let ctx = engine::open(&dataset, &udf, config.engine.as_deref()).await?;
                 publish::export(&ctx, &options).await
             })?;
             Some(exported)

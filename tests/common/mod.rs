@@ -95,7 +95,8 @@ pub fn python(script: &str) -> String {
     String::from_utf8(out.stdout).expect("utf-8")
 }
 
-fn free_port() -> u16 {
+/// A port nothing listens on now (the OS's pick; free until someone binds it).
+pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("free port")
 }
 

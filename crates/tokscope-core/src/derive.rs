@@ -88,7 +88,7 @@ impl ContextBins {
 }
 
 /// End-of-sequence markers searched at the end of raw model output.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct EosMarkers {
     default: Vec<String>,
     per_model: HashMap<String, Vec<String>>,
