@@ -103,6 +103,7 @@ impl From<tokscope_core::Error> for Error {
             tokscope_core::Error::Io { path, source } => Error::Io { path, source },
             tokscope_core::Error::Config(m) => Error::Config(m),
             tokscope_core::Error::Json { path, source } => Error::Json { path, source },
+            tokscope_core::Error::Model(m) => Error::Model(m),
             tokscope_core::Error::Arrow(e) => Error::Arrow(e),
             tokscope_core::Error::Internal(m) => Error::Internal(m),
         }

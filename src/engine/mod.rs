@@ -2,10 +2,12 @@
 //! tokscope's UDFs in any DataFusion `SessionContext`, so ad-hoc SQL, the SQL
 //! jobs, the SQL shell and distributed executors all see the same catalog.
 
-pub mod architectures;
-pub mod pricing;
 pub mod schema;
 pub mod udfs;
+
+// Prices and model shapes are parsed in the engine-free core (fuzzed there);
+// the UDFs here use them.
+pub use tokscope_core::{architectures, pricing};
 
 use std::collections::HashMap;
 use std::path::Path;

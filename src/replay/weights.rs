@@ -1,16 +1,14 @@
-//! Loads a checkpoint's tensors from safetensors (one file or a sharded
-//! index) into f32 matrices laid out the way the forward pass reads them.
-//! Conversion from f16/bf16 happens once here, so the kernels see only f32.
+//! A checkpoint's tensors (read and converted to f32 by
+//! `tokscope_core::model::tensors`) assembled into the matrices of each
+//! layer, laid out the way the forward pass reads them.
 
-use std::collections::HashMap;
 use std::path::Path;
 
-use safetensors::{Dtype, SafeTensors};
-use serde::Deserialize;
+use tokscope_core::model::tensors::TensorStore;
 
 use super::config::ModelConfig;
 use super::linear::Linear;
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 /// The weights of one decoder layer.
 #[derive(Debug, Clone)]
@@ -74,147 +72,44 @@ impl ModelWeights {
 
     /// Loads `model.safetensors`, or every shard named by `model.safetensors.index.json`.
     pub fn from_dir(dir: &Path, config: &ModelConfig) -> Result<Self> {
-        let mut tensors = TensorStore::default();
-        let single = dir.join("model.safetensors");
-        let index = dir.join("model.safetensors.index.json");
-        if single.exists() {
-            tensors.load_file(&single)?;
-        } else if index.exists() {
-            for shard in shard_files(&index)? {
-                tensors.load_file(&dir.join(shard))?;
-            }
-        } else {
-            return Err(model_err!(
-                "{}: neither model.safetensors nor model.safetensors.index.json found",
-                dir.display()
-            ));
-        }
-        Self::from_tensors(tensors, config)
+        Self::from_tensors(TensorStore::from_dir(dir)?, config)
     }
 
     fn from_tensors(mut t: TensorStore, cfg: &ModelConfig) -> Result<Self> {
         let (h, i) = (cfg.hidden_size, cfg.intermediate_size);
-        let embed_tokens = t.linear("model.embed_tokens", cfg.vocab_size, h)?;
+        let embed_tokens = linear(&mut t, "model.embed_tokens", cfg.vocab_size, h)?;
         let mut layers = Vec::with_capacity(cfg.num_hidden_layers);
         for l in 0..cfg.num_hidden_layers {
             let p = format!("model.layers.{l}");
             layers.push(LayerWeights {
-                input_layernorm: t.vector(&format!("{p}.input_layernorm.weight"), h)?,
-                q_proj: t.linear(&format!("{p}.self_attn.q_proj"), cfg.q_width(), h)?,
-                k_proj: t.linear(&format!("{p}.self_attn.k_proj"), cfg.kv_width(), h)?,
-                v_proj: t.linear(&format!("{p}.self_attn.v_proj"), cfg.kv_width(), h)?,
-                o_proj: t.linear(&format!("{p}.self_attn.o_proj"), h, cfg.q_width())?,
-                post_attention_layernorm: t.vector(&format!("{p}.post_attention_layernorm.weight"), h)?,
-                gate_proj: t.linear(&format!("{p}.mlp.gate_proj"), i, h)?,
-                up_proj: t.linear(&format!("{p}.mlp.up_proj"), i, h)?,
-                down_proj: t.linear(&format!("{p}.mlp.down_proj"), h, i)?,
+                input_layernorm: t.take(&format!("{p}.input_layernorm.weight"), &[h])?,
+                q_proj: linear(&mut t, &format!("{p}.self_attn.q_proj"), cfg.q_width(), h)?,
+                k_proj: linear(&mut t, &format!("{p}.self_attn.k_proj"), cfg.kv_width(), h)?,
+                v_proj: linear(&mut t, &format!("{p}.self_attn.v_proj"), cfg.kv_width(), h)?,
+                o_proj: linear(&mut t, &format!("{p}.self_attn.o_proj"), h, cfg.q_width())?,
+                post_attention_layernorm: t.take(&format!("{p}.post_attention_layernorm.weight"), &[h])?,
+                gate_proj: linear(&mut t, &format!("{p}.mlp.gate_proj"), i, h)?,
+                up_proj: linear(&mut t, &format!("{p}.mlp.up_proj"), i, h)?,
+                down_proj: linear(&mut t, &format!("{p}.mlp.down_proj"), h, i)?,
             });
         }
-        let norm = t.vector("model.norm.weight", h)?;
+        let norm = t.take("model.norm.weight", &[h])?;
         // Tied checkpoints usually omit lm_head; some still ship a copy, which we ignore
         // so that the config, not the file, decides.
         let lm_head = if cfg.tie_word_embeddings || !t.contains("lm_head.weight") {
             None
         } else {
-            Some(t.linear("lm_head", cfg.vocab_size, h)?)
+            Some(linear(&mut t, "lm_head", cfg.vocab_size, h)?)
         };
         Ok(ModelWeights { embed_tokens, layers, norm, lm_head })
     }
 }
 
-/// `weight_map` of a sharded checkpoint: tensor name to shard file.
-#[derive(Deserialize)]
-struct ShardIndex {
-    weight_map: HashMap<String, String>,
-}
-
-/// The distinct shard files of an index, in a stable order.
-fn shard_files(index: &Path) -> Result<Vec<String>> {
-    let text = std::fs::read_to_string(index).map_err(|e| Error::io(index.display(), e))?;
-    let parsed: ShardIndex =
-        serde_json::from_str(&text).map_err(|e| Error::Json { path: index.to_path_buf(), source: e })?;
-    let mut files: Vec<String> = parsed.weight_map.into_values().collect();
-    files.sort();
-    files.dedup();
-    Ok(files)
-}
-
-/// Tensors converted to f32, keyed by name. Shards are converted one at a time
-/// so peak memory is one shard's bytes plus the f32 model, not every shard at once.
-#[derive(Default)]
-struct TensorStore {
-    tensors: HashMap<String, (Vec<usize>, Vec<f32>)>,
-}
-
-impl TensorStore {
-    fn load_file(&mut self, path: &Path) -> Result<()> {
-        let bytes = std::fs::read(path).map_err(|e| Error::io(path.display(), e))?;
-        self.load_bytes(&bytes).map_err(|e| model_err!("{}: {e}", path.display()))
-    }
-
-    fn load_bytes(&mut self, bytes: &[u8]) -> Result<()> {
-        let file = SafeTensors::deserialize(bytes).map_err(|e| model_err!("{e}"))?;
-        for (name, view) in file.tensors() {
-            let data = to_f32(view.dtype(), view.data()).map_err(|e| model_err!("tensor {name}: {e}"))?;
-            self.tensors.insert(name, (view.shape().to_vec(), data));
-        }
-        Ok(())
-    }
-
-    fn contains(&self, name: &str) -> bool {
-        self.tensors.contains_key(name)
-    }
-
-    /// Removes a tensor, checking it has exactly the shape the config implies.
-    fn take(&mut self, name: &str, shape: &[usize]) -> Result<Vec<f32>> {
-        let (found, data) =
-            self.tensors.remove(name).ok_or_else(|| model_err!("tensor {name} missing from checkpoint"))?;
-        if found != shape {
-            return Err(model_err!("tensor {name} has shape {found:?}, config implies {shape:?}"));
-        }
-        Ok(data)
-    }
-
-    fn vector(&mut self, name: &str, len: usize) -> Result<Vec<f32>> {
-        self.take(name, &[len])
-    }
-
-    /// A `[out, in]` projection `{prefix}.weight`, with `{prefix}.bias` when the checkpoint has one
-    /// (Qwen2-style attention biases).
-    fn linear(&mut self, prefix: &str, out_features: usize, in_features: usize) -> Result<Linear> {
-        let weight = self.take(&format!("{prefix}.weight"), &[out_features, in_features])?;
-        let bias_name = format!("{prefix}.bias");
-        let bias = if self.contains(&bias_name) { Some(self.vector(&bias_name, out_features)?) } else { None };
-        Linear::new(weight, bias, out_features, in_features)
-    }
-}
-
-/// Converts little-endian tensor bytes to f32. Byte slices inside a safetensors
-/// file need not be 4-byte aligned, so values are decoded, not reinterpreted.
-fn to_f32(dtype: Dtype, bytes: &[u8]) -> Result<Vec<f32>> {
-    let values = match dtype {
-        Dtype::F32 => bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect(),
-        Dtype::F16 => bytes.chunks_exact(2).map(|b| half::f16::from_le_bytes([b[0], b[1]]).to_f32()).collect(),
-        Dtype::BF16 => bytes.chunks_exact(2).map(|b| half::bf16::from_le_bytes([b[0], b[1]]).to_f32()).collect(),
-        other => return Err(model_err!("unsupported dtype {other:?} (expected F32, F16 or BF16)")),
-    };
-    Ok(values)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn half_precision_bytes_convert_to_f32() {
-        // 1.5 in f16 is 0x3E00, in bf16 0x3FC0 (little-endian on disk).
-        assert_eq!(to_f32(Dtype::F16, &[0x00, 0x3E]).unwrap(), vec![1.5]);
-        assert_eq!(to_f32(Dtype::BF16, &[0xC0, 0x3F]).unwrap(), vec![1.5]);
-        assert_eq!(to_f32(Dtype::F32, &1.5f32.to_le_bytes()).unwrap(), vec![1.5]);
-    }
-
-    #[test]
-    fn integer_tensors_are_refused() {
-        assert!(to_f32(Dtype::I64, &[0; 8]).is_err());
-    }
+/// A `[out, in]` projection `{prefix}.weight`, with `{prefix}.bias` when the
+/// checkpoint has one (Qwen2-style attention biases).
+fn linear(t: &mut TensorStore, prefix: &str, out_features: usize, in_features: usize) -> Result<Linear> {
+    let weight = t.take(&format!("{prefix}.weight"), &[out_features, in_features])?;
+    let bias_name = format!("{prefix}.bias");
+    let bias = if t.contains(&bias_name) { Some(t.take(&bias_name, &[out_features])?) } else { None };
+    Linear::new(weight, bias, out_features, in_features)
 }

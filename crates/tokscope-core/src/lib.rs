@@ -15,10 +15,14 @@ pub mod error;
 #[macro_use]
 pub mod named;
 
+pub mod architectures;
 pub mod catalog;
 pub mod derive;
 pub mod formats;
 pub mod lines;
+#[cfg(feature = "model")]
+pub mod model;
+pub mod pricing;
 pub mod reader;
 pub mod record;
 pub mod redact;
