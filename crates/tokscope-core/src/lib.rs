@@ -19,6 +19,7 @@ pub mod architectures;
 pub mod catalog;
 pub mod derive;
 pub mod formats;
+pub mod fuzz;
 pub mod lines;
 #[cfg(feature = "model")]
 pub mod model;
