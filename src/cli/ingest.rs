@@ -37,7 +37,9 @@ pub struct IngestFlags {
     /// Start time of traces with relative timestamps (Mooncake), RFC 3339.
     #[arg(long, default_value = "1970-01-01T00:00:00Z")]
     base_time: String,
-    /// Store prompts, outputs and token texts as logged, as SHA-256 hashes, or not at all.
+    /// Store prompts, outputs, unknown keys, token texts and rejected lines as
+    /// logged, as keyed hashes (HMAC-SHA-256 with the secret in
+    /// TOKSCOPE_REDACT_KEY) with their lengths, or not at all.
     #[arg(long, default_value_t = Redaction::None, value_parser = choice::<Redaction>(Redaction::NAMES))]
     redact: Redaction,
     /// Ingest inputs again even if the dataset's manifest lists them.

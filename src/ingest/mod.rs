@@ -31,7 +31,7 @@ use crate::store::StoreOptions;
 use source::InputObject;
 pub use tokscope_core::derive::DeriveSettings;
 pub use tokscope_core::formats::Format;
-pub use tokscope_core::redact::Redaction;
+pub use tokscope_core::redact::{Redaction, Redactor};
 
 /// Settings of an ingest run.
 #[derive(Debug, Clone, Default)]

@@ -27,6 +27,7 @@ use crate::error::Result;
 use crate::export::publish::{self, ExportOptions, ExportSummary};
 use crate::ingest::{self, IngestOptions, IngestSummary};
 use crate::reader::ReaderBuilder;
+use crate::redact::Redactor;
 use config::{IngestConfig, RunConfig};
 
 /// How a run ended, when it did not fail.
@@ -84,10 +85,11 @@ impl IngestConfig {
             Some(path) => EosMarkers::from_file(path)?,
             None => EosMarkers::default(),
         };
-        let redaction = match &self.redact {
+        let mode = match &self.redact {
             Some(name) => name.parse().map_err(|e: String| config_err!("{e}"))?,
             None => Default::default(),
         };
+        let redaction = Redactor::from_env(mode)?;
         let format = self.format.as_deref().map(str::parse).transpose()?;
         let base_time = match &self.base_time {
             Some(t) => chrono::DateTime::parse_from_rfc3339(t)

@@ -328,7 +328,7 @@ fn parse_chunk(
                     Err(e) => {
                         out.counts.lines_read += 1;
                         out.counts.lines_rejected += 1;
-                        out.rejects.append(&origin, &e, line, span.is_cut());
+                        out.rejects.append(&origin, &e, line, span.original_len, &settings.redaction);
                     }
                 }
             }

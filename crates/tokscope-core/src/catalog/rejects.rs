@@ -3,13 +3,14 @@
 
 use super::columns::table;
 use crate::record::LineOrigin;
+use crate::redact::Redactor;
 
 /// Longest raw-line prefix kept in `rejects.raw_line`.
 pub const REJECT_SNIPPET_BYTES: usize = 64 * 1024;
 
 table! {
     /// One row per input line that could not become a row.
-    pub table RejectsBuilder(o: &LineOrigin<'_>, error: &str, raw: &[u8], cut: bool) {
+    pub table RejectsBuilder(o: &LineOrigin<'_>, error: &str, raw: &[u8], original_len: u64, redaction: &Redactor) {
         name: "rejects",
         key: ["source_file", "source_line"],
         partition: None,
@@ -23,11 +24,13 @@ table! {
         source_line: UInt64 = o.line_no,
         /// Offset of the line in the decompressed input.
         byte_offset: UInt64 = o.byte_offset,
-        /// Why the line was rejected.
-        error: Utf8 = error,
-        /// The raw line, cut at 64 KiB, bytes kept exactly.
-        raw_line: Binary [NoStatistics] = &raw[..raw.len().min(REJECT_SNIPPET_BYTES)],
-        /// True when raw_line was cut.
-        raw_line_truncated: Boolean = cut || raw.len() > REJECT_SNIPPET_BYTES,
+        /// Why the line was rejected (under redaction, quoted values in it are replaced by `…`).
+        error: Utf8 = redaction.message(error).as_ref(),
+        /// The raw line, cut at 64 KiB, bytes kept exactly (the keyed hash of those bytes under `--redact hash`, null under `drop`).
+        raw_line: Binary nullable [NoStatistics] = redaction.bytes(&raw[..raw.len().min(REJECT_SNIPPET_BYTES)]).as_deref(),
+        /// Length of the whole line, bytes (kept under redaction).
+        raw_line_bytes: UInt64 = original_len,
+        /// True when raw_line holds less than the whole line.
+        raw_line_truncated: Boolean = original_len > raw.len().min(REJECT_SNIPPET_BYTES) as u64,
     }
 }

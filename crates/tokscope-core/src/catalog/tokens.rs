@@ -20,14 +20,14 @@ table! {
         context_bin: Utf8 [Dictionary] = d.context_bin,
         /// 0-based output position.
         position: Int32 = i32::try_from(position).unwrap_or(i32::MAX),
-        /// Token text.
-        token: Utf8 nullable = t.token.as_deref().filter(|_| d.keep_text),
-        /// UTF-8 bytes when logged.
-        token_bytes: Binary nullable = t.token_bytes.as_deref().filter(|_| d.keep_text),
+        /// Token text (its keyed hash under `--redact hash`, null under `drop`).
+        token: Utf8 nullable = d.redaction.text(t.token.as_deref()).as_deref(),
+        /// UTF-8 bytes when logged (null under redaction).
+        token_bytes: Binary nullable = t.token_bytes.as_deref().filter(|_| d.redaction.keeps_text()),
         /// Natural-log probability of the token.
         logprob: Float64 nullable = t.logprob,
         /// Top alternatives.
-        top_logprobs: TopLogprobs nullable = t.top_logprobs.as_deref().map(|alternatives| Alternatives { alternatives, keep_text: d.keep_text }),
+        top_logprobs: TopLogprobs nullable = t.top_logprobs.as_deref().map(|alternatives| Alternatives { alternatives, redaction: d.redaction }),
         /// Entropy of the renormalised top-k distribution, bits.
         entropy_bits: Float64 nullable = t.top_logprobs.as_deref().and_then(derive::alternatives_entropy_bits),
         /// logprob(top1) - logprob(top2).
