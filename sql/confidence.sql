@@ -8,6 +8,7 @@ WITH flagged AS (
     t.logprob < {{low_logprob}} AS low,
     count(*) OVER (PARTITION BY t.request_id) AS n_tokens
   FROM tokens t
+  WHERE t.source = 'gateway'
 ),
 islands AS (
   -- Consecutive low-confidence positions share position - row_number().

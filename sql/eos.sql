@@ -9,6 +9,7 @@ SELECT
   {{> implicit_truncation}},
   {{> unknown}},
   {{> eos_compliance_rate}},
+  {{> eos_marker_rate}},
   {{> implicit_truncation_rate}}
 FROM requests
 GROUP BY model, context_bin, context_bin_lo

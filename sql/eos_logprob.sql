@@ -9,6 +9,7 @@ WITH last_tokens AS (
     last_value(token ORDER BY position)      AS token,
     last_value(is_special ORDER BY position) AS is_special
   FROM tokens
+  WHERE source = 'gateway'
   GROUP BY request_id
 ),
 classified AS (

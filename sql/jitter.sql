@@ -1,6 +1,7 @@
 -- jitter: decode jitter per model x context bin, from per-token timings.
 -- Columns and formulas: docs/metrics.md#jitter
 -- First-token and last-token latency are kept apart: averages hide both.
+-- Gateway token rows only (engine decode steps: the gateway_engine job).
 WITH per_request AS (
   SELECT
     request_id,
@@ -8,6 +9,7 @@ WITH per_request AS (
     first_value(emitted_ms ORDER BY position) AS first_token_ms,
     last_value(emitted_ms ORDER BY position)  AS last_token_ms
   FROM tokens
+  WHERE source = 'gateway'
   GROUP BY request_id
 )
 SELECT

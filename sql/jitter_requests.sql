@@ -10,5 +10,6 @@ SELECT
   coalesce(last_value(t.emitted_ms ORDER BY t.position), min(r.latency_ms)) AS last_token_ms
 FROM tokens t
 JOIN requests r ON r.request_id = t.request_id
+WHERE t.source = 'gateway'
 GROUP BY t.request_id, r.model, r.context_bin, r.context_bin_lo
 ORDER BY r.model, r.context_bin_lo, t.request_id

@@ -26,6 +26,9 @@ count(*) FILTER (WHERE eos_status = 'unknown')
 CAST(count(*) FILTER (WHERE eos_status = 'eos') AS DOUBLE)
   / NULLIF(count(*) FILTER (WHERE eos_status IN ('eos', 'implicit_truncation')), 0)
 
+-- metric: eos_marker_rate
+avg(CAST(has_eos_marker AS DOUBLE))
+
 -- metric: implicit_truncation_rate
 CAST(count(*) FILTER (WHERE eos_status = 'implicit_truncation') AS DOUBLE) / count(*)
 

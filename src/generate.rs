@@ -1,7 +1,10 @@
 //! Synthetic access logs for demos, tests and benchmarks: several models,
 //! log-normal prompt lengths reaching past 128K, EOS markers, silent
-//! truncations, length stops and optional per-token data. Deterministic for
-//! a given seed.
+//! truncations, length stops, optional per-token data, and optionally
+//! experiment arms (a `variant` per request, and an arm that silently
+//! truncates a share of its long-prompt responses). Deterministic for a given
+//! seed; arms are drawn from their own generator, so a log with arms is the
+//! same traffic as the log without them, labelled.
 
 use std::io::Write;
 
@@ -40,6 +43,48 @@ pub struct GenOptions {
     /// Spread the requests evenly over this many days from 2024-06-01 (UTC);
     /// `None`: one request every second on average.
     pub days: Option<u32>,
+    /// Experiment arms, each request in one of them with equal probability
+    /// (logged as `variant`); none: no `variant` field.
+    pub arms: Vec<String>,
+    /// An arm that silently truncates a share of its long-prompt responses.
+    pub arm_truncation: Option<ArmTruncation>,
+}
+
+/// Extra silent truncations in one arm: each of its responses to a prompt of
+/// at least `min_prompt_tokens` is, with probability `share`, cut without its
+/// EOS marker (canonical format).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ArmTruncation {
+    /// The arm.
+    pub arm: String,
+    /// Probability in [0, 1].
+    pub share: f64,
+    /// Prompts shorter than this are left alone.
+    pub min_prompt_tokens: i64,
+}
+
+impl ArmTruncation {
+    /// Parses `ARM:SHARE:MIN_PROMPT_TOKENS` (K = 1024), e.g. `candidate:0.12:16K`.
+    pub fn parse(spec: &str) -> Result<Self> {
+        let bad = || {
+            config_err!("--arm-truncation expects ARM:SHARE:MIN_PROMPT_TOKENS such as candidate:0.12:16K, got {spec:?}")
+        };
+        let mut parts = spec.split(':');
+        let (Some(arm), Some(share), Some(min), None) = (parts.next(), parts.next(), parts.next(), parts.next()) else {
+            return Err(bad());
+        };
+        let share: f64 = share.trim().parse().map_err(|_| bad())?;
+        let min = min.trim();
+        let min_prompt_tokens = match min.strip_suffix(['K', 'k']) {
+            Some(n) => n.parse::<i64>().map(|n| n * 1024),
+            None => min.parse::<i64>(),
+        }
+        .map_err(|_| bad())?;
+        if arm.trim().is_empty() || !(0.0..=1.0).contains(&share) || min_prompt_tokens < 0 {
+            return Err(bad());
+        }
+        Ok(ArmTruncation { arm: arm.trim().to_string(), share, min_prompt_tokens })
+    }
 }
 
 impl Default for GenOptions {
@@ -51,9 +96,15 @@ impl Default for GenOptions {
             token_data: false,
             output_chars: 600,
             days: None,
+            arms: Vec::new(),
+            arm_truncation: None,
         }
     }
 }
+
+/// Seed offset of the generator that draws arms, so that adding arms leaves
+/// the rest of the log unchanged.
+const ARM_SEED_OFFSET: u64 = 0x5eed_a4b5;
 
 const MODELS: [(&str, &str); 4] = [
     ("llama-3.1-8b-instruct", "<|eot_id|>"),
@@ -80,7 +131,18 @@ fn text(rng: &mut StdRng, chars: usize) -> String {
 
 /// Writes `opts.requests` lines to `out`.
 pub fn generate(opts: &GenOptions, out: &mut dyn Write) -> Result<()> {
+    if let Some(t) = &opts.arm_truncation {
+        if !opts.arms.contains(&t.arm) {
+            return Err(config_err!("--arm-truncation names arm {:?}, which is not one of --arms", t.arm));
+        }
+        if opts.format != GenFormat::Canonical {
+            return Err(config_err!(
+                "--arm-truncation needs the canonical format (it removes EOS markers from raw output)"
+            ));
+        }
+    }
     let mut rng = StdRng::seed_from_u64(opts.seed);
+    let mut arm_rng = StdRng::seed_from_u64(opts.seed.wrapping_add(ARM_SEED_OFFSET));
     // Median prompt ~1.1K tokens; the tail passes 128K a few times per 10K requests.
     let prompt_dist = LogNormal::new(7.0, 1.6).map_err(|e| config_err!("{e}"))?;
     let start_ms: i64 = 1_717_200_000_000; // 2024-06-01T00:00:00Z
@@ -97,13 +159,22 @@ pub fn generate(opts: &GenOptions, out: &mut dyn Write) -> Result<()> {
         let max_tokens: i64 = [256, 512, 1024, 4096][rng.random_range(0..4)];
         let roll: f64 = rng.random();
         // 75% proper EOS, 12% length stop at the cap, 13% silent truncation.
-        let (kind, completion_tokens) = if roll < 0.75 {
+        let (mut kind, mut completion_tokens) = if roll < 0.75 {
             ("eos", rng.random_range(1..max_tokens))
         } else if roll < 0.87 {
             ("length", max_tokens)
         } else {
             ("trunc", rng.random_range(1..max_tokens))
         };
+        let arm = (!opts.arms.is_empty()).then(|| opts.arms[arm_rng.random_range(0..opts.arms.len())].as_str());
+        let cut: f64 = arm_rng.random();
+        if let (Some(arm), Some(t)) = (arm, &opts.arm_truncation) {
+            if arm == t.arm && prompt_tokens >= t.min_prompt_tokens && cut < t.share {
+                // Cut below the cap, without a marker: a silent truncation.
+                kind = "trunc";
+                completion_tokens = completion_tokens.min(max_tokens - 1).max(1);
+            }
+        }
         let cached_tokens = if rng.random_bool(0.3) { rng.random_range(0..=prompt_tokens) } else { 0 };
         let ttft_ms = 20.0 + prompt_tokens as f64 * 0.05 * rng.random_range(0.8..1.2);
         let tpot = rng.random_range(8.0..40.0);
@@ -116,7 +187,7 @@ pub fn generate(opts: &GenOptions, out: &mut dyn Write) -> Result<()> {
         let prompt = text(&mut rng, 120);
         let ts = chrono::DateTime::from_timestamp_millis(ts_ms).map(|d| d.to_rfc3339()).unwrap_or_default();
         let n_tok = completion_tokens.min(64) as usize;
-        let line = match opts.format {
+        let mut line = match opts.format {
             GenFormat::Canonical => {
                 let mut v = json!({
                     "ts": ts, "request_id": format!("req-{i:08}"), "session_id": format!("s-{}", i / 4),
@@ -161,6 +232,9 @@ pub fn generate(opts: &GenOptions, out: &mut dyn Write) -> Result<()> {
                 })
             }
         };
+        if let Some(arm) = arm {
+            line["variant"] = json!(arm);
+        }
         serde_json::to_writer(&mut *out, &line).map_err(|source| Error::Json { path: "generate".into(), source })?;
         out.write_all(b"\n").map_err(|e| Error::io("generate output", e))?;
     }

@@ -14,6 +14,13 @@ pub const SAMPLE_LOGS: &[(&str, &[u8])] = &[
     ("tgi.jsonl", include_bytes!("../sample_logs/tgi.jsonl")),
     ("azure_conv_head.csv", include_bytes!("../sample_logs/azure_conv_head.csv")),
     ("mooncake_head.jsonl", include_bytes!("../sample_logs/mooncake_head.jsonl")),
+    ("otel.jsonl", include_bytes!("../sample_logs/otel.jsonl")),
+    ("openai_responses.jsonl", include_bytes!("../sample_logs/openai_responses.jsonl")),
+    ("helicone.jsonl", include_bytes!("../sample_logs/helicone.jsonl")),
+    ("langfuse.jsonl", include_bytes!("../sample_logs/langfuse.jsonl")),
+    ("litellm.jsonl", include_bytes!("../sample_logs/litellm.jsonl")),
+    ("litellm_spendlogs.csv", include_bytes!("../sample_logs/litellm_spendlogs.csv")),
+    ("profile.jsonl", include_bytes!("../sample_logs/profile.jsonl")),
 ];
 
 /// The example pricing file, used by `tokscope run` on the bundled samples
@@ -31,4 +38,22 @@ pub fn extract() -> Result<PathBuf> {
         }
     }
     Ok(dir)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_file_of_sample_logs_is_bundled() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/sample_logs");
+        let mut on_disk: Vec<String> = std::fs::read_dir(dir)
+            .expect("sample_logs/")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .collect();
+        on_disk.sort();
+        let mut bundled: Vec<String> = SAMPLE_LOGS.iter().map(|(name, _)| name.to_string()).collect();
+        bundled.sort();
+        assert_eq!(bundled, on_disk, "list every file of sample_logs/ in SAMPLE_LOGS");
+    }
 }

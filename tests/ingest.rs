@@ -108,15 +108,31 @@ fn every_sample_format_is_detected_and_ingested() {
     assert_eq!(fmt("tgi.jsonl"), "tgi");
     assert_eq!(fmt("azure_conv_head.csv"), "azure_csv");
     assert_eq!(fmt("mooncake_head.jsonl"), "mooncake");
-    // Independent line counts of the samples: non-blank lines minus the CSV header.
+    assert_eq!(fmt("otel.jsonl"), "otel");
+    assert_eq!(fmt("openai_responses.jsonl"), "openai_responses");
+    assert_eq!(fmt("helicone.jsonl"), "helicone");
+    assert_eq!(fmt("langfuse.jsonl"), "langfuse");
+    assert_eq!(fmt("litellm.jsonl"), "litellm");
+    assert_eq!(fmt("litellm_spendlogs.csv"), "litellm");
+    assert_eq!(fmt("profile.jsonl"), "profile");
+    // The engine profiles are profiles, not requests: 11 rows, 46 engine token rows.
+    assert_eq!(s["totals"]["profiles_written"], 11);
+    let engine = query(&out, "SELECT count(*) AS n FROM tokens WHERE source = 'engine'");
+    assert_eq!(engine[0]["n"], 46);
+    // Independent line counts of the samples: non-blank lines minus the two CSV headers.
     let mut lines = 0u64;
     for e in std::fs::read_dir(&samples).unwrap() {
         let text = std::fs::read_to_string(e.unwrap().path()).unwrap();
         lines += text.lines().filter(|l| !l.trim().is_empty()).count() as u64;
     }
-    assert_eq!(s["totals"]["lines_read"].as_u64().unwrap() + 1, lines);
-    // The malformed lines planted in the samples: 5 canonical, 1 OpenAI, 1 batch error, 1 Anthropic without ts.
-    assert_eq!(s["totals"]["lines_rejected"], 8);
+    assert_eq!(s["totals"]["lines_read"].as_u64().unwrap() + 2, lines);
+    // The malformed lines planted in the samples: 5 canonical, 1 OpenAI, 1 batch error, 1 Anthropic without ts,
+    // 1 OTel line cut short (and, inside a good OTel line, 1 span of a failed call without usage),
+    // 2 Responses (a failure without usage, a cut line), 3 Helicone (HTTP 429, uncounted stream, bad row),
+    // 2 LiteLLM payloads and 2 spend-log rows (a failure without usage, a cut object or short row),
+    // 2 Langfuse (a generation without usage, a cut row).
+    assert_eq!(s["totals"]["lines_rejected"], 20);
+    assert_eq!(s["totals"]["records_rejected"], 1);
     let per_format =
         query(&out, "SELECT source_format, count(*) AS n FROM requests GROUP BY source_format ORDER BY source_format");
     let n = |f: &str| per_format.iter().find(|r| r["source_format"] == f).map(|r| r["n"].as_u64().unwrap());
@@ -124,6 +140,11 @@ fn every_sample_format_is_detected_and_ingested() {
     assert_eq!(n("azure_csv"), Some(100));
     assert_eq!(n("mooncake"), Some(50));
     assert_eq!(n("tgi"), Some(15));
+    assert_eq!(n("otel"), Some(7));
+    assert_eq!(n("openai_responses"), Some(6));
+    assert_eq!(n("helicone"), Some(5));
+    assert_eq!(n("litellm"), Some(8));
+    assert_eq!(n("langfuse"), Some(6));
     // TGI rows with a special </s> last token are eos, the others not.
     let tgi = query(&out, "SELECT count(*) FILTER (WHERE eos_status = 'eos') AS eos, count(*) FILTER (WHERE has_eos_marker) AS marked FROM requests WHERE source_format = 'tgi'");
     assert_eq!(tgi[0]["eos"], tgi[0]["marked"]);

@@ -95,6 +95,7 @@ const EOS_COLS: &[&str] = &[
     "implicit_truncation",
     "unknown",
     "eos_compliance_rate",
+    "eos_marker_rate",
     "implicit_truncation_rate",
 ];
 const LATENCY_COLS: &[&str] = &[
@@ -125,10 +126,13 @@ const COST_COLS: &[&str] = &[
 fn eos_want() -> Vec<Vec<V>> {
     use V::*;
     vec![
-        // a: 5 requests; compliance = 2 / (2 + 1); truncation rate = 1 / 5.
-        vec![S("a"), S("0-1K"), I(5), I(2), I(1), I(1), I(1), F(2.0 / 3.0), F(0.2)],
-        vec![S("b"), S("1K-2K"), I(1), I(1), I(0), I(0), I(0), F(1.0), F(0.0)],
-        vec![S("c"), S("0-1K"), I(1), I(0), I(1), I(0), I(0), Null, F(0.0)],
+        // a: 5 requests; compliance = 2 / (2 + 1); of the 3 raw outputs (a1, a2, a3) one
+        // ends with a marker: marker rate 1/3 (a4 is eos by its finish reason, without raw
+        // output, so it is not counted); truncation rate = 1 / 5.
+        vec![S("a"), S("0-1K"), I(5), I(2), I(1), I(1), I(1), F(2.0 / 3.0), F(1.0 / 3.0), F(0.2)],
+        vec![S("b"), S("1K-2K"), I(1), I(1), I(0), I(0), I(0), F(1.0), F(1.0), F(0.0)],
+        // c: a length stop with raw output and no marker: compliance null, marker rate 0.
+        vec![S("c"), S("0-1K"), I(1), I(0), I(1), I(0), I(0), Null, F(0.0), F(0.0)],
     ]
 }
 
@@ -193,10 +197,12 @@ fn report_is_eos_latency_and_cost_side_by_side() {
         for part in [&eos[i], &lat[i], &cost[i]] {
             union.extend(part.as_object().unwrap().clone());
         }
+        // The report leaves out the eos job's plain eos_marker_rate.
+        union.remove("eos_marker_rate");
         assert_eq!(r.as_object().unwrap(), &union, "report row {i}");
     }
     let header = tokscope(&["job", "report", "--format", "csv", "--data", ds.to_str().unwrap()]);
-    let mut want: Vec<&str> = EOS_COLS.to_vec();
+    let mut want: Vec<&str> = EOS_COLS.iter().copied().filter(|c| *c != "eos_marker_rate").collect();
     want.extend(&LATENCY_COLS[2..]);
     want.extend(&COST_COLS[3..]);
     assert_eq!(header.lines().next().unwrap(), want.join(","));
@@ -385,7 +391,7 @@ fn kv_cache_job_uses_bundled_and_given_architectures() {
         dir.path(),
         "arch.toml",
         &format!(
-            "[[model]]\nmodel = \"tiny\"\nconfig = {:?}\n\n[[model]]\npattern = \"custom-.*\"\nlayers = 10\nkv_heads = 4\nhead_dim = 64\ndtype = \"fp8\"\n",
+            "[[model]]\nmodel = \"tiny\"\nconfig = {:?}\n\n[[model]]\npattern = \"custom-.*\"\nlayers = 10\nkv_heads = 4\nhead_dim = 64\ndtype = \"fp8\"\ntensor_parallel = 2\n",
             hf.display().to_string()
         ),
     );
@@ -406,18 +412,38 @@ fn kv_cache_job_uses_bundled_and_given_architectures() {
     ingest(&[&input], &ds, &[]);
     use V::*;
     let gib = (1u64 << 30) as f64;
+    let (custom, tiny) = (5120.0 * 128.0 / gib, 512.0 * 1048.0 / gib);
     let want = vec![
-        // custom: 2 * 10 * 4 * 64 * 1 byte = 5120 B/token, 128 tokens.
-        vec![S("custom-1"), S("0-1K"), I(1), I(0), F(5120.0 * 128.0 / gib), F(5120.0 * 128.0 / gib)],
-        // bundled llama-3.1-8b: 2 * 32 * 8 * 128 * 2 = 131072 B/token: 1024 tokens = 0.125 GiB, 2048 = 0.25 GiB.
-        vec![S("llama-3.1-8b-instruct"), S("0-1K"), I(2), I(0), F(0.1875), F(0.25)],
+        // custom: 2 * 10 * 4 * 64 * 1 byte = 5120 B/token, 128 tokens; served on 2 GPUs
+        // (tensor_parallel = 2): 2 of the 4 KV heads each, half the bytes.
+        vec![S("custom-1"), S("0-1K"), I(1), I(0), I(2), F(custom), F(custom), F(custom / 2.0), F(custom / 2.0)],
+        // bundled llama-3.1-8b: 2 * 32 * 8 * 128 * 2 = 131072 B/token: 1024 tokens = 0.125 GiB, 2048 = 0.25 GiB; one GPU.
+        vec![S("llama-3.1-8b-instruct"), S("0-1K"), I(2), I(0), I(1), F(0.1875), F(0.25), F(0.1875), F(0.25)],
         // tiny-stories-a config.json: 2 layers, 2 KV heads, head_dim 16, float32: 512 B/token * 1048.
-        vec![S("tiny"), S("0-1K"), I(1), I(0), F(512.0 * 1048.0 / gib), F(512.0 * 1048.0 / gib)],
-        vec![S("unknown-model"), S("0-1K"), I(1), I(1), Null, Null],
+        vec![S("tiny"), S("0-1K"), I(1), I(0), I(1), F(tiny), F(tiny), F(tiny), F(tiny)],
+        vec![S("unknown-model"), S("0-1K"), I(1), I(1), Null, Null, Null, Null, Null],
     ];
-    let cols =
-        ["model", "context_bin", "requests", "unknown_architecture_requests", "kv_cache_gib_mean", "kv_cache_gib_max"];
+    let cols = [
+        "model",
+        "context_bin",
+        "requests",
+        "unknown_architecture_requests",
+        "tensor_parallel",
+        "kv_cache_gib_mean",
+        "kv_cache_gib_max",
+        "kv_cache_gib_per_gpu_mean",
+        "kv_cache_gib_per_gpu_max",
+    ];
     check(&job("kv_cache", &ds, &["--architectures", &arch]), &cols, &want, "kv_cache");
+    // --param tp=4 overrides the file: custom 1 of 4 heads per GPU, llama 2 of 8,
+    // tiny's 2 heads replicated: 1 per GPU (half).
+    let want_tp4 = vec![
+        vec![S("custom-1"), S("0-1K"), I(1), I(0), I(4), F(custom), F(custom), F(custom / 4.0), F(custom / 4.0)],
+        vec![S("llama-3.1-8b-instruct"), S("0-1K"), I(2), I(0), I(4), F(0.1875), F(0.25), F(0.046875), F(0.0625)],
+        vec![S("tiny"), S("0-1K"), I(1), I(0), I(4), F(tiny), F(tiny), F(tiny / 2.0), F(tiny / 2.0)],
+        vec![S("unknown-model"), S("0-1K"), I(1), I(1), Null, Null, Null, Null, Null],
+    ];
+    check(&job("kv_cache", &ds, &["--architectures", &arch, "--param", "tp=4"]), &cols, &want_tp4, "kv_cache tp=4");
 }
 
 #[test]
@@ -429,7 +455,10 @@ fn every_output_format_and_unknown_job() {
     assert!(table.starts_with("model ") && table.lines().any(|l| l.starts_with("a ")), "{table}");
     let csv = tokscope(&["job", "eos", "--data", d, "--format", "csv"]);
     assert_eq!(csv.lines().next().unwrap(), EOS_COLS.join(","));
-    assert!(csv.lines().nth(1).unwrap().starts_with("a,0-1K,5,2,1,1,1,0.6666666666666666,0.2"), "{csv}");
+    assert!(
+        csv.lines().nth(1).unwrap().starts_with("a,0-1K,5,2,1,1,1,0.6666666666666666,0.3333333333333333,0.2"),
+        "{csv}"
+    );
     let pq = dir.path().join("eos.parquet");
     tokscope(&["job", "eos", "--data", d, "--format", "parquet", "--output", pq.to_str().unwrap()]);
     let back = python(&format!(

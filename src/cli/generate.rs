@@ -4,7 +4,7 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::Context;
-use tokscope::generate::{self, GenFormat, GenOptions};
+use tokscope::generate::{self, ArmTruncation, GenFormat, GenOptions};
 
 use super::args::choice;
 
@@ -32,6 +32,14 @@ pub struct GenerateArgs {
     /// Spread the requests over this many days from 2024-06-01 (default: one a second on average).
     #[arg(long)]
     days: Option<u32>,
+    /// Experiment arms, comma-separated: each request is in one of them at
+    /// random (logged as `variant`); the rest of the log is the same as without.
+    #[arg(long, value_delimiter = ',', value_name = "ARM,ARM")]
+    arms: Vec<String>,
+    /// An arm that silently truncates a share of its responses to long prompts:
+    /// ARM:SHARE:MIN_PROMPT_TOKENS, e.g. candidate:0.12:16K (canonical format).
+    #[arg(long, value_name = "ARM:SHARE:MIN")]
+    arm_truncation: Option<String>,
 }
 
 /// Runs `tokscope generate`.
@@ -43,6 +51,8 @@ pub fn run_generate(args: &GenerateArgs) -> anyhow::Result<()> {
         token_data: args.token_data,
         output_chars: args.output_chars,
         days: args.days,
+        arms: args.arms.iter().map(|a| a.trim().to_string()).filter(|a| !a.is_empty()).collect(),
+        arm_truncation: args.arm_truncation.as_deref().map(ArmTruncation::parse).transpose()?,
     };
     let mut out: Box<dyn Write> = if args.out.as_os_str() == "-" {
         Box::new(std::io::stdout().lock())

@@ -10,7 +10,7 @@ use tokscope::dataset::lease::LeaseOptions;
 use tokscope::engine::pricing::Pricing;
 use tokscope::engine::UdfConfig;
 use tokscope::export::{self, OutputFormat};
-use tokscope::formats::Format;
+use tokscope::formats::{Format, TimeUnit};
 use tokscope::ingest::{self, IngestOptions, IngestSummary};
 use tokscope::pipeline::config::{IngestConfig, RunConfig};
 use tokscope::pipeline::{self, Outcome, RunOptions, RunReport};
@@ -31,12 +31,23 @@ pub struct IngestFlags {
     /// Context-bin edges over prompt_tokens, comma-separated, K = 1024.
     #[arg(long, default_value = "0,1K,2K,4K,8K,16K,32K,64K,128K")]
     bins: String,
+    /// Experiment arms of requests that log none: a JSON array of rules
+    /// [{"arm": "B", "model" | "model_pattern": ..., "model_version" | "model_version_pattern": ...}],
+    /// the first matching rule wins; a logged `variant`/`arm`/`experiment` field wins over it.
+    #[arg(long, value_name = "FILE")]
+    variants: Option<PathBuf>,
     /// Model name for traces that log none (Azure, Mooncake); default `<format>:<file stem>`.
     #[arg(long)]
     model: Option<String>,
     /// Start time of traces with relative timestamps (Mooncake), RFC 3339.
     #[arg(long, default_value = "1970-01-01T00:00:00Z")]
     base_time: String,
+    /// Unit of durations logged as bare numbers when a row has no timestamps to
+    /// take them from (Langfuse `latency`, `time_to_first_token`): seconds in
+    /// current exports, milliseconds in events exports of integrations created
+    /// before April 2026.
+    #[arg(long, default_value_t = TimeUnit::Seconds, value_parser = choice::<TimeUnit>(TimeUnit::NAMES))]
+    time_unit: TimeUnit,
     /// Store prompts, outputs, unknown keys, token texts and rejected lines as
     /// logged, as keyed hashes (HMAC-SHA-256 with the secret in
     /// TOKSCOPE_REDACT_KEY) with their lengths, or not at all.
@@ -68,6 +79,8 @@ impl IngestFlags {
             base_time: Some(self.base_time.clone()),
             redact: Some(self.redact.name().to_string()),
             max_line_bytes: Some(self.max_line_bytes),
+            time_unit: Some(self.time_unit.name().to_string()),
+            variants: self.variants.clone(),
         };
         Ok(IngestOptions {
             reader: settings.reader()?,
@@ -136,10 +149,10 @@ pub struct RunArgs {
 fn print_summary(s: &IngestSummary) {
     let t = &s.totals.counts;
     eprintln!(
-        "ingested {} file(s) into {} ({} skipped as already ingested): lines_read={} lines_ingested={} rows_written={} lines_rejected={} lines_skipped={} records_skipped={} tokens_written={} in {:.2}s",
-        s.files.len(), s.dataset, s.files_skipped.len(), t.lines_read, t.lines_ingested, t.rows_written, t.lines_rejected, t.lines_skipped, t.records_skipped, t.tokens_written, s.elapsed_s
+        "ingested {} file(s) into {} ({} skipped as already ingested): lines_read={} lines_ingested={} rows_written={} lines_rejected={} lines_skipped={} records_skipped={} records_rejected={} tokens_written={} profiles_written={} in {:.2}s",
+        s.files.len(), s.dataset, s.files_skipped.len(), t.lines_read, t.lines_ingested, t.rows_written, t.lines_rejected, t.lines_skipped, t.records_skipped, t.records_rejected, t.tokens_written, t.profiles_written, s.elapsed_s
     );
-    if t.lines_rejected > 0 {
+    if t.lines_rejected + t.records_rejected > 0 {
         eprintln!(
             "  rejected lines are in the `rejects` table: tokscope query --data {} \"SELECT * FROM rejects\"",
             s.dataset

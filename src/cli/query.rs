@@ -84,6 +84,8 @@ pub fn run_job(args: &JobArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     let Some(data) = &args.data else { anyhow::bail!("tokscope job needs --data DATASET") };
+    // Bad parameters are refused before the dataset is opened.
+    job.sql_with(&args.params)?;
     export::check_destination(args.output.format, args.output.output.as_deref())?;
     let udf = args.udf.config()?;
     let batches = engine::runtime()?.block_on(async {

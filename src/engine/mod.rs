@@ -91,6 +91,15 @@ pub fn register_udfs(ctx: &SessionContext, config: &UdfConfig) {
     ctx.register_udf(udfs::kv_cache_bytes(Arc::clone(&config.architectures)));
     ctx.register_udf(udfs::is_eos_marker(Arc::clone(&config.markers)));
     ctx.register_udf(udfs::redundancy_bound());
+    ctx.register_udf(udfs::kv_tensor_parallel(Arc::clone(&config.architectures)));
+    ctx.register_udf(udfs::kl_divergence());
+    ctx.register_udf(udfs::bleu4());
+    ctx.register_udf(udfs::last_user_words());
+    ctx.register_udaf(udfs::concurrency::max_overlap());
+    ctx.register_udf(udfs::ab::compare_proportions());
+    ctx.register_udf(udfs::ab::compare_medians());
+    ctx.register_udf(udfs::ab::compare_cost_per_1k());
+    ctx.register_udwf(udfs::ab::holm_adjust());
 }
 
 /// Registers every table of `dataset` and the UDFs with their defaults

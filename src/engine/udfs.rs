@@ -7,10 +7,20 @@
 //! - `price_usd(model, ts, prompt_tokens, cached_tokens, cache_write_tokens, completion_tokens)`:
 //!   the request's cost as a struct `{input_usd, cached_input_usd, cache_write_usd, output_usd, total_usd}`,
 //!   null when the model has no price at `ts`.
-//! - `kv_cache_bytes(model, tokens)`: KV-cache bytes of `tokens` tokens, null for an unknown architecture.
+//! - `kv_cache_bytes(model, tokens [, tp])`: KV-cache bytes of `tokens` tokens (with `tp`: on one GPU
+//!   of that tensor-parallel degree), null for an unknown architecture.
+//! - `kv_tensor_parallel(model, tp)`: the tensor-parallel degree per-GPU sizes use.
+//! - `kl_divergence(p, q [, normalize])`: KL(p || q) in bits between two arrays.
+//! - `bleu4(candidate, reference)`: sacreBLEU's sentence BLEU / 100.
+//! - `last_user_words(prompt)`: words of the prompt's last user message.
 //! - `is_eos_marker(token [, model])`: the token is one of the configured EOS markers.
 //! - `redundancy_bound(entropy_bits, k, K)`: the calibrated MoE redundancy bound.
 //! - `bootstrap_mean_ci(x, resamples, seed)`: seeded 95% percentile-bootstrap interval of the mean.
+//! - `max_overlap(start, end)`: peak number of intervals in flight ([`concurrency`]).
+//! - `compare_proportions`, `compare_medians`, `compare_cost_per_1k`, `holm_adjust`: A/B comparisons ([`ab`]).
+
+pub mod ab;
+pub mod concurrency;
 
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
@@ -25,11 +35,11 @@ use datafusion::error::Result as DfResult;
 use datafusion::logical_expr::function::{AccumulatorArgs, StateFieldsArgs};
 use datafusion::logical_expr::{
     create_udf, Accumulator, AggregateUDF, AggregateUDFImpl, ColumnarValue, EmitTo, GroupsAccumulator,
-    ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, TypeSignature, Volatility,
+    ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, SimpleScalarUDF, TypeSignature, Volatility,
 };
 use tokscope_core::derive::EosMarkers;
 
-use tokscope_core::stats::bootstrap;
+use tokscope_core::stats::{bleu, bootstrap, kl};
 
 use super::architectures::{Arch, Architectures};
 use super::pricing::{Pricing, Schedule, Usage};
@@ -98,9 +108,66 @@ pub fn price_usd(pricing: Arc<Pricing>) -> ScalarUDF {
     ScalarUDF::from(PriceUsd { pricing, signature: Signature::any(6, Volatility::Immutable) })
 }
 
-/// The KV-cache size scalar function over `architectures`.
+/// The KV-cache size scalar function over `architectures`: per request, or
+/// with a third argument `tp` per GPU of that tensor-parallel degree (`tp`
+/// below 1: the architecture's own, see [`kv_tensor_parallel`]).
 pub fn kv_cache_bytes(architectures: Arc<Architectures>) -> ScalarUDF {
-    ScalarUDF::from(KvCacheBytes { architectures, signature: Signature::any(2, Volatility::Immutable) })
+    let signature = Signature::one_of(vec![TypeSignature::Any(2), TypeSignature::Any(3)], Volatility::Immutable);
+    ScalarUDF::from(KvCacheBytes { architectures, signature })
+}
+
+/// `kv_tensor_parallel(model, tp)`: the tensor-parallel degree per-GPU KV
+/// sizes use: `tp` when it is at least 1, else the architecture's
+/// `tensor_parallel`, else 1; null for an unknown architecture.
+pub fn kv_tensor_parallel(architectures: Arc<Architectures>) -> ScalarUDF {
+    ScalarUDF::from(KvTensorParallel { architectures, signature: Signature::any(2, Volatility::Immutable) })
+}
+
+/// `kl_divergence(p, q [, normalize])`: KL(p || q) in bits between two
+/// arrays of numbers ([`kl::kl_divergence_bits`]); null when `p`, `q` or
+/// `normalize` is null; an error for arrays that are not distributions.
+pub fn kl_divergence() -> ScalarUDF {
+    let signature = Signature::one_of(vec![TypeSignature::Any(2), TypeSignature::Any(3)], Volatility::Immutable);
+    ScalarUDF::from(KlDivergence { signature })
+}
+
+/// `bleu4(candidate, reference)`: sacreBLEU's sentence BLEU with its defaults
+/// (13a tokens, exponential smoothing) divided by 100 ([`bleu::sentence_bleu`]);
+/// null when either is null.
+pub fn bleu4() -> ScalarUDF {
+    ScalarUDF::from(SimpleScalarUDF::new_with_signature(
+        "bleu4",
+        Signature::string(2, Volatility::Immutable),
+        DataType::Float64,
+        Arc::new(|args: &[ColumnarValue]| {
+            let arrays = ColumnarValue::values_to_arrays(args)?;
+            let (c, r) = (cast(&arrays[0], &DataType::Utf8)?, cast(&arrays[1], &DataType::Utf8)?);
+            let (c, r) = (c.as_string::<i32>(), r.as_string::<i32>());
+            let out: Float64Array = c.iter().zip(r.iter()).map(|(c, r)| Some(bleu::sentence_bleu(c?, r?))).collect();
+            Ok(ColumnarValue::Array(Arc::new(out)))
+        }),
+    ))
+}
+
+/// `last_user_words(prompt)`: words of the prompt's last user message
+/// ([`tokscope_core::prompt::last_user_words`]); null for a null prompt or
+/// chat messages without a user turn.
+pub fn last_user_words() -> ScalarUDF {
+    ScalarUDF::from(SimpleScalarUDF::new_with_signature(
+        "last_user_words",
+        Signature::string(1, Volatility::Immutable),
+        DataType::Int64,
+        Arc::new(|args: &[ColumnarValue]| {
+            let arrays = ColumnarValue::values_to_arrays(args)?;
+            let prompts = cast(&arrays[0], &DataType::Utf8)?;
+            let out: arrow::array::Int64Array = prompts
+                .as_string::<i32>()
+                .iter()
+                .map(|p| tokscope_core::prompt::last_user_words(p?).map(|n| n as i64))
+                .collect();
+            Ok(ColumnarValue::Array(Arc::new(out)))
+        }),
+    ))
 }
 
 /// `PartialEq`, `Eq` and `Hash` for a function struct that carries loaded
@@ -268,7 +335,8 @@ impl QuantileGroups {
     }
 }
 
-fn list_of(values: Vec<Vec<f64>>) -> ArrayRef {
+/// A list column with one list of floats per group (no null lists).
+pub(crate) fn list_of(values: Vec<Vec<f64>>) -> ArrayRef {
     let lengths: Vec<usize> = values.iter().map(Vec::len).collect();
     let flat = Float64Array::from(values.into_iter().flatten().collect::<Vec<_>>());
     Arc::new(ListArray::new(
@@ -554,21 +622,128 @@ impl ScalarUDFImpl for KvCacheBytes {
         let models = models.as_string::<i32>();
         let tokens = cast(&arrays[1], &DataType::Int64)?;
         let tokens = tokens.as_primitive::<Int64Type>();
+        let tp = arrays.get(2).map(|a| cast(a, &DataType::Int64)).transpose()?;
+        let tp = tp.as_ref().map(|a| a.as_primitive::<Int64Type>());
         if models.len() != tokens.len() {
             return exec_err!("kv_cache_bytes: argument lengths differ");
         }
         let mut cache: HashMap<&str, Option<&Arch>> = HashMap::new();
         let out: Float64Array = (0..models.len())
             .map(|i| {
-                if models.is_null(i) || tokens.is_null(i) {
+                if models.is_null(i) || tokens.is_null(i) || tp.is_some_and(|t| t.is_null(i)) {
                     return None;
                 }
                 let m = models.value(i);
-                let arch = *cache.entry(m).or_insert_with(|| self.architectures.get(m));
-                arch.map(|a| a.bytes_per_token() * tokens.value(i) as f64)
+                let arch = (*cache.entry(m).or_insert_with(|| self.architectures.get(m)))?;
+                let per_token = match tp {
+                    Some(t) => arch.bytes_per_token_per_gpu(arch.tensor_parallel_or(t.value(i).max(0) as u64)),
+                    None => arch.bytes_per_token(),
+                };
+                Some(per_token * tokens.value(i) as f64)
             })
             .collect();
         Ok(ColumnarValue::Array(Arc::new(out)))
+    }
+}
+
+// ---------------------------------------------------------------- kv_tensor_parallel
+
+#[derive(Debug)]
+struct KvTensorParallel {
+    architectures: Arc<Architectures>,
+    signature: Signature,
+}
+
+same_if_same_config!(KvTensorParallel, architectures);
+
+impl ScalarUDFImpl for KvTensorParallel {
+    fn name(&self) -> &str {
+        "kv_tensor_parallel"
+    }
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+    fn return_type(&self, _arg_types: &[DataType]) -> DfResult<DataType> {
+        Ok(DataType::Int64)
+    }
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+        let arrays = ColumnarValue::values_to_arrays(&args.args)?;
+        let models = cast(&arrays[0], &DataType::Utf8)?;
+        let models = models.as_string::<i32>();
+        let tp = cast(&arrays[1], &DataType::Int64)?;
+        let tp = tp.as_primitive::<Int64Type>();
+        let out: arrow::array::Int64Array = (0..models.len())
+            .map(|i| {
+                if models.is_null(i) || tp.is_null(i) {
+                    return None;
+                }
+                let arch = self.architectures.get(models.value(i))?;
+                Some(arch.tensor_parallel_or(tp.value(i).max(0) as u64) as i64)
+            })
+            .collect();
+        Ok(ColumnarValue::Array(Arc::new(out)))
+    }
+}
+
+// ---------------------------------------------------------------- kl_divergence
+
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct KlDivergence {
+    signature: Signature,
+}
+
+/// The values of row `i` of a list of floats: `None` for a null list, an
+/// error for a null element.
+fn list_row(lists: &ListArray, i: usize, side: &str) -> DfResult<Option<Vec<f64>>> {
+    if lists.is_null(i) {
+        return Ok(None);
+    }
+    let values = lists.value(i);
+    let values = values.as_primitive::<Float64Type>();
+    if let Some(j) = (0..values.len()).find(|&j| values.is_null(j)) {
+        return exec_err!("kl_divergence: {side}[{j}] is null");
+    }
+    Ok(Some(values.values().to_vec()))
+}
+
+impl ScalarUDFImpl for KlDivergence {
+    fn name(&self) -> &str {
+        "kl_divergence"
+    }
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+    fn return_type(&self, arg_types: &[DataType]) -> DfResult<DataType> {
+        for t in &arg_types[..2] {
+            if !matches!(t, DataType::List(_) | DataType::LargeList(_) | DataType::FixedSizeList(..) | DataType::Null) {
+                return plan_err!("kl_divergence(p, q [, normalize]) takes two arrays of numbers, got {t}");
+            }
+        }
+        Ok(DataType::Float64)
+    }
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+        let arrays = ColumnarValue::values_to_arrays(&args.args)?;
+        let list = DataType::List(Arc::new(Field::new_list_field(DataType::Float64, true)));
+        let (p, q) = (cast(&arrays[0], &list)?, cast(&arrays[1], &list)?);
+        let (p, q) = (p.as_list::<i32>(), q.as_list::<i32>());
+        let normalize = arrays.get(2).map(|a| cast(a, &DataType::Boolean)).transpose()?;
+        let normalize = normalize.as_ref().map(|a| a.as_boolean());
+        let mut out = Float64Builder::with_capacity(p.len());
+        for i in 0..p.len() {
+            let flag = match normalize {
+                Some(n) if n.is_null(i) => None,
+                Some(n) => Some(n.value(i)),
+                None => Some(false),
+            };
+            match (list_row(p, i, "p")?, list_row(q, i, "q")?, flag) {
+                (Some(p), Some(q), Some(flag)) => match kl::kl_divergence_bits(&p, &q, flag) {
+                    Ok(d) => out.append_value(d),
+                    Err(e) => return exec_err!("kl_divergence: {e}"),
+                },
+                _ => out.append_null(),
+            }
+        }
+        Ok(ColumnarValue::Array(Arc::new(out.finish())))
     }
 }
 

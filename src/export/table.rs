@@ -271,15 +271,35 @@ pub fn render(batches: &[RecordBatch], layout: &TableLayout) -> Result<String> {
     let hidden = &columns[kept..];
     if !hidden.is_empty() {
         let names: Vec<&str> = hidden.iter().map(|c| c.header.as_str()).collect();
-        let _ = writeln!(
-            text,
+        let note = format!(
             "({} more column{} past the terminal's width: {}; --wide shows every column)",
             hidden.len(),
             if hidden.len() == 1 { "" } else { "s" },
             names.join(", ")
         );
+        for line in wrap_words(&note, layout.width.unwrap_or(usize::MAX)) {
+            let _ = writeln!(text, "{line}");
+        }
     }
     Ok(text)
+}
+
+/// `text` broken at spaces into lines of at most `width` characters (a
+/// word longer than `width` stays whole on its own line).
+fn wrap_words(text: &str, width: usize) -> Vec<String> {
+    let mut lines: Vec<String> = Vec::new();
+    let mut line = String::new();
+    for word in text.split(' ') {
+        if !line.is_empty() && line.chars().count() + 1 + word.chars().count() > width {
+            lines.push(std::mem::take(&mut line));
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    lines.push(line);
+    lines
 }
 
 /// Indices of the columns shown: the layout's key columns that the result
@@ -477,7 +497,14 @@ mod tests {
         );
         let layout = TableLayout { width: Some(42), ..Default::default() };
         let text = render(&[batch()], &layout).unwrap();
-        assert!(text.ends_with("gpt-4o         12,345        50.0%\nline\\nbreak\n(1 more column past the terminal's width: ttft_p50_ms; --wide shows every column)\n"), "{text}");
+        assert!(
+            text.ends_with(
+                "gpt-4o         12,345        50.0%\nline\\nbreak\n(1 more column past the terminal's width:\n\
+                 ttft_p50_ms; --wide shows every column)\n"
+            ),
+            "{text}"
+        );
+        assert!(text.lines().all(|l| l.chars().count() <= 42), "{text}");
     }
 
     #[test]

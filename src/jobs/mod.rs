@@ -3,7 +3,9 @@
 //!
 //! A job's SQL may include shared metrics from `sql/metrics.sql` as
 //! `{{> name}}` (expanded to `<expression> AS name`, so every metric is
-//! written once) and take numeric parameters as `{{name}}`.
+//! written once) and take parameters as `{{name}}`: numbers, durations
+//! (expanded to microseconds) and labels (expanded to a quoted SQL string, or
+//! `NULL` when unset), each validated so that a parameter cannot inject SQL.
 //!
 //! Adding a job: a file `sql/<name>.sql` and one entry in [`JOBS`].
 
@@ -28,12 +30,82 @@ pub struct Job {
     pub about: &'static str,
     /// Its SQL (from `sql/<name>.sql`), before includes and parameters are expanded.
     pub sql: &'static str,
-    /// Parameters and their defaults, set with `--param name=value` (numbers only).
-    pub params: &'static [(&'static str, &'static str)],
+    /// Parameters and their defaults, set with `--param name=value`.
+    pub params: &'static [Param],
     /// Tables it reads: the job runs only where they hold rows (see [`Job::tables`]).
     pub tables: &'static [&'static str],
     /// The columns a terminal table shows by default (`--wide`: all); empty: all.
     pub key_columns: &'static [&'static str],
+}
+
+/// A job parameter: `{{name}}` in the job's SQL.
+#[derive(Debug, Clone, Copy)]
+pub struct Param {
+    /// Name used by `--param name=value`.
+    pub name: &'static str,
+    /// Value when not given (an empty label means unset).
+    pub default: &'static str,
+    /// What values it takes.
+    pub kind: ParamKind,
+}
+
+/// What a job parameter's values are, and how they are written into the SQL.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ParamKind {
+    /// A number, written as given.
+    Number,
+    /// A positive duration with a unit (`500ms`, `60s`, `5m`, `1h`, `1d`; a
+    /// bare number is seconds), written as whole microseconds.
+    Duration,
+    /// A label such as an experiment arm: letters, digits and `._:/+-@ `,
+    /// written as a quoted SQL string; an empty value is `NULL` (unset).
+    Label,
+}
+
+impl ParamKind {
+    /// `value` as SQL text for this kind, or why it is not acceptable.
+    fn to_sql(self, name: &str, value: &str) -> Result<String> {
+        let value = value.trim();
+        match self {
+            ParamKind::Number => match value.parse::<f64>() {
+                Ok(v) if v.is_finite() => Ok(value.to_string()),
+                _ => Err(config_err!("parameter {name} must be a number, got {value:?}")),
+            },
+            ParamKind::Duration => duration_micros(value).map(|us| us.to_string()).ok_or_else(|| {
+                config_err!(
+                    "parameter {name} must be a positive duration such as 500ms, 60s, 5m, 1h or 1d, got {value:?}"
+                )
+            }),
+            ParamKind::Label if value.is_empty() => Ok("NULL".to_string()),
+            ParamKind::Label => {
+                let ok = |c: char| c.is_alphanumeric() || "._:/+-@ ".contains(c);
+                if value.chars().all(ok) {
+                    Ok(format!("'{value}'"))
+                } else {
+                    Err(config_err!(
+                        "parameter {name} may hold letters, digits, spaces and ._:/+-@ only, got {value:?}"
+                    ))
+                }
+            }
+        }
+    }
+}
+
+/// A duration with a unit (`ms`, `s`, `m`, `h`, `d`; none means seconds) in
+/// whole microseconds; `None` unless positive and finite.
+fn duration_micros(text: &str) -> Option<i64> {
+    let split = text.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let per_unit = match unit.trim() {
+        "ms" => 1e3,
+        "" | "s" => 1e6,
+        "m" | "min" => 60e6,
+        "h" => 3600e6,
+        "d" => 86_400e6,
+        _ => return None,
+    };
+    let micros = (number.trim().parse::<f64>().ok()? * per_unit).round();
+    (1.0..9e18).contains(&micros).then_some(micros as i64)
 }
 
 /// The shared metric expressions (`sql/metrics.sql`).
@@ -41,16 +113,18 @@ const METRICS_SQL: &str = include_str!("../../sql/metrics.sql");
 
 macro_rules! job {
     ($name:literal, $about:literal, tables: [$($table:literal),*]
-     $(, params: [$(($p:literal, $d:literal)),*])? $(, key: [$($key:literal),*])?) => {
+     $(, params: [$(($p:literal, $d:literal $(, $kind:ident)?)),*])? $(, key: [$($key:literal),*])?) => {
         Job {
             name: $name,
             about: $about,
             sql: include_str!(concat!("../../sql/", $name, ".sql")),
-            params: &[$($(($p, $d)),*)?],
+            params: &[$($(Param { name: $p, default: $d, kind: job!(@kind $($kind)?) }),*)?],
             tables: &[$($table),*],
             key_columns: &[$($($key),*)?],
         }
     };
+    (@kind) => { ParamKind::Number };
+    (@kind $kind:ident) => { ParamKind::$kind };
 }
 
 /// Every job.
@@ -58,7 +132,12 @@ pub const JOBS: &[Job] = &[
     job!("eos", "EOS compliance and silent-truncation rate per model x context bin", tables: ["requests"]),
     job!("latency", "exact TTFT / TPOT / latency percentiles and throughput per model x context bin", tables: ["requests"]),
     job!("cost", "cost (needs --pricing) per model x context bin, unpriced requests counted", tables: ["requests"]),
-    job!("kv_cache", "KV-cache GiB per request (mean, max) per model x context bin", tables: ["requests"]),
+    job!(
+        "kv_cache",
+        "KV-cache GiB per request and per GPU (mean, max) per model x context bin",
+        tables: ["requests"],
+        params: [("tp", "0")]
+    ),
     job!(
         "report",
         "eos + latency + cost side by side (what `tokscope run` prints)",
@@ -85,6 +164,53 @@ pub const JOBS: &[Job] = &[
         params: [("resamples", "1000"), ("seed", "0")]
     ),
     job!("mediation_heatmap", "mean indirect effect per metric x layer x restored position", tables: ["interventions"]),
+    job!(
+        "head_waste",
+        "attention layer x head of a kernel trace: actual vs peak FLOPs, waste ratio, flagged heads",
+        tables: ["kernels"],
+        params: [("peak_tflops", "989"), ("threshold", "0.5"), ("q_len", "0"), ("kv_len", "0"), ("head_dim", "0")]
+    ),
+    job!(
+        "moe_load",
+        "MoE router load per layer: expert shares, hot experts, imbalance, CV, routing entropy, redundancy bound",
+        tables: ["moe_routing"]
+    ),
+    job!(
+        "drift",
+        "intent drift per query-length bin: KL divergence of model vs gold relevance (mean, p95, share above threshold)",
+        tables: ["evals"],
+        params: [("short_max", "3"), ("medium_max", "6"), ("threshold", "0.85")]
+    ),
+    job!(
+        "quality",
+        "answer quality per model x task: mean BLEU-4 against the reference, mean FactScore, f1_fact",
+        tables: ["evals"],
+        params: [("bleu_weight", "0.4"), ("factscore_weight", "0.6")]
+    ),
+    job!(
+        "composite",
+        "composite serving score per model: throughput, p95 latency, recall, semantic similarity",
+        tables: ["requests", "evals"],
+        params: [("w1", "0.3"), ("w2", "0.25"), ("w3", "0.25"), ("w4", "0.2"), ("qps_scale", "1000"), ("latency_budget_ms", "200")]
+    ),
+    job!(
+        "gateway_engine",
+        "gateway log joined to engine profiles: matches, clock offset, prefill / decode / overhead percentiles per model x context bin",
+        tables: ["requests", "profiles"]
+    ),
+    job!(
+        "throughput",
+        "requests, tokens/s, mean and peak concurrency, TTFT and end-to-end percentiles per model x time window",
+        tables: ["requests"],
+        params: [("window", "60s", Duration)]
+    ),
+    job!("load_summary", "a load test's whole run per model: throughput over wall time, concurrency, latency percentiles", tables: ["requests"]),
+    job!(
+        "ab",
+        "two experiment arms compared per context bin: rates, medians, cost, with 95% CIs and Holm-adjusted p-values",
+        tables: ["requests"],
+        params: [("a", "", Label), ("b", "", Label), ("resamples", "1000"), ("seed", "0")]
+    ),
 ];
 
 /// Looks a job up by name.
@@ -134,12 +260,12 @@ fn expand_metrics(sql: &str) -> Result<String> {
 
 impl Job {
     /// The job's SQL with metrics expanded and `{{name}}` parameters replaced
-    /// by `overrides`, else their defaults. Values must be numbers, so a
-    /// parameter cannot inject SQL.
+    /// by `overrides`, else their defaults. Values are checked against the
+    /// parameter's [`ParamKind`], so a parameter cannot inject SQL.
     pub fn sql_with(&self, overrides: &[(String, String)]) -> Result<String> {
         for (name, _) in overrides {
-            if !self.params.iter().any(|(p, _)| p == name) {
-                let known: Vec<_> = self.params.iter().map(|(p, _)| *p).collect();
+            if !self.params.iter().any(|p| p.name == name) {
+                let known: Vec<_> = self.params.iter().map(|p| p.name).collect();
                 return Err(config_err!(
                     "job {} has no parameter {name:?} (parameters: {})",
                     self.name,
@@ -148,12 +274,9 @@ impl Job {
             }
         }
         let mut sql = expand_metrics(self.sql)?;
-        for (name, default) in self.params {
-            let value = overrides.iter().rev().find(|(n, _)| n == name).map(|(_, v)| v.as_str()).unwrap_or(default);
-            if value.trim().parse::<f64>().is_err() {
-                return Err(config_err!("parameter {name} must be a number, got {value:?}"));
-            }
-            sql = sql.replace(&format!("{{{{{name}}}}}"), value.trim());
+        for p in self.params {
+            let value = overrides.iter().rev().find(|(n, _)| n == p.name).map(|(_, v)| v.as_str()).unwrap_or(p.default);
+            sql = sql.replace(&format!("{{{{{}}}}}", p.name), &p.kind.to_sql(p.name, value)?);
         }
         Ok(sql)
     }
@@ -220,5 +343,26 @@ mod tests {
         let confidence = job("confidence").unwrap();
         assert!(confidence.sql_with(&[("nope".into(), "1".into())]).is_err());
         assert!(confidence.sql_with(&[("low_logprob".into(), "1; DROP".into())]).is_err());
+    }
+
+    #[test]
+    fn durations_become_microseconds() {
+        assert_eq!(duration_micros("60s"), Some(60_000_000));
+        assert_eq!(duration_micros("60"), Some(60_000_000));
+        assert_eq!(duration_micros("250ms"), Some(250_000));
+        assert_eq!(duration_micros("1.5m"), Some(90_000_000));
+        assert_eq!(duration_micros("2h"), Some(7_200_000_000));
+        assert_eq!(duration_micros("1d"), Some(86_400_000_000));
+        for bad in ["0s", "-5s", "5 parsecs", "s", "NaNs", ""] {
+            assert_eq!(duration_micros(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn labels_are_quoted_or_null_and_never_sql() {
+        assert_eq!(ParamKind::Label.to_sql("a", "control-v2").unwrap(), "'control-v2'");
+        assert_eq!(ParamKind::Label.to_sql("a", "").unwrap(), "NULL");
+        assert!(ParamKind::Label.to_sql("a", "x' OR '1'='1").is_err());
+        assert!(ParamKind::Number.to_sql("n", "inf").is_err());
     }
 }

@@ -1,7 +1,8 @@
 //! Sentence-level BLEU-4 over token ids, to compare a perturbed greedy output
-//! with the clean one.
+//! with the clean one: the shared BLEU core
+//! ([`tokscope_core::stats::bleu`]) with add-one smoothing above unigrams.
 
-use std::collections::HashMap;
+use tokscope_core::stats::bleu::{bleu_from_tokens, Smoothing};
 
 /// BLEU-4 of `candidate` against one `reference` (Papineni et al. 2002):
 /// geometric mean of clipped n-gram precisions n = 1..4 times the brevity
@@ -10,35 +11,7 @@ use std::collections::HashMap;
 /// 4-gram would otherwise zero the score. An empty candidate scores 0; a
 /// candidate equal to the reference scores 1.
 pub fn bleu4(candidate: &[u32], reference: &[u32]) -> f64 {
-    if candidate.is_empty() {
-        return 0.0;
-    }
-    let mut log_sum = 0.0;
-    for n in 1..=4 {
-        let cand = ngrams(candidate, n);
-        let refs = ngrams(reference, n);
-        let total: usize = cand.values().sum();
-        let matched: usize = cand.iter().map(|(g, &c)| c.min(*refs.get(g).unwrap_or(&0))).sum();
-        let (num, den) =
-            if n == 1 { (matched as f64, total as f64) } else { (matched as f64 + 1.0, total as f64 + 1.0) };
-        if num == 0.0 {
-            return 0.0;
-        }
-        log_sum += (num / den).ln() / 4.0;
-    }
-    let (c, r) = (candidate.len() as f64, reference.len() as f64);
-    let brevity = if c < r { (1.0 - r / c).exp() } else { 1.0 };
-    brevity * log_sum.exp()
-}
-
-fn ngrams(ids: &[u32], n: usize) -> HashMap<&[u32], usize> {
-    let mut counts = HashMap::new();
-    if ids.len() >= n {
-        for w in ids.windows(n) {
-            *counts.entry(w).or_insert(0) += 1;
-        }
-    }
-    counts
+    bleu_from_tokens(candidate, reference, Smoothing::AddOneAboveUnigrams)
 }
 
 #[cfg(test)]

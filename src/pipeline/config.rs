@@ -55,6 +55,10 @@ pub struct IngestConfig {
     pub redact: Option<String>,
     /// Longer lines are rejected unread.
     pub max_line_bytes: Option<usize>,
+    /// `s` or `ms`: the unit of durations logged as bare numbers (Langfuse).
+    pub time_unit: Option<String>,
+    /// JSON file of rules mapping models to experiment arms (`--variants`).
+    pub variants: Option<PathBuf>,
 }
 
 /// `[export]`.
@@ -133,6 +137,7 @@ impl RunConfig {
         let path = |p: &Option<PathBuf>| p.as_ref().map(|p| base.join(p));
         self.architectures = path(&self.architectures);
         self.ingest.eos_markers = path(&self.ingest.eos_markers);
+        self.ingest.variants = path(&self.ingest.variants);
         if let Some(export) = &mut self.export {
             export.to = local(&export.to);
         }

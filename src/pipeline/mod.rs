@@ -21,7 +21,7 @@ use serde::Serialize;
 
 use crate::dataset::lease::Lease;
 use crate::dataset::DatasetRoot;
-use crate::derive::{ContextBins, DeriveSettings, EosMarkers};
+use crate::derive::{ContextBins, DeriveSettings, EosMarkers, VariantMap};
 use crate::engine::{self, UdfConfig};
 use crate::error::Result;
 use crate::export::publish::{self, ExportOptions, ExportSummary};
@@ -90,6 +90,10 @@ impl IngestConfig {
             None => Default::default(),
         };
         let redaction = Redactor::from_env(mode)?;
+        let variants = match &self.variants {
+            Some(path) => VariantMap::from_file(path)?,
+            None => VariantMap::default(),
+        };
         let format = self.format.as_deref().map(str::parse).transpose()?;
         let base_time = match &self.base_time {
             Some(t) => chrono::DateTime::parse_from_rfc3339(t)
@@ -97,11 +101,16 @@ impl IngestConfig {
                 .timestamp_micros(),
             None => 0,
         };
+        let time_unit = match &self.time_unit {
+            Some(name) => name.parse().map_err(|e: String| config_err!("{e}"))?,
+            None => Default::default(),
+        };
         let mut reader = ReaderBuilder::new()
             .with_format(format)
-            .with_derive_settings(DeriveSettings { bins, markers, redaction })
+            .with_derive_settings(DeriveSettings { bins, markers, redaction, variants })
             .with_default_model(self.model.clone())
-            .with_base_time_micros(base_time);
+            .with_base_time_micros(base_time)
+            .with_time_unit(time_unit);
         if let Some(max) = self.max_line_bytes {
             reader = reader.with_max_line_bytes(max);
         }

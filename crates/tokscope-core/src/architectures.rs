@@ -25,12 +25,34 @@ pub struct Arch {
     pub head_dim: u64,
     /// Bytes per cached element (2 for bf16/fp16, 1 for fp8, 0.5 for 4-bit).
     pub bytes_per_elem: f64,
+    /// Tensor-parallel degree the model is served with (GPUs sharing its KV
+    /// heads), when the architectures file says.
+    pub tensor_parallel: Option<u64>,
 }
 
 impl Arch {
     /// KV-cache bytes per token: keys and values (2) for every layer and KV head.
     pub fn bytes_per_token(&self) -> f64 {
         2.0 * (self.layers * self.kv_heads * self.head_dim) as f64 * self.bytes_per_elem
+    }
+
+    /// The tensor-parallel degree to size per-GPU memory with: `requested`
+    /// when it is at least 1, else the file's `tensor_parallel`, else 1.
+    pub fn tensor_parallel_or(&self, requested: u64) -> u64 {
+        if requested >= 1 {
+            requested
+        } else {
+            self.tensor_parallel.unwrap_or(1).max(1)
+        }
+    }
+
+    /// KV-cache bytes per token on one GPU of `tp` (at least 1): tensor
+    /// parallelism splits the KV heads across GPUs, `ceil(kv_heads / tp)`
+    /// each, so a GPU holds at least one head (heads are replicated when
+    /// `tp > kv_heads`).
+    pub fn bytes_per_token_per_gpu(&self, tp: u64) -> f64 {
+        let heads = self.kv_heads.div_ceil(tp.max(1));
+        2.0 * (self.layers * heads * self.head_dim) as f64 * self.bytes_per_elem
     }
 }
 
@@ -85,9 +107,13 @@ impl Architectures {
                         ));
                     };
                     let bytes_per_elem = dtype_bytes(m.dtype.as_deref().unwrap_or("bf16")).map_err(ctx)?;
-                    Arch { layers, kv_heads, head_dim, bytes_per_elem }
+                    Arch { layers, kv_heads, head_dim, bytes_per_elem, tensor_parallel: None }
                 }
             };
+            if m.tensor_parallel == Some(0) {
+                return Err(ctx("`tensor_parallel` must be at least 1".into()));
+            }
+            let arch = Arch { tensor_parallel: m.tensor_parallel, ..arch };
             match (m.model, m.pattern) {
                 (Some(name), None) => {
                     self.exact.entry(name).or_insert(arch);
@@ -130,6 +156,7 @@ pub fn from_hf_config_json(text: &str, path: &Path) -> Result<Arch> {
         kv_heads: c.num_key_value_heads.unwrap_or(c.num_attention_heads),
         head_dim,
         bytes_per_elem: dtype_bytes(&dtype).map_err(|m| bad(&m))?,
+        tensor_parallel: None,
     })
 }
 
@@ -160,6 +187,7 @@ struct Entry {
     head_dim: Option<u64>,
     dtype: Option<String>,
     config: Option<String>,
+    tensor_parallel: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -184,5 +212,27 @@ mod tests {
         // 2 * 32 layers * 8 heads * 128 dims * 2 bytes = 131072 bytes per token.
         assert_eq!(l.bytes_per_token(), 131072.0);
         assert!(a.get("no-such-model").is_none());
+    }
+
+    #[test]
+    fn tensor_parallelism_splits_kv_heads() {
+        let mut a = Architectures::default();
+        let toml =
+            "[[model]]\nmodel = \"m\"\nlayers = 2\nkv_heads = 8\nhead_dim = 4\ndtype = \"fp8\"\ntensor_parallel = 4\n";
+        a.add_toml(toml, Path::new("."), "test").unwrap();
+        let m = a.get("m").unwrap();
+        // Per token: 2 * 2 layers * 8 heads * 4 dims * 1 byte = 128 bytes; per GPU of 4: 2 heads = 32 bytes.
+        assert_eq!((m.bytes_per_token(), m.tensor_parallel_or(0)), (128.0, 4));
+        assert_eq!(m.bytes_per_token_per_gpu(m.tensor_parallel_or(0)), 32.0);
+        // tp = 3 does not divide 8: the largest share, 3 heads; tp = 16 replicates: 1 head.
+        assert_eq!((m.bytes_per_token_per_gpu(3), m.bytes_per_token_per_gpu(16)), (48.0, 16.0));
+        assert_eq!(m.tensor_parallel_or(2), 2);
+        assert!(a
+            .add_toml(
+                "[[model]]\nmodel = \"z\"\nlayers = 1\nkv_heads = 1\nhead_dim = 1\ntensor_parallel = 0\n",
+                Path::new("."),
+                "t"
+            )
+            .is_err());
     }
 }

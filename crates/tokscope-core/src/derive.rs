@@ -5,8 +5,11 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 use std::path::Path;
 
+use regex::Regex;
+use serde::Deserialize;
+
 use crate::error::{Error, Result};
-use crate::record::{LineOrigin, RequestRecord, TokenRecord};
+use crate::record::{LineOrigin, ProfileRecord, RequestRecord, TokenRecord};
 use crate::redact::Redactor;
 
 /// Context-length bins over `prompt_tokens`: half-open intervals `[lo, hi)`,
@@ -144,6 +147,111 @@ impl EosMarkers {
     pub fn is_marker(&self, model: Option<&str>, token: &str) -> bool {
         let token = token.trim();
         self.for_model(model).any(|m| m == token)
+    }
+}
+
+/// A model or model-version condition of a [`VariantMap`] rule.
+#[derive(Debug, Clone)]
+enum NameMatch {
+    /// The whole name, exactly.
+    Exact(String),
+    /// A regular expression matching the whole name.
+    Pattern(Regex),
+}
+
+impl NameMatch {
+    fn new(exact: Option<String>, pattern: Option<String>, what: &str, rule: usize) -> Result<Option<Self>> {
+        match (exact, pattern) {
+            (Some(_), Some(_)) => Err(config_err!("--variants rule {rule}: give {what} or {what}_pattern, not both")),
+            (Some(name), None) => Ok(Some(NameMatch::Exact(name))),
+            (None, Some(p)) => Regex::new(&format!("^(?:{p})$"))
+                .map(|r| Some(NameMatch::Pattern(r)))
+                .map_err(|e| config_err!("--variants rule {rule}: bad {what}_pattern {p:?}: {e}")),
+            (None, None) => Ok(None),
+        }
+    }
+
+    fn matches(&self, name: &str) -> bool {
+        match self {
+            NameMatch::Exact(n) => n == name,
+            NameMatch::Pattern(r) => r.is_match(name),
+        }
+    }
+}
+
+/// One rule of a `--variants` file, as written.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct VariantRuleSpec {
+    arm: String,
+    model: Option<String>,
+    model_pattern: Option<String>,
+    model_version: Option<String>,
+    model_version_pattern: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+struct VariantRule {
+    arm: String,
+    model: Option<NameMatch>,
+    model_version: Option<NameMatch>,
+}
+
+/// The `--variants FILE` mapping from model names and versions to experiment
+/// arms, for logs that do not name the arm (docs/metrics.md, `variant`): a
+/// JSON array of rules `{"arm": NAME, "model" | "model_pattern": ...,
+/// "model_version" | "model_version_pattern": ...}`; a rule matches when all
+/// of its conditions do (patterns are regular expressions over the whole
+/// name), and the first matching rule names the arm.
+#[derive(Debug, Clone, Default)]
+pub struct VariantMap {
+    rules: Vec<VariantRule>,
+}
+
+impl VariantMap {
+    /// Reads a `--variants` file.
+    pub fn from_file(path: &Path) -> Result<Self> {
+        let text = std::fs::read_to_string(path).map_err(|e| Error::io(path.display(), e))?;
+        let specs: Vec<VariantRuleSpec> =
+            serde_json::from_str(&text).map_err(|source| Error::Json { path: path.into(), source })?;
+        Self::from_rules(specs)
+    }
+
+    /// The mapping from a JSON text (the contents of a `--variants` file).
+    pub fn from_json(text: &str) -> Result<Self> {
+        let specs: Vec<VariantRuleSpec> = serde_json::from_str(text).map_err(|e| config_err!("--variants: {e}"))?;
+        Self::from_rules(specs)
+    }
+
+    fn from_rules(specs: Vec<VariantRuleSpec>) -> Result<Self> {
+        let mut rules = Vec::with_capacity(specs.len());
+        for (i, spec) in specs.into_iter().enumerate() {
+            let n = i + 1;
+            if spec.arm.trim().is_empty() {
+                return Err(config_err!("--variants rule {n}: `arm` is empty"));
+            }
+            let model = NameMatch::new(spec.model, spec.model_pattern, "model", n)?;
+            let model_version = NameMatch::new(spec.model_version, spec.model_version_pattern, "model_version", n)?;
+            if model.is_none() && model_version.is_none() {
+                return Err(config_err!(
+                    "--variants rule {n}: needs model, model_pattern, model_version or model_version_pattern"
+                ));
+            }
+            rules.push(VariantRule { arm: spec.arm, model, model_version });
+        }
+        Ok(VariantMap { rules })
+    }
+
+    /// The arm of the first rule whose conditions all hold; a version
+    /// condition never holds for a request without a version.
+    pub fn arm(&self, model: &str, model_version: Option<&str>) -> Option<&str> {
+        self.rules
+            .iter()
+            .find(|r| {
+                r.model.as_ref().is_none_or(|m| m.matches(model))
+                    && r.model_version.as_ref().is_none_or(|m| model_version.is_some_and(|v| m.matches(v)))
+            })
+            .map(|r| r.arm.as_str())
     }
 }
 
@@ -339,6 +447,8 @@ pub struct DeriveSettings {
     pub markers: EosMarkers,
     /// Redaction of prompts, outputs, `extra`, token texts and rejected lines.
     pub redaction: Redactor,
+    /// Experiment arms of requests that do not log one (`--variants`).
+    pub variants: VariantMap,
 }
 
 /// The derived columns of one request (docs/metrics.md), computed once by
@@ -383,6 +493,8 @@ pub struct RequestDerived<'r> {
     pub token_issues: Vec<&'r str>,
     /// [`day_of`] `ts`: the `date` partition.
     pub day: i32,
+    /// The logged arm, else the `--variants` mapping's.
+    pub variant: Option<&'r str>,
 }
 
 /// Every derived column of `rec`, as docs/metrics.md defines them.
@@ -421,12 +533,105 @@ pub fn derive_request<'r>(
         output_token_count: (!rec.tokens.is_empty()).then_some(rec.tokens.len() as i64),
         token_issues: issues,
         day: day_of(rec.ts_micros),
+        variant: rec.variant.as_deref().or_else(|| settings.variants.arm(&rec.model, rec.model_version.as_deref())),
+    }
+}
+
+/// `bad_decode_latency`: a `decode_latency_ms` entry of a profile is not a
+/// finite, non-negative number (docs/metrics.md, `profiles`).
+pub const BAD_DECODE_LATENCY: &str = "bad_decode_latency";
+
+/// The derived columns of one engine profiling record (docs/metrics.md, `profiles`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProfileDerived<'r> {
+    /// [`decode_ms`].
+    pub decode_ms: Option<f64>,
+    /// `prefill_latency_ms + decode_ms`.
+    pub engine_ms: Option<f64>,
+    /// The parser's issue codes.
+    pub issues: Vec<&'r str>,
+    /// [`day_of`] the engine's `ts`, or day 0 (1970-01-01) without one.
+    pub day: i32,
+}
+
+/// `decode_ms`: the sum of the per-token decode latencies, when every entry
+/// is a usable number; `None` otherwise.
+pub fn decode_ms(decode_latency_ms: &[Option<f64>]) -> Option<f64> {
+    decode_latency_ms.iter().copied().sum()
+}
+
+/// Every derived column of a profiling record.
+pub fn derive_profile<'r>(rec: &'r ProfileRecord<'_>) -> ProfileDerived<'r> {
+    let decode = decode_ms(&rec.decode_latency_ms);
+    ProfileDerived {
+        decode_ms: decode,
+        engine_ms: decode.map(|d| rec.prefill_latency_ms + d),
+        issues: rec.issues.iter().map(String::as_str).collect(),
+        day: rec.ts_micros.map(day_of).unwrap_or(0),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn variant_rules_match_in_file_order() {
+        let map = VariantMap::from_json(
+            r#"[{"arm": "candidate", "model_pattern": "llama-.*-ft-[0-9]+"},
+                {"arm": "control", "model": "llama-3.1-8b-instruct", "model_version": "2024-07"},
+                {"arm": "v2", "model_version_pattern": "2025-.*"}]"#,
+        )
+        .unwrap();
+        assert_eq!(map.arm("llama-3.1-8b-ft-12", None), Some("candidate"));
+        // The pattern covers the whole name.
+        assert_eq!(map.arm("llama-3.1-8b-ft-12-old", None), None);
+        assert_eq!(map.arm("llama-3.1-8b-instruct", Some("2024-07")), Some("control"));
+        assert_eq!(map.arm("llama-3.1-8b-instruct", None), None);
+        assert_eq!(map.arm("anything", Some("2025-01")), Some("v2"));
+        assert_eq!(VariantMap::default().arm("m", None), None);
+    }
+
+    #[test]
+    fn variant_rules_are_validated() {
+        let err = |json: &str| VariantMap::from_json(json).unwrap_err().to_string();
+        assert!(err(r#"[{"arm": "a"}]"#).contains("rule 1: needs model"));
+        assert!(err(r#"[{"arm": "a", "model": "m", "model_pattern": "m"}]"#).contains("not both"));
+        assert!(err(r#"[{"arm": "a", "model_pattern": "("}]"#).contains("bad model_pattern"));
+        assert!(err(r#"[{"arm": " ", "model": "m"}]"#).contains("empty"));
+        assert!(err(r#"[{"arm": "a", "modle": "m"}]"#).contains("unknown field"));
+    }
+
+    #[test]
+    fn logged_variant_wins_over_the_mapping() {
+        let settings = DeriveSettings {
+            variants: VariantMap::from_json(r#"[{"arm": "mapped", "model": "m"}]"#).unwrap(),
+            ..Default::default()
+        };
+        let origin = LineOrigin { file: "f", format: "canonical", line_no: 1, byte_offset: 0 };
+        let mut rec = RequestRecord { model: "m".into(), ..Default::default() };
+        assert_eq!(derive_request(&rec, &origin, &settings).variant, Some("mapped"));
+        rec.variant = Some("logged".into());
+        assert_eq!(derive_request(&rec, &origin, &settings).variant, Some("logged"));
+    }
+
+    #[test]
+    fn profile_decode_sums_only_usable_entries() {
+        let mut rec = ProfileRecord {
+            request_id: "r".into(),
+            prefill_latency_ms: 45.0,
+            decode_latency_ms: vec![Some(12.5), Some(10.0), Some(10.5), Some(11.0)],
+            ..Default::default()
+        };
+        let d = derive_profile(&rec);
+        assert_eq!((d.decode_ms, d.engine_ms, d.day), (Some(44.0), Some(89.0), 0));
+        rec.decode_latency_ms.push(None);
+        rec.ts_micros = Some(1_717_243_200_250_000);
+        let d = derive_profile(&rec);
+        assert_eq!((d.decode_ms, d.engine_ms), (None, None));
+        assert_eq!(d.day, 19_875); // 2024-06-01
+        assert_eq!(decode_ms(&[]), Some(0.0));
+    }
 
     #[test]
     fn default_bins_edges_and_labels() {

@@ -14,14 +14,10 @@ use std::io::{Cursor, Read};
 use std::path::Path;
 
 use crate::architectures::Architectures;
-use crate::catalog::requests::RequestsBuilder;
-use crate::catalog::tokens::TokensBuilder;
-use crate::derive::{derive_request, DeriveSettings};
-use crate::formats::{Format, LineContext, Parsed, Row};
+use crate::formats::{Format, Framing};
 use crate::lines::LineSplitter;
 use crate::pricing::{Pricing, Usage};
 use crate::reader::{LineCounts, ReaderBuilder};
-use crate::record::{LineOrigin, RequestRecord};
 
 /// The targets that are not one per format, each with its entry point.
 pub static TARGETS: &[(&str, fn(&[u8]))] = &[
@@ -63,50 +59,19 @@ pub fn run(target: &str, data: &[u8]) -> bool {
     }
 }
 
-/// One line of `format` (a registered name) through detection,
-/// [`Format::parse`], every derived column and the `requests`/`tokens`
-/// builders: whatever the bytes, a row or an error message, never a panic.
-pub fn format_line(format: &str, line: &[u8]) {
+/// Bytes read as a file of `format` (a registered name): detection of the
+/// head and of the first line, then the whole reader with the format forced
+/// (its framing, CSV header, event pairing, every derived column and the
+/// Arrow builders), checked by [`read_checked`]; whatever the bytes, rows and
+/// rejects that reconcile, never a panic.
+pub fn format_line(format: &str, data: &[u8]) {
     let Ok(format) = format.parse::<Format>() else { panic!("{format} is not a registered format") };
-    // The reader offers parsers non-blank lines only.
-    if line.trim_ascii().is_empty() {
-        return;
+    let _ = Format::detect_head(data);
+    let first = data.split(|&b| b == b'\n').next().unwrap_or_default();
+    if !first.trim_ascii().is_empty() {
+        let _ = Format::detect(first);
     }
-    let _ = Format::detect(line);
-    let ctx = LineContext { default_model: "fuzz", base_time_micros: 0 };
-    match format.parse(line, &ctx) {
-        Ok(Parsed::Request(rec)) => build_rows(&[rec], format),
-        Ok(Parsed::Rows { rows, .. }) => {
-            let recs: Vec<RequestRecord<'_>> = rows
-                .into_iter()
-                .map(|row| match row {
-                    Row::Request(rec) => rec,
-                })
-                .collect();
-            build_rows(&recs, format)
-        }
-        Ok(Parsed::Skip) => {}
-        Err(message) => assert!(!message.is_empty(), "a rejected line needs a reason"),
-    }
-}
-
-/// Derives and appends parsed records as the reader does, and finishes the batches.
-fn build_rows(recs: &[RequestRecord<'_>], format: Format) {
-    let settings = DeriveSettings::default();
-    let origin = LineOrigin { file: "fuzz.log", format: format.name(), line_no: 1, byte_offset: 0 };
-    let (mut requests, mut tokens) = (RequestsBuilder::default(), TokensBuilder::default());
-    for rec in recs {
-        let derived = derive_request(rec, &origin, &settings);
-        requests.append(rec, &derived, &origin);
-        for (position, token) in rec.tokens.iter().enumerate() {
-            tokens.append(rec, &derived, position, token);
-        }
-    }
-    let (n_requests, n_tokens) = (requests.len(), tokens.len());
-    let requests = requests.finish().map(|b| b.num_rows());
-    assert_eq!(requests.ok(), Some(n_requests), "a requests batch builds from any parsed record");
-    let tokens = tokens.finish().map(|b| b.num_rows());
-    assert_eq!(tokens.ok(), Some(n_tokens), "a tokens batch builds from any parsed record");
+    read_checked(data, Some(format), 64 * 1024, 1 << 20);
 }
 
 /// Format detection over every registered format, on any bytes.
@@ -175,7 +140,8 @@ pub fn lines(data: &[u8]) {
         };
         let line_no = expected.len() as u64 + 1;
         let line = if raw.len() > max_line {
-            (raw.len() as u64, raw[..keep.min(raw.len())].to_vec())
+            // A cut line keeps its head: the snippet size, never the whole line.
+            (raw.len() as u64, raw[..keep.min(max_line)].to_vec())
         } else {
             let mut l = raw;
             if line_no == 1 {
@@ -191,10 +157,8 @@ pub fn lines(data: &[u8]) {
     assert_eq!(got, expected);
 }
 
-/// The whole reader over arbitrary bytes (chunk size, line limit and format
-/// from the first three bytes): the counts reconcile
-/// (`lines_read = lines_ingested + lines_rejected`), every line is read or
-/// skipped, and the batches hold exactly the rows the counts say.
+/// The whole reader over arbitrary bytes, with chunk size, line limit and
+/// format (or detection) from the first three bytes; see [`read_checked`].
 pub fn reader(data: &[u8]) {
     let (cfg, input) = settings(data);
     let formats: Vec<Format> = Format::all().collect();
@@ -202,27 +166,46 @@ pub fn reader(data: &[u8]) {
         0 => None,
         i => Some(formats[i - 1]),
     };
+    read_checked(input, format, 1 + cfg[0] as usize * 16, 1 + cfg[1] as usize * 16);
+}
+
+/// Reads `input` (as `format`, or detected) and checks the accounting: the
+/// counts reconcile (`lines_read = lines_ingested + lines_rejected`), every
+/// newline-framed line is read or skipped, every byte is consumed, and the
+/// batches hold exactly the rows the counts say (one `rejects` row per
+/// rejected line or record).
+pub fn read_checked(input: &[u8], format: Option<Format>, chunk_bytes: usize, max_line_bytes: usize) -> LineCounts {
     let mut reader = ReaderBuilder::new()
         .with_format(format)
-        .with_chunk_bytes(1 + cfg[0] as usize * 16)
-        .with_max_line_bytes(1 + cfg[1] as usize * 16)
+        .with_chunk_bytes(chunk_bytes)
+        .with_max_line_bytes(max_line_bytes)
         .build(Cursor::new(input.to_vec()), "fuzz.log");
-    let (mut counts, mut requests, mut tokens, mut rejects) = (LineCounts::default(), 0, 0, 0);
+    let mut counts = LineCounts::default();
+    let (mut requests, mut tokens, mut profiles, mut rejects, mut others) = (0, 0, 0, 0, 0);
     for slices in &mut reader {
         let Ok(slices) = slices else { panic!("a chunk of any bytes parses into rows and rejects") };
         for slice in slices {
             counts.add(&slice.counts);
             requests += slice.requests.map_or(0, |d| d.batch.num_rows() as u64);
             tokens += slice.tokens.map_or(0, |d| d.batch.num_rows() as u64);
+            profiles += slice.profiles.map_or(0, |d| d.batch.num_rows() as u64);
             rejects += slice.rejects.map_or(0, |b| b.num_rows() as u64);
+            others += [slice.kernels, slice.moe_routing, slice.evals].iter().flatten().map(|b| b.num_rows() as u64).sum::<u64>();
         }
     }
     let bytes = reader.finish().ok();
     assert_eq!(bytes, Some(input.len() as u64));
     assert!(counts.reconciles(), "{counts:?}");
-    let n_lines = input.iter().filter(|&&b| b == b'\n').count() as u64 + (input.last().is_some_and(|&b| b != b'\n')) as u64;
-    assert_eq!(counts.lines_read + counts.lines_skipped, n_lines, "{counts:?}");
-    assert_eq!((requests, tokens, rejects), (counts.rows_written, counts.tokens_written, counts.lines_rejected));
+    let framing = format.map(Format::framing).unwrap_or(Framing::Lines);
+    if framing == Framing::Lines {
+        let n_lines =
+            input.iter().filter(|&&b| b == b'\n').count() as u64 + (input.last().is_some_and(|&b| b != b'\n')) as u64;
+        assert_eq!(counts.lines_read + counts.lines_skipped, n_lines, "{counts:?}");
+    }
+    assert_eq!(requests + others, counts.rows_written, "{counts:?}");
+    assert_eq!((tokens, profiles), (counts.tokens_written, counts.profiles_written), "{counts:?}");
+    assert_eq!(rejects, counts.lines_rejected + counts.records_rejected, "{counts:?}");
+    counts
 }
 
 /// A pricing TOML file: prices or a configuration error; any prices it

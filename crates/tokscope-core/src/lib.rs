@@ -1,7 +1,8 @@
 //! The part of tokscope that needs no query engine: what a parsed log line
 //! is ([`record`]), the columns derived from it once at ingest ([`derive`]),
 //! every table's declaration ([`catalog`]), the input formats ([`formats`]),
-//! the streaming line splitter ([`lines`]) and the reader that turns lines
+//! the streaming splitters of lines ([`lines`]) and of JSON event documents
+//! ([`event_array`]), the reader that turns lines
 //! into Arrow batches ([`reader`]), and the statistics the SQL functions
 //! compute ([`stats`]).
 //!
@@ -18,12 +19,14 @@ pub mod named;
 pub mod architectures;
 pub mod catalog;
 pub mod derive;
+pub mod event_array;
 pub mod formats;
 pub mod fuzz;
 pub mod lines;
 #[cfg(feature = "model")]
 pub mod model;
 pub mod pricing;
+pub mod prompt;
 pub mod reader;
 pub mod record;
 pub mod redact;

@@ -12,8 +12,9 @@ pub struct LineChunk {
     /// Per line: range in `data`, 1-based line number, byte offset in the input,
     /// and whether the line was cut because it exceeded the line limit.
     pub lines: Vec<LineSpan>,
-    /// Set when the stream failed: the chunk's last line is then the unreadable
-    /// tail of the input (possibly empty) and is rejected with this error.
+    /// Set when the stream failed (or, for an event document, its structure
+    /// broke): the chunk's last line is then the unreadable tail of the input
+    /// (possibly empty) and is rejected with this message.
     pub stream_error: Option<String>,
 }
 
@@ -48,6 +49,18 @@ impl LineSpan {
     }
 }
 
+/// Reads once into `buf`, again when interrupted: `Ok(0)` at the end of the
+/// input; on failure, the error a rejected tail of the input carries.
+pub(crate) fn read_some<R: Read>(reader: &mut R, buf: &mut [u8]) -> Result<usize, String> {
+    loop {
+        match reader.read(buf) {
+            Ok(n) => return Ok(n),
+            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            Err(e) => return Err(format!("input stream failed after this point: {e}")),
+        }
+    }
+}
+
 /// Streaming line splitter over any reader.
 pub struct LineSplitter<R> {
     reader: R,
@@ -67,7 +80,7 @@ pub struct LineSplitter<R> {
 
 impl<R: Read> LineSplitter<R> {
     /// `chunk_bytes`: target size of each chunk; `max_line_bytes`: longer lines
-    /// are cut to their first `keep_when_cut` bytes.
+    /// are cut to their first `keep_when_cut` bytes (at most `max_line_bytes`).
     pub fn new(reader: R, chunk_bytes: usize, max_line_bytes: usize, keep_when_cut: usize) -> Self {
         Self {
             reader,
@@ -104,21 +117,18 @@ impl<R: Read> LineSplitter<R> {
             let new_len = self.buf.len() * 2;
             self.buf.resize(new_len, 0);
         }
-        loop {
-            match self.reader.read(&mut self.buf[self.filled..]) {
-                Ok(0) => {
-                    self.eof = true;
-                    return false;
-                }
-                Ok(n) => {
-                    self.filled += n;
-                    return true;
-                }
-                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-                Err(e) => {
-                    self.error = Some(e.to_string());
-                    return false;
-                }
+        match read_some(&mut self.reader, &mut self.buf[self.filled..]) {
+            Ok(0) => {
+                self.eof = true;
+                false
+            }
+            Ok(n) => {
+                self.filled += n;
+                true
+            }
+            Err(e) => {
+                self.error = Some(e);
+                false
             }
         }
     }
@@ -132,8 +142,9 @@ impl<R: Read> LineSplitter<R> {
             }
             match memchr::memchr(b'\n', &self.buf[self.pos..self.filled]) {
                 Some(i) if i > self.max_line_bytes => {
-                    // The whole over-long line fit in the buffer: keep only its head.
-                    let keep = self.keep_when_cut.min(i);
+                    // The whole over-long line fit in the buffer: keep only its head,
+                    // shorter than the line, so the span reads as cut.
+                    let keep = self.keep_when_cut.min(self.max_line_bytes);
                     let at = chunk.data.len();
                     chunk.data.extend_from_slice(&self.buf[self.pos..self.pos + keep]);
                     chunk.lines.push(LineSpan {
@@ -213,7 +224,7 @@ impl<R: Read> LineSplitter<R> {
     }
 
     /// Consumes a line longer than the limit, keeping only its first
-    /// `keep_when_cut` bytes, however the input's reads fall.
+    /// `keep_when_cut` bytes (at most `max_line_bytes`), however the input's reads fall.
     fn skip_long_line(&mut self, chunk: &mut LineChunk) {
         let at = chunk.data.len();
         let mut len = 0u64;
@@ -224,7 +235,8 @@ impl<R: Read> LineSplitter<R> {
                 Some(i) => (i, true),
                 None => (pending.len(), false),
             };
-            let room = self.keep_when_cut.saturating_sub(chunk.data.len() - at);
+            // As for a line that fits the buffer: its head, shorter than the line.
+            let room = self.keep_when_cut.min(self.max_line_bytes).saturating_sub(chunk.data.len() - at);
             chunk.data.extend_from_slice(&pending[..room.min(end)]);
             len += end as u64;
             self.pos += end + found as usize;
@@ -276,5 +288,16 @@ mod tests {
             offset += want[i].len() as u64 + 1;
         }
         assert_eq!(split.bytes_read(), input.len() as u64);
+    }
+
+    /// A line over the limit is cut even when it is shorter than the snippet kept of it.
+    #[test]
+    fn lines_over_the_limit_are_cut_whatever_their_length() {
+        let input = format!("short\n{}\nshort\n", "x".repeat(2000));
+        let mut split = LineSplitter::new(input.as_bytes(), 1 << 20, 1000, 64 * 1024);
+        let chunk = split.next_chunk().unwrap();
+        let cut: Vec<bool> = chunk.lines.iter().map(|l| l.is_cut()).collect();
+        assert_eq!(cut, [false, true, false]);
+        assert_eq!((chunk.lines[1].original_len, chunk.lines[1].end - chunk.lines[1].start), (2000, 1000));
     }
 }

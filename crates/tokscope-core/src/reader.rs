@@ -1,12 +1,20 @@
 //! Lines in, Arrow batches out: the reader behind `tokscope ingest`, usable
 //! on its own (like arrow-json's `ReaderBuilder`).
 //!
-//! A thread splits the input into chunks of whole lines ([`crate::lines`]);
-//! each chunk is parsed in parallel with rayon, one slice of lines per task,
-//! into `requests`, `tokens` and `rejects` batches ([`crate::catalog`]).
-//! Every data line is ingested (as one row, or several) or rejected, and
-//! blank and header lines are counted apart, so the counts reconcile:
-//! `lines_read = lines_ingested + lines_rejected`.
+//! A thread splits the input into chunks of whole lines ([`crate::lines`]),
+//! or, for a format whose input is one JSON document of events, into chunks
+//! of events ([`crate::event_array`]; an event counts as a line); each chunk
+//! is parsed in parallel with rayon, one slice of lines per task, into
+//! batches of the catalog's tables (`requests`, `tokens`,
+//! `profiles`, `kernels`, `moe_routing`, `evals`, `rejects`) ([`crate::catalog`]). Every data line is
+//! ingested (as one row, or several) or rejected, and blank and header lines
+//! (and events of phases that carry no row) are counted apart, so the counts
+//! reconcile: `lines_read = lines_ingested + lines_rejected`.
+//!
+//! Begin/end trace events are paired after the parallel step, in input
+//! order, per (`pid`, `tid`) stack ([`SpanPairing`]); a pair is two lines
+//! ingested and one row, an end without a begin, or a begin still open at
+//! the end of the input, one line rejected.
 //!
 //! ```
 //! use tokscope_core::reader::ReaderBuilder;
@@ -24,6 +32,8 @@
 //! # Ok::<(), tokscope_core::Error>(())
 //! ```
 
+use std::borrow::Cow;
+use std::collections::HashMap;
 use std::io::Read;
 use std::path::Path;
 use std::sync::mpsc::{sync_channel, Receiver};
@@ -33,15 +43,22 @@ use arrow_array::RecordBatch;
 use rayon::prelude::*;
 use serde::Serialize;
 
+use crate::catalog::evals::{EvalRow, EvalsBuilder};
+use crate::catalog::kernels::{KernelRow, KernelsBuilder};
+use crate::catalog::moe_routing::MoeRoutingBuilder;
+use crate::catalog::profiles::ProfilesBuilder;
 use crate::catalog::rejects::{RejectsBuilder, REJECT_SNIPPET_BYTES};
 use crate::catalog::requests::RequestsBuilder;
-use crate::catalog::tokens::TokensBuilder;
+use crate::catalog::tokens::{TokenOwner, TokensBuilder};
 use crate::catalog::TableDef;
-use crate::derive::{derive_request, DeriveSettings};
+use crate::derive::{derive_profile, derive_request, DeriveSettings};
 use crate::error::Result;
-use crate::formats::{Format, LineContext, Parsed, Row};
+use crate::event_array::EventSplitter;
+use crate::formats::kernel_trace::{self, SpanEvent};
+use crate::formats::{CsvHeader, Format, Framing, LineContext, Parsed, Row, TimeUnit, HEAD_BYTES};
 use crate::lines::{LineChunk, LineSplitter};
-use crate::record::{LineOrigin, RequestRecord};
+use crate::record::{LineOrigin, ProfileRecord, RequestRecord, TokenRecord};
+use crate::redact::Redactor;
 
 /// How many of a file's first non-blank lines are tried for format detection.
 pub const DETECT_LINES: usize = 32;
@@ -65,17 +82,24 @@ pub struct LineCounts {
     pub lines_read: u64,
     /// Data lines that parsed (whatever number of rows each gave).
     pub lines_ingested: u64,
-    /// Requests written.
+    /// Rows written: requests, and the rows of the other tables formats fill
+    /// (kernels, MoE routing records, evaluation records).
     pub rows_written: u64,
     /// Lines rejected.
     pub lines_rejected: u64,
-    /// Blank lines and header lines, which carry no request.
+    /// Blank lines and header lines, which carry no request (and trace events
+    /// of phases that carry no row: metadata, instants, counters, flows).
     pub lines_skipped: u64,
     /// Records inside ingested lines that are not rows (spans that are not
-    /// model calls): skipped and counted, not rejected.
+    /// model calls, embedding calls, cache hits): skipped and counted, not rejected.
     pub records_skipped: u64,
-    /// Token rows written.
+    /// Records rejected inside ingested lines that hold several (an OTLP
+    /// span without usage): each has its `rejects` row naming the record.
+    pub records_rejected: u64,
+    /// Token rows written (gateway and engine).
     pub tokens_written: u64,
+    /// Engine profiling records written (`profiles` rows).
+    pub profiles_written: u64,
 }
 
 impl LineCounts {
@@ -87,7 +111,9 @@ impl LineCounts {
         self.lines_rejected += other.lines_rejected;
         self.lines_skipped += other.lines_skipped;
         self.records_skipped += other.records_skipped;
+        self.records_rejected += other.records_rejected;
         self.tokens_written += other.tokens_written;
+        self.profiles_written += other.profiles_written;
     }
 
     /// True when every line read was ingested or rejected.
@@ -102,8 +128,18 @@ pub struct ParsedSlice {
     pub requests: Option<DatedBatch>,
     /// `tokens` rows, if any.
     pub tokens: Option<DatedBatch>,
+    /// `profiles` rows, if any.
+    pub profiles: Option<DatedBatch>,
     /// `rejects` rows, if any.
     pub rejects: Option<RecordBatch>,
+    /// `kernels` rows, if any.
+    pub kernels: Option<RecordBatch>,
+    /// `moe_routing` rows, if any.
+    pub moe_routing: Option<RecordBatch>,
+    /// `evals` rows, if any.
+    pub evals: Option<RecordBatch>,
+    /// Begin/end trace events of the slice, in input order, for the reader to pair.
+    spans: Vec<PendingSpan>,
     /// The slice's line accounting.
     pub counts: LineCounts,
     /// Bytes of the slice's lines (for progress reporting).
@@ -113,10 +149,18 @@ pub struct ParsedSlice {
 impl ParsedSlice {
     /// The slice's batches with the table each belongs to.
     pub fn into_batches(self) -> impl Iterator<Item = (&'static TableDef, DatedBatch)> {
-        let rejects = self.rejects.map(|batch| DatedBatch { batch, days: Vec::new() });
-        [(&RequestsBuilder::DEF, self.requests), (&TokensBuilder::DEF, self.tokens), (&RejectsBuilder::DEF, rejects)]
-            .into_iter()
-            .filter_map(|(table, batch)| Some((table, batch?)))
+        let undated = |batch: Option<RecordBatch>| batch.map(|batch| DatedBatch { batch, days: Vec::new() });
+        [
+            (&RequestsBuilder::DEF, self.requests),
+            (&TokensBuilder::DEF, self.tokens),
+            (&RejectsBuilder::DEF, undated(self.rejects)),
+            (&KernelsBuilder::DEF, undated(self.kernels)),
+            (&MoeRoutingBuilder::DEF, undated(self.moe_routing)),
+            (&EvalsBuilder::DEF, undated(self.evals)),
+            (&ProfilesBuilder::DEF, self.profiles),
+        ]
+        .into_iter()
+        .filter_map(|(table, batch)| Some((table, batch?)))
     }
 }
 
@@ -127,6 +171,7 @@ pub struct ReaderBuilder {
     settings: DeriveSettings,
     default_model: Option<String>,
     base_time_micros: i64,
+    time_unit: TimeUnit,
     chunk_bytes: usize,
     max_line_bytes: usize,
 }
@@ -146,6 +191,7 @@ impl ReaderBuilder {
             settings: DeriveSettings::default(),
             default_model: None,
             base_time_micros: 0,
+            time_unit: TimeUnit::default(),
             chunk_bytes: 4 << 20,
             max_line_bytes: 64 << 20,
         }
@@ -175,6 +221,12 @@ impl ReaderBuilder {
         self
     }
 
+    /// Unit of durations logged as bare numbers of unknown unit (Langfuse); default seconds.
+    pub fn with_time_unit(mut self, unit: TimeUnit) -> Self {
+        self.time_unit = unit;
+        self
+    }
+
     /// Target bytes per parsed chunk.
     pub fn with_chunk_bytes(mut self, bytes: usize) -> Self {
         self.chunk_bytes = bytes;
@@ -188,20 +240,89 @@ impl ReaderBuilder {
     }
 
     /// A reader over `input` (already decompressed), named `location` in
-    /// `source_file` and `rejects`. The splitting runs on its own thread.
-    pub fn build<R: Read + Send + 'static>(self, input: R, location: &str) -> Reader {
+    /// `source_file` and `rejects`. The first bytes are read here, to
+    /// recognise formats whose input is one document ([`Format::detect_head`]);
+    /// the splitting runs on its own thread, by lines or by events as the
+    /// format's [`Framing`] says.
+    pub fn build<R: Read + Send + 'static>(mut self, input: R, location: &str) -> Reader {
+        let (head, input) = read_head(input, HEAD_BYTES);
+        if self.format.is_none() {
+            self.format = Format::detect_head(&head);
+        }
+        let input = std::io::Cursor::new(head).chain(input);
         let (tx, chunks) = sync_channel::<LineChunk>(2);
         let (chunk_bytes, max_line) = (self.chunk_bytes, self.max_line_bytes);
+        let framing = self.format.map(Format::framing).unwrap_or(Framing::Lines);
         let splitter = std::thread::spawn(move || -> u64 {
-            let mut split = LineSplitter::new(input, chunk_bytes, max_line, REJECT_SNIPPET_BYTES);
-            while let Some(chunk) = split.next_chunk() {
-                if tx.send(chunk).is_err() {
-                    break;
+            // Chunks go out until the input ends or the reader is dropped.
+            let send_all = |mut next: Box<dyn FnMut() -> Option<LineChunk> + '_>| {
+                while let Some(chunk) = next() {
+                    if tx.send(chunk).is_err() {
+                        break;
+                    }
+                }
+            };
+            match framing {
+                Framing::Lines => {
+                    let mut split = LineSplitter::new(input, chunk_bytes, max_line, REJECT_SNIPPET_BYTES);
+                    send_all(Box::new(|| split.next_chunk()));
+                    split.bytes_read()
+                }
+                Framing::JsonEventArray { key } => {
+                    let mut split = EventSplitter::new(input, key, chunk_bytes, max_line, REJECT_SNIPPET_BYTES);
+                    send_all(Box::new(|| split.next_chunk()));
+                    split.bytes_read()
                 }
             }
-            split.bytes_read()
         });
-        Reader { config: self, location: location.to_string(), chunks, splitter: Some(splitter) }
+        let pairing = SpanPairing { redaction: self.settings.redaction.clone(), open: HashMap::new() };
+        Reader {
+            config: self,
+            location: location.to_string(),
+            chunks,
+            splitter: Some(splitter),
+            header: None,
+            started: false,
+            pairing,
+            finished: false,
+        }
+    }
+}
+
+/// Reads up to `limit` bytes of `input` (fewer at its end); a read error
+/// stops the head there and is replayed to whoever reads on, so the splitter
+/// reports it where it happened.
+fn read_head<R: Read>(mut input: R, limit: usize) -> (Vec<u8>, ReplayError<R>) {
+    let mut head = vec![0; limit];
+    let mut filled = 0;
+    let mut error = None;
+    while filled < limit {
+        match input.read(&mut head[filled..]) {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => {
+                error = Some(e);
+                break;
+            }
+        }
+    }
+    head.truncate(filled);
+    (head, ReplayError { error, input })
+}
+
+/// A reader that first returns a stored error, then reads on.
+struct ReplayError<R> {
+    error: Option<std::io::Error>,
+    input: R,
+}
+
+impl<R: Read> Read for ReplayError<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        match self.error.take() {
+            Some(e) => Err(e),
+            None => self.input.read(buf),
+        }
     }
 }
 
@@ -212,6 +333,14 @@ pub struct Reader {
     location: String,
     chunks: Receiver<LineChunk>,
     splitter: Option<JoinHandle<u64>>,
+    /// The file's CSV header, for formats that read rows by column name.
+    header: Option<CsvHeader>,
+    /// Whether the first chunk (where detection and the header are) was seen.
+    started: bool,
+    /// Begin events still open, carried from chunk to chunk.
+    pairing: SpanPairing,
+    /// True once the end of input was handled.
+    finished: bool,
 }
 
 impl Reader {
@@ -238,11 +367,24 @@ impl Reader {
                 self.config.default_model = Some(default_model_for(f, &self.location));
             }
         }
+        if !self.started {
+            self.started = true;
+            if let (Some(f), Some(first)) = (self.config.format, first_line(chunk)) {
+                self.header = f.header(first);
+            }
+        }
         let ctx = LineContext {
             default_model: self.config.default_model.as_deref().unwrap_or("unknown"),
             base_time_micros: self.config.base_time_micros,
+            time_unit: self.config.time_unit,
+            header: self.header.as_ref(),
         };
-        parse_chunk(chunk, self.config.format, &ctx, &self.location, &self.config.settings)
+        let mut slices = parse_chunk(chunk, self.config.format, &ctx, &self.location, &self.config.settings)?;
+        if slices.iter().any(|s| !s.spans.is_empty()) {
+            let spans: Vec<PendingSpan> = slices.iter_mut().flat_map(|s| std::mem::take(&mut s.spans)).collect();
+            slices.push(self.pairing.pair(spans, &self.location)?);
+        }
+        Ok(slices)
     }
 }
 
@@ -250,8 +392,93 @@ impl Iterator for Reader {
     type Item = Result<Vec<ParsedSlice>>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        let chunk = self.chunks.recv().ok()?;
-        Some(self.parse(&chunk))
+        if let Ok(chunk) = self.chunks.recv() {
+            return Some(self.parse(&chunk));
+        }
+        if self.finished {
+            return None;
+        }
+        self.finished = true;
+        // Begin events never ended are rejected once the input is over.
+        self.pairing.finish(&self.location).transpose().map(|slice| slice.map(|s| vec![s]))
+    }
+}
+
+/// Longest raw prefix of a begin/end event kept for its `rejects` row.
+const SPAN_SNIPPET_BYTES: usize = 1024;
+
+/// A begin or end trace event with where it came from, waiting to be paired.
+struct PendingSpan {
+    event: SpanEvent,
+    format: &'static str,
+    line_no: u64,
+    byte_offset: u64,
+    raw: Vec<u8>,
+}
+
+impl PendingSpan {
+    fn origin<'a>(&'a self, file: &'a str) -> LineOrigin<'a> {
+        LineOrigin { file, format: self.format, line_no: self.line_no, byte_offset: self.byte_offset }
+    }
+}
+
+/// Pairs begin and end trace events in input order: per (`pid`, `tid`), an
+/// end closes the most recent open begin (events nest like a stack).
+struct SpanPairing {
+    /// How rejected events are stored.
+    redaction: Redactor,
+    open: HashMap<(Option<String>, Option<String>), Vec<PendingSpan>>,
+}
+
+impl SpanPairing {
+    /// Pairs `spans` (in input order) with what is open; returns the slice of
+    /// the pairs' rows, the rejects, and their accounting.
+    fn pair(&mut self, spans: Vec<PendingSpan>, file: &str) -> Result<ParsedSlice> {
+        let mut out = SliceBuilders::new(&self.redaction);
+        for span in spans {
+            let key = (span.event.pid.clone(), span.event.tid.clone());
+            if span.event.begin {
+                self.open.entry(key).or_default().push(span);
+                continue;
+            }
+            let Some(begin) = self.open.get_mut(&key).and_then(Vec::pop) else {
+                out.counts.lines_read += 1;
+                out.counts.lines_rejected += 1;
+                let error = "an E event without an open B event on the same pid and tid";
+                out.reject(&span.origin(file), None, error, &span.raw, false, span.raw.len());
+                continue;
+            };
+            out.counts.lines_read += 2;
+            match kernel_trace::pair(begin.event.clone(), span.event.clone()) {
+                Ok(row) => {
+                    out.counts.lines_ingested += 2;
+                    out.kernel(&row, &begin.origin(file));
+                }
+                Err(e) => {
+                    out.counts.lines_rejected += 2;
+                    out.reject(&begin.origin(file), None, &e, &begin.raw, false, begin.raw.len());
+                    out.reject(&span.origin(file), None, &e, &span.raw, false, span.raw.len());
+                }
+            }
+        }
+        out.finish(0)
+    }
+
+    /// Rejects the begin events still open at the end of the input.
+    fn finish(&mut self, file: &str) -> Result<Option<ParsedSlice>> {
+        let mut open: Vec<PendingSpan> = self.open.drain().flat_map(|(_, stack)| stack).collect();
+        if open.is_empty() {
+            return Ok(None);
+        }
+        open.sort_by_key(|s| s.byte_offset);
+        let mut out = SliceBuilders::new(&self.redaction);
+        for span in &open {
+            out.counts.lines_read += 1;
+            out.counts.lines_rejected += 1;
+            let error = "a B event without an E event on the same pid and tid";
+            out.reject(&span.origin(file), None, error, &span.raw, false, span.raw.len());
+        }
+        out.finish(0).map(Some)
     }
 }
 
@@ -260,6 +487,11 @@ fn default_model_for(format: Format, location: &str) -> String {
     let name = Path::new(location).file_name().map(|s| s.to_string_lossy().to_string()).unwrap_or_default();
     let stem = name.split('.').next().unwrap_or_default();
     format!("{}:{stem}", format.name())
+}
+
+/// The first non-blank line of a chunk.
+fn first_line(chunk: &LineChunk) -> Option<&[u8]> {
+    chunk.lines.iter().map(|s| &chunk.data[s.start..s.end]).find(|l| !l.trim_ascii().is_empty())
 }
 
 fn detect_format(chunk: &LineChunk) -> Option<Format> {
@@ -289,7 +521,7 @@ fn parse_chunk(
         .par_chunks(per_task)
         .enumerate()
         .map(|(task, spans)| {
-            let mut out = SliceBuilders::default();
+            let mut out = SliceBuilders::new(&settings.redaction);
             for (i, span) in spans.iter().enumerate() {
                 let line = &chunk.data[span.start..span.end];
                 let origin =
@@ -300,7 +532,7 @@ fn parse_chunk(
                     continue;
                 }
                 let outcome = if let Some(err) = chunk.stream_error.as_ref().filter(|_| stream_failed) {
-                    Err(format!("input stream failed after this point: {err}"))
+                    Err(err.clone())
                 } else if span.is_cut() {
                     Err(format!("line is {} bytes, longer than --max-line-bytes", span.original_len))
                 } else if let Some(f) = format {
@@ -315,12 +547,34 @@ fn parse_chunk(
                         out.request(&rec, &origin, settings);
                     }
                     Ok(Parsed::Rows { rows, skipped }) => {
-                        out.counts.lines_read += 1;
-                        out.counts.lines_ingested += 1;
+                        // A begin/end event is counted when the reader pairs it.
+                        if !matches!(rows.as_slice(), [Row::KernelSpan(_)]) {
+                            out.counts.lines_read += 1;
+                            out.counts.lines_ingested += 1;
+                        }
                         out.counts.records_skipped += skipped;
                         for row in rows {
                             match row {
                                 Row::Request(rec) => out.request(&rec, &origin, settings),
+                                Row::Reject(r) => {
+                                    out.counts.records_rejected += 1;
+                                    let raw = format.map_or(Cow::Borrowed(&r.raw[..]), |f| f.reject_raw(&r.raw, ctx));
+                                    out.reject(&origin, Some(&r.record), &r.error, &raw, false, r.raw.len());
+                                }
+                                Row::Kernel(k) => out.kernel(&k, &origin),
+                                Row::KernelSpan(event) => out.spans.push(PendingSpan {
+                                    event,
+                                    format: format_name,
+                                    line_no: span.line_no,
+                                    byte_offset: span.byte_offset,
+                                    raw: line[..line.len().min(SPAN_SNIPPET_BYTES)].to_vec(),
+                                }),
+                                Row::MoeRouting(m) => {
+                                    out.counts.rows_written += 1;
+                                    out.moe_routing.append(&m, &origin);
+                                }
+                                Row::Eval(e) => out.eval(&e, &origin, settings),
+                                Row::Profile(rec) => out.profile(&rec, &origin),
                             }
                         }
                     }
@@ -328,7 +582,8 @@ fn parse_chunk(
                     Err(e) => {
                         out.counts.lines_read += 1;
                         out.counts.lines_rejected += 1;
-                        out.rejects.append(&origin, &e, line, span.original_len, &settings.redaction);
+                        let raw = format.map_or(Cow::Borrowed(line), |f| f.reject_raw(line, ctx));
+                        out.reject(&origin, None, &e, &raw, span.is_cut(), span.original_len as usize);
                     }
                 }
             }
@@ -338,17 +593,48 @@ fn parse_chunk(
 }
 
 /// The batches one slice of lines is building, and its counts.
-#[derive(Default)]
 struct SliceBuilders {
+    /// How rejected lines are stored.
+    redaction: Redactor,
     requests: RequestsBuilder,
     request_days: Vec<i32>,
     tokens: TokensBuilder,
     token_days: Vec<i32>,
+    profiles: ProfilesBuilder,
+    profile_days: Vec<i32>,
     rejects: RejectsBuilder,
+    kernels: KernelsBuilder,
+    moe_routing: MoeRoutingBuilder,
+    evals: EvalsBuilder,
+    spans: Vec<PendingSpan>,
     counts: LineCounts,
 }
 
 impl SliceBuilders {
+    fn new(redaction: &Redactor) -> Self {
+        SliceBuilders {
+            redaction: redaction.clone(),
+            requests: Default::default(),
+            request_days: Vec::new(),
+            tokens: Default::default(),
+            token_days: Vec::new(),
+            profiles: Default::default(),
+            profile_days: Vec::new(),
+            rejects: Default::default(),
+            kernels: Default::default(),
+            moe_routing: Default::default(),
+            evals: Default::default(),
+            spans: Vec::new(),
+            counts: LineCounts::default(),
+        }
+    }
+
+    /// Appends a rejected line (or record): its first bytes `raw` (`cut` when
+    /// the splitter kept fewer than the line's `line_bytes`), redacted.
+    fn reject(&mut self, origin: &LineOrigin<'_>, record: Option<&str>, error: &str, raw: &[u8], cut: bool, line_bytes: usize) {
+        self.rejects.append(origin, record, error, raw, cut, line_bytes as u64, &self.redaction);
+    }
+
     /// Appends a request and its tokens, deriving the analytic columns.
     fn request(&mut self, rec: &RequestRecord<'_>, origin: &LineOrigin<'_>, settings: &DeriveSettings) {
         let derived = derive_request(rec, origin, settings);
@@ -356,10 +642,38 @@ impl SliceBuilders {
         self.counts.tokens_written += rec.tokens.len() as u64;
         self.requests.append(rec, &derived, origin);
         self.request_days.push(derived.day);
+        let owner = TokenOwner::of_request(rec, &derived);
         for (position, token) in rec.tokens.iter().enumerate() {
-            self.tokens.append(rec, &derived, position, token);
+            self.tokens.append(&owner, position, token);
             self.token_days.push(derived.day);
         }
+    }
+
+    /// Appends an engine profile and one `tokens` row per decode step.
+    fn profile(&mut self, rec: &ProfileRecord<'_>, origin: &LineOrigin<'_>) {
+        let derived = derive_profile(rec);
+        self.counts.profiles_written += 1;
+        self.counts.tokens_written += rec.decode_latency_ms.len() as u64;
+        self.profiles.append(rec, &derived, origin);
+        self.profile_days.push(derived.day);
+        let owner = TokenOwner::of_profile(rec);
+        for (position, &itl_ms) in rec.decode_latency_ms.iter().enumerate() {
+            self.tokens.append(&owner, position, &TokenRecord { itl_ms, ..Default::default() });
+            self.token_days.push(derived.day);
+        }
+    }
+
+    /// Appends a kernel interval.
+    fn kernel(&mut self, row: &KernelRow, origin: &LineOrigin<'_>) {
+        self.counts.rows_written += 1;
+        self.kernels.append(row, origin);
+    }
+
+    /// Appends an evaluation record, its reference redacted like outputs.
+    fn eval(&mut self, row: &EvalRow, origin: &LineOrigin<'_>, settings: &DeriveSettings) {
+        self.counts.rows_written += 1;
+        let reference = settings.redaction.text(row.reference.as_deref());
+        self.evals.append(row, reference.as_deref(), origin);
     }
 
     fn finish(mut self, bytes: u64) -> Result<ParsedSlice> {
@@ -367,10 +681,17 @@ impl SliceBuilders {
             (rows > 0).then_some(DatedBatch { batch, days })
         }
         let (n_requests, n_tokens, n_rejects) = (self.requests.len(), self.tokens.len(), self.rejects.len());
+        let (n_kernels, n_moe, n_evals) = (self.kernels.len(), self.moe_routing.len(), self.evals.len());
+        let n_profiles = self.profiles.len();
         Ok(ParsedSlice {
             requests: dated(n_requests, self.requests.finish()?, self.request_days),
             tokens: dated(n_tokens, self.tokens.finish()?, self.token_days),
+            profiles: dated(n_profiles, self.profiles.finish()?, self.profile_days),
             rejects: if n_rejects > 0 { Some(self.rejects.finish()?) } else { None },
+            kernels: if n_kernels > 0 { Some(self.kernels.finish()?) } else { None },
+            moe_routing: if n_moe > 0 { Some(self.moe_routing.finish()?) } else { None },
+            evals: if n_evals > 0 { Some(self.evals.finish()?) } else { None },
+            spans: self.spans,
             counts: self.counts,
             bytes,
         })
@@ -408,7 +729,9 @@ mod tests {
                 lines_rejected: 1,
                 lines_skipped: 1,
                 records_skipped: 0,
-                tokens_written: 0
+                records_rejected: 0,
+                tokens_written: 0,
+                profiles_written: 0
             }
         );
         assert_eq!(requests.iter().map(RecordBatch::num_rows).sum::<usize>(), 2);
@@ -416,10 +739,136 @@ mod tests {
     }
 
     #[test]
+    fn a_profile_line_is_a_profiles_row_with_engine_token_rows() {
+        let log = "{\"request_id\":\"r1\",\"inference_steps\":3,\"prefill_latency_ms\":20,\"decode_latency_ms\":[5,6.5]}\n{\"request_id\":\"r2\",\"inference_steps\":1,\"prefill_latency_ms\":20,\"decode_latency_ms\":7}\n";
+        let mut reader = ReaderBuilder::new().build(std::io::Cursor::new(log.as_bytes().to_vec()), "p.jsonl");
+        let (mut counts, mut profiles, mut tokens) = (LineCounts::default(), 0, Vec::new());
+        for slices in &mut reader {
+            for s in slices.expect("chunk parses") {
+                counts.add(&s.counts);
+                profiles += s.profiles.map_or(0, |d| d.batch.num_rows());
+                tokens.extend(s.tokens.map(|d| d.batch));
+            }
+        }
+        assert_eq!(reader.format().map(Format::name), Some("profile"));
+        assert_eq!((counts.lines_read, counts.lines_ingested, counts.lines_rejected), (2, 1, 1));
+        assert_eq!((counts.rows_written, counts.profiles_written, counts.tokens_written), (0, 1, 2));
+        assert_eq!(profiles, 1);
+        let t = &tokens[0];
+        let source = t.column_by_name("source").unwrap().as_any().downcast_ref::<arrow_array::StringArray>().unwrap();
+        assert_eq!((source.value(0), source.value(1)), ("engine", "engine"));
+        let itl = t.column_by_name("itl_ms").unwrap().as_any().downcast_ref::<arrow_array::Float64Array>().unwrap();
+        assert_eq!((itl.value(0), itl.value(1)), (5.0, 6.5));
+    }
+
+    #[test]
     fn undetectable_files_are_rejected_line_by_line() {
         let (counts, _, rejects) = read_all("hello\nworld\n", ReaderBuilder::new());
         assert_eq!((counts.lines_read, counts.lines_rejected), (2, 2));
         assert_eq!(rejects.iter().map(RecordBatch::num_rows).sum::<usize>(), 2);
+    }
+
+    /// Reads `input` whole; returns the counts, the `kernels` batches and the rejects' errors.
+    fn read_tables(input: Vec<u8>, builder: ReaderBuilder) -> (LineCounts, Vec<RecordBatch>, Vec<String>) {
+        let mut reader = builder.with_chunk_bytes(256).build(std::io::Cursor::new(input), "t.json");
+        let (mut counts, mut kernels, mut errors) = (LineCounts::default(), Vec::new(), Vec::new());
+        for slices in &mut reader {
+            for s in slices.expect("chunk parses") {
+                counts.add(&s.counts);
+                kernels.extend(s.kernels);
+                if let Some(r) = s.rejects {
+                    let e = r.column_by_name("error").unwrap();
+                    let e = e.as_any().downcast_ref::<arrow_array::StringArray>().unwrap();
+                    errors.extend(e.iter().map(|x| x.unwrap().to_string()));
+                }
+            }
+        }
+        assert!(reader.finish().is_ok());
+        (counts, kernels, errors)
+    }
+
+    #[test]
+    fn kernel_trace_sample_events_are_rows_skips_or_rejects() {
+        // tests/data/formats/kernel_trace.sample.json: 19 events; 7 of phases
+        // without rows (3 M, s, f, i, C); 7 X and 2 B/E pairs give 9 rows from
+        // 11 events; the last event (an X without ts) is rejected.
+        let sample = include_bytes!("../../../tests/data/formats/kernel_trace.sample.json").to_vec();
+        let (counts, kernels, errors) = read_tables(sample, ReaderBuilder::new());
+        assert_eq!(
+            counts,
+            LineCounts {
+                lines_read: 12,
+                lines_ingested: 11,
+                rows_written: 9,
+                lines_rejected: 1,
+                lines_skipped: 7,
+                records_skipped: 0,
+                records_rejected: 0,
+                tokens_written: 0,
+                profiles_written: 0
+            }
+        );
+        assert_eq!(kernels.iter().map(RecordBatch::num_rows).sum::<usize>(), 9);
+        assert_eq!(errors.len(), 1);
+        assert!(errors[0].contains("numeric ts (missing)"), "{errors:?}");
+    }
+
+    #[test]
+    fn unmatched_begin_and_end_events_are_rejected() {
+        let doc = br#"[{"ph":"E","tid":1,"ts":1},{"ph":"B","tid":1,"ts":2},{"ph":"B","tid":2,"ts":3},{"ph":"E","tid":2,"ts":5},{"ph":"B","tid":3,"ts":9},{"ph":"E","tid":3,"ts":8}]"#;
+        let (counts, kernels, errors) = read_tables(doc.to_vec(), ReaderBuilder::new());
+        // tid 2 pairs; tid 1's E comes first and its B never ends; tid 3 ends before it begins.
+        assert_eq!(
+            (counts.lines_read, counts.lines_ingested, counts.lines_rejected, counts.rows_written),
+            (6, 2, 4, 1)
+        );
+        assert_eq!(kernels.iter().map(RecordBatch::num_rows).sum::<usize>(), 1);
+        assert!(errors.iter().any(|e| e.contains("E event without an open B")), "{errors:?}");
+        assert!(errors.iter().any(|e| e.contains("B event without an E")), "{errors:?}");
+        assert_eq!(errors.iter().filter(|e| e.contains("ends before")).count(), 2, "{errors:?}");
+    }
+
+    #[test]
+    fn a_forced_trace_format_reads_a_truncated_document() {
+        let doc = b"{\"traceEvents\": [{\"ph\":\"X\",\"ts\":1,\"dur\":2},\n{\"ph\":\"X\",\"ts\":3,";
+        let format = "kernel_trace".parse().ok();
+        let (counts, kernels, errors) = read_tables(doc.to_vec(), ReaderBuilder::new().with_format(format));
+        assert_eq!((counts.lines_read, counts.lines_ingested, counts.lines_rejected), (2, 1, 1));
+        assert_eq!(kernels.iter().map(RecordBatch::num_rows).sum::<usize>(), 1);
+        assert!(errors[0].contains("ends inside this event") && errors[0].contains("byte 44"), "{errors:?}");
+    }
+
+    #[test]
+    fn records_inside_a_line_are_rows_skips_or_rejects() {
+        let otel = include_str!("../../../sample_logs/otel.jsonl");
+        let (counts, requests, rejects) = read_all(otel, ReaderBuilder::new());
+        // 9 lines: 8 parse (13 spans: 7 requests, 5 other spans, 1 failed call
+        // without usage), the last is cut short.
+        assert_eq!(
+            counts,
+            LineCounts {
+                lines_read: 9,
+                lines_ingested: 8,
+                rows_written: 7,
+                lines_rejected: 1,
+                lines_skipped: 0,
+                records_skipped: 5,
+                records_rejected: 1,
+                tokens_written: 0,
+                profiles_written: 0
+            }
+        );
+        assert!(counts.reconciles());
+        assert_eq!(requests.iter().map(RecordBatch::num_rows).sum::<usize>(), 7);
+        let records: Vec<Option<String>> = rejects
+            .iter()
+            .flat_map(|b| {
+                let col =
+                    b.column_by_name("record").unwrap().as_any().downcast_ref::<arrow_array::StringArray>().unwrap();
+                col.iter().map(|v| v.map(str::to_string)).collect::<Vec<_>>()
+            })
+            .collect();
+        assert_eq!(records, vec![Some("6e0c63257de34c93".to_string()), None]);
     }
 
     #[test]

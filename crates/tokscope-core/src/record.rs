@@ -1,7 +1,8 @@
-//! A parsed request before it becomes Arrow columns. Every input format parses
-//! a line into a [`RequestRecord`]; [`crate::derive`] computes the derived
-//! columns and [`crate::catalog::requests`] declares how both become Arrow.
-//! Strings borrow from the input line where they need no unescaping.
+//! A parsed line before it becomes Arrow columns. The request formats parse a
+//! line into a [`RequestRecord`] (the engine profiling format into a
+//! [`ProfileRecord`]); [`crate::derive`] computes the derived columns and
+//! [`crate::catalog`] declares how both become Arrow. Strings borrow from the
+//! input line where they need no unescaping.
 
 use std::borrow::Cow;
 
@@ -18,6 +19,8 @@ pub struct RequestRecord<'a> {
     pub model: Cow<'a, str>,
     /// Model version or snapshot, when logged apart from the name.
     pub model_version: Option<Cow<'a, str>>,
+    /// Experiment arm as logged (`variant`, `arm` or `experiment`).
+    pub variant: Option<Cow<'a, str>>,
     /// HTTP status.
     pub status: Option<i32>,
     /// All prompt tokens, cached ones included (see docs/metrics.md for Anthropic).
@@ -40,6 +43,9 @@ pub struct RequestRecord<'a> {
     pub prefill_latency_ms: Option<f64>,
     /// Share of the prompt served from the KV cache (0..=1).
     pub kv_cache_hit_ratio: Option<f64>,
+    /// The request's cost as the gateway or tracing tool logged it, in USD
+    /// (LiteLLM, Langfuse, Helicone); `None` when not logged.
+    pub logged_cost_usd: Option<f64>,
     /// Finish reason exactly as logged.
     pub finish_reason_raw: Option<Cow<'a, str>>,
     /// The prompt: text, or chat messages kept as compact JSON.
@@ -96,6 +102,7 @@ impl RequestRecord<'_> {
             session_id: owned_opt(self.session_id),
             model: owned(self.model),
             model_version: owned_opt(self.model_version),
+            variant: owned_opt(self.variant),
             status: self.status,
             prompt_tokens: self.prompt_tokens,
             completion_tokens: self.completion_tokens,
@@ -107,6 +114,7 @@ impl RequestRecord<'_> {
             latency_ms: self.latency_ms,
             prefill_latency_ms: self.prefill_latency_ms,
             kv_cache_hit_ratio: self.kv_cache_hit_ratio,
+            logged_cost_usd: self.logged_cost_usd,
             finish_reason_raw: owned_opt(self.finish_reason_raw),
             prompt: owned_opt(self.prompt),
             model_output: owned_opt(self.model_output),
@@ -130,6 +138,59 @@ impl TokenRecord<'_> {
             is_special: self.is_special,
             emitted_ms: self.emitted_ms,
             itl_ms: self.itl_ms,
+        }
+    }
+}
+
+/// One engine profiling record (the `profile` format): the serving engine's
+/// own timing of one request, joined to the gateway's `requests` row by
+/// `request_id` in SQL.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct ProfileRecord<'a> {
+    /// Join key to `requests.request_id`.
+    pub request_id: Cow<'a, str>,
+    /// When the engine received the request, on the engine's clock
+    /// (microseconds since the epoch); `None` when not logged.
+    pub ts_micros: Option<i64>,
+    /// Serving process or replica.
+    pub engine_id: Option<Cow<'a, str>>,
+    /// GPU index.
+    pub gpu_id: Option<i64>,
+    /// Model as the engine names it.
+    pub model: Option<Cow<'a, str>>,
+    /// Forward passes that touched the request (prefill chunks and decode steps).
+    pub inference_steps: Option<i64>,
+    /// Share of the prompt served from the KV / prefix cache (0..=1).
+    pub kv_cache_hit_ratio: Option<f64>,
+    /// Mean CUDA kernel time over the request's steps, microseconds.
+    pub cuda_kernel_avg_us: Option<f64>,
+    /// Time spent in prefill.
+    pub prefill_latency_ms: f64,
+    /// One entry per generated token; `None` for an entry that is not a
+    /// finite, non-negative number (flagged in `issues`).
+    pub decode_latency_ms: Vec<Option<f64>>,
+    /// Unknown keys of the input object, as a compact JSON object.
+    pub extra: Option<String>,
+    /// Problems found in the record (it is kept; see docs/metrics.md).
+    pub issues: Vec<String>,
+}
+
+impl ProfileRecord<'_> {
+    /// The same record with every borrowed string copied.
+    pub fn into_owned(self) -> ProfileRecord<'static> {
+        ProfileRecord {
+            request_id: owned(self.request_id),
+            ts_micros: self.ts_micros,
+            engine_id: owned_opt(self.engine_id),
+            gpu_id: self.gpu_id,
+            model: owned_opt(self.model),
+            inference_steps: self.inference_steps,
+            kv_cache_hit_ratio: self.kv_cache_hit_ratio,
+            cuda_kernel_avg_us: self.cuda_kernel_avg_us,
+            prefill_latency_ms: self.prefill_latency_ms,
+            decode_latency_ms: self.decode_latency_ms,
+            extra: self.extra,
+            issues: self.issues,
         }
     }
 }

@@ -44,6 +44,9 @@ pub struct Redactor {
     key: Option<Arc<[u8]>>,
 }
 
+/// `drop` without a key: for rows whose texts are never kept (engine profiles' tokens).
+pub static DROP_TEXT: Redactor = Redactor { mode: Redaction::Drop, key: None };
+
 impl fmt::Debug for Redactor {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // Never the key.

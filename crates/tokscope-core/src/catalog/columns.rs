@@ -142,6 +142,28 @@ impl ColumnType for Utf8List {
     }
 }
 
+/// A list of floats (a distribution over candidates); `None` is stored as null.
+pub struct Float64List;
+impl ColumnType for Float64List {
+    type Builder = ListBuilder<Float64Builder>;
+    type Value<'v> = &'v [f64];
+    fn data_type() -> DataType {
+        DataType::List(Arc::new(Field::new("item", DataType::Float64, true)))
+    }
+    fn new_builder() -> Self::Builder {
+        ListBuilder::new(Float64Builder::new())
+    }
+    fn append(builder: &mut Self::Builder, value: Option<&[f64]>) {
+        match value {
+            Some(items) => {
+                builder.values().append_slice(items);
+                builder.append(true);
+            }
+            None => builder.append_null(),
+        }
+    }
+}
+
 /// A token's top alternatives as logged: `(token, natural-log probability)`.
 /// Under redaction the texts are stored as their keyed hash (`hash`) or empty (`drop`).
 #[derive(Debug, Clone, Copy)]

@@ -11,7 +11,11 @@
 //! in [`CATALOG`].
 
 pub mod columns;
+pub mod evals;
 pub mod interventions;
+pub mod kernels;
+pub mod moe_routing;
+pub mod profiles;
 pub mod rejects;
 pub mod replay_verdicts;
 pub mod requests;
@@ -27,9 +31,13 @@ use crate::error::Result;
 pub const CATALOG: &[TableDef] = &[
     requests::RequestsBuilder::DEF,
     tokens::TokensBuilder::DEF,
+    profiles::ProfilesBuilder::DEF,
     rejects::RejectsBuilder::DEF,
     replay_verdicts::VerdictsBuilder::DEF,
     interventions::InterventionsBuilder::DEF,
+    kernels::KernelsBuilder::DEF,
+    moe_routing::MoeRoutingBuilder::DEF,
+    evals::EvalsBuilder::DEF,
 ];
 
 /// Name of the hive partition column (`date=YYYY-MM-DD`) of partitioned tables.

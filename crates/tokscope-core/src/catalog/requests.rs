@@ -32,6 +32,8 @@ table! {
         model: Utf8 [Dictionary] = r.model.as_ref(),
         /// Model version / snapshot (OpenAI: system_fingerprint).
         model_version: Utf8 nullable [Dictionary] = r.model_version.as_deref(),
+        /// Experiment arm: the logged `variant` / `arm` / `experiment`, else the --variants mapping; null when neither names one.
+        variant: Utf8 nullable [Dictionary] = d.variant,
         /// HTTP status.
         status: Int32 nullable [Dictionary] = r.status,
         /// Whole prompt, cached tokens included (docs/metrics.md).
@@ -62,6 +64,8 @@ table! {
         e2e_tps: Float64 nullable = d.e2e_tps,
         /// Share of the prompt served from the KV cache, when logged.
         kv_cache_hit_ratio: Float64 nullable = r.kv_cache_hit_ratio,
+        /// Cost the gateway or tracing tool logged, USD (LiteLLM, Langfuse, Helicone); null when not logged.
+        logged_cost_usd: Float64 nullable = r.logged_cost_usd,
         /// stop|length|tool_calls|content_filter|error|other.
         finish_reason: Utf8 nullable [Dictionary] = d.finish_reason,
         /// Finish reason exactly as logged.

@@ -27,6 +27,8 @@ struct CanonicalLine<'a> {
     session_id: Option<Cow<'a, str>>,
     model: Option<Cow<'a, str>>,
     model_version: Option<Cow<'a, str>>,
+    /// Experiment-arm keys as logged, in [`fields::VARIANT_KEYS`] order.
+    arm_keys: [Option<(Cow<'a, str>, &'a RawValue)>; 3],
     status: Option<f64>,
     prompt_tokens: Option<f64>,
     completion_tokens: Option<f64>,
@@ -38,6 +40,7 @@ struct CanonicalLine<'a> {
     latency_ms: Option<f64>,
     prefill_latency_ms: Option<f64>,
     kv_cache_hit_ratio: Option<f64>,
+    logged_cost_usd: Option<f64>,
     finish_reason: Option<Cow<'a, str>>,
     prompt: Option<Cow<'a, str>>,
     model_output: Option<Cow<'a, str>>,
@@ -64,6 +67,11 @@ impl<'de> Deserialize<'de> for CanonicalLine<'de> {
                         "session_id" => c.session_id = map.next_value()?,
                         "model" => c.model = map.next_value()?,
                         "model_version" => c.model_version = map.next_value()?,
+                        k if fields::VARIANT_KEYS.contains(&k) => {
+                            let v: &'de RawValue = map.next_value()?;
+                            let slot = fields::VARIANT_KEYS.iter().position(|n| *n == k).unwrap_or(0);
+                            c.arm_keys[slot] = Some((key, v));
+                        }
                         "status" => c.status = map.next_value()?,
                         "prompt_tokens" => c.prompt_tokens = map.next_value()?,
                         "completion_tokens" => c.completion_tokens = map.next_value()?,
@@ -75,6 +83,7 @@ impl<'de> Deserialize<'de> for CanonicalLine<'de> {
                         "latency_ms" => c.latency_ms = map.next_value()?,
                         "prefill_latency_ms" => c.prefill_latency_ms = map.next_value()?,
                         "kv_cache_hit_ratio" => c.kv_cache_hit_ratio = map.next_value()?,
+                        "logged_cost_usd" => c.logged_cost_usd = map.next_value()?,
                         "finish_reason" => c.finish_reason = map.next_value()?,
                         "prompt" => {
                             let raw: &'de RawValue = map.next_value()?;
@@ -141,12 +150,24 @@ impl<'a> CanonicalLine<'a> {
         let mut token_issues = Vec::new();
         let tokens =
             fields::merge_token_data(self.logprobs, self.token_times_ms, self.decode_latency_ms, &mut token_issues);
+        // The first arm key with a label names the variant; values that name
+        // no arm (objects, arrays) stay in `extra`, as before they were known.
+        let mut extra = self.extra;
+        let mut variant = None;
+        for (key, raw) in self.arm_keys.into_iter().flatten() {
+            match fields::arm_label(raw) {
+                Some(label) if variant.is_none() => variant = Some(label),
+                Some(_) => {}
+                None => extra.push((key, raw)),
+            }
+        }
         Ok(RequestRecord {
             request_id: self.request_id,
             ts_micros: ts,
             session_id: self.session_id,
             model,
             model_version: self.model_version,
+            variant,
             status,
             prompt_tokens,
             completion_tokens,
@@ -158,13 +179,14 @@ impl<'a> CanonicalLine<'a> {
             latency_ms: fields::duration_ms("latency_ms", self.latency_ms)?,
             prefill_latency_ms: fields::duration_ms("prefill_latency_ms", self.prefill_latency_ms)?,
             kv_cache_hit_ratio: self.kv_cache_hit_ratio,
+            logged_cost_usd: fields::cost_usd("logged_cost_usd", self.logged_cost_usd)?,
             finish_reason_raw: self.finish_reason,
             prompt: self.prompt,
             model_output: self.model_output,
             output_is_raw: has_output,
             last_token_special: None,
             tokens,
-            extra: extra_json(&self.extra),
+            extra: extra_json(&extra),
             token_issues,
         })
     }
@@ -218,6 +240,18 @@ mod tests {
             .contains("integer"));
         assert!(parse(br#"[1,2]"#).is_err());
         assert!(parse(br#"42"#).is_err());
+    }
+
+    #[test]
+    fn variant_comes_from_the_first_arm_key_with_a_label() {
+        let base = r#""ts":1,"model":"m","prompt_tokens":1,"completion_tokens":1"#;
+        let rec = |keys: &str| parse(format!("{{{base},{keys}}}").as_bytes()).map(RequestRecord::into_owned).unwrap();
+        assert_eq!(rec(r#""arm":"B","variant":"treatment""#).variant.as_deref(), Some("treatment"));
+        assert_eq!(rec(r#""experiment":"exp-7""#).variant.as_deref(), Some("exp-7"));
+        let nested = rec(r#""experiment":{"id":"e1","arm":"B"},"arm":"A""#);
+        assert_eq!(nested.variant.as_deref(), Some("A"));
+        assert_eq!(nested.extra.as_deref(), Some(r#"{"experiment":{"id":"e1","arm":"B"}}"#));
+        assert_eq!(rec(r#""region":"eu""#).variant, None);
     }
 
     #[test]

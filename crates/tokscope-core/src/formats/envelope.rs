@@ -1,5 +1,5 @@
-//! The optional gateway envelope around provider responses (OpenAI,
-//! Anthropic, TGI): `{"ts", "latency_ms", "ttft_ms", "request", "response"}`.
+//! The optional gateway envelope around provider responses (OpenAI Chat
+//! Completions and Responses, Anthropic, TGI): `{"ts", "latency_ms", "ttft_ms", "request", "response"}`.
 //! Providers' response bodies lack arrival time and latency; gateways add them.
 
 use std::borrow::Cow;
@@ -27,9 +27,18 @@ pub struct Envelope<'a> {
     /// Session / conversation id.
     #[serde(borrow, default)]
     pub session_id: Option<Cow<'a, str>>,
-    /// HTTP status.
-    #[serde(default)]
-    pub status: Option<f64>,
+    /// HTTP status (a bare response may have a `status` of its own: see [`Envelope::status`]).
+    #[serde(borrow, default)]
+    pub status: Option<&'a RawValue>,
+    /// Experiment arm (the first of these with a label, see [`fields::arm_label`]).
+    #[serde(borrow, default)]
+    pub variant: Option<&'a RawValue>,
+    /// Experiment arm, second choice.
+    #[serde(borrow, default)]
+    pub arm: Option<&'a RawValue>,
+    /// Experiment arm, third choice.
+    #[serde(borrow, default)]
+    pub experiment: Option<&'a RawValue>,
     /// Model, for responses that do not name it (TGI).
     #[serde(borrow, default)]
     pub model: Option<Cow<'a, str>>,
@@ -53,12 +62,18 @@ pub struct RequestSide<'a> {
     /// Output cap (OpenAI, newer name).
     #[serde(default)]
     pub max_completion_tokens: Option<f64>,
+    /// Output cap (OpenAI Responses).
+    #[serde(default)]
+    pub max_output_tokens: Option<f64>,
     /// Chat messages (OpenAI, Anthropic).
     #[serde(borrow, default)]
     pub messages: Option<&'a RawValue>,
     /// Prompt text (completions-style APIs).
     #[serde(borrow, default)]
     pub prompt: Option<&'a RawValue>,
+    /// Input text or items (OpenAI Responses).
+    #[serde(borrow, default)]
+    pub input: Option<&'a RawValue>,
     /// Prompt text (TGI).
     #[serde(borrow, default)]
     pub inputs: Option<Cow<'a, str>>,
@@ -105,7 +120,10 @@ impl<'a> Envelope<'a> {
     pub fn max_tokens(&self) -> Result<Option<i64>, String> {
         let req = self.request.as_ref();
         let v = req.and_then(|r| {
-            r.max_completion_tokens.or(r.max_tokens).or(r.parameters.as_ref().and_then(|p| p.max_new_tokens))
+            r.max_completion_tokens
+                .or(r.max_tokens)
+                .or(r.max_output_tokens)
+                .or(r.parameters.as_ref().and_then(|p| p.max_new_tokens))
         });
         fields::opt_token_count("max_tokens", v)
     }
@@ -116,15 +134,28 @@ impl<'a> Envelope<'a> {
         if let Some(inputs) = &req.inputs {
             return Ok(Some(inputs.clone()));
         }
-        match req.messages.or(req.prompt) {
+        match req.messages.or(req.prompt).or(req.input) {
             Some(raw) => fields::text_or_json(raw).map_err(|e| e.to_string()),
             None => Ok(None),
         }
     }
 
-    /// HTTP status as an integer.
+    /// The experiment arm the gateway logged, if any (`variant`, else `arm`,
+    /// else `experiment`, whichever first holds a label).
+    pub fn variant(&self) -> Option<Cow<'a, str>> {
+        [self.variant, self.arm, self.experiment].into_iter().flatten().find_map(fields::arm_label)
+    }
+
+    /// HTTP status as an integer. On a bare response (no envelope around it)
+    /// a text `status` is the response's own (Responses API: `completed`),
+    /// not an HTTP status.
     pub fn status(&self) -> Result<Option<i32>, String> {
-        Ok(fields::opt_token_count("status", self.status)?.map(|s| s as i32))
+        let Some(raw) = self.status else { return Ok(None) };
+        match serde_json::from_str::<Option<f64>>(raw.get()) {
+            Ok(code) => Ok(fields::opt_token_count("status", code)?.map(|s| s as i32)),
+            Err(_) if self.response.is_none() && raw.get().starts_with('"') => Ok(None),
+            Err(_) => Err(format!("status must be an HTTP status code, got {}", raw.get())),
+        }
     }
 
     /// Timings, validated.

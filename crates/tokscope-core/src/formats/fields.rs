@@ -45,6 +45,151 @@ pub fn duration_ms(field: &str, v: Option<f64>) -> Result<Option<f64>, String> {
     }
 }
 
+/// A non-negative, finite amount of US dollars (a cost the log carries).
+pub fn cost_usd(field: &str, v: Option<f64>) -> Result<Option<f64>, String> {
+    match v {
+        Some(x) if !x.is_finite() || x < 0.0 => Err(format!("{field} must be a non-negative amount of USD, got {x}")),
+        other => Ok(other),
+    }
+}
+
+named_enum! {
+    /// The unit of durations logged as bare numbers whose unit the log does
+    /// not say (`--time-unit`).
+    #[derive(Default)]
+    pub enum TimeUnit as "time unit" {
+        /// Seconds.
+        #[default]
+        Seconds = "s",
+        /// Milliseconds.
+        Milliseconds = "ms",
+    }
+}
+
+impl TimeUnit {
+    /// `v` in this unit, as milliseconds (see [`seconds_to_ms`]).
+    pub fn to_ms(self, field: &str, v: Option<f64>) -> Result<Option<f64>, String> {
+        match self {
+            TimeUnit::Seconds => seconds_to_ms(field, v),
+            TimeUnit::Milliseconds => duration_ms(field, v),
+        }
+    }
+}
+
+/// A duration in seconds as milliseconds, rounded to the microsecond so that
+/// binary noise does not show (`0.085 s` is 85 ms, not 85.00000000000001).
+pub fn seconds_to_ms(field: &str, v: Option<f64>) -> Result<Option<f64>, String> {
+    match v {
+        Some(x) if !x.is_finite() || x < 0.0 => {
+            Err(format!("{field} must be a non-negative number of seconds, got {x}"))
+        }
+        Some(x) => Ok(Some((x * 1e6).round() / 1e3)),
+        None => Ok(None),
+    }
+}
+
+/// Epoch seconds (a float, as Python's `time.time()` logs them) as
+/// microseconds, rounded: times are rounded before they are subtracted, so
+/// `1717243201.8 - 1717243200.0` is 1800 ms, not 1799.99995.
+pub fn epoch_seconds_to_micros(field: &str, secs: f64) -> Result<i64, String> {
+    // Years 1970..=2200 in seconds: anything else is a unit mistake.
+    if !(0.0..=7_258_118_400.0).contains(&secs) {
+        return Err(format!("{field} = {secs} is not plausible epoch seconds"));
+    }
+    Ok((secs * 1e6).round() as i64)
+}
+
+/// The time from `from` to `to` (microseconds since the epoch) in
+/// milliseconds; an error when `to` is before `from`.
+pub fn elapsed_ms(what: &str, from_micros: i64, to_micros: i64) -> Result<f64, String> {
+    if to_micros < from_micros {
+        return Err(format!(
+            "{what} is negative: the end is {} ms before the start",
+            (from_micros - to_micros) as f64 / 1e3
+        ));
+    }
+    Ok((to_micros - from_micros) as f64 / 1e3)
+}
+
+/// Deserialises a number given as a JSON number or as a decimal string
+/// (ClickHouse quotes 64-bit integers, OTLP/JSON writes them as strings);
+/// `null` and an absent field are `None`. Use with
+/// `#[serde(default, deserialize_with = "fields::opt_number")]`.
+pub fn opt_number<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+    d.deserialize_option(QuotedNumber::<f64>(std::marker::PhantomData))
+}
+
+/// [`opt_number`] for integers that an f64 cannot hold exactly (nanosecond
+/// timestamps): read as `i64`.
+pub fn opt_integer<'de, D: Deserializer<'de>>(d: D) -> Result<Option<i64>, D::Error> {
+    d.deserialize_option(QuotedNumber::<i64>(std::marker::PhantomData))
+}
+
+/// A number type [`QuotedNumber`] reads.
+trait FromLogged: Sized + std::str::FromStr {
+    const WHAT: &'static str;
+    fn from_u64(v: u64) -> Option<Self>;
+    fn from_i64(v: i64) -> Option<Self>;
+    fn from_f64(v: f64) -> Option<Self>;
+}
+
+impl FromLogged for f64 {
+    const WHAT: &'static str = "a number or a decimal string";
+    fn from_u64(v: u64) -> Option<Self> {
+        Some(v as f64)
+    }
+    fn from_i64(v: i64) -> Option<Self> {
+        Some(v as f64)
+    }
+    fn from_f64(v: f64) -> Option<Self> {
+        Some(v)
+    }
+}
+
+impl FromLogged for i64 {
+    const WHAT: &'static str = "an integer or a decimal string";
+    fn from_u64(v: u64) -> Option<Self> {
+        i64::try_from(v).ok()
+    }
+    fn from_i64(v: i64) -> Option<Self> {
+        Some(v)
+    }
+    fn from_f64(v: f64) -> Option<Self> {
+        (v.fract() == 0.0 && v.abs() < 9.0e15).then_some(v as i64)
+    }
+}
+
+/// A number, or a string holding one; null is `None`.
+struct QuotedNumber<T>(std::marker::PhantomData<T>);
+
+impl<'de, T: FromLogged> Visitor<'de> for QuotedNumber<T> {
+    type Value = Option<T>;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str(T::WHAT)
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_any(self)
+    }
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Self::Value, E> {
+        T::from_u64(v).map(Some).ok_or_else(|| E::custom(format!("{v} is out of range")))
+    }
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Self::Value, E> {
+        T::from_i64(v).map(Some).ok_or_else(|| E::custom(format!("{v} is out of range")))
+    }
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Self::Value, E> {
+        T::from_f64(v).map(Some).ok_or_else(|| E::custom(format!("{v} is not {}", T::WHAT)))
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+        v.trim().parse::<T>().map(Some).map_err(|_| E::custom(format!("not a number: {v:?}")))
+    }
+}
+
 /// A timestamp as logged: epoch milliseconds or a date-time string.
 #[derive(Debug, Clone, PartialEq)]
 pub enum TsValue<'a> {
@@ -130,6 +275,23 @@ pub fn text_or_json<'a>(raw: &'a RawValue) -> Result<Option<Cow<'a, str>>, serde
         Ok(Some(s))
     } else {
         Ok(Some(Cow::Borrowed(text)))
+    }
+}
+
+/// The keys that name an experiment arm, in order of precedence: the
+/// first one logged with a string (or number) value is the request's `variant`.
+pub const VARIANT_KEYS: [&str; 3] = ["variant", "arm", "experiment"];
+
+/// An experiment-arm label: a string, or a number written as it was logged.
+/// Any other value (an object such as `{"id": ..., "arm": ...}`, an array,
+/// `null`, an empty string) names no arm; the formats that keep unknown keys
+/// keep it in `extra`.
+pub fn arm_label(raw: &RawValue) -> Option<Cow<'_, str>> {
+    let text = raw.get();
+    match text.as_bytes().first() {
+        Some(b'"') => serde_json::from_str::<Cow<'_, str>>(text).ok().filter(|s| !s.trim().is_empty()),
+        Some(b'-' | b'0'..=b'9') => Some(Cow::Borrowed(text)),
+        _ => None,
     }
 }
 
@@ -298,6 +460,60 @@ mod tests {
         assert!(issues.is_empty());
         merge_token_data(None, Some(vec![Some(1.0)]), Some(vec![Some(1.0), Some(2.0)]), &mut issues);
         assert_eq!(issues, vec!["array_length_mismatch"]);
+    }
+
+    #[test]
+    fn seconds_and_epoch_seconds_round_to_the_microsecond() {
+        assert_eq!(seconds_to_ms("t", Some(0.085)), Ok(Some(85.0)));
+        assert_eq!(seconds_to_ms("t", Some(4.31)), Ok(Some(4310.0)));
+        assert!(seconds_to_ms("t", Some(-1.0)).is_err());
+        assert_eq!(TimeUnit::Milliseconds.to_ms("t", Some(2500.0)), Ok(Some(2500.0)));
+        assert_eq!(TimeUnit::Seconds.to_ms("t", Some(2.5)), Ok(Some(2500.0)));
+        let (a, b) =
+            (epoch_seconds_to_micros("s", 1717243200.0).unwrap(), epoch_seconds_to_micros("e", 1717243201.8).unwrap());
+        assert_eq!((a, b), (1_717_243_200_000_000, 1_717_243_201_800_000));
+        assert_eq!(elapsed_ms("latency", a, b), Ok(1800.0));
+        assert!(elapsed_ms("latency", b, a).unwrap_err().contains("negative"));
+        assert!(epoch_seconds_to_micros("s", 1717243200000.0).is_err());
+    }
+
+    #[test]
+    fn numbers_may_be_quoted() {
+        #[derive(Deserialize)]
+        struct N {
+            #[serde(default, deserialize_with = "opt_number")]
+            n: Option<f64>,
+        }
+        let n = |s: &str| serde_json::from_str::<N>(s).map(|v| v.n).map_err(|e| e.to_string());
+        assert_eq!(n(r#"{"n":"476"}"#), Ok(Some(476.0)));
+        assert_eq!(n(r#"{"n":12}"#), Ok(Some(12.0)));
+        assert_eq!(n(r#"{"n":null}"#), Ok(None));
+        assert_eq!(n(r#"{}"#), Ok(None));
+        assert!(n(r#"{"n":"ten"}"#).unwrap_err().contains("not a number"));
+        #[derive(Deserialize)]
+        struct I {
+            #[serde(default, deserialize_with = "opt_integer")]
+            i: Option<i64>,
+        }
+        let i = |s: &str| serde_json::from_str::<I>(s).map(|v| v.i).map_err(|e| e.to_string());
+        // Nanoseconds since the epoch, exact (an f64 would round the last digits).
+        assert_eq!(i(r#"{"i":"1717243200010000001"}"#), Ok(Some(1_717_243_200_010_000_001)));
+        assert_eq!(i(r#"{"i":1717243200010000001}"#), Ok(Some(1_717_243_200_010_000_001)));
+        assert!(i(r#"{"i":1.5}"#).is_err());
+    }
+
+    #[test]
+    fn arm_labels_are_strings_or_numbers() {
+        let label = |json: &str| {
+            let raw: Box<RawValue> = serde_json::from_str(json).unwrap();
+            arm_label(&raw).map(|c| c.into_owned())
+        };
+        assert_eq!(label(r#""B""#).as_deref(), Some("B"));
+        assert_eq!(label(r#""tre\u0061tment""#).as_deref(), Some("treatment"));
+        assert_eq!(label("2").as_deref(), Some("2"));
+        assert_eq!(label(r#"{"arm":"B"}"#), None);
+        assert_eq!(label("\"\""), None);
+        assert_eq!(label("null"), None);
     }
 
     #[test]

@@ -4,35 +4,72 @@
 //!
 //! Adding a format: a module here implementing [`LogFormat`], and one line
 //! in [`FORMATS`].
+//!
+//! Most formats hold one record per line ([`Framing::Lines`]); lines are
+//! parsed in parallel and independently, and the one piece of per-file state
+//! is a CSV header naming the columns ([`LogFormat::header`], read once from
+//! the file's first line and handed to every line in [`LineContext`]). A
+//! format whose input is one JSON document holding an array of records (a
+//! profiler trace) says [`Framing::JsonEventArray`] and is recognised from
+//! the file's first bytes ([`LogFormat::detect_head`]); each array element is
+//! then parsed as a line is.
 
 pub mod anthropic;
 pub mod azure;
 pub mod canonical;
+pub mod csv;
 pub mod envelope;
+pub mod eval;
 pub mod fields;
+pub mod helicone;
+pub mod kernel_trace;
+pub mod langfuse;
+pub mod litellm;
+pub mod moe_routing;
 pub mod mooncake;
 pub mod openai;
+pub mod openai_responses;
+pub mod otel;
+pub mod profile;
+pub mod secrets;
 pub mod tgi;
 
+use std::borrow::Cow;
 use std::cell::OnceCell;
 use std::fmt;
 use std::str::FromStr;
 
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
+use crate::catalog::evals::EvalRow;
+use crate::catalog::kernels::KernelRow;
+use crate::catalog::moe_routing::MoeRoutingRow;
 use crate::error::Error;
-use crate::record::RequestRecord;
+use crate::record::{ProfileRecord, RequestRecord};
+
+pub use self::csv::CsvHeader;
+pub use self::fields::TimeUnit;
 
 /// Every format, in detection order: the first whose [`LogFormat::detect`]
 /// accepts a file's line wins, so the most specific come first and the
 /// canonical format, which accepts any object with token counts, comes last.
 pub static FORMATS: &[&dyn LogFormat] = &[
+    &kernel_trace::KernelTrace,
+    &otel::Otel,
     &azure::AzureCsv,
+    &moe_routing::MoeRouting,
+    &litellm::LiteLlm,
     &openai::OpenAiBatch,
     &mooncake::Mooncake,
+    &helicone::Helicone,
+    &langfuse::Langfuse,
+    &openai_responses::OpenAiResponses,
     &openai::OpenAiChat,
     &anthropic::Anthropic,
     &tgi::Tgi,
+    &eval::Eval,
+    &profile::Profile,
     &canonical::Canonical,
 ];
 
@@ -44,8 +81,47 @@ pub trait LogFormat: Sync {
     fn about(&self) -> &'static str;
     /// Whether a file holding this line is in this format.
     fn detect(&self, line: &Probe<'_>) -> bool;
-    /// Parses one non-blank line.
+    /// Parses one non-blank line (one array element for [`Framing::JsonEventArray`]).
     fn parse<'a>(&self, line: &'a [u8], ctx: &LineContext<'_>) -> Result<Parsed<'a>, String>;
+    /// What `rejects.raw_line` keeps of a rejected line or record: the bytes
+    /// as logged, less the secrets the format knows its lines carry (hashed
+    /// API keys, pre-signed URLs; see [`secrets`]). The default keeps all.
+    fn reject_raw<'a>(&self, raw: &'a [u8], _ctx: &LineContext<'_>) -> Cow<'a, [u8]> {
+        Cow::Borrowed(raw)
+    }
+    /// The per-file state read from a file's first non-blank line: the
+    /// column names when that line is a CSV header this format reads rows
+    /// by. `None` (the default) for formats whose lines stand alone.
+    fn header(&self, _first_line: &[u8]) -> Option<CsvHeader> {
+        None
+    }
+    /// How the input is cut into records.
+    fn framing(&self) -> Framing {
+        Framing::Lines
+    }
+    /// Whether a file whose first bytes (up to [`HEAD_BYTES`]) are `head` is
+    /// in this format: for formats whose first line says nothing (a
+    /// pretty-printed JSON document starts with `{`). Tried before any line.
+    fn detect_head(&self, _head: &[u8]) -> bool {
+        false
+    }
+}
+
+/// How many bytes of a file's head [`LogFormat::detect_head`] sees.
+pub const HEAD_BYTES: usize = 64 * 1024;
+
+/// How a format's input is cut into records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Framing {
+    /// One record per line (JSON lines, CSV).
+    Lines,
+    /// One JSON document: the array under `key` of the top-level object, or
+    /// a bare top-level array; each element is a record
+    /// ([`crate::event_array`]).
+    JsonEventArray {
+        /// The top-level key whose value is the array of records.
+        key: &'static str,
+    },
 }
 
 /// One line offered to [`LogFormat::detect`], parsed as JSON at most once
@@ -53,12 +129,13 @@ pub trait LogFormat: Sync {
 pub struct Probe<'l> {
     line: &'l [u8],
     json: OnceCell<Option<Map<String, Value>>>,
+    first_element: OnceCell<Option<Map<String, Value>>>,
 }
 
 impl<'l> Probe<'l> {
     /// A probe of one line.
     pub fn new(line: &'l [u8]) -> Self {
-        Probe { line, json: OnceCell::new() }
+        Probe { line, json: OnceCell::new(), first_element: OnceCell::new() }
     }
 
     /// The raw line.
@@ -76,12 +153,43 @@ impl<'l> Probe<'l> {
             .as_ref()
     }
 
+    /// The line's record: its object, or the first element when the line is
+    /// a JSON array of objects (a JSON-format export written on one line).
+    pub fn record(&self) -> Option<&Map<String, Value>> {
+        if self.line.trim_ascii_start().first() != Some(&b'[') {
+            return self.object();
+        }
+        self.first_element.get_or_init(|| first_array_element(self.line)).as_ref()
+    }
+
     /// The response object: the envelope's `response` when the line is a
     /// gateway envelope (see [`envelope`]), else the line's object.
     pub fn response(&self) -> Option<&Map<String, Value>> {
         let obj = self.object()?;
         Some(obj.get("response").and_then(Value::as_object).unwrap_or(obj))
     }
+}
+
+/// The first element of a JSON array of objects, read without building the
+/// others (they are only checked to be JSON).
+fn first_array_element(line: &[u8]) -> Option<Map<String, Value>> {
+    struct First;
+    impl<'de> serde::de::Visitor<'de> for First {
+        type Value = Option<Map<String, Value>>;
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("a JSON array")
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+            let first = seq.next_element::<Value>()?;
+            while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+            Ok(match first {
+                Some(Value::Object(map)) => Some(map),
+                _ => None,
+            })
+        }
+    }
+    let mut de = serde_json::Deserializer::from_slice(line);
+    serde::Deserializer::deserialize_seq(&mut de, First).ok().flatten()
 }
 
 /// A format, as chosen by `--format` or detected: a handle on a registered
@@ -110,10 +218,30 @@ impl Format {
         FORMATS.iter().map(|f| f.name()).collect()
     }
 
+    /// How the format's input is cut into records.
+    pub fn framing(self) -> Framing {
+        self.0.framing()
+    }
+
+    /// The first format that recognises a file from its first bytes.
+    pub fn detect_head(head: &[u8]) -> Option<Format> {
+        FORMATS.iter().find(|f| f.detect_head(head)).map(|f| Format(*f))
+    }
+
     /// The first format that recognises `line`.
     pub fn detect(line: &[u8]) -> Option<Format> {
         let probe = Probe::new(line);
         FORMATS.iter().find(|f| f.detect(&probe)).map(|f| Format(*f))
+    }
+
+    /// The per-file state this format reads from a file's first line (see [`LogFormat::header`]).
+    pub fn header(self, first_line: &[u8]) -> Option<CsvHeader> {
+        self.0.header(first_line)
+    }
+
+    /// What `rejects.raw_line` keeps of a rejected line or record (see [`LogFormat::reject_raw`]).
+    pub fn reject_raw<'a>(self, raw: &'a [u8], ctx: &LineContext<'_>) -> Cow<'a, [u8]> {
+        self.0.reject_raw(raw, ctx)
     }
 
     /// Parses one non-blank line of this format. Lines written by Python's
@@ -127,12 +255,7 @@ impl Format {
                 match self.0.parse(&cleaned, ctx) {
                     Ok(Parsed::Request(rec)) => Ok(Parsed::Request(flag_non_finite(rec))),
                     Ok(Parsed::Rows { rows, skipped }) => {
-                        let rows = rows
-                            .into_iter()
-                            .map(|row| match row {
-                                Row::Request(rec) => Row::Request(flag_non_finite(rec)),
-                            })
-                            .collect();
+                        let rows = rows.into_iter().map(Row::flag_non_finite).collect();
                         Ok(Parsed::Rows { rows, skipped })
                     }
                     Ok(Parsed::Skip) => Ok(Parsed::Skip),
@@ -202,11 +325,104 @@ pub enum Parsed<'a> {
     Skip,
 }
 
-/// One row of a line that yields several ([`Parsed::Rows`]).
+impl Parsed<'_> {
+    /// A line whose one record is valid but not a request (an embedding
+    /// call, a cache hit, a span of another kind): skipped and counted.
+    pub fn not_a_request() -> Self {
+        Parsed::Rows { rows: Vec::new(), skipped: 1 }
+    }
+}
+
+/// One row of a line that yields several ([`Parsed::Rows`]), or rows of
+/// another table than `requests`. Adding a table that a format fills: a
+/// variant here, and its case in the reader's `SliceBuilders`.
+// Most rows are requests: boxing them to shrink the rare reject would add an
+// allocation per row (as for `Parsed`).
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub enum Row<'a> {
     /// A `requests` row (with its `tokens` rows).
     Request(RequestRecord<'a>),
+    /// A `kernels` row: a complete trace event.
+    Kernel(KernelRow),
+    /// A begin or end trace event: a `kernels` row once the reader pairs it
+    /// (per pid and tid, as a stack); until then the event is not counted.
+    KernelSpan(kernel_trace::SpanEvent),
+    /// A `moe_routing` row.
+    MoeRouting(MoeRoutingRow),
+    /// An `evals` row.
+    Eval(EvalRow),
+    /// A record of the line that is rejected while the others are kept: a
+    /// `rejects` row naming the record.
+    Reject(RecordReject<'a>),
+    /// A `profiles` row (with its `tokens` rows, `source = 'engine'`).
+    Profile(ProfileRecord<'a>),
+}
+
+impl Row<'_> {
+    /// The row parsed from a line whose `NaN`/`Infinity` literals were read
+    /// as null: detached from the rewritten line and flagged `non_finite_number`.
+    fn flag_non_finite(self) -> Row<'static> {
+        match self {
+            Row::Request(rec) => Row::Request(flag_non_finite(rec)),
+            Row::Profile(rec) => {
+                let mut rec = rec.into_owned();
+                rec.issues.push(fields::issue::NON_FINITE_NUMBER.to_string());
+                Row::Profile(rec)
+            }
+            Row::Reject(r) => Row::Reject(r.into_owned()),
+            Row::Kernel(k) => Row::Kernel(k),
+            Row::KernelSpan(s) => Row::KernelSpan(s),
+            Row::MoeRouting(m) => Row::MoeRouting(m),
+            Row::Eval(e) => Row::Eval(e),
+        }
+    }
+}
+
+/// A record rejected inside a line of several.
+#[derive(Debug)]
+pub struct RecordReject<'a> {
+    /// Which record: an OTLP span's `spanId`, `[i]` for element i of an array.
+    pub record: String,
+    /// Why it was rejected.
+    pub error: String,
+    /// The record's own JSON text.
+    pub raw: Cow<'a, [u8]>,
+}
+
+impl RecordReject<'_> {
+    /// The same reject, detached from the input line.
+    pub fn into_owned(self) -> RecordReject<'static> {
+        RecordReject { record: self.record, error: self.error, raw: Cow::Owned(self.raw.into_owned()) }
+    }
+}
+
+/// Parses a line that holds a JSON array of records (a JSON-format export
+/// written on one line) with `parse_record`, one record per element: each
+/// element's rows are kept, and an element that fails is a [`Row::Reject`]
+/// named `[i]` while the others are kept.
+pub fn parse_array_line<'a>(
+    line: &'a [u8],
+    parse_record: impl Fn(&'a [u8]) -> Result<Parsed<'a>, String>,
+) -> Result<Parsed<'a>, String> {
+    let items: Vec<&'a RawValue> =
+        serde_json::from_slice(line).map_err(|e| format!("invalid JSON array of records: {e}"))?;
+    let (mut rows, mut skipped) = (Vec::new(), 0);
+    for (i, item) in items.into_iter().enumerate() {
+        let raw = item.get().as_bytes();
+        match parse_record(raw) {
+            Ok(Parsed::Request(rec)) => rows.push(Row::Request(rec)),
+            Ok(Parsed::Rows { rows: more, skipped: s }) => {
+                rows.extend(more);
+                skipped += s;
+            }
+            Ok(Parsed::Skip) => skipped += 1,
+            Err(error) => {
+                rows.push(Row::Reject(RecordReject { record: format!("[{i}]"), error, raw: Cow::Borrowed(raw) }))
+            }
+        }
+    }
+    Ok(Parsed::Rows { rows, skipped })
 }
 
 /// Per-file settings a parser may need.
@@ -216,6 +432,49 @@ pub struct LineContext<'a> {
     pub default_model: &'a str,
     /// Start of a trace whose timestamps are relative (Mooncake), microseconds since the epoch.
     pub base_time_micros: i64,
+    /// Unit of durations logged as bare numbers whose unit the log does not
+    /// say (Langfuse's `latency`, `time_to_first_token`): `--time-unit`.
+    pub time_unit: TimeUnit,
+    /// The file's CSV header, when its format reads rows by column name.
+    pub header: Option<&'a CsvHeader>,
+}
+
+impl Default for LineContext<'_> {
+    fn default() -> Self {
+        LineContext { default_model: "unknown", base_time_micros: 0, time_unit: TimeUnit::default(), header: None }
+    }
+}
+
+/// Test support shared by the formats' unit tests.
+#[cfg(test)]
+pub(crate) mod testing {
+    use crate::record::RequestRecord;
+
+    /// A request's id, arrival, model, token counts and output cap; then its
+    /// TTFT, latency, finish reason, logged cost and session: one value to
+    /// compare with a row of hand-written expectations.
+    pub type Summary<'r> = (
+        (&'r str, i64, &'r str, i64, i64, i64, i64, Option<i64>, Option<i64>),
+        (Option<f64>, Option<f64>, Option<&'r str>, Option<f64>, Option<&'r str>),
+    );
+
+    /// The [`Summary`] of a request (its id must be set).
+    pub fn summary<'r>(r: &'r RequestRecord<'_>) -> Summary<'r> {
+        (
+            (
+                r.request_id.as_deref().expect("request id"),
+                r.ts_micros,
+                r.model.as_ref(),
+                r.prompt_tokens,
+                r.completion_tokens,
+                r.cached_tokens,
+                r.cache_write_tokens,
+                r.reasoning_tokens,
+                r.max_tokens,
+            ),
+            (r.ttft_ms, r.latency_ms, r.finish_reason_raw.as_deref(), r.logged_cost_usd, r.session_id.as_deref()),
+        )
+    }
 }
 
 #[cfg(test)]
@@ -236,12 +495,43 @@ mod tests {
     #[test]
     fn detection_picks_the_specific_format_first() {
         let detect = |line: &str| Format::detect(line.as_bytes()).map(Format::name);
+        assert_eq!(detect(r#"{"resourceSpans":[]}"#), Some("otel"));
+        assert_eq!(detect(r#"{"resourceLogs":[]}"#), None);
         assert_eq!(detect("TIMESTAMP,ContextTokens,GeneratedTokens"), Some("azure_csv"));
+        assert_eq!(detect("request_id,call_type,spend,startTime,endTime"), Some("litellm"));
+        assert_eq!(
+            detect(
+                r#"{"id":"c","startTime":1.0,"response_cost":0.1,"prompt_tokens":1,"response":{"choices":[],"usage":{}}}"#
+            ),
+            Some("litellm")
+        );
+        assert_eq!(detect(r#"[{"request_id":"r","spend":0.1,"startTime":"2024-06-01T00:00:00Z"}]"#), Some("litellm"));
         assert_eq!(detect(r#"{"custom_id":"a","response":{"body":{}}}"#), Some("openai_batch"));
         assert_eq!(detect(r#"{"timestamp":0,"input_length":1,"output_length":2}"#), Some("mooncake"));
+        assert_eq!(
+            detect(
+                r#"{"request_id":"r","request_created_at":"2024-06-01 12:00:00.000","delay_ms":1,"prompt_tokens":1}"#
+            ),
+            Some("helicone")
+        );
+        assert_eq!(
+            detect(r#"{"id":"o","trace_id":"t","type":"GENERATION","usage_details":{"input":"1"}}"#),
+            Some("langfuse")
+        );
+        assert_eq!(detect(r#"[{"id":"o","provided_model_name":"m","usage_details":{}}]"#), Some("langfuse"));
+        assert_eq!(detect("id,trace_id,type,start_time,usage_details"), Some("langfuse"));
+        assert_eq!(detect(r#"{"object":"response","output":[],"usage":{"input_tokens":1}}"#), Some("openai_responses"));
+        assert_eq!(
+            detect(r#"{"ts":1,"response":{"output":[],"status":"completed","usage":{"input_tokens":1}}}"#),
+            Some("openai_responses")
+        );
         assert_eq!(detect(r#"{"object":"chat.completion","choices":[],"usage":{}}"#), Some("openai_chat"));
         assert_eq!(detect(r#"{"ts":1,"response":{"type":"message","usage":{"input_tokens":1}}}"#), Some("anthropic"));
         assert_eq!(detect(r#"{"generated_text":"x","details":{"finish_reason":"eos_token"}}"#), Some("tgi"));
+        assert_eq!(
+            detect(r#"{"request_id":"r","inference_steps":2,"prefill_latency_ms":1,"decode_latency_ms":[1]}"#),
+            Some("profile")
+        );
         assert_eq!(detect(r#"{"prompt_tokens":1,"completion_tokens":2}"#), Some("canonical"));
         assert_eq!(detect("not json"), None);
     }

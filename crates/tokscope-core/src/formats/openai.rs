@@ -10,7 +10,7 @@ use serde_json::value::RawValue;
 use super::envelope::{self, Envelope};
 use super::fields::{self, LogprobEntry};
 use super::{LineContext, LogFormat, Parsed, Probe};
-use crate::record::RequestRecord;
+use crate::record::{RequestRecord, TokenRecord};
 
 #[derive(Deserialize)]
 struct ChatCompletion<'a> {
@@ -23,19 +23,58 @@ struct ChatCompletion<'a> {
     #[serde(borrow, default)]
     system_fingerprint: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
-    choices: Vec<Choice<'a>>,
+    choices: Vec<ChatChoice<'a>>,
     #[serde(default)]
     usage: Option<Usage>,
 }
 
+/// One choice of a Chat Completions response (LiteLLM and Helicone log the
+/// same shape).
 #[derive(Deserialize)]
-struct Choice<'a> {
+pub(crate) struct ChatChoice<'a> {
     #[serde(borrow, default)]
     finish_reason: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
     message: Option<Message<'a>>,
     #[serde(borrow, default)]
     logprobs: Option<ChoiceLogprobs<'a>>,
+}
+
+/// What a choice says.
+pub(crate) struct ChoiceParts<'a> {
+    /// The finish reason as logged.
+    pub finish_reason: Option<Cow<'a, str>>,
+    /// The message's text; other content (parts, tool calls) as JSON.
+    pub output: Option<Cow<'a, str>>,
+    /// Per-token logprobs as token rows.
+    pub tokens: Vec<TokenRecord<'a>>,
+}
+
+impl<'a> ChatChoice<'a> {
+    /// The finish reason, output and token rows of this choice.
+    pub(crate) fn into_parts(self) -> Result<ChoiceParts<'a>, String> {
+        let output = match self.message.and_then(|m| m.content) {
+            Some(raw) => fields::text_or_json(raw).map_err(|e| e.to_string())?,
+            None => None,
+        };
+        let logprobs = self.logprobs.and_then(|l| l.content);
+        Ok(ChoiceParts {
+            finish_reason: self.finish_reason,
+            output,
+            tokens: fields::merge_token_data(logprobs, None, None, &mut Vec::new()),
+        })
+    }
+}
+
+impl ChoiceParts<'_> {
+    /// The same parts with their strings copied (for a body parsed from a buffer of its own).
+    pub(crate) fn into_owned(self) -> ChoiceParts<'static> {
+        ChoiceParts {
+            finish_reason: self.finish_reason.map(|f| Cow::Owned(f.into_owned())),
+            output: self.output.map(|o| Cow::Owned(o.into_owned())),
+            tokens: self.tokens.into_iter().map(TokenRecord::into_owned).collect(),
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -95,16 +134,9 @@ fn chat_record<'a>(env: Envelope<'a>, body: &'a [u8]) -> Result<RequestRecord<'a
     }
     let reasoning_tokens =
         fields::opt_token_count("reasoning_tokens", usage.completion_tokens_details.and_then(|d| d.reasoning_tokens))?;
-    let choice = resp.choices.into_iter().next();
-    let (finish, output, logprobs) = match choice {
-        Some(c) => {
-            let output = match c.message.and_then(|m| m.content) {
-                Some(raw) => fields::text_or_json(raw).map_err(|e| e.to_string())?,
-                None => None,
-            };
-            (c.finish_reason, output, c.logprobs.and_then(|l| l.content))
-        }
-        None => (None, None, None),
+    let choice = match resp.choices.into_iter().next() {
+        Some(c) => c.into_parts()?,
+        None => ChoiceParts { finish_reason: None, output: None, tokens: Vec::new() },
     };
     let model = resp
         .model
@@ -115,6 +147,7 @@ fn chat_record<'a>(env: Envelope<'a>, body: &'a [u8]) -> Result<RequestRecord<'a
         request_id: env.request_id.clone().or(resp.id),
         ts_micros: env.ts_micros(resp.created)?,
         session_id: env.session_id.clone(),
+        variant: env.variant(),
         model,
         model_version: resp.system_fingerprint,
         status: env.status()?,
@@ -125,11 +158,11 @@ fn chat_record<'a>(env: Envelope<'a>, body: &'a [u8]) -> Result<RequestRecord<'a
         max_tokens: env.max_tokens()?,
         ttft_ms,
         latency_ms,
-        finish_reason_raw: finish,
+        finish_reason_raw: choice.finish_reason,
         prompt: env.prompt()?,
-        model_output: output,
+        model_output: choice.output,
         output_is_raw: false,
-        tokens: fields::merge_token_data(logprobs, None, None, &mut Vec::new()),
+        tokens: choice.tokens,
         ..Default::default()
     })
 }

@@ -86,6 +86,7 @@ pub fn parse(line: &[u8]) -> Result<RequestRecord<'_>, String> {
         request_id: env.request_id.clone(),
         ts_micros: env.ts_micros(None)?,
         session_id: env.session_id.clone(),
+        variant: env.variant(),
         model,
         status: env.status()?,
         prompt_tokens,

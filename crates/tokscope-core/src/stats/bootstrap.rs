@@ -5,6 +5,8 @@
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
+use super::quantile_sorted;
+
 /// Default number of bootstrap resamples.
 pub const DEFAULT_RESAMPLES: usize = 1000;
 /// Default bootstrap seed, so a report is reproducible unless asked otherwise.
@@ -46,14 +48,7 @@ pub fn summarize(values: &[f64], resamples: usize, seed: u64) -> Summary {
     let mut means: Vec<f64> =
         (0..resamples).map(|_| (0..n).map(|_| values[rng.random_range(0..n)]).sum::<f64>() / n as f64).collect();
     means.sort_by(f64::total_cmp);
-    Summary { n, mean: m, ci_lo: percentile(&means, 0.025), ci_hi: percentile(&means, 0.975) }
-}
-
-/// The `q` quantile of sorted values, interpolating linearly (numpy's default).
-fn percentile(sorted: &[f64], q: f64) -> f64 {
-    let pos = q * (sorted.len() - 1) as f64;
-    let (lo, hi) = (pos.floor() as usize, pos.ceil() as usize);
-    sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - lo as f64)
+    Summary { n, mean: m, ci_lo: quantile_sorted(&means, 0.025), ci_hi: quantile_sorted(&means, 0.975) }
 }
 
 #[cfg(test)]
@@ -89,7 +84,7 @@ mod tests {
     #[test]
     fn percentile_interpolates_like_numpy() {
         let v = [0.0, 1.0, 2.0, 3.0, 4.0];
-        assert!((percentile(&v, 0.025) - 0.1).abs() < 1e-12);
-        assert!((percentile(&v, 0.975) - 3.9).abs() < 1e-12);
+        assert!((quantile_sorted(&v, 0.025) - 0.1).abs() < 1e-12);
+        assert!((quantile_sorted(&v, 0.975) - 3.9).abs() < 1e-12);
     }
 }

@@ -1,0 +1,980 @@
+//! LiteLLM proxy logs, in the two shapes teams keep them:
+//! - `StandardLoggingPayload` objects as LiteLLM's S3/GCS bucket logging
+//!   writes them (one JSON object per bucket object, no trailing newline;
+//!   concatenated objects are JSON lines), times in epoch seconds;
+//! - the `LiteLLM_SpendLogs` table exported as CSV (header naming the
+//!   columns, JSON columns quoted) or JSON (objects, one per line or one array
+//!   on one line), times as date-times.
+//!
+//! LiteLLM normalises every provider to OpenAI's usage, so `prompt_tokens`
+//! includes cache reads (for Anthropic too); one release left cache writes
+//! out, which shows as reads + writes exceeding it and is repaired and
+//! flagged. The cost LiteLLM computed is kept in `logged_cost_usd`. Hashed API
+//! keys (`api_key`, `metadata.user_api_key*`) are never read, so never stored.
+
+use std::borrow::Cow;
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use serde_json::{Map, Value};
+
+use super::csv::{CsvHeader, CsvRow};
+use super::fields::{self, TsValue};
+use super::openai::ChatChoice;
+use super::{parse_array_line, secrets, LineContext, LogFormat, Parsed, Probe};
+use crate::record::{RequestRecord, TokenRecord};
+
+/// Call types that generate no text (substrings of LiteLLM's `call_type`).
+const NON_GENERATION_CALLS: &[&str] = &[
+    "embedding",
+    "image",
+    "moderation",
+    "transcription",
+    "speech",
+    "rerank",
+    "file",
+    "batch",
+    "fine_tuning",
+    "vector_store",
+];
+
+/// OpenAI-shaped usage as LiteLLM builds it (in `response.usage`, or in the
+/// spend logs' `metadata.usage_object` / `additional_usage_values`).
+#[derive(Deserialize, Default)]
+struct Usage {
+    #[serde(default, deserialize_with = "fields::opt_number")]
+    prompt_tokens: Option<f64>,
+    #[serde(default, deserialize_with = "fields::opt_number")]
+    completion_tokens: Option<f64>,
+    #[serde(default)]
+    prompt_tokens_details: Option<PromptDetails>,
+    #[serde(default)]
+    completion_tokens_details: Option<CompletionDetails>,
+    /// Anthropic's names, which LiteLLM also keeps.
+    #[serde(default, deserialize_with = "fields::opt_number")]
+    cache_read_input_tokens: Option<f64>,
+    #[serde(default, deserialize_with = "fields::opt_number")]
+    cache_creation_input_tokens: Option<f64>,
+}
+
+#[derive(Deserialize, Default)]
+struct PromptDetails {
+    #[serde(default, deserialize_with = "fields::opt_number")]
+    cached_tokens: Option<f64>,
+    #[serde(default, deserialize_with = "fields::opt_number")]
+    cache_creation_tokens: Option<f64>,
+}
+
+#[derive(Deserialize, Default)]
+struct CompletionDetails {
+    #[serde(default, deserialize_with = "fields::opt_number")]
+    reasoning_tokens: Option<f64>,
+}
+
+impl Usage {
+    fn cache_read(&self) -> Option<f64> {
+        self.prompt_tokens_details.as_ref().and_then(|d| d.cached_tokens).or(self.cache_read_input_tokens)
+    }
+
+    fn cache_write(&self) -> Option<f64> {
+        self.prompt_tokens_details.as_ref().and_then(|d| d.cache_creation_tokens).or(self.cache_creation_input_tokens)
+    }
+
+    fn reasoning(&self) -> Option<f64> {
+        self.completion_tokens_details.as_ref().and_then(|d| d.reasoning_tokens)
+    }
+}
+
+/// The OpenAI-shaped response LiteLLM logs (`{}` on failures).
+#[derive(Deserialize, Default)]
+struct Response<'a> {
+    #[serde(borrow, default)]
+    model: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    choices: Vec<ChatChoice<'a>>,
+    #[serde(default)]
+    usage: Option<Usage>,
+}
+
+/// Request parameters (`model_parameters` of older payloads, the spend
+/// logs' `proxy_server_request`).
+#[derive(Deserialize, Default)]
+struct Parameters {
+    #[serde(default, deserialize_with = "fields::opt_number")]
+    max_completion_tokens: Option<f64>,
+    #[serde(default, deserialize_with = "fields::opt_number")]
+    max_tokens: Option<f64>,
+    #[serde(default, deserialize_with = "fields::opt_number")]
+    max_output_tokens: Option<f64>,
+}
+
+impl Parameters {
+    fn max_tokens(&self) -> Option<f64> {
+        self.max_completion_tokens.or(self.max_tokens).or(self.max_output_tokens)
+    }
+}
+
+/// `error_information` of payloads and of the spend logs' metadata.
+#[derive(Deserialize, Default)]
+struct ErrorInformation {
+    #[serde(default)]
+    error_code: Option<Value>,
+    #[serde(default)]
+    error_class: Option<String>,
+    #[serde(default)]
+    error_message: Option<String>,
+}
+
+/// The spend logs' `metadata` column (the hashed key it holds is not read).
+#[derive(Deserialize, Default)]
+struct SpendMetadata {
+    #[serde(default)]
+    usage_object: Option<Usage>,
+    #[serde(default)]
+    additional_usage_values: Option<Usage>,
+    #[serde(default)]
+    error_information: Option<ErrorInformation>,
+    #[serde(default)]
+    status: Option<String>,
+}
+
+/// One LiteLLM call, whichever shape logged it; strings owned, since CSV
+/// cells holding JSON are unescaped into buffers of their own.
+#[derive(Default)]
+struct Call {
+    id: Option<String>,
+    call_type: Option<String>,
+    start_us: i64,
+    end_us: Option<i64>,
+    completion_start_us: Option<i64>,
+    /// The spend logs' `request_duration_ms`.
+    duration_ms: Option<f64>,
+    stream: Option<bool>,
+    model: Option<String>,
+    prompt_tokens: Option<f64>,
+    completion_tokens: Option<f64>,
+    cost: Option<f64>,
+    cache_hit: bool,
+    failed: bool,
+    error: Option<ErrorInformation>,
+    error_text: Option<String>,
+    session_id: Option<String>,
+    prompt: Option<String>,
+    max_tokens: Option<f64>,
+    response_model: Option<String>,
+    finish_reason: Option<String>,
+    output: Option<String>,
+    tokens: Vec<TokenRecord<'static>>,
+    /// Usage sources, most specific first.
+    usages: Vec<Usage>,
+    extra: Map<String, Value>,
+}
+
+impl Call {
+    /// Reads the logged `response` (an object, or JSON text).
+    fn read_response(&mut self, raw: &str) -> Result<(), String> {
+        let Ok(resp) = serde_json::from_str::<Response<'_>>(raw) else { return Ok(()) };
+        self.response_model = resp.model.map(Cow::into_owned);
+        if let Some(choice) = resp.choices.into_iter().next() {
+            let parts = choice.into_parts()?.into_owned();
+            self.finish_reason = parts.finish_reason.map(Cow::into_owned);
+            self.output = parts.output.map(Cow::into_owned);
+            self.tokens = parts.tokens;
+        }
+        if let Some(u) = resp.usage {
+            self.usages.insert(0, u);
+        }
+        Ok(())
+    }
+
+    /// Reads the logged messages: text as is, anything else as JSON; `{}`
+    /// and `[]` (prompt storage off) are no prompt.
+    fn read_messages(&mut self, raw: &RawValue) -> Result<(), String> {
+        if !matches!(raw.get(), "{}" | "[]") {
+            self.prompt = fields::text_or_json(raw).map_err(|e| e.to_string())?.map(Cow::into_owned);
+        }
+        Ok(())
+    }
+
+    fn note(&mut self, key: &str, v: Option<Value>) {
+        if let Some(v) = v.filter(|v| !v.is_null() && v.as_str() != Some("")) {
+            self.extra.insert(key.into(), v);
+        }
+    }
+
+    /// The call as a request, a skip (not a model call, a response-cache
+    /// hit), or the reason it is rejected.
+    fn into_parsed(mut self) -> Result<Parsed<'static>, String> {
+        let call_type = self.call_type.as_deref().unwrap_or("");
+        if NON_GENERATION_CALLS.iter().any(|t| call_type.contains(t)) {
+            return Ok(Parsed::not_a_request());
+        }
+        // Served from LiteLLM's response cache: no model was called.
+        if self.cache_hit || self.id.as_deref().is_some_and(|id| id.contains("_cache_hit")) {
+            return Ok(Parsed::not_a_request());
+        }
+        let from_usage = |f: fn(&Usage) -> Option<f64>, usages: &[Usage]| usages.iter().find_map(f);
+        let prompt = self.prompt_tokens.or_else(|| from_usage(|u| u.prompt_tokens, &self.usages));
+        let completion = self.completion_tokens.or_else(|| from_usage(|u| u.completion_tokens, &self.usages));
+        let prompt = fields::opt_token_count("prompt_tokens", prompt)?;
+        let completion = fields::opt_token_count("completion_tokens", completion)?;
+        let status = self.error.as_ref().and_then(|e| match &e.error_code {
+            Some(Value::Number(n)) => n.as_i64(),
+            Some(Value::String(s)) => s.parse().ok(),
+            _ => None,
+        });
+        let (prompt, completion) = match (prompt, completion) {
+            (Some(p), Some(c)) if !(self.failed && p == 0 && c == 0) => (p, c),
+            _ if self.failed => {
+                let e = self.error.unwrap_or_default();
+                let what = [e.error_class, e.error_code.map(|c| c.as_str().map_or(c.to_string(), str::to_string))]
+                    .into_iter()
+                    .flatten()
+                    .collect::<Vec<_>>()
+                    .join(" ");
+                let msg = e.error_message.or(self.error_text).unwrap_or_else(|| "no error message".into());
+                return Err(format!("LiteLLM call failed without usage ({what}): {msg}"));
+            }
+            _ => return Err("missing prompt_tokens or completion_tokens".into()),
+        };
+        let cached =
+            fields::opt_token_count("cached_tokens", from_usage(Usage::cache_read, &self.usages))?.unwrap_or(0);
+        let cache_write =
+            fields::opt_token_count("cache_creation_tokens", from_usage(Usage::cache_write, &self.usages))?
+                .unwrap_or(0);
+        let reasoning = fields::opt_token_count("reasoning_tokens", from_usage(Usage::reasoning, &self.usages))?;
+        if cached > prompt {
+            return Err(format!("cached_tokens ({cached}) exceed prompt_tokens ({prompt})"));
+        }
+        // LiteLLM counts cache reads in prompt_tokens; one release left the
+        // writes out, which shows here.
+        let prompt = if cached + cache_write > prompt {
+            self.extra.insert("prompt_tokens_excluded_cache_writes".into(), Value::Bool(true));
+            prompt + cache_write
+        } else {
+            prompt
+        };
+        let latency_ms = match (self.duration_ms, self.end_us) {
+            (Some(ms), _) => fields::duration_ms("request_duration_ms", Some(ms))?,
+            (None, Some(end)) => Some(fields::elapsed_ms("endTime - startTime", self.start_us, end)?),
+            (None, None) => None,
+        };
+        // Without streaming LiteLLM logs completionStartTime = endTime: that is no first token.
+        let ttft_ms = match (self.completion_start_us, self.stream, self.end_us) {
+            (Some(first), Some(true), _) => {
+                Some(fields::elapsed_ms("completionStartTime - startTime", self.start_us, first)?)
+            }
+            (Some(first), None, Some(end)) if first < end => {
+                Some(fields::elapsed_ms("completionStartTime - startTime", self.start_us, first)?)
+            }
+            _ => None,
+        };
+        let finish = self.finish_reason.or_else(|| self.failed.then(|| "error".to_string()));
+        let model = self.response_model.or(self.model).ok_or("missing required field model")?;
+        Ok(Parsed::Request(RequestRecord {
+            request_id: self.id.map(Cow::Owned),
+            ts_micros: self.start_us,
+            session_id: self.session_id.map(Cow::Owned),
+            model: Cow::Owned(model),
+            status: status.filter(|_| self.failed).map(|s| s as i32),
+            prompt_tokens: prompt,
+            completion_tokens: completion,
+            cached_tokens: cached,
+            cache_write_tokens: cache_write,
+            reasoning_tokens: reasoning,
+            max_tokens: fields::opt_token_count("max_tokens", self.max_tokens)?,
+            ttft_ms,
+            latency_ms,
+            finish_reason_raw: finish.map(Cow::Owned),
+            prompt: self.prompt.map(Cow::Owned),
+            model_output: self.output.map(Cow::Owned),
+            output_is_raw: false,
+            tokens: self.tokens,
+            logged_cost_usd: fields::cost_usd("response_cost", self.cost)?,
+            extra: (!self.extra.is_empty()).then(|| Value::Object(self.extra).to_string()),
+            ..Default::default()
+        }))
+    }
+}
+
+/// A `StandardLoggingPayload`.
+#[derive(Deserialize)]
+struct Payload<'a> {
+    #[serde(borrow, default)]
+    id: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    call_type: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    trace_id: Option<Cow<'a, str>>,
+    #[serde(default)]
+    stream: Option<bool>,
+    #[serde(default, deserialize_with = "fields::opt_number")]
+    response_cost: Option<f64>,
+    #[serde(borrow, default)]
+    status: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    custom_llm_provider: Option<Cow<'a, str>>,
+    #[serde(default, deserialize_with = "fields::opt_number")]
+    prompt_tokens: Option<f64>,
+    #[serde(default, deserialize_with = "fields::opt_number")]
+    completion_tokens: Option<f64>,
+    #[serde(default, rename = "startTime", deserialize_with = "fields::opt_number")]
+    start_time: Option<f64>,
+    #[serde(default, rename = "endTime", deserialize_with = "fields::opt_number")]
+    end_time: Option<f64>,
+    #[serde(default, rename = "completionStartTime", deserialize_with = "fields::opt_number")]
+    completion_start_time: Option<f64>,
+    #[serde(borrow, default)]
+    model: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    model_id: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    model_group: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    api_base: Option<Cow<'a, str>>,
+    #[serde(default)]
+    cache_hit: Option<bool>,
+    #[serde(borrow, default)]
+    request_tags: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    messages: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    response: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    error_str: Option<Cow<'a, str>>,
+    #[serde(default)]
+    error_information: Option<ErrorInformation>,
+    #[serde(default)]
+    model_parameters: Option<Parameters>,
+    #[serde(default)]
+    hidden_params: Option<HiddenParams>,
+    #[serde(borrow, default)]
+    cost_breakdown: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+struct HiddenParams {
+    #[serde(default, deserialize_with = "fields::opt_number")]
+    litellm_overhead_time_ms: Option<f64>,
+}
+
+fn text(v: Option<Cow<'_, str>>) -> Option<Value> {
+    v.map(|s| Value::String(s.into_owned()))
+}
+
+fn json(raw: Option<&RawValue>) -> Option<Value> {
+    raw.and_then(|r| serde_json::from_str(r.get()).ok())
+}
+
+fn payload_call(p: Payload<'_>) -> Result<Call, String> {
+    let start = p.start_time.ok_or("missing required field startTime")?;
+    let mut call = Call {
+        id: p.id.map(Cow::into_owned),
+        start_us: fields::epoch_seconds_to_micros("startTime", start)?,
+        end_us: p.end_time.map(|t| fields::epoch_seconds_to_micros("endTime", t)).transpose()?,
+        completion_start_us: p
+            .completion_start_time
+            .map(|t| fields::epoch_seconds_to_micros("completionStartTime", t))
+            .transpose()?,
+        stream: p.stream,
+        prompt_tokens: p.prompt_tokens,
+        completion_tokens: p.completion_tokens,
+        cost: p.response_cost,
+        cache_hit: p.cache_hit == Some(true),
+        failed: p.status.as_deref() == Some("failure") || p.error_str.is_some(),
+        error: p.error_information,
+        error_text: p.error_str.map(Cow::into_owned),
+        max_tokens: p.model_parameters.and_then(|m| m.max_tokens()),
+        ..Default::default()
+    };
+    if let Some(raw) = p.response {
+        call.read_response(raw.get())?;
+    }
+    if let Some(raw) = p.messages {
+        call.read_messages(raw)?;
+    }
+    call.note("call_type", text(p.call_type.clone()));
+    call.call_type = p.call_type.map(Cow::into_owned);
+    call.note("trace_id", text(p.trace_id));
+    call.note("stream", p.stream.map(Value::Bool));
+    call.note("requested_model", text(p.model.clone()));
+    call.model = p.model.map(Cow::into_owned);
+    call.note("model_group", text(p.model_group));
+    call.note("model_id", text(p.model_id));
+    call.note("api_base", text(p.api_base));
+    call.note("custom_llm_provider", text(p.custom_llm_provider));
+    call.note("request_tags", json(p.request_tags).filter(|t| t.as_array().is_none_or(|a| !a.is_empty())));
+    call.note("cost_breakdown", json(p.cost_breakdown));
+    call.note(
+        "litellm_overhead_time_ms",
+        p.hidden_params
+            .and_then(|h| h.litellm_overhead_time_ms)
+            .and_then(serde_json::Number::from_f64)
+            .map(Value::Number),
+    );
+    Ok(call)
+}
+
+/// A `LiteLLM_SpendLogs` row exported as JSON.
+#[derive(Deserialize)]
+struct SpendLogJson<'a> {
+    #[serde(borrow)]
+    request_id: Cow<'a, str>,
+    #[serde(borrow, default)]
+    call_type: Option<Cow<'a, str>>,
+    #[serde(default, deserialize_with = "fields::opt_number")]
+    spend: Option<f64>,
+    #[serde(default, deserialize_with = "fields::opt_number")]
+    prompt_tokens: Option<f64>,
+    #[serde(default, deserialize_with = "fields::opt_number")]
+    completion_tokens: Option<f64>,
+    #[serde(borrow, default, rename = "startTime")]
+    start_time: Option<TsValue<'a>>,
+    #[serde(borrow, default, rename = "endTime")]
+    end_time: Option<TsValue<'a>>,
+    #[serde(borrow, default, rename = "completionStartTime")]
+    completion_start_time: Option<TsValue<'a>>,
+    #[serde(default, deserialize_with = "fields::opt_number")]
+    request_duration_ms: Option<f64>,
+    #[serde(borrow, default)]
+    model: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    model_id: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    model_group: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    custom_llm_provider: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    api_base: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    metadata: Option<&'a RawValue>,
+    #[serde(default)]
+    cache_hit: Option<Value>,
+    #[serde(borrow, default)]
+    request_tags: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    team_id: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    messages: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    response: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    session_id: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    status: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    proxy_server_request: Option<&'a RawValue>,
+}
+
+/// A JSON column: an object, or (as CSV and some exports hold it) JSON text in a string.
+fn json_text(raw: &RawValue) -> Cow<'_, str> {
+    match serde_json::from_str::<Cow<'_, str>>(raw.get()) {
+        Ok(inner) => inner,
+        Err(_) => Cow::Borrowed(raw.get()),
+    }
+}
+
+/// The fields a spend-logs row has, whether it came as JSON or CSV.
+struct SpendLog<'a> {
+    request_id: &'a str,
+    call_type: Option<&'a str>,
+    spend: Option<f64>,
+    prompt_tokens: Option<f64>,
+    completion_tokens: Option<f64>,
+    start_us: Option<i64>,
+    end_us: Option<i64>,
+    completion_start_us: Option<i64>,
+    request_duration_ms: Option<f64>,
+    model: Option<&'a str>,
+    model_id: Option<&'a str>,
+    model_group: Option<&'a str>,
+    custom_llm_provider: Option<&'a str>,
+    api_base: Option<&'a str>,
+    metadata: Option<&'a str>,
+    cache_hit: bool,
+    request_tags: Option<&'a str>,
+    team_id: Option<&'a str>,
+    messages: Option<&'a str>,
+    response: Option<&'a str>,
+    session_id: Option<&'a str>,
+    status: Option<&'a str>,
+    proxy_server_request: Option<&'a str>,
+}
+
+fn spend_log_call(s: SpendLog<'_>) -> Result<Call, String> {
+    let metadata: SpendMetadata = s.metadata.and_then(|m| serde_json::from_str(m).ok()).unwrap_or_default();
+    let status = s.status.or(metadata.status.as_deref());
+    let mut call = Call {
+        id: Some(s.request_id.to_string()),
+        call_type: s.call_type.map(str::to_string),
+        start_us: s.start_us.ok_or("missing required field startTime")?,
+        end_us: s.end_us,
+        completion_start_us: s.completion_start_us,
+        duration_ms: s.request_duration_ms,
+        model: s.model.map(str::to_string),
+        prompt_tokens: s.prompt_tokens,
+        completion_tokens: s.completion_tokens,
+        cost: s.spend,
+        cache_hit: s.cache_hit,
+        failed: status == Some("failure"),
+        session_id: s.session_id.map(str::to_string),
+        max_tokens: s
+            .proxy_server_request
+            .and_then(|r| serde_json::from_str::<Parameters>(r).ok())
+            .and_then(|p| p.max_tokens()),
+        ..Default::default()
+    };
+    call.error = metadata.error_information;
+    call.usages.extend(metadata.usage_object);
+    call.usages.extend(metadata.additional_usage_values);
+    if let Some(r) = s.response {
+        call.read_response(r)?;
+    }
+    if let Some(m) = s.messages {
+        if let Ok(raw) = serde_json::from_str::<&RawValue>(m) {
+            call.read_messages(raw)?;
+        }
+    }
+    let s_text = |v: Option<&str>| v.map(|x| Value::String(x.to_string()));
+    call.note("call_type", s_text(s.call_type));
+    call.note("requested_model", s_text(s.model));
+    call.note("model_group", s_text(s.model_group));
+    call.note("model_id", s_text(s.model_id));
+    call.note("api_base", s_text(s.api_base));
+    call.note("custom_llm_provider", s_text(s.custom_llm_provider));
+    call.note("team_id", s_text(s.team_id));
+    call.note(
+        "request_tags",
+        s.request_tags
+            .and_then(|t| serde_json::from_str::<Value>(t).ok())
+            .filter(|t| t.as_array().is_none_or(|a| !a.is_empty())),
+    );
+    Ok(call)
+}
+
+fn spend_log_json(raw: &[u8]) -> Result<Call, String> {
+    let r: SpendLogJson<'_> =
+        serde_json::from_slice(raw).map_err(|e| format!("invalid LiteLLM spend-logs row: {e}"))?;
+    let micros = |v: &Option<TsValue<'_>>| v.as_ref().map(TsValue::to_micros).transpose();
+    let (metadata, response, messages, request, tags) = (
+        r.metadata.map(json_text),
+        r.response.map(json_text),
+        r.messages.map(|m| m.get()),
+        r.proxy_server_request.map(json_text),
+        r.request_tags.map(json_text),
+    );
+    spend_log_call(SpendLog {
+        request_id: &r.request_id,
+        call_type: r.call_type.as_deref(),
+        spend: r.spend,
+        prompt_tokens: r.prompt_tokens,
+        completion_tokens: r.completion_tokens,
+        start_us: micros(&r.start_time)?,
+        end_us: micros(&r.end_time)?,
+        completion_start_us: micros(&r.completion_start_time)?,
+        request_duration_ms: r.request_duration_ms,
+        model: r.model.as_deref(),
+        model_id: r.model_id.as_deref(),
+        model_group: r.model_group.as_deref(),
+        custom_llm_provider: r.custom_llm_provider.as_deref(),
+        api_base: r.api_base.as_deref(),
+        metadata: metadata.as_deref(),
+        cache_hit: match &r.cache_hit {
+            Some(Value::Bool(b)) => *b,
+            Some(Value::String(s)) => s.eq_ignore_ascii_case("true"),
+            _ => false,
+        },
+        request_tags: tags.as_deref(),
+        team_id: r.team_id.as_deref(),
+        messages,
+        response: response.as_deref(),
+        session_id: r.session_id.as_deref(),
+        status: r.status.as_deref(),
+        proxy_server_request: request.as_deref(),
+    })
+}
+
+fn spend_log_csv(row: &CsvRow<'_>) -> Result<Call, String> {
+    let time = |name: &str| row.get(name).map(fields::parse_datetime_micros).transpose();
+    spend_log_call(SpendLog {
+        request_id: row.get("request_id").ok_or("missing required column request_id")?,
+        call_type: row.get("call_type"),
+        spend: row.number("spend")?,
+        prompt_tokens: row.number("prompt_tokens")?,
+        completion_tokens: row.number("completion_tokens")?,
+        start_us: time("startTime")?,
+        end_us: time("endTime")?,
+        completion_start_us: time("completionStartTime")?,
+        request_duration_ms: row.number("request_duration_ms")?,
+        model: row.get("model"),
+        model_id: row.get("model_id"),
+        model_group: row.get("model_group"),
+        custom_llm_provider: row.get("custom_llm_provider"),
+        api_base: row.get("api_base"),
+        metadata: row.get("metadata"),
+        // Stored as Python's str(bool).
+        cache_hit: row.get("cache_hit").is_some_and(|v| v.eq_ignore_ascii_case("true")),
+        request_tags: row.get("request_tags"),
+        team_id: row.get("team_id"),
+        // JSON text in the cell; quoted here so that it reads as a JSON value.
+        messages: row.get("messages"),
+        response: row.get("response"),
+        session_id: row.get("session_id"),
+        status: row.get("status"),
+        proxy_server_request: row.get("proxy_server_request"),
+    })
+}
+
+/// Which LiteLLM record a JSON object is.
+enum Kind {
+    Payload,
+    SpendLog,
+    /// An audit-log object of the same bucket (`action`, `table_name`): not a request.
+    Audit,
+}
+
+fn kind(o: &Map<String, Value>) -> Option<Kind> {
+    let has = |k: &str| o.contains_key(k);
+    if has("startTime") && (has("response_cost") || has("hidden_params") || has("model_map_information")) {
+        Some(Kind::Payload)
+    } else if has("request_id") && has("spend") && has("startTime") {
+        Some(Kind::SpendLog)
+    } else if has("action") && has("table_name") && has("changed_by") {
+        Some(Kind::Audit)
+    } else {
+        None
+    }
+}
+
+/// One JSON object: a payload, a spend-logs row, or an audit-log object.
+fn parse_object(raw: &[u8]) -> Result<Parsed<'_>, String> {
+    let obj: Map<String, Value> = serde_json::from_slice(raw).map_err(|e| format!("invalid JSON object: {e}"))?;
+    match kind(&obj) {
+        Some(Kind::Payload) => {
+            let p: Payload<'_> =
+                serde_json::from_slice(raw).map_err(|e| format!("invalid LiteLLM logging payload: {e}"))?;
+            payload_call(p)?.into_parsed()
+        }
+        Some(Kind::SpendLog) => spend_log_json(raw)?.into_parsed(),
+        Some(Kind::Audit) => Ok(Parsed::not_a_request()),
+        None => Err("neither a LiteLLM logging payload (startTime, response_cost) nor a spend-logs row \
+                     (request_id, spend, startTime)"
+            .into()),
+    }
+}
+
+/// Parses one line: a payload or spend-logs object, a one-line JSON array of
+/// them, or a row of a spend-logs CSV (whose header names the columns).
+pub fn parse<'a>(line: &'a [u8], ctx: &LineContext<'_>) -> Result<Parsed<'a>, String> {
+    if let Some(header) = ctx.header {
+        if header.is_header_line(line) {
+            return Ok(Parsed::Skip);
+        }
+        return spend_log_csv(&header.row(line)?)?.into_parsed();
+    }
+    match line.trim_ascii_start().first() {
+        Some(b'[') => parse_array_line(line, parse_object),
+        Some(b'{') => parse_object(line),
+        _ => Err("not a LiteLLM JSON object (a spend-logs CSV needs its header line first)".into()),
+    }
+}
+
+/// The spend-logs CSV header: it names `request_id`, `spend` and `startTime`.
+fn spend_log_header(line: &[u8]) -> Option<CsvHeader> {
+    if line.trim_ascii_start().first().is_some_and(|b| matches!(b, b'{' | b'[')) {
+        return None;
+    }
+    let header = CsvHeader::parse(line).ok()?;
+    ["request_id", "spend", "startTime"].iter().all(|c| header.has(c)).then_some(header)
+}
+
+/// Hashed API keys: `api_key` (spend logs), `user_api_key`, `user_api_key_hash`,
+/// `changed_by_api_key` (audit logs); never stored.
+fn is_secret_key(key: &str) -> bool {
+    key.contains("api_key")
+}
+
+/// A spend-logs CSV row without its hashed keys: the `api_key` cell
+/// redacted, the keys inside JSON cells too.
+fn scrub_csv_row<'a>(raw: &'a [u8], header: &CsvHeader) -> Cow<'a, [u8]> {
+    let Ok(cells) = super::csv::split_record(raw.strip_suffix(b"\r").unwrap_or(raw)) else {
+        return secrets::scrub_hex_hashes(raw);
+    };
+    let scrubbed: Vec<String> = cells
+        .iter()
+        .enumerate()
+        .map(|(i, cell)| match header.columns().get(i) {
+            Some(column) if is_secret_key(column) && !cell.is_empty() => secrets::REDACTED.to_string(),
+            _ => String::from_utf8_lossy(&secrets::scrub_json(cell.as_bytes(), is_secret_key)).into_owned(),
+        })
+        .collect();
+    let line = super::csv::join_record(&scrubbed);
+    if line.as_bytes() == raw {
+        Cow::Borrowed(raw)
+    } else {
+        Cow::Owned(line.into_bytes())
+    }
+}
+
+/// LiteLLM logging payloads and spend logs.
+pub struct LiteLlm;
+
+impl LogFormat for LiteLlm {
+    fn name(&self) -> &'static str {
+        "litellm"
+    }
+
+    fn about(&self) -> &'static str {
+        "LiteLLM StandardLoggingPayload objects (S3/GCS bucket logging) and LiteLLM_SpendLogs exports (CSV or JSON)"
+    }
+
+    fn detect(&self, line: &Probe<'_>) -> bool {
+        match line.record() {
+            Some(o) => kind(o).is_some(),
+            None => spend_log_header(line.line()).is_some(),
+        }
+    }
+
+    fn parse<'a>(&self, line: &'a [u8], ctx: &LineContext<'_>) -> Result<Parsed<'a>, String> {
+        parse(line, ctx)
+    }
+
+    fn header(&self, first_line: &[u8]) -> Option<CsvHeader> {
+        spend_log_header(first_line)
+    }
+
+    fn reject_raw<'a>(&self, raw: &'a [u8], ctx: &LineContext<'_>) -> Cow<'a, [u8]> {
+        match (raw.trim_ascii_start().first(), ctx.header) {
+            (Some(b'{' | b'['), _) => secrets::scrub_json(raw, is_secret_key),
+            (_, Some(header)) => scrub_csv_row(raw, header),
+            _ => secrets::scrub_hex_hashes(raw),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::summary;
+    use super::*;
+
+    const PAYLOADS: &str = include_str!("../../../../sample_logs/litellm.jsonl");
+    const SPEND_LOGS: &str = include_str!("../../../../sample_logs/litellm_spendlogs.csv");
+
+    fn payload(n: usize) -> Result<Parsed<'static>, String> {
+        parse(PAYLOADS.lines().nth(n - 1).expect("sample line").as_bytes(), &LineContext::default())
+    }
+
+    fn spend_log(n: usize) -> Result<Parsed<'static>, String> {
+        let header = spend_log_header(SPEND_LOGS.lines().next().unwrap().as_bytes()).expect("header");
+        let ctx = LineContext { header: Some(&header), ..Default::default() };
+        parse(SPEND_LOGS.lines().nth(n).expect("sample row").as_bytes(), &ctx)
+    }
+
+    fn request(p: Result<Parsed<'_>, String>) -> RequestRecord<'_> {
+        match p {
+            Ok(Parsed::Request(r)) => r,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    fn is_skip(p: Result<Parsed<'_>, String>) -> bool {
+        matches!(p, Ok(Parsed::Rows { ref rows, skipped: 1 }) if rows.is_empty())
+    }
+
+    #[test]
+    fn payloads_old_and_new_fields() {
+        let r = request(payload(1));
+        assert_eq!(
+            summary(&r),
+            (
+                ("chatcmpl-ll-1", 1_717_243_200_000_000, "gpt-4o-2024-08-06", 1500, 120, 1024, 0, Some(0), Some(256)),
+                (None, Some(1800.0), Some("stop"), Some(0.00367), None)
+            )
+        );
+        assert_eq!(r.prompt.as_deref(), Some(r#"[{"role": "user", "content": "What is the capital of France?"}]"#));
+        assert_eq!((r.model_output.as_deref(), r.status, r.session_id.as_deref()), (Some("Paris."), None, None));
+        let extra = r.extra.as_deref().unwrap();
+        assert!(!extra.contains("88dc28d0") && !extra.contains("api_key"), "{extra}");
+        let x: Value = serde_json::from_str(extra).unwrap();
+        assert_eq!((x["requested_model"].as_str(), x["model_group"].as_str()), (Some("gpt-4o"), Some("gpt-4o")));
+
+        // Anthropic through LiteLLM: prompt_tokens already holds the 4000 read and 100 written.
+        let r = request(payload(2));
+        assert_eq!(
+            summary(&r),
+            (
+                (
+                    "chatcmpl-ll-2",
+                    1_717_243_260_000_000,
+                    "claude-sonnet-4-5-20250929",
+                    4600,
+                    300,
+                    4000,
+                    100,
+                    None,
+                    None
+                ),
+                (Some(950.0), Some(5500.0), Some("stop"), Some(0.0141), None)
+            )
+        );
+        assert_eq!(r.model_output.as_deref(), Some("Here is the summary."));
+        let x: Value = serde_json::from_str(r.extra.as_deref().unwrap()).unwrap();
+        assert_eq!(
+            (x["trace_id"].as_str(), x["stream"].as_bool()),
+            (Some("3f2c1d9e-2b1a-4c5d-9e8f-000000000002"), Some(true))
+        );
+        assert_eq!(x["litellm_overhead_time_ms"].as_f64(), Some(3.2));
+    }
+
+    #[test]
+    fn payload_reasoning_and_length() {
+        let r = request(payload(3));
+        assert_eq!(
+            summary(&r),
+            (
+                ("chatcmpl-ll-3", 1_717_243_320_000_000, "o3-mini-2025-01-31", 200, 900, 0, 0, Some(700), None),
+                (Some(4500.0), Some(6000.0), Some("stop"), Some(0.00418), None)
+            )
+        );
+        // Not streamed: completionStartTime is endTime, which is no time to first token.
+        let r = request(payload(4));
+        assert_eq!(
+            summary(&r),
+            (
+                ("chatcmpl-ll-4", 1_717_243_380_250_000, "gpt-4o-mini-2024-07-18", 900, 256, 0, 0, None, Some(256)),
+                (None, Some(5500.0), Some("length"), Some(0.0002885), None)
+            )
+        );
+        assert_eq!(r.model_output.as_deref(), Some("Once upon a time"));
+    }
+
+    #[test]
+    fn payload_cache_hits_embeddings_audit_logs_failures() {
+        assert!(is_skip(payload(5)), "response-cache hit");
+        let err = payload(6).unwrap_err();
+        assert!(err.contains("RateLimitError") && err.contains("429") && err.contains("Rate limit reached"), "{err}");
+        assert!(is_skip(payload(7)), "embedding call");
+        assert!(is_skip(payload(8)), "audit log");
+        assert!(payload(9).unwrap_err().contains("invalid JSON"));
+        assert_eq!(PAYLOADS.lines().count(), 9);
+    }
+
+    #[test]
+    fn spend_logs_csv_rows() {
+        let r = request(spend_log(1));
+        assert_eq!(
+            summary(&r),
+            (
+                ("chatcmpl-sl-1", 1_717_243_200_000_000, "gpt-4o", 1500, 120, 1024, 0, Some(0), None),
+                (None, Some(1800.0), None, Some(0.00367), Some("sess-a"))
+            )
+        );
+        assert_eq!(r.session_id.as_deref(), Some("sess-a"));
+        let extra = r.extra.as_deref().unwrap();
+        assert!(!extra.contains("88dc28d0") && !extra.contains("api_key"), "{extra}");
+        let r = request(spend_log(2));
+        assert_eq!(
+            summary(&r),
+            (
+                (
+                    "chatcmpl-sl-2",
+                    1_717_243_260_000_000,
+                    "claude-sonnet-4-5-20250929",
+                    4600,
+                    300,
+                    4000,
+                    100,
+                    None,
+                    None
+                ),
+                (Some(950.0), Some(5500.0), None, Some(0.0141), Some("sess-b"))
+            )
+        );
+        assert_eq!(r.session_id.as_deref(), Some("sess-b"));
+        let r = request(spend_log(3));
+        assert_eq!(
+            summary(&r),
+            (
+                ("chatcmpl-sl-3", 1_717_243_320_000_000, "o3-mini-2025-01-31", 200, 900, 0, 0, Some(700), None),
+                (Some(4500.0), Some(6000.0), None, Some(0.00418), None)
+            )
+        );
+        let r = request(spend_log(4));
+        assert_eq!(
+            summary(&r),
+            (
+                ("chatcmpl-sl-4", 1_717_243_380_250_000, "gpt-4o-mini-2024-07-18", 900, 256, 0, 0, None, None),
+                (None, Some(5500.0), Some("length"), Some(0.0002885), None)
+            )
+        );
+        assert_eq!(r.model_output.as_deref(), Some("Once upon a time"));
+        assert_eq!(r.prompt.as_deref(), Some(r#"[{"role": "user", "content": "Tell me a long story."}]"#));
+        assert!(is_skip(spend_log(5)), "cache_hit True");
+        assert!(spend_log(6).unwrap_err().contains("RateLimitError 429"));
+        assert!(is_skip(spend_log(7)), "aembedding");
+        assert!(spend_log(8).unwrap_err().contains("expected 29 cells"));
+        assert_eq!(SPEND_LOGS.lines().count(), 9);
+    }
+
+    #[test]
+    fn spend_logs_json_objects_and_arrays() {
+        let one = r#"{"request_id":"r1","call_type":"acompletion","spend":0.5,"prompt_tokens":10,"completion_tokens":2,"startTime":"2024-06-01T12:00:00Z","endTime":"2024-06-01T12:00:02Z","model":"gpt-4o","metadata":{"additional_usage_values":{"prompt_tokens_details":{"cached_tokens":4}}},"cache_hit":"False","session_id":"s"}"#;
+        let r = request(parse(one.as_bytes(), &LineContext::default()));
+        assert_eq!(
+            summary(&r),
+            (
+                ("r1", 1_717_243_200_000_000, "gpt-4o", 10, 2, 4, 0, None, None),
+                (None, Some(2000.0), None, Some(0.5), Some("s"))
+            )
+        );
+        let hit = one.replace(r#""cache_hit":"False""#, r#""cache_hit":true"#);
+        let array = format!("[{one},{hit},{{\"request_id\":\"r3\"}}]");
+        match parse(array.as_bytes(), &LineContext::default()).unwrap() {
+            Parsed::Rows { rows, skipped } => {
+                assert_eq!(skipped, 1, "the cache hit");
+                assert_eq!(rows.len(), 2);
+                assert!(matches!(&rows[0], super::super::Row::Request(r) if r.request_id.as_deref() == Some("r1")));
+                assert!(matches!(&rows[1], super::super::Row::Reject(r) if r.record == "[2]"));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn hashed_keys_never_reach_rejects() {
+        let hash = "88dc28d0f030c55ed4ab77ed8faf098196cb1c05df778539800c9f1243fe6b4b";
+        let ctx = LineContext::default();
+        let payload = format!(
+            r#"{{"id":"x","startTime":1.0,"response_cost":0,"metadata":{{"user_api_key_hash":"{hash}"}},"status":"failure"}}"#
+        );
+        let kept = String::from_utf8(LiteLlm.reject_raw(payload.as_bytes(), &ctx).into_owned()).unwrap();
+        assert!(!kept.contains(hash) && kept.contains(r#""user_api_key_hash":"REDACTED""#), "{kept}");
+        let cut = &payload[..payload.len() - 20];
+        assert!(!String::from_utf8_lossy(&LiteLlm.reject_raw(cut.as_bytes(), &ctx)).contains(&hash[..40]));
+        // The sample's first CSV row carries the hash in api_key and in metadata.user_api_key.
+        let header = spend_log_header(SPEND_LOGS.lines().next().unwrap().as_bytes()).unwrap();
+        let ctx = LineContext { header: Some(&header), ..Default::default() };
+        let row = SPEND_LOGS.lines().nth(1).unwrap();
+        assert_eq!(row.matches(hash).count(), 2);
+        let kept = String::from_utf8(LiteLlm.reject_raw(row.as_bytes(), &ctx).into_owned()).unwrap();
+        assert!(!kept.contains(hash), "{kept}");
+        let cells = super::super::csv::split_record(kept.as_bytes()).unwrap();
+        assert_eq!((cells[0].as_ref(), cells[2].as_ref(), cells[3].as_ref()), ("chatcmpl-sl-1", "REDACTED", "0.00367"));
+        assert!(cells[17].contains(r#""user_api_key": "REDACTED""#), "{}", cells[17]);
+        let broken = format!("id,\"{hash}");
+        assert_eq!(String::from_utf8_lossy(&LiteLlm.reject_raw(broken.as_bytes(), &ctx)), "id,\"REDACTED");
+    }
+
+    #[test]
+    fn cache_writes_left_out_of_prompt_tokens_are_added_and_flagged() {
+        let line = r#"{"id":"x","call_type":"acompletion","response_cost":0.1,"prompt_tokens":4500,"completion_tokens":5,"startTime":1717243200.0,"endTime":1717243201.0,"model":"claude","response":{"model":"claude-x","choices":[],"usage":{"prompt_tokens":4500,"completion_tokens":5,"cache_read_input_tokens":4000,"cache_creation_input_tokens":600}}}"#;
+        let r = request(parse(line.as_bytes(), &LineContext::default()));
+        assert_eq!((r.prompt_tokens, r.cached_tokens, r.cache_write_tokens), (5100, 4000, 600));
+        let x: Value = serde_json::from_str(r.extra.as_deref().unwrap()).unwrap();
+        assert_eq!(x["prompt_tokens_excluded_cache_writes"], true);
+        let no_start = line.replace(r#""startTime":1717243200.0,"#, "");
+        assert!(parse(no_start.as_bytes(), &LineContext::default()).unwrap_err().contains("startTime"));
+        let ms = line.replace("1717243200.0", "1717243200000.0");
+        assert!(parse(ms.as_bytes(), &LineContext::default()).unwrap_err().contains("epoch seconds"));
+    }
+}

@@ -1,0 +1,376 @@
+//! OpenAI Responses API objects (`object: "response"`), bare or in a gateway
+//! envelope. `usage.input_tokens` includes `input_tokens_details.cached_tokens`
+//! (as Chat Completions' `prompt_tokens` does) and `output_tokens` includes
+//! reasoning. There is no finish reason: `status` and
+//! `incomplete_details.reason` say how the response ended, and are mapped to one.
+
+use std::borrow::Cow;
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use serde_json::{Map, Value};
+
+use super::envelope;
+use super::fields::{self, LogprobEntry};
+use super::{LineContext, LogFormat, Parsed, Probe};
+use crate::record::RequestRecord;
+
+#[derive(Deserialize)]
+struct Response<'a> {
+    #[serde(borrow, default)]
+    id: Option<Cow<'a, str>>,
+    #[serde(default)]
+    created_at: Option<f64>,
+    #[serde(borrow, default)]
+    status: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    error: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    incomplete_details: Option<IncompleteDetails<'a>>,
+    #[serde(borrow, default)]
+    model: Option<Cow<'a, str>>,
+    #[serde(default)]
+    max_output_tokens: Option<f64>,
+    #[serde(borrow, default)]
+    output: Vec<OutputItem<'a>>,
+    #[serde(default)]
+    usage: Option<Usage>,
+    #[serde(borrow, default)]
+    service_tier: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    reasoning: Option<Reasoning<'a>>,
+    #[serde(default)]
+    background: Option<bool>,
+    #[serde(borrow, default)]
+    previous_response_id: Option<Cow<'a, str>>,
+}
+
+#[derive(Deserialize)]
+struct IncompleteDetails<'a> {
+    #[serde(borrow, default)]
+    reason: Option<Cow<'a, str>>,
+}
+
+#[derive(Deserialize)]
+struct Reasoning<'a> {
+    #[serde(borrow, default)]
+    effort: Option<Cow<'a, str>>,
+}
+
+#[derive(Deserialize)]
+struct OutputItem<'a> {
+    #[serde(borrow, rename = "type")]
+    kind: Cow<'a, str>,
+    #[serde(borrow, default)]
+    content: Vec<ContentPart<'a>>,
+}
+
+#[derive(Deserialize)]
+struct ContentPart<'a> {
+    #[serde(borrow, rename = "type")]
+    kind: Cow<'a, str>,
+    #[serde(borrow, default)]
+    text: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    logprobs: Option<Vec<LogprobEntry<'a>>>,
+}
+
+#[derive(Deserialize)]
+struct Usage {
+    input_tokens: Option<f64>,
+    output_tokens: Option<f64>,
+    #[serde(default)]
+    input_tokens_details: Option<InputDetails>,
+    #[serde(default)]
+    output_tokens_details: Option<OutputDetails>,
+}
+
+#[derive(Deserialize)]
+struct InputDetails {
+    #[serde(default)]
+    cached_tokens: Option<f64>,
+    /// Cache writes, reported for model families that bill them.
+    #[serde(default)]
+    cache_write_tokens: Option<f64>,
+}
+
+#[derive(Deserialize)]
+struct OutputDetails {
+    #[serde(default)]
+    reasoning_tokens: Option<f64>,
+}
+
+/// The finish reason a response's `status` and output stand for (docs/metrics.md).
+fn finish_reason<'a>(resp: &Response<'a>, has_text: bool) -> Cow<'a, str> {
+    let reason = resp.incomplete_details.as_ref().and_then(|d| d.reason.clone());
+    match resp.status.as_deref() {
+        Some("incomplete") => reason.unwrap_or(Cow::Borrowed("incomplete")),
+        Some("failed") => Cow::Borrowed("error"),
+        Some("cancelled") => Cow::Borrowed("cancelled"),
+        // `completed`, or a response without status.
+        _ if has_text => Cow::Borrowed("stop"),
+        _ if resp.output.iter().any(|i| i.kind.ends_with("_call")) => Cow::Borrowed("tool_calls"),
+        _ if resp.output.iter().flat_map(|i| &i.content).any(|p| p.kind == "refusal") => Cow::Borrowed("refusal"),
+        _ => Cow::Borrowed("stop"),
+    }
+}
+
+/// Parses one Responses API line: a request, a skipped in-flight snapshot, or an error.
+pub fn parse(line: &[u8]) -> Result<Parsed<'_>, String> {
+    let (env, body) = envelope::open(line)?;
+    let resp: Response<'_> = serde_json::from_slice(body).map_err(|e| format!("invalid Responses API object: {e}"))?;
+    // A background response polled before it finished: the final object is logged later.
+    if matches!(resp.status.as_deref(), Some("in_progress" | "queued")) {
+        return Ok(Parsed::not_a_request());
+    }
+    let Some(usage) = resp.usage.as_ref() else {
+        let error = resp.error.map(|e| e.get().to_string()).unwrap_or_else(|| "no error given".into());
+        return Err(format!(
+            "response {} ({}) has no usage: {error}",
+            resp.id.as_deref().unwrap_or("without id"),
+            resp.status.as_deref().unwrap_or("no status")
+        ));
+    };
+    let input = fields::token_count("usage.input_tokens", usage.input_tokens.ok_or("missing usage.input_tokens")?)?;
+    let output = fields::token_count("usage.output_tokens", usage.output_tokens.ok_or("missing usage.output_tokens")?)?;
+    let details = usage.input_tokens_details.as_ref();
+    let cached = fields::opt_token_count("cached_tokens", details.and_then(|d| d.cached_tokens))?.unwrap_or(0);
+    let cache_write =
+        fields::opt_token_count("cache_write_tokens", details.and_then(|d| d.cache_write_tokens))?.unwrap_or(0);
+    if cached + cache_write > input {
+        return Err(format!(
+            "cached_tokens ({cached}) + cache_write_tokens ({cache_write}) exceed input_tokens ({input})"
+        ));
+    }
+    let reasoning = fields::opt_token_count(
+        "reasoning_tokens",
+        usage.output_tokens_details.as_ref().and_then(|d| d.reasoning_tokens),
+    )?;
+
+    let has_text =
+        resp.output.iter().filter(|i| i.kind == "message").flat_map(|i| &i.content).any(|p| p.kind == "output_text");
+    let finish = finish_reason(&resp, has_text);
+    let model = resp.model.clone().or_else(|| env.request.as_ref().and_then(|r| r.model.clone()));
+    let (max_output_tokens, created_at) = (resp.max_output_tokens, resp.created_at);
+    let Response {
+        id, output: items, service_tier, reasoning: effort, background, previous_response_id, error, ..
+    } = resp;
+    let (mut text, mut logprobs): (Vec<Cow<'_, str>>, Option<Vec<LogprobEntry<'_>>>) = (Vec::new(), None);
+    for item in items.into_iter().filter(|i| i.kind == "message") {
+        for part in item.content.into_iter().filter(|p| p.kind == "output_text") {
+            text.extend(part.text);
+            if let Some(lp) = part.logprobs {
+                logprobs.get_or_insert_with(Vec::new).extend(lp);
+            }
+        }
+    }
+    let mut extra = Map::new();
+    let request_id = match (env.request_id.clone(), id) {
+        (Some(gw), id) => {
+            if let Some(id) = id {
+                extra.insert("id".into(), Value::String(id.into_owned()));
+            }
+            Some(gw)
+        }
+        (None, id) => id,
+    };
+    for (key, v) in [
+        ("service_tier", service_tier.map(|s| Value::String(s.into_owned()))),
+        ("reasoning_effort", effort.and_then(|r| r.effort).map(|e| Value::String(e.into_owned()))),
+        ("background", background.map(Value::Bool)),
+        ("previous_response_id", previous_response_id.map(|p| Value::String(p.into_owned()))),
+        ("error", error.and_then(|e| serde_json::from_str::<Value>(e.get()).ok()).filter(|e| !e.is_null())),
+    ] {
+        if let Some(v) = v {
+            extra.insert(key.into(), v);
+        }
+    }
+    let model_output = match text.len() {
+        0 => None,
+        1 => text.pop(),
+        _ => Some(Cow::Owned(text.concat())),
+    };
+    let max_tokens = match fields::opt_token_count("max_output_tokens", max_output_tokens)? {
+        Some(m) => Some(m),
+        None => env.max_tokens()?,
+    };
+    let (ttft_ms, latency_ms) = env.timings()?;
+    Ok(Parsed::Request(RequestRecord {
+        request_id,
+        ts_micros: env.ts_micros(created_at)?,
+        session_id: env.session_id.clone(),
+        model: model.ok_or("missing required field model")?,
+        status: env.status()?,
+        prompt_tokens: input,
+        completion_tokens: output,
+        cached_tokens: cached,
+        cache_write_tokens: cache_write,
+        reasoning_tokens: reasoning,
+        max_tokens,
+        ttft_ms,
+        latency_ms,
+        finish_reason_raw: Some(finish),
+        prompt: env.prompt()?,
+        model_output,
+        output_is_raw: false,
+        tokens: fields::merge_token_data(logprobs, None, None, &mut Vec::new()),
+        extra: (!extra.is_empty()).then(|| Value::Object(extra).to_string()),
+        ..Default::default()
+    }))
+}
+
+/// OpenAI Responses API objects, bare or in an envelope.
+pub struct OpenAiResponses;
+
+impl LogFormat for OpenAiResponses {
+    fn name(&self) -> &'static str {
+        "openai_responses"
+    }
+
+    fn about(&self) -> &'static str {
+        "OpenAI Responses API objects (bare or in a gateway envelope): status mapped to a finish reason"
+    }
+
+    fn detect(&self, line: &Probe<'_>) -> bool {
+        line.response().is_some_and(|r| {
+            r.get("object").and_then(Value::as_str) == Some("response")
+                || (r.get("output").is_some_and(Value::is_array)
+                    && r.contains_key("status")
+                    && r.get("usage").is_some_and(|u| u.get("input_tokens").is_some()))
+        })
+    }
+
+    fn parse<'a>(&self, line: &'a [u8], _ctx: &LineContext<'_>) -> Result<Parsed<'a>, String> {
+        parse(line)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::summary;
+    use super::*;
+
+    const SAMPLE: &str = include_str!("../../../../sample_logs/openai_responses.jsonl");
+
+    fn line(n: usize) -> Result<Parsed<'static>, String> {
+        parse(SAMPLE.lines().nth(n - 1).expect("sample line").as_bytes())
+    }
+
+    fn request(n: usize) -> RequestRecord<'static> {
+        match line(n) {
+            Ok(Parsed::Request(r)) => r,
+            other => panic!("line {n}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn enveloped_response_with_cache_and_logprobs() {
+        let r = request(1);
+        assert_eq!(
+            summary(&r).0,
+            ("gw-resp-1", 1_717_243_200_000_000, "gpt-4o-2024-08-06", 1500, 2, 1024, 0, Some(0), Some(256))
+        );
+        assert_eq!((r.session_id.as_deref(), r.status), (Some("sess-r-1"), Some(200)));
+        assert_eq!((r.ttft_ms, r.latency_ms), (Some(420.0), Some(1800.0)));
+        assert_eq!(r.finish_reason_raw.as_deref(), Some("stop"));
+        assert_eq!(r.prompt.as_deref(), Some("What is the capital of France?"));
+        assert_eq!(r.model_output.as_deref(), Some("Paris."));
+        assert!(!r.output_is_raw);
+        assert_eq!(r.tokens.len(), 2);
+        assert_eq!((r.tokens[0].token.as_deref(), r.tokens[0].logprob), (Some("Paris"), Some(-0.01)));
+        assert_eq!(r.tokens[0].token_bytes.as_deref(), Some(&b"Paris"[..]));
+        assert_eq!(
+            r.tokens[0].top_logprobs.as_ref().unwrap().iter().map(|(t, l)| (t.as_ref(), *l)).collect::<Vec<_>>(),
+            vec![("Paris", -0.01), ("The", -4.7)]
+        );
+        assert_eq!((r.tokens[1].token.as_deref(), r.tokens[1].logprob), (Some("."), Some(-0.2)));
+        assert_eq!(
+            r.tokens[1].top_logprobs.as_ref().unwrap().iter().map(|(t, l)| (t.as_ref(), *l)).collect::<Vec<_>>(),
+            vec![(".", -0.2), ("!", -1.8)]
+        );
+        let extra: Value = serde_json::from_str(r.extra.as_deref().unwrap()).unwrap();
+        assert_eq!(extra["id"], "resp_001", "the response id is kept when the gateway's id is used");
+    }
+
+    #[test]
+    fn bare_reasoning_response_takes_created_at() {
+        let r = request(2);
+        assert_eq!(
+            summary(&r).0,
+            ("resp_002", 1_717_243_260_000_000, "o3-mini-2025-01-31", 200, 900, 0, 0, Some(700), None)
+        );
+        assert_eq!((r.ttft_ms, r.latency_ms, r.status, r.session_id.as_deref()), (None, None, None, None));
+        assert_eq!(r.finish_reason_raw.as_deref(), Some("stop"));
+        assert_eq!(r.model_output.as_deref(), Some("42"), "the reasoning item is not output text");
+        assert!(r.tokens.is_empty());
+        let extra: Value = serde_json::from_str(r.extra.as_deref().unwrap()).unwrap();
+        assert_eq!(extra["reasoning_effort"], "medium");
+    }
+
+    #[test]
+    fn incomplete_responses_name_their_reason() {
+        let r = request(3);
+        assert_eq!(
+            summary(&r).0,
+            ("gw-resp-3", 1_717_243_320_000_000, "gpt-4o-mini-2024-07-18", 900, 256, 0, 0, Some(0), Some(256))
+        );
+        assert_eq!((r.ttft_ms, r.latency_ms), (Some(300.0), Some(5500.0)));
+        assert_eq!(r.finish_reason_raw.as_deref(), Some("max_output_tokens"));
+        assert_eq!(r.prompt.as_deref(), Some(r#"[{"role":"user","content":"Tell me a long story."}]"#));
+        assert_eq!(r.model_output.as_deref(), Some("Once upon a time"));
+        let r = request(4);
+        assert_eq!(
+            summary(&r).0,
+            ("resp_004", 1_717_243_380_000_000, "gpt-4o-2024-08-06", 50, 3, 0, 0, Some(0), Some(1024))
+        );
+        assert_eq!(r.finish_reason_raw.as_deref(), Some("content_filter"));
+        assert_eq!(r.model_output.as_deref(), Some("I can"));
+    }
+
+    #[test]
+    fn tool_calls_and_refusals_without_text() {
+        let r = request(6);
+        assert_eq!(
+            summary(&r).0,
+            ("resp_006", 1_717_243_500_000_000, "gpt-4o-2024-08-06", 80, 18, 0, 0, Some(0), None)
+        );
+        assert_eq!((r.finish_reason_raw.as_deref(), r.model_output.as_deref()), (Some("tool_calls"), None));
+        let r = request(7);
+        assert_eq!(summary(&r).0, ("resp_007", 1_717_243_560_000_000, "gpt-4o-2024-08-06", 40, 9, 0, 0, Some(0), None));
+        assert_eq!((r.finish_reason_raw.as_deref(), r.model_output.as_deref()), (Some("refusal"), None));
+    }
+
+    #[test]
+    fn failures_without_usage_are_rejected_and_snapshots_skipped() {
+        let err = line(5).unwrap_err();
+        assert!(err.contains("resp_005") && err.contains("failed") && err.contains("server_error"), "{err}");
+        assert!(matches!(line(8), Ok(Parsed::Rows { ref rows, skipped: 1 }) if rows.is_empty()));
+        assert!(line(9).unwrap_err().contains("invalid"));
+        assert_eq!(SAMPLE.lines().count(), 9);
+    }
+
+    #[test]
+    fn failed_and_cancelled_with_usage_are_kept_and_cache_writes_read() {
+        let usage = r#""usage":{"input_tokens":2600,"input_tokens_details":{"cached_tokens":2000,"cache_write_tokens":400},"output_tokens":5}"#;
+        let one = |status: &str| {
+            let line = format!(
+                r#"{{"id":"r","object":"response","created_at":1717243200,"status":"{status}","model":"m","output":[],{usage}}}"#
+            );
+            match parse(line.as_bytes()) {
+                Ok(Parsed::Request(r)) => r.into_owned(),
+                other => panic!("{other:?}"),
+            }
+        };
+        let r = one("failed");
+        assert_eq!(
+            (r.finish_reason_raw.as_deref(), r.prompt_tokens, r.cached_tokens, r.cache_write_tokens),
+            (Some("error"), 2600, 2000, 400)
+        );
+        assert_eq!(one("cancelled").finish_reason_raw.as_deref(), Some("cancelled"));
+        assert_eq!(one("incomplete").finish_reason_raw.as_deref(), Some("incomplete"));
+        let too_many = br#"{"id":"r","object":"response","created_at":1,"status":"completed","model":"m","output":[],"usage":{"input_tokens":10,"input_tokens_details":{"cached_tokens":11},"output_tokens":1}}"#;
+        assert!(parse(too_many).unwrap_err().contains("exceed input_tokens"));
+        let no_ts = br#"{"id":"r","object":"response","status":"completed","model":"m","output":[],"usage":{"input_tokens":1,"output_tokens":1}}"#;
+        assert!(parse(no_ts).unwrap_err().contains("ts"));
+    }
+}

@@ -1,0 +1,351 @@
+//! SQL functions that compare the two arms of an A/B experiment (the `ab`
+//! job): each arm's values are collected by an aggregate (`count`,
+//! `array_agg`), and these scalar functions compare the collected values, so
+//! every step stays plain SQL (and runs on any engine that has the functions).
+//! Holm's correction across bins is a window function. Definitions:
+//! docs/metrics.md, "ab"; implementations: `tokscope_core::stats::ab`.
+//!
+//! - `compare_proportions(x_a, n_a, x_b, n_b)`: rates, Newcombe interval of
+//!   the difference, two-proportion z-test.
+//! - `compare_medians(a, b, resamples, seed)`: medians of two lists, bootstrap
+//!   interval of the difference, Mann-Whitney U test.
+//! - `compare_cost_per_1k(cost_a, tokens_a, cost_b, tokens_b, resamples, seed)`:
+//!   cost per 1K tokens of each arm, bootstrap interval of the ratio.
+//! - `holm_adjust(p) OVER (PARTITION BY ...)`: Holm-adjusted p-values of a family.
+
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, AsArray, Float64Array, Float64Builder, ListArray, StructArray};
+use arrow::compute::cast;
+use arrow::datatypes::{DataType, Field, FieldRef, Fields, Float64Type, Int64Type};
+use datafusion::common::{exec_err, plan_err};
+use datafusion::error::Result as DfResult;
+use datafusion::logical_expr::function::{PartitionEvaluatorArgs, WindowUDFFieldArgs};
+use datafusion::logical_expr::{
+    ColumnarValue, PartitionEvaluator, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility, WindowUDF,
+    WindowUDFImpl,
+};
+use rayon::prelude::*;
+use tokscope_core::stats::ab::{self, AbError, BootstrapConfig, Proportion, RequestCost};
+
+/// The fields of `compare_proportions` and `compare_medians`.
+pub const COMPARISON_FIELDS: [&str; 6] = ["value_a", "value_b", "diff", "ci_low", "ci_high", "p_value"];
+/// The fields of `compare_cost_per_1k`.
+pub const RATIO_FIELDS: [&str; 5] = ["value_a", "value_b", "ratio", "ci_low", "ci_high"];
+
+fn struct_fields(names: &[&str]) -> Fields {
+    names.iter().map(|n| Field::new(*n, DataType::Float64, true)).collect()
+}
+
+/// `compare_proportions(x_a, n_a, x_b, n_b)`.
+pub fn compare_proportions() -> ScalarUDF {
+    ScalarUDF::from(CompareProportions { signature: Signature::any(4, Volatility::Immutable) })
+}
+
+/// `compare_medians(a, b, resamples, seed)`.
+pub fn compare_medians() -> ScalarUDF {
+    ScalarUDF::from(CompareMedians { signature: Signature::any(4, Volatility::Immutable) })
+}
+
+/// `compare_cost_per_1k(cost_a, tokens_a, cost_b, tokens_b, resamples, seed)`.
+pub fn compare_cost_per_1k() -> ScalarUDF {
+    ScalarUDF::from(CompareCostPer1k { signature: Signature::any(6, Volatility::Immutable) })
+}
+
+/// `holm_adjust(p) OVER (PARTITION BY family)`.
+pub fn holm_adjust() -> WindowUDF {
+    WindowUDF::from(HolmAdjust { signature: Signature::any(1, Volatility::Immutable) })
+}
+
+/// One output row of a comparison: each field `None` where undefined.
+type Row = Vec<Option<f64>>;
+
+/// A struct column from rows of optional floats (a field is null where the
+/// row has `None`; the struct itself is never null).
+fn struct_of(names: &[&str], rows: Vec<Row>) -> DfResult<ColumnarValue> {
+    let mut builders: Vec<Float64Builder> = names.iter().map(|_| Float64Builder::with_capacity(rows.len())).collect();
+    for row in rows {
+        for (b, v) in builders.iter_mut().zip(row) {
+            b.append_option(v.filter(|x| x.is_finite()));
+        }
+    }
+    let children: Vec<ArrayRef> = builders.iter_mut().map(|b| Arc::new(b.finish()) as ArrayRef).collect();
+    Ok(ColumnarValue::Array(Arc::new(StructArray::try_new(struct_fields(names), children, None)?)))
+}
+
+/// The arguments as arrays of one length (scalars expanded).
+fn arrays(args: &ScalarFunctionArgs) -> DfResult<Vec<ArrayRef>> {
+    ColumnarValue::values_to_arrays(&args.args)
+}
+
+fn list_of_f64() -> DataType {
+    DataType::List(Arc::new(Field::new_list_field(DataType::Float64, true)))
+}
+
+/// Argument `array` as a list of floats (lists of integers are converted).
+fn float_lists(array: &ArrayRef, function: &str) -> DfResult<ListArray> {
+    match array.data_type() {
+        DataType::List(_) | DataType::LargeList(_) | DataType::FixedSizeList(_, _) | DataType::Null => {
+            Ok(cast(array, &list_of_f64())?.as_list::<i32>().clone())
+        }
+        other => exec_err!("{function}: expected a list (array_agg of the arm's values), got {other}"),
+    }
+}
+
+/// Row `i` of a list column: its non-null values (an empty list when the row is null).
+fn row_values(lists: &ListArray, i: usize) -> Vec<Option<f64>> {
+    if lists.is_null(i) {
+        return Vec::new();
+    }
+    lists.value(i).as_primitive::<Float64Type>().iter().collect()
+}
+
+/// `resamples` and `seed` of row `i`: a positive integer and a non-negative one.
+fn bootstrap_config(resamples: &ArrayRef, seed: &ArrayRef, i: usize, function: &str) -> DfResult<BootstrapConfig> {
+    let r = cast(resamples, &DataType::Float64)?;
+    let s = cast(seed, &DataType::Float64)?;
+    let (r, s) = (r.as_primitive::<Float64Type>(), s.as_primitive::<Float64Type>());
+    match (r.is_valid(i).then(|| r.value(i)), s.is_valid(i).then(|| s.value(i))) {
+        (Some(r), Some(s)) if r >= 1.0 && r.fract() == 0.0 && s >= 0.0 && s.fract() == 0.0 && r <= 1e7 => {
+            Ok(BootstrapConfig { resamples: r as usize, seed: s as u64 })
+        }
+        _ => exec_err!("{function}: resamples must be an integer in 1..=10000000 and seed a non-negative integer"),
+    }
+}
+
+// ---------------------------------------------------------------- compare_proportions
+
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct CompareProportions {
+    signature: Signature,
+}
+
+/// The comparison of `x_a / n_a` with `x_b / n_b` (docs/metrics.md, "ab").
+fn proportions_row(xa: i64, na: i64, xb: i64, nb: i64) -> DfResult<Row> {
+    let arm = |x: i64, n: i64| -> DfResult<Option<Proportion>> {
+        if x < 0 || n < 0 {
+            return exec_err!("compare_proportions: counts must be non-negative, got {x} of {n}");
+        }
+        match Proportion::new(x as u64, n as u64) {
+            Ok(p) => Ok(Some(p)),
+            Err(AbError::EmptyArm) => Ok(None),
+            Err(e) => exec_err!("compare_proportions: {e}"),
+        }
+    };
+    let (a, b) = (arm(xa, na)?, arm(xb, nb)?);
+    let (value_a, value_b) = (a.map(|p| p.rate()), b.map(|p| p.rate()));
+    let Some((a, b)) = a.zip(b) else { return Ok(vec![value_a, value_b, None, None, None, None]) };
+    let ci = ab::newcombe_difference_interval(a, b);
+    let test = ab::two_proportion_z_test(a, b);
+    Ok(vec![value_a, value_b, Some(a.rate() - b.rate()), Some(ci.lo), Some(ci.hi), Some(test.p_value)])
+}
+
+impl ScalarUDFImpl for CompareProportions {
+    fn name(&self) -> &str {
+        "compare_proportions"
+    }
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+    fn return_type(&self, _arg_types: &[DataType]) -> DfResult<DataType> {
+        Ok(DataType::Struct(struct_fields(&COMPARISON_FIELDS)))
+    }
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+        let arrays = arrays(&args)?;
+        let ints = arrays.iter().map(|a| cast(a, &DataType::Int64)).collect::<Result<Vec<_>, _>>()?;
+        let ints: Vec<_> = ints.iter().map(|a| a.as_primitive::<Int64Type>()).collect();
+        let rows = (0..args.number_rows)
+            .map(|i| {
+                if ints.iter().any(|a| a.is_null(i)) {
+                    return Ok(vec![None; COMPARISON_FIELDS.len()]);
+                }
+                proportions_row(ints[0].value(i), ints[1].value(i), ints[2].value(i), ints[3].value(i))
+            })
+            .collect::<DfResult<Vec<_>>>()?;
+        struct_of(&COMPARISON_FIELDS, rows)
+    }
+}
+
+// ---------------------------------------------------------------- compare_medians
+
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct CompareMedians {
+    signature: Signature,
+}
+
+/// The comparison of the medians of two samples; non-finite values are left
+/// out (as `quantile_cont` leaves out NaN), an empty arm has no median.
+fn medians_row(a: Vec<Option<f64>>, b: Vec<Option<f64>>, config: BootstrapConfig) -> DfResult<Row> {
+    let finite = |v: Vec<Option<f64>>| -> Vec<f64> { v.into_iter().flatten().filter(|x| x.is_finite()).collect() };
+    let (a, b) = (finite(a), finite(b));
+    match ab::compare_medians(&a, &b, config) {
+        Ok(c) => Ok(vec![
+            Some(c.median_a),
+            Some(c.median_b),
+            Some(c.difference.estimate),
+            Some(c.difference.lo),
+            Some(c.difference.hi),
+            Some(c.mann_whitney.p_value),
+        ]),
+        Err(AbError::EmptyArm) => Ok(vec![ab::median(&a), ab::median(&b), None, None, None, None]),
+        Err(e) => exec_err!("compare_medians: {e}"),
+    }
+}
+
+impl ScalarUDFImpl for CompareMedians {
+    fn name(&self) -> &str {
+        "compare_medians"
+    }
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+    fn return_type(&self, _arg_types: &[DataType]) -> DfResult<DataType> {
+        Ok(DataType::Struct(struct_fields(&COMPARISON_FIELDS)))
+    }
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+        let arrays = arrays(&args)?;
+        let (a, b) = (float_lists(&arrays[0], self.name())?, float_lists(&arrays[1], self.name())?);
+        let configs = (0..args.number_rows)
+            .map(|i| bootstrap_config(&arrays[2], &arrays[3], i, self.name()))
+            .collect::<DfResult<Vec<_>>>()?;
+        // Each row sorts its two arms: rows (bins) run in parallel.
+        let rows = configs
+            .into_par_iter()
+            .enumerate()
+            .map(|(i, config)| medians_row(row_values(&a, i), row_values(&b, i), config))
+            .collect::<DfResult<Vec<_>>>()?;
+        struct_of(&COMPARISON_FIELDS, rows)
+    }
+}
+
+// ---------------------------------------------------------------- compare_cost_per_1k
+
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct CompareCostPer1k {
+    signature: Signature,
+}
+
+/// An arm's priced requests, in `(cost, tokens)` order (so the values do not
+/// depend on the order rows arrive in): pairs with a null cost or null tokens
+/// are left out.
+fn request_costs(cost: Vec<Option<f64>>, tokens: Vec<Option<f64>>) -> DfResult<Vec<RequestCost>> {
+    if cost.len() != tokens.len() {
+        return exec_err!(
+            "compare_cost_per_1k: an arm's cost and tokens lists differ in length ({} and {})",
+            cost.len(),
+            tokens.len()
+        );
+    }
+    cost.into_iter()
+        .zip(tokens)
+        .filter_map(|(c, t)| Some((c?, t?)))
+        .map(|(cost_usd, t)| {
+            if t < 0.0 || t.fract() != 0.0 || !t.is_finite() {
+                return exec_err!("compare_cost_per_1k: tokens must be non-negative integers, got {t}");
+            }
+            Ok(RequestCost { tokens: t as u64, cost_usd })
+        })
+        .collect::<DfResult<Vec<_>>>()
+        .map(|arm| ab::sorted_requests(&arm))
+}
+
+fn cost_row(a: Vec<RequestCost>, b: Vec<RequestCost>, config: BootstrapConfig) -> DfResult<Row> {
+    let per_1k = |arm: &[RequestCost]| Some(ab::cost_per_1k(arm)).filter(|v| v.is_finite());
+    let (value_a, value_b) = (per_1k(&a), per_1k(&b));
+    match ab::bootstrap_cost_ratio(&a, &b, config) {
+        Ok(r) => Ok(vec![value_a, value_b, Some(r.estimate), Some(r.lo), Some(r.hi)]),
+        Err(AbError::EmptyArm | AbError::UndefinedRatio) => Ok(vec![value_a, value_b, None, None, None]),
+        Err(e) => exec_err!("compare_cost_per_1k: {e}"),
+    }
+}
+
+impl ScalarUDFImpl for CompareCostPer1k {
+    fn name(&self) -> &str {
+        "compare_cost_per_1k"
+    }
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+    fn return_type(&self, _arg_types: &[DataType]) -> DfResult<DataType> {
+        Ok(DataType::Struct(struct_fields(&RATIO_FIELDS)))
+    }
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+        let arrays = arrays(&args)?;
+        let lists = arrays[..4].iter().map(|a| float_lists(a, self.name())).collect::<DfResult<Vec<_>>>()?;
+        let arms = (0..args.number_rows)
+            .map(|i| {
+                let a = request_costs(row_values(&lists[0], i), row_values(&lists[1], i))?;
+                let b = request_costs(row_values(&lists[2], i), row_values(&lists[3], i))?;
+                Ok((a, b, bootstrap_config(&arrays[4], &arrays[5], i, self.name())?))
+            })
+            .collect::<DfResult<Vec<_>>>()?;
+        let rows = arms.into_par_iter().map(|(a, b, config)| cost_row(a, b, config)).collect::<DfResult<Vec<_>>>()?;
+        struct_of(&RATIO_FIELDS, rows)
+    }
+}
+
+// ---------------------------------------------------------------- holm_adjust
+
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct HolmAdjust {
+    signature: Signature,
+}
+
+impl WindowUDFImpl for HolmAdjust {
+    fn name(&self) -> &str {
+        "holm_adjust"
+    }
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+    fn field(&self, field_args: WindowUDFFieldArgs) -> DfResult<FieldRef> {
+        match field_args.get_input_field(0).map(|f| f.data_type().clone()) {
+            Some(t) if t.is_numeric() || t.is_null() => {
+                Ok(Arc::new(Field::new(field_args.name(), DataType::Float64, true)))
+            }
+            Some(t) => plan_err!("holm_adjust needs a numeric p-value, got {t}"),
+            None => plan_err!("holm_adjust takes one argument, the p-value"),
+        }
+    }
+    fn partition_evaluator(&self, _args: PartitionEvaluatorArgs) -> DfResult<Box<dyn PartitionEvaluator>> {
+        Ok(Box::new(HolmEvaluator))
+    }
+}
+
+/// Adjusts all p-values of a partition at once (the family is the partition;
+/// the window frame and ordering play no part).
+#[derive(Debug)]
+struct HolmEvaluator;
+
+impl PartitionEvaluator for HolmEvaluator {
+    fn evaluate_all(&mut self, values: &[ArrayRef], _num_rows: usize) -> DfResult<ArrayRef> {
+        let p = cast(&values[0], &DataType::Float64)?;
+        let p: Vec<Option<f64>> = p.as_primitive::<Float64Type>().iter().collect();
+        match ab::holm_adjust(&p) {
+            Ok(adjusted) => Ok(Arc::new(Float64Array::from(adjusted))),
+            Err(e) => exec_err!("holm_adjust: {e}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn proportions_with_an_empty_arm_have_only_the_other_rate() {
+        assert_eq!(proportions_row(3, 4, 0, 0).unwrap(), vec![Some(0.75), None, None, None, None, None]);
+        assert!(proportions_row(5, 4, 1, 2).is_err());
+        assert!(proportions_row(-1, 4, 1, 2).is_err());
+    }
+
+    #[test]
+    fn cost_lists_must_align_and_skip_unpriced_requests() {
+        let a = request_costs(vec![Some(0.5), None, Some(1.0)], vec![Some(100.0), Some(50.0), Some(300.0)]).unwrap();
+        assert_eq!(a, vec![RequestCost { tokens: 100, cost_usd: 0.5 }, RequestCost { tokens: 300, cost_usd: 1.0 }]);
+        let b = request_costs(vec![Some(2.0), Some(1.0)], vec![Some(10.0), Some(20.0)]).unwrap();
+        assert_eq!(b, vec![RequestCost { tokens: 20, cost_usd: 1.0 }, RequestCost { tokens: 10, cost_usd: 2.0 }]);
+        assert!(request_costs(vec![Some(1.0)], vec![]).is_err());
+        assert!(request_costs(vec![Some(1.0)], vec![Some(1.5)]).is_err());
+    }
+}
