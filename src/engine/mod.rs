@@ -10,7 +10,7 @@ pub mod udfs;
 pub use tokscope_core::{architectures, pricing};
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use arrow::datatypes::{DataType, SchemaRef};
@@ -226,7 +226,65 @@ pub async fn run_sql(ctx: &SessionContext, sql: &str, allow_write: bool) -> Resu
     let options =
         SQLOptions::new().with_allow_ddl(allow_write).with_allow_dml(allow_write).with_allow_statements(allow_write);
     let df = ctx.sql_with_options(sql, options).await?;
-    df.collect().await?.iter().map(without_view_types).collect()
+    match df.collect().await {
+        Ok(batches) => batches.iter().map(without_view_types).collect(),
+        Err(e) => Err(name_corrupt_files(ctx, e).await),
+    }
+}
+
+/// A query that failed on a Parquet error: when dataset files fail to open
+/// or decode, the error names them (a corrupt or truncated part, not a bug
+/// in the query); otherwise DataFusion's error as it is.
+async fn name_corrupt_files(ctx: &SessionContext, e: datafusion::error::DataFusionError) -> crate::Error {
+    if !matches!(e.find_root(), datafusion::error::DataFusionError::ParquetError(_)) {
+        return e.into();
+    }
+    let mut files = Vec::new();
+    for table in crate::catalog::CATALOG {
+        let Ok(provider) = ctx.table_provider(table.name).await else { continue };
+        let Some(listing) = provider.downcast_ref::<ListingTable>() else { continue };
+        for url in listing.table_paths() {
+            if url.scheme() == "file" {
+                parquet_files(Path::new(&format!("/{}", url.prefix())), &mut files);
+            }
+        }
+    }
+    let bad: Vec<String> = files.iter().filter_map(|f| check_parquet_file(f).err()).collect();
+    if bad.is_empty() {
+        return e.into();
+    }
+    config_err!(
+        "corrupt dataset file{}: {} (restore it from a backup, or delete it and ingest its input again with --force)",
+        if bad.len() > 1 { "s" } else { "" },
+        bad.join("; ")
+    )
+}
+
+/// The visible `.parquet` files under `dir`.
+fn parquet_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let hidden = entry.file_name().to_string_lossy().starts_with('.');
+        if path.is_dir() && !hidden {
+            parquet_files(&path, out);
+        } else if !hidden && path.extension().is_some_and(|x| x == "parquet") {
+            out.push(path);
+        }
+    }
+}
+
+/// Opens and decodes a whole Parquet file; the error names it.
+fn check_parquet_file(path: &Path) -> std::result::Result<(), String> {
+    let named = |e: &dyn std::fmt::Display| format!("{}: {e}", path.display());
+    let file = std::fs::File::open(path).map_err(|e| named(&e))?;
+    let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
+        .and_then(|b| b.build())
+        .map_err(|e| named(&e))?;
+    for batch in reader {
+        batch.map_err(|e| named(&e))?;
+    }
+    Ok(())
 }
 
 /// Results leave the engine with plain `Utf8`/`Binary` columns: view types are
