@@ -219,3 +219,62 @@ mod tests {
         assert_eq!(Redactor::default().message("x \"y\""), "x \"y\"");
     }
 }
+
+/// `text` with the credentials of every URL in it taken out: the user
+/// information (`scheme://user:password@host`) and the query string (where
+/// pre-signed URLs carry their signature, credential and session token)
+/// become `REDACTED`. For messages: an error naming an object must not hand
+/// its signature to a log.
+pub fn redact_urls(text: &str) -> Cow<'_, str> {
+    if !text.contains("://") {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find("://") {
+        let (before, from) = rest.split_at(at + 3);
+        out.push_str(before);
+        let end = from.find(|c: char| c.is_whitespace() || "\"'<>`".contains(c)).unwrap_or(from.len());
+        // Punctuation ending a sentence or a message part is not the URL's.
+        let end = from[..end].trim_end_matches([':', ',', '.', ';', ')']).len();
+        let (url, after) = from.split_at(end);
+        let authority_end = url.find(['/', '?', '#']).unwrap_or(url.len());
+        let (authority, path) = url.split_at(authority_end);
+        match authority.rfind('@') {
+            Some(i) => {
+                out.push_str("REDACTED");
+                out.push_str(&authority[i..]);
+            }
+            None => out.push_str(authority),
+        }
+        match path.find('?') {
+            Some(q) => {
+                out.push_str(&path[..q]);
+                out.push_str("?REDACTED");
+                if let Some(h) = path[q..].find('#') {
+                    out.push_str(&path[q + h..]);
+                }
+            }
+            None => out.push_str(path),
+        }
+        rest = after;
+    }
+    out.push_str(rest);
+    Cow::Owned(out)
+}
+
+#[cfg(test)]
+mod url_tests {
+    use super::redact_urls;
+
+    #[test]
+    fn urls_lose_user_information_and_query_strings() {
+        assert_eq!(
+            redact_urls("listing https://b.s3.amazonaws.com/x.jsonl?X-Amz-Signature=abc&X-Amz-Security-Token=t: failed"),
+            "listing https://b.s3.amazonaws.com/x.jsonl?REDACTED: failed"
+        );
+        assert_eq!(redact_urls("GET http://user:pw@host:9/a#frag done"), "GET http://REDACTED@host:9/a#frag done");
+        assert_eq!(redact_urls("s3://bucket/key and \"gs://b/k?sig=1\""), "s3://bucket/key and \"gs://b/k?REDACTED\"");
+        assert_eq!(redact_urls("no url here"), "no url here");
+    }
+}
