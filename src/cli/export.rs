@@ -6,7 +6,7 @@ use tokscope::engine;
 use tokscope::export::publish::{self, ExportOptions};
 
 use super::args::UdfArgs;
-use super::query::session;
+use super::query::session_limited;
 
 /// `tokscope export`.
 #[derive(clap::Args)]
@@ -51,7 +51,7 @@ pub fn run_export(args: &ExportArgs) -> anyhow::Result<()> {
         store: Default::default(),
     };
     let summary = engine::runtime()?.block_on(async {
-        let ctx = session(&args.data, &udf).await?;
+        let ctx = session_limited(&args.data, &udf, &args.udf.memory.limit()).await?;
         publish::export(&ctx, &options).await
     })?;
     if args.json {

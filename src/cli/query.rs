@@ -53,7 +53,12 @@ pub struct JobArgs {
 
 /// A session with `data`'s tables and the UDFs configured by `udf`.
 pub async fn session(data: &str, udf: &UdfConfig) -> tokscope::Result<SessionContext> {
-    let ctx = engine::new_session()?;
+    session_limited(data, udf, &engine::MemoryLimit::default()).await
+}
+
+/// [`session`], its queries held to `limit`.
+pub async fn session_limited(data: &str, udf: &UdfConfig, limit: &engine::MemoryLimit) -> tokscope::Result<SessionContext> {
+    let ctx = engine::new_session_with(limit)?;
     engine::register_dataset_with(&ctx, &DatasetRoot::parse(data)?, udf).await?;
     Ok(ctx)
 }
@@ -63,7 +68,7 @@ pub fn run_query(args: &QueryArgs) -> anyhow::Result<()> {
     export::check_destination(args.output.format, args.output.output.as_deref())?;
     let udf = args.udf.config()?;
     let batches = engine::runtime()?.block_on(async {
-        let ctx = session(&args.data, &udf).await?;
+        let ctx = session_limited(&args.data, &udf, &args.udf.memory.limit()).await?;
         let start = std::time::Instant::now();
         let batches = engine::run_sql(&ctx, &args.sql, args.allow_write).await?;
         if args.timing {
@@ -89,7 +94,7 @@ pub fn run_job(args: &JobArgs) -> anyhow::Result<()> {
     export::check_destination(args.output.format, args.output.output.as_deref())?;
     let udf = args.udf.config()?;
     let batches = engine::runtime()?.block_on(async {
-        let ctx = session(data, &udf).await?;
+        let ctx = session_limited(data, &udf, &args.udf.memory.limit()).await?;
         jobs::run_job_with(&ctx, job, &args.params).await
     })?;
     let layout = args.output.table.layout(job.key_columns);

@@ -10,7 +10,7 @@ use tokscope::engine;
 use tokscope::export::{self, OutputFormat};
 
 use super::args::{choice, TableArgs, UdfArgs};
-use super::query::session;
+use super::query::session_limited;
 
 /// `tokscope sql`: an interactive SQL shell over a dataset.
 #[derive(Debug, Clone, clap::Args)]
@@ -47,7 +47,7 @@ pub fn run_shell(args: &SqlArgs) -> anyhow::Result<()> {
     }
     let udf = args.udf.config()?;
     let rt = engine::runtime()?;
-    let ctx = rt.block_on(session(&args.data, &udf))?;
+    let ctx = rt.block_on(session_limited(&args.data, &udf, &args.udf.memory.limit()))?;
     let history_path = if args.no_history {
         None
     } else {

@@ -25,7 +25,7 @@ use tokscope_core::catalog::{Partition, TableDef, CATALOG, DATE_PARTITION};
 use tokscope_core::derive::EosMarkers;
 
 use crate::dataset::DatasetRoot;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use architectures::Architectures;
 use pricing::Pricing;
 
@@ -34,8 +34,52 @@ use pricing::Pricing;
 /// DataFusion's `DATAFUSION_*` environment variables (e.g.
 /// `DATAFUSION_EXECUTION_TARGET_PARTITIONS=8`), as in datafusion-cli.
 pub fn new_session() -> Result<SessionContext> {
+    new_session_with(&MemoryLimit::default())
+}
+
+/// How much memory a query may hold, and where operators that can spill
+/// (sorts, aggregations, joins) write what does not fit.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct MemoryLimit {
+    /// The pool's size in bytes; `None`: [`MemoryLimit::default_bytes`].
+    /// `Some(0)`: no limit.
+    pub bytes: Option<usize>,
+    /// The spill directory; `None`: the system's temporary directory.
+    pub spill_dir: Option<PathBuf>,
+}
+
+impl MemoryLimit {
+    /// The default pool: half the machine's memory (`MemTotal` in
+    /// `/proc/meminfo`), or 4 GiB where that cannot be read.
+    pub fn default_bytes() -> usize {
+        let total_kib = std::fs::read_to_string("/proc/meminfo").ok().and_then(|m| {
+            m.lines().find_map(|l| l.strip_prefix("MemTotal:")?.trim().strip_suffix("kB")?.trim().parse::<usize>().ok())
+        });
+        total_kib.map_or(4 << 30, |kib| kib.saturating_mul(1024) / 2)
+    }
+
+    /// The pool size in bytes; 0 for none.
+    pub fn pool_bytes(&self) -> usize {
+        self.bytes.unwrap_or_else(Self::default_bytes)
+    }
+}
+
+/// A session like [`new_session`], whose queries hold at most `limit`:
+/// operators that can spill do so to `limit.spill_dir`, the others fail with
+/// DataFusion's "Resources exhausted" (shown with a hint) instead of the
+/// process being killed.
+pub fn new_session_with(limit: &MemoryLimit) -> Result<SessionContext> {
     let config = SessionConfig::from_env()?.with_information_schema(true);
-    Ok(SessionContext::new_with_config(config))
+    let mut runtime = datafusion::execution::runtime_env::RuntimeEnvBuilder::new();
+    let bytes = limit.pool_bytes();
+    if bytes > 0 {
+        runtime = runtime.with_memory_pool(Arc::new(datafusion::execution::memory_pool::FairSpillPool::new(bytes)));
+    }
+    if let Some(dir) = &limit.spill_dir {
+        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir.display(), e))?;
+        runtime = runtime.with_temp_file_path(dir);
+    }
+    Ok(SessionContext::new_with_config_rt(config, runtime.build_arc()?))
 }
 
 /// What tokscope's UDFs need beyond their arguments: prices, model shapes
@@ -235,7 +279,7 @@ pub async fn run_sql(ctx: &SessionContext, sql: &str, allow_write: bool) -> Resu
 /// A query that failed on a Parquet error: when dataset files fail to open
 /// or decode, the error names them (a corrupt or truncated part, not a bug
 /// in the query); otherwise DataFusion's error as it is.
-async fn name_corrupt_files(ctx: &SessionContext, e: datafusion::error::DataFusionError) -> crate::Error {
+async fn name_corrupt_files(ctx: &SessionContext, e: datafusion::error::DataFusionError) -> Error {
     if !matches!(e.find_root(), datafusion::error::DataFusionError::ParquetError(_)) {
         return e.into();
     }
