@@ -36,7 +36,8 @@ fn data_files(dir: &Path) -> BTreeMap<String, u64> {
 }
 
 fn requests(data: &Path) -> u64 {
-    let out = tokscope(&["query", "--format", "csv", "--data", data.to_str().unwrap(), "SELECT count(*) AS n FROM requests"]);
+    let out =
+        tokscope(&["query", "--format", "csv", "--data", data.to_str().unwrap(), "SELECT count(*) AS n FROM requests"]);
     out.lines().nth(1).unwrap().trim().parse().unwrap()
 }
 
@@ -55,7 +56,10 @@ fn logs(dir: &Path) -> (PathBuf, PathBuf) {
 }
 
 fn ingest(data: &Path, input: &Path) -> Output {
-    Command::new(bin()).args(["ingest", "--quiet", "--out", data.to_str().unwrap(), input.to_str().unwrap()]).output().unwrap()
+    Command::new(bin())
+        .args(["ingest", "--quiet", "--out", data.to_str().unwrap(), input.to_str().unwrap()])
+        .output()
+        .unwrap()
 }
 
 /// A tmpfs mounted for the test, unmounted when dropped.

@@ -248,7 +248,18 @@ fn redacted_text_appears_in_no_dataset_file() {
         let out = dir.path().join(mode);
         let stdout = tokscope_with_env(
             &[("TOKSCOPE_REDACT_KEY", REDACT_KEY)],
-            &["ingest", "--quiet", "--json", "--format", "canonical", "--redact", mode, "--out", out.to_str().unwrap(), &input],
+            &[
+                "ingest",
+                "--quiet",
+                "--json",
+                "--format",
+                "canonical",
+                "--redact",
+                mode,
+                "--out",
+                out.to_str().unwrap(),
+                &input,
+            ],
         );
         let summary: serde_json::Value = serde_json::from_str(&stdout).unwrap();
         assert_eq!(summary["totals"]["lines_rejected"], 2, "{mode}: {summary}");

@@ -79,7 +79,9 @@ fn peak_rss_kib(mut cmd: Command) -> (u64, bool) {
     let mut peak = 0;
     loop {
         if let Ok(s) = std::fs::read_to_string(&status_path) {
-            if let Some(kib) = s.lines().find_map(|l| l.strip_prefix("VmHWM:")?.trim().strip_suffix("kB")?.trim().parse().ok()) {
+            if let Some(kib) =
+                s.lines().find_map(|l| l.strip_prefix("VmHWM:")?.trim().strip_suffix("kB")?.trim().parse().ok())
+            {
                 peak = peak.max(kib);
             }
         }
@@ -103,7 +105,15 @@ fn ingest_peak_rss_does_not_grow_with_the_input() {
     std::fs::write(&big, one.repeat(8)).unwrap();
     let rss = |input: &Path, out: &str| {
         let mut cmd = Command::new(bin());
-        cmd.args(["ingest", "--quiet", "--format", "canonical", "--out", dir.path().join(out).to_str().unwrap(), input.to_str().unwrap()]);
+        cmd.args([
+            "ingest",
+            "--quiet",
+            "--format",
+            "canonical",
+            "--out",
+            dir.path().join(out).to_str().unwrap(),
+            input.to_str().unwrap(),
+        ]);
         let (kib, ok) = peak_rss_kib(cmd);
         assert!(ok, "ingest of {} failed", input.display());
         kib

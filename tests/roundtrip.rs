@@ -49,20 +49,24 @@ fn rec() -> impl Strategy<Value = Rec> {
         (prop::option::of(millis()), prop::option::of(millis())),
         (prop::option::of(any::<String>()), prop::option::of(any::<String>())),
     )
-        .prop_map(|((request_id, model, session_id), ts_micros, (p, c, cached), max_tokens, (ttft, lat), (prompt, out))| Rec {
-            request_id,
-            model,
-            session_id,
-            ts_micros,
-            prompt_tokens: p,
-            completion_tokens: c,
-            cached_tokens: cached,
-            max_tokens,
-            ttft_ms: ttft,
-            latency_ms: lat,
-            prompt,
-            model_output: out,
-        })
+        .prop_map(
+            |((request_id, model, session_id), ts_micros, (p, c, cached), max_tokens, (ttft, lat), (prompt, out))| {
+                Rec {
+                    request_id,
+                    model,
+                    session_id,
+                    ts_micros,
+                    prompt_tokens: p,
+                    completion_tokens: c,
+                    cached_tokens: cached,
+                    max_tokens,
+                    ttft_ms: ttft,
+                    latency_ms: lat,
+                    prompt,
+                    model_output: out,
+                }
+            },
+        )
 }
 
 fn line(r: &Rec) -> String {
@@ -107,7 +111,8 @@ fn read_back(dataset: &Path) -> Vec<Rec> {
     parquet_files(&dataset.join("requests"), &mut files);
     let mut out = Vec::new();
     for f in files {
-        let reader = ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(&f).unwrap()).unwrap().build().unwrap();
+        let reader =
+            ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(&f).unwrap()).unwrap().build().unwrap();
         for batch in reader {
             let b = batch.unwrap();
             let s = |n: &str| column::<StringArray>(&b, n, DataType::Utf8);
@@ -115,7 +120,8 @@ fn read_back(dataset: &Path) -> Vec<Rec> {
             let f = |n: &str| column::<Float64Array>(&b, n, DataType::Float64);
             let (id, model, session, prompt, output) =
                 (s("request_id"), s("model"), s("session_id"), s("prompt"), s("model_output"));
-            let (pt, ct, cached, max) = (i("prompt_tokens"), i("completion_tokens"), i("cached_tokens"), i("max_tokens"));
+            let (pt, ct, cached, max) =
+                (i("prompt_tokens"), i("completion_tokens"), i("cached_tokens"), i("max_tokens"));
             let (ttft, lat) = (f("ttft_ms"), f("latency_ms"));
             let ts = column::<TimestampMicrosecondArray>(&b, "ts", DataType::Timestamp(TimeUnit::Microsecond, None));
             let str_opt = |a: &StringArray, r: usize| a.is_valid(r).then(|| a.value(r).to_string());

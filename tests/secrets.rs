@@ -12,7 +12,14 @@ use std::process::Command;
 
 use common::{bin, repo};
 
-const PLANTED: &[&str] = &["AKIAPLANTED7EXAMPLE", "SecretPlanted/K7MDENG/bPxRfiCY", "SessionTokenPlanted9", "redact-key-planted-0123456789", "SigPlanted4242", "PwPlanted77"];
+const PLANTED: &[&str] = &[
+    "AKIAPLANTED7EXAMPLE",
+    "SecretPlanted/K7MDENG/bPxRfiCY",
+    "SessionTokenPlanted9",
+    "redact-key-planted-0123456789",
+    "SigPlanted4242",
+    "PwPlanted77",
+];
 
 fn env() -> Vec<(&'static str, &'static str)> {
     vec![
@@ -43,14 +50,34 @@ fn planted_credentials_appear_in_no_output() {
     let data = dir.path().join("ds");
     let site = dir.path().join("site");
     let d = data.to_str().unwrap();
-    let signed = format!("https://127.0.0.1:9/logs/x.jsonl?X-Amz-Signature={}&X-Amz-Security-Token={}", PLANTED[4], PLANTED[2]);
+    let signed =
+        format!("https://127.0.0.1:9/logs/x.jsonl?X-Amz-Signature={}&X-Amz-Security-Token={}", PLANTED[4], PLANTED[2]);
     let userinfo = format!("http://admin:{}@127.0.0.1:9/logs/y.jsonl", PLANTED[5]);
     let sample = repo().join("sample_logs/canonical.jsonl");
     let runs: Vec<(Vec<String>, bool)> = vec![
-        (vec!["ingest".into(), "--json".into(), "--redact".into(), "hash".into(), "--out".into(), d.into(), sample.to_str().unwrap().into()], true),
+        (
+            vec![
+                "ingest".into(),
+                "--json".into(),
+                "--redact".into(),
+                "hash".into(),
+                "--out".into(),
+                d.into(),
+                sample.to_str().unwrap().into(),
+            ],
+            true,
+        ),
         (vec!["ingest".into(), "--out".into(), d.into(), signed.clone()], false),
         (vec!["ingest".into(), "--out".into(), d.into(), userinfo.clone()], false),
-        (vec!["ingest".into(), "--out".into(), format!("s3://bucket/ds?X-Amz-Signature={}", PLANTED[4]), sample.to_str().unwrap().into()], false),
+        (
+            vec![
+                "ingest".into(),
+                "--out".into(),
+                format!("s3://bucket/ds?X-Amz-Signature={}", PLANTED[4]),
+                sample.to_str().unwrap().into(),
+            ],
+            false,
+        ),
         (vec!["query".into(), "--data".into(), d.into(), "SELECT count(*) FROM requests".into()], true),
         (vec!["query".into(), "--data".into(), signed.clone(), "SELECT 1".into()], false),
         (vec!["job".into(), "report".into(), "--data".into(), d.into()], true),

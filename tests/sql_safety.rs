@@ -74,7 +74,8 @@ fn allow_write_does_not_make_paths_into_tables() {
     let data = tmp.path().join("ds");
     ingest(&[repo().join("sample_logs/tgi.jsonl").to_str().unwrap()], &data, &[]);
     let sql = format!("SELECT * FROM '{}/outside.csv'", tmp.path().display());
-    let o = Command::new(bin()).args(["query", "--allow-write", "--data", data.to_str().unwrap(), &sql]).output().unwrap();
+    let o =
+        Command::new(bin()).args(["query", "--allow-write", "--data", data.to_str().unwrap(), &sql]).output().unwrap();
     assert!(!o.status.success());
     assert!(!String::from_utf8_lossy(&o.stdout).contains("OUTSIDE_ROW"));
 }

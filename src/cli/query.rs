@@ -57,7 +57,11 @@ pub async fn session(data: &str, udf: &UdfConfig) -> tokscope::Result<SessionCon
 }
 
 /// [`session`], its queries held to `limit`.
-pub async fn session_limited(data: &str, udf: &UdfConfig, limit: &engine::MemoryLimit) -> tokscope::Result<SessionContext> {
+pub async fn session_limited(
+    data: &str,
+    udf: &UdfConfig,
+    limit: &engine::MemoryLimit,
+) -> tokscope::Result<SessionContext> {
     let ctx = engine::new_session_with(limit)?;
     engine::register_dataset_with(&ctx, &DatasetRoot::parse(data)?, udf).await?;
     Ok(ctx)

@@ -113,13 +113,16 @@ impl OpenFile {
     /// Appends `batch`, flushing a row group when the buffered one is large.
     fn write(&mut self, batch: &RecordBatch) -> Result<()> {
         let Some(writer) = self.writer.as_mut() else { return Err(internal_err!("write after close")) };
-        let result = writer.write(batch).and_then(|()| {
-            if writer.in_progress_size() > FLUSH_BYTES {
-                writer.flush()
-            } else {
-                Ok(())
-            }
-        });
+        let result =
+            writer.write(batch).and_then(
+                |()| {
+                    if writer.in_progress_size() > FLUSH_BYTES {
+                        writer.flush()
+                    } else {
+                        Ok(())
+                    }
+                },
+            );
         result.map_err(self.failed())
     }
 

@@ -139,8 +139,7 @@ pub fn from_hf_config(path: &Path) -> Result<Arch> {
 
 /// [`from_hf_config`] on the text of a `config.json` read from `path`.
 pub fn from_hf_config_json(text: &str, path: &Path) -> Result<Arch> {
-    let c: HfConfig =
-        serde_json::from_str(text).map_err(|source| Error::Json { path: PathBuf::from(path), source })?;
+    let c: HfConfig = serde_json::from_str(text).map_err(|source| Error::Json { path: PathBuf::from(path), source })?;
     let bad = |m: &str| config_err!("{}: {m}", path.display());
     if c.num_attention_heads == 0 {
         return Err(bad("num_attention_heads is 0"));

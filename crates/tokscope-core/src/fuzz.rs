@@ -19,8 +19,11 @@ use crate::lines::LineSplitter;
 use crate::pricing::{Pricing, Usage};
 use crate::reader::{LineCounts, ReaderBuilder};
 
+/// A target's entry point: any bytes in, a panic when an invariant breaks.
+pub type Entry = fn(&[u8]);
+
 /// The targets that are not one per format, each with its entry point.
-pub static TARGETS: &[(&str, fn(&[u8]))] = &[
+pub static TARGETS: &[(&str, Entry)] = &[
     ("detect", detect),
     ("lines", lines),
     ("reader", reader),
@@ -190,7 +193,11 @@ pub fn read_checked(input: &[u8], format: Option<Format>, chunk_bytes: usize, ma
             tokens += slice.tokens.map_or(0, |d| d.batch.num_rows() as u64);
             profiles += slice.profiles.map_or(0, |d| d.batch.num_rows() as u64);
             rejects += slice.rejects.map_or(0, |b| b.num_rows() as u64);
-            others += [slice.kernels, slice.moe_routing, slice.evals].iter().flatten().map(|b| b.num_rows() as u64).sum::<u64>();
+            others += [slice.kernels, slice.moe_routing, slice.evals]
+                .iter()
+                .flatten()
+                .map(|b| b.num_rows() as u64)
+                .sum::<u64>();
         }
     }
     let bytes = reader.finish().ok();

@@ -631,7 +631,15 @@ impl SliceBuilders {
 
     /// Appends a rejected line (or record): its first bytes `raw` (`cut` when
     /// the splitter kept fewer than the line's `line_bytes`), redacted.
-    fn reject(&mut self, origin: &LineOrigin<'_>, record: Option<&str>, error: &str, raw: &[u8], cut: bool, line_bytes: usize) {
+    fn reject(
+        &mut self,
+        origin: &LineOrigin<'_>,
+        record: Option<&str>,
+        error: &str,
+        raw: &[u8],
+        cut: bool,
+        line_bytes: usize,
+    ) {
         self.rejects.append(origin, record, error, raw, cut, line_bytes as u64, &self.redaction);
     }
 

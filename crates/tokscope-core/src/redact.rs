@@ -58,9 +58,7 @@ impl Redactor {
     /// `mode`, with `key` for [`Redaction::Hash`] (at least [`MIN_KEY_BYTES`]).
     pub fn new(mode: Redaction, key: Option<&[u8]>) -> Result<Self> {
         match (mode, key) {
-            (Redaction::Hash, Some(k)) if k.len() >= MIN_KEY_BYTES => {
-                Ok(Redactor { mode, key: Some(Arc::from(k)) })
-            }
+            (Redaction::Hash, Some(k)) if k.len() >= MIN_KEY_BYTES => Ok(Redactor { mode, key: Some(Arc::from(k)) }),
             (Redaction::Hash, Some(_)) => Err(config_err!(
                 "--redact hash: the key in {REDACT_KEY_ENV} is shorter than {MIN_KEY_BYTES} bytes; \
                  use a long random secret, e.g. `openssl rand -hex 32`"
@@ -270,7 +268,9 @@ mod url_tests {
     #[test]
     fn urls_lose_user_information_and_query_strings() {
         assert_eq!(
-            redact_urls("listing https://b.s3.amazonaws.com/x.jsonl?X-Amz-Signature=abc&X-Amz-Security-Token=t: failed"),
+            redact_urls(
+                "listing https://b.s3.amazonaws.com/x.jsonl?X-Amz-Signature=abc&X-Amz-Security-Token=t: failed"
+            ),
             "listing https://b.s3.amazonaws.com/x.jsonl?REDACTED: failed"
         );
         assert_eq!(redact_urls("GET http://user:pw@host:9/a#frag done"), "GET http://REDACTED@host:9/a#frag done");

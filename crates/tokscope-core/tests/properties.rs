@@ -50,11 +50,16 @@ fn samples() -> Vec<Sample> {
         .iter()
         .map(|(format, path, has_header)| {
             let text = std::fs::read(repo().join(path)).expect("sample file");
-            let mut lines: Vec<Vec<u8>> = text.split(|&b| b == b'\n').filter(|l| !l.is_empty()).map(<[u8]>::to_vec).collect();
+            let mut lines: Vec<Vec<u8>> =
+                text.split(|&b| b == b'\n').filter(|l| !l.is_empty()).map(<[u8]>::to_vec).collect();
             let header = has_header.then(|| lines.remove(0));
             let format: Format = format.parse().expect("registered format");
             // The valid lines: some samples hold a line a format rejects on purpose.
-            lines.retain(|l| read_checked(&file(header.as_deref(), std::slice::from_ref(l)), Some(format), 1 << 16, 1 << 20).lines_ingested == 1);
+            lines.retain(|l| {
+                read_checked(&file(header.as_deref(), std::slice::from_ref(l)), Some(format), 1 << 16, 1 << 20)
+                    .lines_ingested
+                    == 1
+            });
             lines.truncate(24);
             assert!(!lines.is_empty(), "{path}: no valid line");
             Sample { format, header, lines }
@@ -216,7 +221,12 @@ fn reference_finish(raw: &str) -> &'static str {
 }
 
 /// Reference `eos_status` (docs/metrics.md).
-fn reference_eos(output: Option<&str>, finish: Option<&str>, completion: i64, max_tokens: Option<i64>) -> (Option<bool>, &'static str) {
+fn reference_eos(
+    output: Option<&str>,
+    finish: Option<&str>,
+    completion: i64,
+    max_tokens: Option<i64>,
+) -> (Option<bool>, &'static str) {
     let marker = output.map(|o| {
         let t = o.trim_end_matches([' ', '\n', '\t', '\r']);
         MARKERS.iter().any(|m| t.ends_with(m))
@@ -244,13 +254,22 @@ struct Req {
 
 fn req() -> impl Strategy<Value = Req> {
     let edge = prop::sample::select(vec![0i64, 1, 2, 4, 8, 16, 32, 64, 128]);
-    let prompt = prop_oneof![
-        (edge, -1i64..=1).prop_map(|(k, d)| (k * 1024 + d).max(0)),
-        0i64..10_000_000,
-    ];
+    let prompt = prop_oneof![(edge, -1i64..=1).prop_map(|(k, d)| (k * 1024 + d).max(0)), 0i64..10_000_000,];
     let finish = prop::option::of(prop::sample::select(vec![
-        "stop", "eos_token", "end_turn", "stop_sequence", "length", "max_tokens", "max_new_tokens", "tool_calls",
-        "tool_use", "content_filter", "error", "cancelled", "weird", "",
+        "stop",
+        "eos_token",
+        "end_turn",
+        "stop_sequence",
+        "length",
+        "max_tokens",
+        "max_new_tokens",
+        "tool_calls",
+        "tool_use",
+        "content_filter",
+        "error",
+        "cancelled",
+        "weird",
+        "",
     ]));
     let piece = prop_oneof![
         prop::sample::select(MARKERS.to_vec()).prop_map(str::to_string),
@@ -269,7 +288,8 @@ fn req() -> impl Strategy<Value = Req> {
 
 fn requests_batches(input: &[u8]) -> Vec<RecordBatch> {
     let format: Format = "canonical".parse().unwrap();
-    let mut reader = ReaderBuilder::new().with_format(Some(format)).build(std::io::Cursor::new(input.to_vec()), "p.jsonl");
+    let mut reader =
+        ReaderBuilder::new().with_format(Some(format)).build(std::io::Cursor::new(input.to_vec()), "p.jsonl");
     let mut batches = Vec::new();
     for slices in &mut reader {
         for slice in slices.expect("slices") {
