@@ -70,7 +70,7 @@ mod tests {
     fn a_wrapped_error_is_printed_once() {
         let io = std::io::Error::new(std::io::ErrorKind::NotFound, "No such file or directory (os error 2)");
         let err = anyhow::Error::from(tokscope::Error::io("logs/a.jsonl", io));
-        assert_eq!(render(&*err), "error: reading logs/a.jsonl: No such file or directory (os error 2)\n");
+        assert_eq!(render(&*err), "error: logs/a.jsonl: No such file or directory (os error 2)\n");
         let df = datafusion::error::DataFusionError::Plan("table 'x' not found".into()).context("planning");
         let err = anyhow::Error::from(tokscope::Error::from(df));
         assert_eq!(render(&*err), "error: sql: table 'x' not found\n");
