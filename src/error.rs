@@ -14,7 +14,7 @@ use datafusion::error::DataFusionError;
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// Reading or writing a file or object failed.
-    #[error("reading {path}: {source}")]
+    #[error("{path}: {source}")]
     Io {
         /// The file or object concerned.
         path: String,
@@ -49,6 +49,14 @@ pub enum Error {
     /// Parquet failed to read or write.
     #[error("parquet: {0}")]
     Parquet(#[from] parquet::errors::ParquetError),
+    /// Writing a dataset file failed (a full disk, a read-only directory).
+    #[error("writing {path}: {source}")]
+    Write {
+        /// The file being written (its hidden temporary name).
+        path: String,
+        /// Parquet's error, with the I/O error inside.
+        source: parquet::errors::ParquetError,
+    },
     /// DataFusion failed to plan or run a query. Shown as the innermost
     /// error's own message, once (DataFusion wraps and repeats it).
     #[error("sql: {}", sql_message(.0))]
@@ -103,6 +111,7 @@ impl From<tokscope_core::Error> for Error {
             tokscope_core::Error::Io { path, source } => Error::Io { path, source },
             tokscope_core::Error::Config(m) => Error::Config(m),
             tokscope_core::Error::Json { path, source } => Error::Json { path, source },
+            tokscope_core::Error::Model(m) => Error::Model(m),
             tokscope_core::Error::Arrow(e) => Error::Arrow(e),
             tokscope_core::Error::Internal(m) => Error::Internal(m),
         }
@@ -143,6 +152,11 @@ impl Error {
     pub fn hint(&self) -> Option<String> {
         match self {
             Error::NotFound { hint, .. } => Some(hint.clone()),
+            Error::Write { .. } => Some(
+                "make room or fix the permissions of the dataset's directory, then run again: the files of this \
+                 run were removed and the dataset is as the last complete run left it"
+                    .into(),
+            ),
             Error::LeaseBusy { .. } => Some(
                 "wait for that run to finish, or let this one wait for it: `[lease] wait_s` in the run config \
                  (`--lease-wait` for ingest); a dead holder's lease expires by itself"

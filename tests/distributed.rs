@@ -274,8 +274,8 @@ fn jobs_and_every_function_on_a_cluster_equal_the_local_engine() {
         for t in ["requests", "tokens", "profiles", "kernels", "moe_routing", "evals"] {
             assert!(tables.contains(&t), "the dataset lacks {t}");
         }
-        let local = engine::open(&dataset, &udf, None).await.unwrap();
-        let remote = engine::open(&dataset, &udf, Some(&cluster.url)).await.unwrap();
+        let local = engine::open(&dataset, &udf, None, &Default::default()).await.unwrap();
+        let remote = engine::open(&dataset, &udf, Some(&cluster.url), &Default::default()).await.unwrap();
 
         let mut ran = Vec::new();
         for job in JOBS.iter().filter(|j| j.tables.iter().all(|t| tables.contains(t))) {

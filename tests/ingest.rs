@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{ingest, python, query, repo, tokscope, S3Server};
+use common::{ingest, python, query, repo, tokscope, tokscope_with_env, S3Server};
 
 use common::write_file as write;
 
@@ -199,8 +199,11 @@ print(json.dumps(dict(pyarrow=pa_row, duckdb=dict(n=r[0], p=int(r[1]), c=int(r[2
     assert_eq!(v["duck_ts"], "TIMESTAMP WITH TIME ZONE");
 }
 
+/// The key every redaction test uses (`TOKSCOPE_REDACT_KEY`).
+const REDACT_KEY: &str = "test-key-0123456789abcdef";
+
 #[test]
-fn redaction_hashes_prompts_and_outputs() {
+fn redaction_stores_keyed_hashes_and_lengths() {
     let dir = tempfile::tempdir().unwrap();
     let input = write(
         dir.path(),
@@ -208,11 +211,101 @@ fn redaction_hashes_prompts_and_outputs() {
         "{\"ts\":1717200000000,\"model\":\"m\",\"prompt_tokens\":1,\"completion_tokens\":1,\"prompt\":\"secret\",\"model_output\":\"abc</s>\"}\n",
     );
     let out = dir.path().join("ds");
-    ingest(&[&input], &out, &["--redact", "hash"]);
-    let r = &query(&out, "SELECT prompt, model_output, eos_status FROM requests")[0];
-    // sha256("secret"); the EOS marker is still detected before hashing.
-    assert_eq!(r["prompt"], "2bb80d537b1da3e38bd30361aa855686bde0eacd7162fef6a25fe97bf527a25b");
+    let args = ["ingest", "--quiet", "--json", "--redact", "hash", "--out", out.to_str().unwrap(), &input];
+    // Without a key, hashing is refused with a message naming the variable.
+    let o = common::tokscope_output(&args);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("TOKSCOPE_REDACT_KEY"));
+    tokscope_with_env(&[("TOKSCOPE_REDACT_KEY", REDACT_KEY)], &args);
+    let r = &query(&out, "SELECT prompt, prompt_bytes, model_output, model_output_bytes, eos_status FROM requests")[0];
+    // HMAC-SHA-256 under the key, computed by Python's hmac module.
+    let oracle = python(&format!(
+        "import hmac,hashlib\nfor t in [b'secret', b'abc</s>']: print(hmac.new(b'{REDACT_KEY}', t, hashlib.sha256).hexdigest())"
+    ));
+    let want: Vec<&str> = oracle.lines().collect();
+    assert_eq!(r["prompt"], want[0]);
+    assert_eq!(r["model_output"], want[1]);
+    assert_eq!((r["prompt_bytes"].as_i64(), r["model_output_bytes"].as_i64()), (Some(6), Some(7)));
+    // The EOS marker is still detected: it was looked for before hashing.
     assert_eq!(r["eos_status"], "eos");
+}
+
+/// Every logged text (prompt, output, unknown keys, token texts, top
+/// alternatives, a rejected line) carries a marker; under `hash` and `drop`
+/// no marker may appear in any file of the dataset: neither in its bytes
+/// (manifests, Parquet metadata and statistics) nor in any decoded value
+/// (pyarrow reads every column of every Parquet file, compressed pages too).
+#[test]
+fn redacted_text_appears_in_no_dataset_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let lines = [
+        r#"{"ts":1717200000000,"request_id":"a","model":"m","prompt_tokens":3,"completion_tokens":2,"prompt":"SECRETPROMPT one","model_output":"SECRETOUTPUT</s>","note":"SECRETEXTRA","logprobs":[{"token":"SECRETTOKEN","logprob":-0.1,"top_logprobs":[{"token":"SECRETTOKEN","logprob":-0.1},{"token":"SECRETALT","logprob":-2.5}]},{"token":"</s>","logprob":-0.01}]}"#,
+        r#"{"ts":1717200000000,"request_id":"b","model":"m","prompt_tokens":"SECRETREJECT","prompt":"SECRETREJECTPROMPT"}"#,
+        r#"{"SECRETBROKEN json"#,
+    ];
+    let input = write(dir.path(), "r.jsonl", lines.join("\n") + "\n");
+    for mode in ["hash", "drop"] {
+        let out = dir.path().join(mode);
+        let stdout = tokscope_with_env(
+            &[("TOKSCOPE_REDACT_KEY", REDACT_KEY)],
+            &[
+                "ingest",
+                "--quiet",
+                "--json",
+                "--format",
+                "canonical",
+                "--redact",
+                mode,
+                "--out",
+                out.to_str().unwrap(),
+                &input,
+            ],
+        );
+        let summary: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+        assert_eq!(summary["totals"]["lines_rejected"], 2, "{mode}: {summary}");
+        assert!(!stdout.contains("SECRET"), "{mode}: the summary holds a logged text");
+        // The rows are there, with their lengths and derived columns.
+        let r = &query(&out, "SELECT prompt_bytes, eos_status, output_token_count FROM requests")[0];
+        assert_eq!((r["prompt_bytes"].as_i64(), r["output_token_count"].as_i64()), (Some(16), Some(2)), "{mode}");
+        assert_eq!(r["eos_status"], "eos", "{mode}");
+        let n = query(&out, "SELECT count(*) AS n, sum(raw_line_bytes) AS b FROM rejects");
+        assert_eq!((n[0]["n"].as_i64(), n[0]["b"].as_i64()), (Some(2), Some((lines[1].len() + lines[2].len()) as i64)));
+        let mut files = 0;
+        for entry in walk(&out) {
+            files += 1;
+            let bytes = std::fs::read(&entry).unwrap();
+            assert!(!bytes.windows(6).any(|w| w == b"SECRET"), "{mode}: {} holds a logged text", entry.display());
+            assert!(!bytes.windows(REDACT_KEY.len()).any(|w| w == REDACT_KEY.as_bytes()), "{mode}: the key leaked");
+        }
+        assert!(files >= 3, "{mode}: only {files} files");
+        let script = format!(
+            "import pathlib, pyarrow.parquet as pq\n\
+             n = 0\n\
+             for p in pathlib.Path({root:?}).rglob('*.parquet'):\n\
+             \x20   t = pq.read_table(p)\n\
+             \x20   n += t.num_rows\n\
+             \x20   text = repr(t.to_pylist()) + repr(pq.read_metadata(p).metadata) + repr(pq.read_metadata(p).schema)\n\
+             \x20   assert 'SECRET' not in text, (str(p), text)\n\
+             print(n)",
+            root = out.to_str().unwrap()
+        );
+        // 1 request + 2 token rows + 2 rejects, at least.
+        assert!(python(&script).trim().parse::<u64>().unwrap() >= 5, "{mode}");
+    }
+}
+
+/// Every file under `dir`, recursively.
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            out.extend(walk(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
 }
 
 #[test]

@@ -463,10 +463,17 @@ print(json.dumps(out))
 fn eval_references_are_redacted_like_outputs() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("ds");
-    ingest(&[&formats(Path::new("eval.sample.jsonl"))], &out, &["--redact", "hash"]);
+    let key = "eval-test-key-0123456789";
+    let sample = formats(Path::new("eval.sample.jsonl"));
+    common::tokscope_with_env(
+        &[("TOKSCOPE_REDACT_KEY", key)],
+        &["ingest", "--quiet", "--redact", "hash", "--out", out.to_str().unwrap(), &sample],
+    );
     let hashed = query(&out, "SELECT reference FROM evals WHERE request_id = 'gw-01'");
-    let sha = python("import hashlib; print(hashlib.sha256(b'Hello!').hexdigest())");
-    assert_eq!(hashed[0]["reference"], sha.trim());
+    // The keyed hash (HMAC-SHA-256 under TOKSCOPE_REDACT_KEY), by Python's hmac.
+    let mac =
+        python(&format!("import hmac, hashlib; print(hmac.new(b'{key}', b'Hello!', hashlib.sha256).hexdigest())"));
+    assert_eq!(hashed[0]["reference"], mac.trim());
     let out = dir.path().join("dropped");
     ingest(&[&formats(Path::new("eval.sample.jsonl"))], &out, &["--redact", "drop"]);
     assert_eq!(query(&out, "SELECT count(reference) AS n FROM evals")[0]["n"], 0);

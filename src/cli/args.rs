@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::str::FromStr;
 
 use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
-use tokscope::engine::UdfConfig;
+use tokscope::engine::{self, UdfConfig};
 use tokscope::export::{OutputFormat, TableLayout};
 use tokscope::formats::Format;
 use tokscope::jobs::JOBS;
@@ -59,6 +59,53 @@ pub struct UdfArgs {
     pub architectures: Option<PathBuf>,
     #[command(flatten)]
     pub markers: EosMarkerArgs,
+    #[command(flatten)]
+    pub memory: MemoryArgs,
+}
+
+/// `--memory-limit` / `--spill-dir` of the commands that run SQL.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct MemoryArgs {
+    /// Most memory a query may hold: bytes, or with a unit (512M, 2G, 1.5GiB),
+    /// or `none`. Sorts, aggregations and joins spill to --spill-dir beyond
+    /// it; other operators fail with a clear error instead of the process
+    /// being killed. Default: half the machine's memory.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    pub memory_limit: Option<usize>,
+    /// Directory for the spill files of queries over the memory limit
+    /// (default: the system's temporary directory).
+    #[arg(long, value_name = "DIR")]
+    pub spill_dir: Option<PathBuf>,
+}
+
+impl MemoryArgs {
+    /// The engine's limit.
+    pub fn limit(&self) -> engine::MemoryLimit {
+        engine::MemoryLimit { bytes: self.memory_limit, spill_dir: self.spill_dir.clone() }
+    }
+}
+
+/// A size: bytes, or a number with K, M, G or T (powers of 1024; `B`, `iB`
+/// suffixes accepted), or `none` (no limit: 0).
+pub fn parse_size(text: &str) -> Result<usize, String> {
+    let t = text.trim();
+    if t.eq_ignore_ascii_case("none") {
+        return Ok(0);
+    }
+    let upper = t.to_ascii_uppercase();
+    let digits = upper.trim_end_matches(['B', 'I']);
+    let (number, shift) = match digits.chars().last() {
+        Some('K') => (&digits[..digits.len() - 1], 10),
+        Some('M') => (&digits[..digits.len() - 1], 20),
+        Some('G') => (&digits[..digits.len() - 1], 30),
+        Some('T') => (&digits[..digits.len() - 1], 40),
+        _ => (digits, 0),
+    };
+    let value: f64 = number.trim().parse().map_err(|_| format!("`{text}` is not a size (e.g. 512M, 2G, none)"))?;
+    if !value.is_finite() || value < 0.0 {
+        return Err(format!("`{text}` is not a size (e.g. 512M, 2G, none)"));
+    }
+    Ok((value * (1u64 << shift) as f64) as usize)
 }
 
 impl UdfArgs {

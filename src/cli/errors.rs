@@ -4,7 +4,8 @@
 //!
 //! The cause chain is printed once: a link whose text the message already
 //! holds is skipped, and a `tokscope::Error` ends the chain (its message
-//! already includes its source's).
+//! already includes its source's). URLs in the text lose their user
+//! information and query strings (credentials, pre-signed signatures).
 
 use std::error::Error as StdError;
 
@@ -44,7 +45,9 @@ pub fn render(err: &(dyn StdError + 'static)) -> String {
     if let Some(h) = hint {
         out.push_str(&format!("hint: {h}\n"));
     }
-    out
+    // Errors naming a URL (an object store's, a pre-signed input's) never
+    // print its password, signature or session token.
+    tokscope::redact::redact_urls(&out).into_owned()
 }
 
 /// Whether `err` is a write to a closed pipe (`tokscope ... | head`): not a
@@ -67,7 +70,7 @@ mod tests {
     fn a_wrapped_error_is_printed_once() {
         let io = std::io::Error::new(std::io::ErrorKind::NotFound, "No such file or directory (os error 2)");
         let err = anyhow::Error::from(tokscope::Error::io("logs/a.jsonl", io));
-        assert_eq!(render(&*err), "error: reading logs/a.jsonl: No such file or directory (os error 2)\n");
+        assert_eq!(render(&*err), "error: logs/a.jsonl: No such file or directory (os error 2)\n");
         let df = datafusion::error::DataFusionError::Plan("table 'x' not found".into()).context("planning");
         let err = anyhow::Error::from(tokscope::Error::from(df));
         assert_eq!(render(&*err), "error: sql: table 'x' not found\n");

@@ -57,7 +57,7 @@ pub fn run_export(args: &ExportArgs) -> anyhow::Result<()> {
         progress: !args.quiet,
     };
     let summary = engine::runtime()?.block_on(async {
-        let ctx = session(&args.data, &udf, args.engine.engine.as_deref()).await?;
+        let ctx = session(&args.data, &udf, args.engine.engine.as_deref(), &args.udf.memory.limit()).await?;
         publish::export(&ctx, &options).await
     })?;
     if args.json {

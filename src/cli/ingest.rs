@@ -48,7 +48,9 @@ pub struct IngestFlags {
     /// before April 2026.
     #[arg(long, default_value_t = TimeUnit::Seconds, value_parser = choice::<TimeUnit>(TimeUnit::NAMES))]
     time_unit: TimeUnit,
-    /// Store prompts, outputs and token texts as logged, as SHA-256 hashes, or not at all.
+    /// Store prompts, outputs, unknown keys, token texts and rejected lines as
+    /// logged, as keyed hashes (HMAC-SHA-256 with the secret in
+    /// TOKSCOPE_REDACT_KEY) with their lengths, or not at all.
     #[arg(long, default_value_t = Redaction::None, value_parser = choice::<Redaction>(Redaction::NAMES))]
     redact: Redaction,
     /// Ingest inputs again even if the dataset's manifest lists them.
@@ -196,7 +198,7 @@ pub fn run_run(args: &RunArgs) -> anyhow::Result<ExitCode> {
     }
     let report = jobs::job("report")?;
     let batches = engine::runtime()?.block_on(async {
-        let ctx = session(&args.out, &udf, None).await?;
+        let ctx = session(&args.out, &udf, None, &Default::default()).await?;
         jobs::run_job(&ctx, report).await
     })?;
     export::write_output(&batches, args.report_format, None, &args.table.layout(report.key_columns))?;

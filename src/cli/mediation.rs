@@ -219,7 +219,7 @@ pub fn run_report(args: &ReportArgs, out: &mut impl Write) -> anyhow::Result<()>
     }
     let udf = engine::UdfConfig::new()?;
     let batches = engine::runtime()?.block_on(async {
-        let ctx = session(&args.data, &udf, None).await?;
+        let ctx = session(&args.data, &udf, None, &Default::default()).await?;
         if args.heatmap {
             jobs::run_job(&ctx, jobs::job("mediation_heatmap")?).await
         } else {

@@ -55,10 +55,16 @@ pub struct JobArgs {
     engine: EngineArgs,
 }
 
-/// A session with `data`'s tables and the UDFs configured by `udf`, local
-/// or on the cluster `engine` names.
-pub async fn session(data: &str, udf: &UdfConfig, engine: Option<&str>) -> tokscope::Result<SessionContext> {
-    engine::open(&DatasetRoot::parse(data)?, udf, engine).await
+/// A session with `data`'s tables and the UDFs configured by `udf`: local,
+/// its queries held to `limit`, or on the cluster `engine` names (whose
+/// executors hold their own memory limits).
+pub async fn session(
+    data: &str,
+    udf: &UdfConfig,
+    engine: Option<&str>,
+    limit: &engine::MemoryLimit,
+) -> tokscope::Result<SessionContext> {
+    engine::open(&DatasetRoot::parse(data)?, udf, engine, limit).await
 }
 
 /// Runs `tokscope query`.
@@ -66,7 +72,7 @@ pub fn run_query(args: &QueryArgs) -> anyhow::Result<()> {
     export::check_destination(args.output.format, args.output.output.as_deref())?;
     let udf = args.udf.config()?;
     let batches = engine::runtime()?.block_on(async {
-        let ctx = session(&args.data, &udf, args.engine.engine.as_deref()).await?;
+        let ctx = session(&args.data, &udf, args.engine.engine.as_deref(), &args.udf.memory.limit()).await?;
         let start = std::time::Instant::now();
         let batches = engine::run_sql(&ctx, &args.sql, args.allow_write).await?;
         if args.timing {
@@ -92,7 +98,7 @@ pub fn run_job(args: &JobArgs) -> anyhow::Result<()> {
     export::check_destination(args.output.format, args.output.output.as_deref())?;
     let udf = args.udf.config()?;
     let batches = engine::runtime()?.block_on(async {
-        let ctx = session(data, &udf, args.engine.engine.as_deref()).await?;
+        let ctx = session(data, &udf, args.engine.engine.as_deref(), &args.udf.memory.limit()).await?;
         jobs::run_job_with(&ctx, job, &args.params).await
     })?;
     let layout = args.output.table.layout(job.key_columns);

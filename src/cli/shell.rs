@@ -49,7 +49,7 @@ pub fn run_shell(args: &SqlArgs) -> anyhow::Result<()> {
     }
     let udf = args.udf.config()?;
     let rt = engine::runtime()?;
-    let ctx = rt.block_on(session(&args.data, &udf, args.engine.engine.as_deref()))?;
+    let ctx = rt.block_on(session(&args.data, &udf, args.engine.engine.as_deref(), &args.udf.memory.limit()))?;
     let history_path = if args.no_history {
         None
     } else {

@@ -67,15 +67,29 @@ pub fn temporary_path(dest: &Path) -> PathBuf {
 pub fn write_file(table: &TableDef, batches: &[RecordBatch], dest: &Path) -> Result<()> {
     let mut file = OpenFile::create(table, table.schema(), dest.to_path_buf())?;
     for b in batches.iter().filter(|b| b.num_rows() > 0) {
-        file.writer.write(b)?;
+        file.write(b)?;
     }
     file.close()
 }
 
+/// A Parquet file being written under its temporary name. Dropped before it
+/// is finished (an error anywhere in the run), it removes its temporary file:
+/// a failed run leaves no part behind (a killed one does; the next run's
+/// recovery removes those, under the lease).
 struct OpenFile {
-    writer: ArrowWriter<File>,
+    /// `None` once closed.
+    writer: Option<ArrowWriter<File>>,
     tmp: PathBuf,
     dest: PathBuf,
+}
+
+impl Drop for OpenFile {
+    fn drop(&mut self) {
+        if let Some(writer) = self.writer.take() {
+            drop(writer);
+            let _ = std::fs::remove_file(&self.tmp);
+        }
+    }
 }
 
 impl OpenFile {
@@ -84,15 +98,42 @@ impl OpenFile {
         let dir = dest.parent().ok_or_else(|| internal_err!("{} has no parent directory", dest.display()))?;
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir.display(), e))?;
         let tmp = temporary_path(&dest);
-        let file = File::create(&tmp).map_err(|e| Error::io(tmp.display(), e))?;
+        let file = File::create(&tmp).map_err(|e| Error::Write {
+            path: tmp.display().to_string(),
+            source: parquet::errors::ParquetError::External(Box::new(e)),
+        })?;
         let writer = ArrowWriter::try_new(file, schema, Some(writer_props(table)))?;
-        Ok(OpenFile { writer, tmp, dest })
+        Ok(OpenFile { writer: Some(writer), tmp, dest })
+    }
+
+    fn failed(&self) -> impl FnOnce(parquet::errors::ParquetError) -> Error + '_ {
+        |source| Error::Write { path: self.tmp.display().to_string(), source }
+    }
+
+    /// Appends `batch`, flushing a row group when the buffered one is large.
+    fn write(&mut self, batch: &RecordBatch) -> Result<()> {
+        let Some(writer) = self.writer.as_mut() else { return Err(internal_err!("write after close")) };
+        let result =
+            writer.write(batch).and_then(
+                |()| {
+                    if writer.in_progress_size() > FLUSH_BYTES {
+                        writer.flush()
+                    } else {
+                        Ok(())
+                    }
+                },
+            );
+        result.map_err(self.failed())
     }
 
     /// Finishes the file under its temporary name.
-    fn finish(self) -> Result<PathBuf> {
-        self.writer.close()?;
-        Ok(self.dest)
+    fn finish(mut self) -> Result<PathBuf> {
+        let Some(writer) = self.writer.take() else { return Err(internal_err!("closed twice")) };
+        if let Err(e) = writer.close() {
+            let _ = std::fs::remove_file(&self.tmp);
+            return Err(self.failed()(e));
+        }
+        Ok(std::mem::take(&mut self.dest))
     }
 
     /// Finishes the file and gives it its final name.
@@ -145,12 +186,7 @@ impl TableWriter {
     }
 
     fn write_to(&mut self, day: i32, batch: &RecordBatch, run_id: &str, seq: &mut usize) -> Result<()> {
-        let f = self.file_for(day, run_id, seq)?;
-        f.writer.write(batch)?;
-        if f.writer.in_progress_size() > FLUSH_BYTES {
-            f.writer.flush()?;
-        }
-        Ok(())
+        self.file_for(day, run_id, seq)?.write(batch)
     }
 
     fn finish(self) -> Result<Vec<PathBuf>> {

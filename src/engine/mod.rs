@@ -2,14 +2,16 @@
 //! tokscope's UDFs in any DataFusion `SessionContext`, so ad-hoc SQL, the SQL
 //! jobs, the SQL shell and distributed executors all see the same catalog.
 
-pub mod architectures;
 pub mod distributed;
-pub mod pricing;
 pub mod schema;
 pub mod udfs;
 
+// Prices and model shapes are parsed in the engine-free core (fuzzed there);
+// the UDFs here use them.
+pub use tokscope_core::{architectures, pricing};
+
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use arrow::datatypes::{DataType, SchemaRef};
@@ -24,7 +26,7 @@ use tokscope_core::catalog::{Partition, TableDef, CATALOG, DATE_PARTITION};
 use tokscope_core::derive::EosMarkers;
 
 use crate::dataset::DatasetRoot;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use architectures::Architectures;
 use pricing::Pricing;
 
@@ -33,8 +35,52 @@ use pricing::Pricing;
 /// DataFusion's `DATAFUSION_*` environment variables (e.g.
 /// `DATAFUSION_EXECUTION_TARGET_PARTITIONS=8`), as in datafusion-cli.
 pub fn new_session() -> Result<SessionContext> {
+    new_session_with(&MemoryLimit::default())
+}
+
+/// How much memory a query may hold, and where operators that can spill
+/// (sorts, aggregations, joins) write what does not fit.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct MemoryLimit {
+    /// The pool's size in bytes; `None`: [`MemoryLimit::default_bytes`].
+    /// `Some(0)`: no limit.
+    pub bytes: Option<usize>,
+    /// The spill directory; `None`: the system's temporary directory.
+    pub spill_dir: Option<PathBuf>,
+}
+
+impl MemoryLimit {
+    /// The default pool: half the machine's memory (`MemTotal` in
+    /// `/proc/meminfo`), or 4 GiB where that cannot be read.
+    pub fn default_bytes() -> usize {
+        let total_kib = std::fs::read_to_string("/proc/meminfo").ok().and_then(|m| {
+            m.lines().find_map(|l| l.strip_prefix("MemTotal:")?.trim().strip_suffix("kB")?.trim().parse::<usize>().ok())
+        });
+        total_kib.map_or(4 << 30, |kib| kib.saturating_mul(1024) / 2)
+    }
+
+    /// The pool size in bytes; 0 for none.
+    pub fn pool_bytes(&self) -> usize {
+        self.bytes.unwrap_or_else(Self::default_bytes)
+    }
+}
+
+/// A session like [`new_session`], whose queries hold at most `limit`:
+/// operators that can spill do so to `limit.spill_dir`, the others fail with
+/// DataFusion's "Resources exhausted" (shown with a hint) instead of the
+/// process being killed.
+pub fn new_session_with(limit: &MemoryLimit) -> Result<SessionContext> {
     let config = SessionConfig::from_env()?.with_information_schema(true);
-    Ok(SessionContext::new_with_config(config))
+    let mut runtime = datafusion::execution::runtime_env::RuntimeEnvBuilder::new();
+    let bytes = limit.pool_bytes();
+    if bytes > 0 {
+        runtime = runtime.with_memory_pool(Arc::new(datafusion::execution::memory_pool::FairSpillPool::new(bytes)));
+    }
+    if let Some(dir) = &limit.spill_dir {
+        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir.display(), e))?;
+        runtime = runtime.with_temp_file_path(dir);
+    }
+    Ok(SessionContext::new_with_config_rt(config, runtime.build_arc()?))
 }
 
 /// What tokscope's UDFs need beyond their arguments: prices, model shapes
@@ -101,11 +147,16 @@ pub async fn register_dataset(ctx: &SessionContext, dataset: &DatasetRoot) -> Re
 
 /// A session over `dataset` with the UDFs `config` sets up: the local
 /// engine, or the Ballista cluster `engine` names (`ballista://HOST:PORT`).
-pub async fn open(dataset: &DatasetRoot, config: &UdfConfig, engine: Option<&str>) -> Result<SessionContext> {
+pub async fn open(
+    dataset: &DatasetRoot,
+    config: &UdfConfig,
+    engine: Option<&str>,
+    limit: &MemoryLimit,
+) -> Result<SessionContext> {
     match engine {
         Some(url) => distributed::connect(url, dataset, config).await,
         None => {
-            let ctx = new_session()?;
+            let ctx = new_session_with(limit)?;
             register_dataset_with(&ctx, dataset, config).await?;
             Ok(ctx)
         }
@@ -261,7 +312,65 @@ pub async fn run_sql(ctx: &SessionContext, sql: &str, allow_write: bool) -> Resu
     let options =
         SQLOptions::new().with_allow_ddl(allow_write).with_allow_dml(allow_write).with_allow_statements(allow_write);
     let df = ctx.sql_with_options(sql, options).await?;
-    df.collect().await?.iter().map(without_view_types).collect()
+    match df.collect().await {
+        Ok(batches) => batches.iter().map(without_view_types).collect(),
+        Err(e) => Err(name_corrupt_files(ctx, e).await),
+    }
+}
+
+/// A query that failed on a Parquet error: when dataset files fail to open
+/// or decode, the error names them (a corrupt or truncated part, not a bug
+/// in the query); otherwise DataFusion's error as it is.
+async fn name_corrupt_files(ctx: &SessionContext, e: datafusion::error::DataFusionError) -> Error {
+    if !matches!(e.find_root(), datafusion::error::DataFusionError::ParquetError(_)) {
+        return e.into();
+    }
+    let mut files = Vec::new();
+    for table in crate::catalog::CATALOG {
+        let Ok(provider) = ctx.table_provider(table.name).await else { continue };
+        let Some(listing) = provider.downcast_ref::<ListingTable>() else { continue };
+        for url in listing.table_paths() {
+            if url.scheme() == "file" {
+                parquet_files(Path::new(&format!("/{}", url.prefix())), &mut files);
+            }
+        }
+    }
+    let bad: Vec<String> = files.iter().filter_map(|f| check_parquet_file(f).err()).collect();
+    if bad.is_empty() {
+        return e.into();
+    }
+    config_err!(
+        "corrupt dataset file{}: {} (restore it from a backup, or delete it and ingest its input again with --force)",
+        if bad.len() > 1 { "s" } else { "" },
+        bad.join("; ")
+    )
+}
+
+/// The visible `.parquet` files under `dir`.
+fn parquet_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let hidden = entry.file_name().to_string_lossy().starts_with('.');
+        if path.is_dir() && !hidden {
+            parquet_files(&path, out);
+        } else if !hidden && path.extension().is_some_and(|x| x == "parquet") {
+            out.push(path);
+        }
+    }
+}
+
+/// Opens and decodes a whole Parquet file; the error names it.
+fn check_parquet_file(path: &Path) -> std::result::Result<(), String> {
+    let named = |e: &dyn std::fmt::Display| format!("{}: {e}", path.display());
+    let file = std::fs::File::open(path).map_err(|e| named(&e))?;
+    let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
+        .and_then(|b| b.build())
+        .map_err(|e| named(&e))?;
+    for batch in reader {
+        batch.map_err(|e| named(&e))?;
+    }
+    Ok(())
 }
 
 /// Results leave the engine with plain `Utf8`/`Binary` columns: view types are

@@ -31,7 +31,7 @@ use crate::store::StoreOptions;
 use source::InputObject;
 pub use tokscope_core::derive::DeriveSettings;
 pub use tokscope_core::formats::Format;
-pub use tokscope_core::redact::Redaction;
+pub use tokscope_core::redact::{Redaction, Redactor};
 
 /// Settings of an ingest run.
 #[derive(Debug, Clone, Default)]
@@ -130,14 +130,28 @@ impl WriterPool {
         Ok(())
     }
 
-    /// Closes every writer; returns all files written, or the first error.
+    /// Closes every writer and waits for all of them; returns all files
+    /// written, or the first error, after removing what the other writers
+    /// finished (a failed run leaves no file of its own, temporary or not).
     fn finish(self) -> Result<Vec<std::path::PathBuf>> {
         drop(self.senders);
         let mut files = Vec::new();
+        let mut first_error = None;
         for h in self.handles {
-            files.extend(h.join().map_err(|_| internal_err!("a writer thread panicked"))??);
+            match h.join().map_err(|_| internal_err!("a writer thread panicked")).and_then(|r| r) {
+                Ok(written) => files.extend(written),
+                Err(e) => first_error = first_error.or(Some(e)),
+            }
         }
-        Ok(files)
+        match first_error {
+            None => Ok(files),
+            Some(e) => {
+                for f in &files {
+                    let _ = std::fs::remove_file(f);
+                }
+                Err(e)
+            }
+        }
     }
 }
 
@@ -233,7 +247,13 @@ pub fn ingest_into(
         }
     }
     let written = writers.finish()?;
-    result?;
+    if let Err(e) = result {
+        // What the writers finished before the failure is not committed: remove it now.
+        for f in &written {
+            let _ = std::fs::remove_file(f);
+        }
+        return Err(e);
+    }
     drop(progress);
     let files = dataset.stage_for_commit(&staging, &written, rt)?;
     let entries = todo

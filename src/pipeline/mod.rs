@@ -27,6 +27,7 @@ use crate::error::Result;
 use crate::export::publish::{self, ExportOptions, ExportSummary};
 use crate::ingest::{self, IngestOptions, IngestSummary};
 use crate::reader::ReaderBuilder;
+use crate::redact::Redactor;
 use config::{IngestConfig, RunConfig};
 
 /// How a run ended, when it did not fail.
@@ -84,10 +85,11 @@ impl IngestConfig {
             Some(path) => EosMarkers::from_file(path)?,
             None => EosMarkers::default(),
         };
-        let redaction = match &self.redact {
+        let mode = match &self.redact {
             Some(name) => name.parse().map_err(|e: String| config_err!("{e}"))?,
             None => Default::default(),
         };
+        let redaction = Redactor::from_env(mode)?;
         let variants = match &self.variants {
             Some(path) => VariantMap::from_file(path)?,
             None => VariantMap::default(),
@@ -166,7 +168,7 @@ pub fn run(config: &RunConfig, options: &RunOptions) -> Result<RunReport> {
                 progress: options.progress,
             };
             let exported = engine::runtime()?.block_on(async {
-                let ctx = engine::open(&dataset, &udf, config.engine.as_deref()).await?;
+                let ctx = engine::open(&dataset, &udf, config.engine.as_deref(), &Default::default()).await?;
                 publish::export(&ctx, &options).await
             })?;
             Some(exported)

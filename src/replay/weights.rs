@@ -10,8 +10,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use memmap2::Mmap;
-use safetensors::{Dtype, SafeTensors};
-use serde::Deserialize;
+use safetensors::Dtype;
+use tokscope_core::model::tensors::{shard_files, tensor_infos, to_f32};
 
 use super::config::ModelConfig;
 use super::linear::{Linear, SharedBytes, WeightDtype};
@@ -103,7 +103,8 @@ impl ModelWeights {
         if single.exists() {
             tensors.load_file(&single)?;
         } else if index.exists() {
-            for shard in shard_files(&index)? {
+            let text = std::fs::read_to_string(&index).map_err(|e| Error::io(index.display(), e))?;
+            for shard in shard_files(&text).map_err(|e| model_err!("{}: {e}", index.display()))? {
                 tensors.load_file(&dir.join(shard))?;
             }
         } else {
@@ -145,23 +146,6 @@ impl ModelWeights {
     }
 }
 
-/// `weight_map` of a sharded checkpoint: tensor name to shard file.
-#[derive(Deserialize)]
-struct ShardIndex {
-    weight_map: HashMap<String, String>,
-}
-
-/// The distinct shard files of an index, in a stable order.
-fn shard_files(index: &Path) -> Result<Vec<String>> {
-    let text = std::fs::read_to_string(index).map_err(|e| Error::io(index.display(), e))?;
-    let parsed: ShardIndex =
-        serde_json::from_str(&text).map_err(|e| Error::Json { path: index.to_path_buf(), source: e })?;
-    let mut files: Vec<String> = parsed.weight_map.into_values().collect();
-    files.sort();
-    files.dedup();
-    Ok(files)
-}
-
 /// Where one tensor lives: its shape, dtype and byte range inside a mapped file.
 struct TensorLocation {
     shape: Vec<usize>,
@@ -189,18 +173,16 @@ impl TensorStore {
     }
 
     fn load_mapped(&mut self, file: Arc<Mmap>) -> Result<()> {
-        let base = file.as_ptr() as usize;
-        let parsed = SafeTensors::deserialize(&file).map_err(|e| model_err!("{e}"))?;
         let shared: SharedBytes = file.clone();
-        for (name, view) in parsed.tensors() {
+        for info in tensor_infos(&file)? {
             let location = TensorLocation {
-                shape: view.shape().to_vec(),
-                dtype: view.dtype(),
+                shape: info.shape,
+                dtype: info.dtype,
                 file: shared.clone(),
-                offset: view.data().as_ptr() as usize - base,
-                len: view.data().len(),
+                offset: info.range.start,
+                len: info.range.len(),
             };
-            self.tensors.insert(name, location);
+            self.tensors.insert(info.name, location);
         }
         Ok(())
     }
@@ -244,35 +226,5 @@ impl TensorStore {
         }
         Linear::shared(t.file, t.offset, dtype, bias, out_features, in_features)
             .map_err(|e| model_err!("tensor {name}: {e}"))
-    }
-}
-
-/// Converts little-endian tensor bytes to f32. Byte slices inside a safetensors
-/// file need not be 4-byte aligned, so values are decoded, not reinterpreted.
-fn to_f32(dtype: Dtype, bytes: &[u8]) -> Result<Vec<f32>> {
-    let values = match dtype {
-        Dtype::F32 => bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect(),
-        Dtype::F16 => bytes.chunks_exact(2).map(|b| half::f16::from_le_bytes([b[0], b[1]]).to_f32()).collect(),
-        Dtype::BF16 => bytes.chunks_exact(2).map(|b| half::bf16::from_le_bytes([b[0], b[1]]).to_f32()).collect(),
-        other => return Err(model_err!("unsupported dtype {other:?} (expected F32, F16 or BF16)")),
-    };
-    Ok(values)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn half_precision_bytes_convert_to_f32() {
-        // 1.5 in f16 is 0x3E00, in bf16 0x3FC0 (little-endian on disk).
-        assert_eq!(to_f32(Dtype::F16, &[0x00, 0x3E]).unwrap(), vec![1.5]);
-        assert_eq!(to_f32(Dtype::BF16, &[0xC0, 0x3F]).unwrap(), vec![1.5]);
-        assert_eq!(to_f32(Dtype::F32, &1.5f32.to_le_bytes()).unwrap(), vec![1.5]);
-    }
-
-    #[test]
-    fn integer_tensors_are_refused() {
-        assert!(to_f32(Dtype::I64, &[0; 8]).is_err());
     }
 }

@@ -10,7 +10,7 @@ use serde::Deserialize;
 
 use crate::error::{Error, Result};
 use crate::record::{LineOrigin, ProfileRecord, RequestRecord, TokenRecord};
-use crate::redact::Redaction;
+use crate::redact::Redactor;
 
 /// Context-length bins over `prompt_tokens`: half-open intervals `[lo, hi)`,
 /// the last one open-ended.
@@ -425,6 +425,11 @@ pub fn token_issues(completion_tokens: i64, tokens: &[TokenRecord<'_>]) -> Vec<&
     issues
 }
 
+/// A text's UTF-8 length in bytes, as an `Int64` column holds it.
+fn text_bytes(text: &str) -> i64 {
+    i64::try_from(text.len()).unwrap_or(i64::MAX)
+}
+
 const MICROS_PER_DAY: i64 = 86_400_000_000;
 
 /// The `date` partition of a UTC timestamp in microseconds: days since the epoch.
@@ -440,8 +445,8 @@ pub struct DeriveSettings {
     pub bins: ContextBins,
     /// EOS markers.
     pub markers: EosMarkers,
-    /// Prompt/output redaction.
-    pub redaction: Redaction,
+    /// Redaction of prompts, outputs, `extra`, token texts and rejected lines.
+    pub redaction: Redactor,
     /// Experiment arms of requests that do not log one (`--variants`).
     pub variants: VariantMap,
 }
@@ -472,10 +477,16 @@ pub struct RequestDerived<'r> {
     pub e2e_tps: Option<f64>,
     /// The prompt as stored (after redaction).
     pub prompt: Option<Cow<'r, str>>,
+    /// UTF-8 length of the prompt as logged, in bytes (kept under redaction).
+    pub prompt_bytes: Option<i64>,
     /// The output as stored (after redaction; the EOS marker was looked for before).
     pub model_output: Option<Cow<'r, str>>,
-    /// Whether token texts are stored (no redaction).
-    pub keep_text: bool,
+    /// UTF-8 length of the output as logged, in bytes (kept under redaction).
+    pub model_output_bytes: Option<i64>,
+    /// Unknown input keys as stored (after redaction: they may hold any text).
+    pub extra: Option<Cow<'r, str>>,
+    /// The redaction token texts get (`tokens.token`, top alternatives).
+    pub redaction: &'r Redactor,
     /// Per-token rows written for the request; null without per-token data.
     pub output_token_count: Option<i64>,
     /// The parser's issue codes followed by [`token_issues`].
@@ -513,9 +524,12 @@ pub fn derive_request<'r>(
         tpot_ms,
         decode_tps,
         e2e_tps,
-        prompt: settings.redaction.apply(rec.prompt.as_deref()),
-        model_output: settings.redaction.apply(rec.model_output.as_deref()),
-        keep_text: settings.redaction == Redaction::None,
+        prompt: settings.redaction.text(rec.prompt.as_deref()),
+        prompt_bytes: rec.prompt.as_ref().map(|t| text_bytes(t)),
+        model_output: settings.redaction.text(rec.model_output.as_deref()),
+        model_output_bytes: rec.model_output.as_ref().map(|t| text_bytes(t)),
+        extra: settings.redaction.text(rec.extra.as_deref()),
+        redaction: &settings.redaction,
         output_token_count: (!rec.tokens.is_empty()).then_some(rec.tokens.len() as i64),
         token_issues: issues,
         day: day_of(rec.ts_micros),

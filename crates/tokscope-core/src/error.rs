@@ -26,6 +26,9 @@ pub enum Error {
         /// The underlying error.
         source: serde_json::Error,
     },
+    /// A model directory's files are invalid (config.json, tokenizer.json, safetensors).
+    #[error("model: {0}")]
+    Model(String),
     /// Arrow failed to build a batch.
     #[error("arrow: {0}")]
     Arrow(#[from] arrow_schema::ArrowError),
@@ -49,6 +52,12 @@ impl Error {
 #[macro_export]
 macro_rules! config_err {
     ($($arg:tt)*) => { $crate::error::Error::Config(format!($($arg)*)) };
+}
+
+/// Builds an [`Error::Model`] from a format string.
+#[macro_export]
+macro_rules! model_err {
+    ($($arg:tt)*) => { $crate::error::Error::Model(format!($($arg)*)) };
 }
 
 /// Builds an [`Error::Internal`] from a format string.

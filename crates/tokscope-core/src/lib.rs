@@ -16,11 +16,16 @@ pub mod error;
 #[macro_use]
 pub mod named;
 
+pub mod architectures;
 pub mod catalog;
 pub mod derive;
 pub mod event_array;
 pub mod formats;
+pub mod fuzz;
 pub mod lines;
+#[cfg(feature = "model")]
+pub mod model;
+pub mod pricing;
 pub mod prompt;
 pub mod reader;
 pub mod record;

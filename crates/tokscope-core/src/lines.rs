@@ -80,7 +80,7 @@ pub struct LineSplitter<R> {
 
 impl<R: Read> LineSplitter<R> {
     /// `chunk_bytes`: target size of each chunk; `max_line_bytes`: longer lines
-    /// are cut to their first `keep_when_cut` bytes.
+    /// are cut to their first `keep_when_cut` bytes (at most `max_line_bytes`).
     pub fn new(reader: R, chunk_bytes: usize, max_line_bytes: usize, keep_when_cut: usize) -> Self {
         Self {
             reader,
@@ -223,23 +223,27 @@ impl<R: Read> LineSplitter<R> {
         self.offset += consumed;
     }
 
-    /// Consumes a line longer than the limit, keeping only its first bytes.
+    /// Consumes a line longer than the limit, keeping only its first
+    /// `keep_when_cut` bytes (at most `max_line_bytes`), however the input's reads fall.
     fn skip_long_line(&mut self, chunk: &mut LineChunk) {
-        let keep = self.keep_when_cut.min(self.filled - self.pos);
         let at = chunk.data.len();
-        chunk.data.extend_from_slice(&self.buf[self.pos..self.pos + keep]);
-        let mut len = (self.filled - self.pos) as u64;
-        self.pos = self.filled;
+        let mut len = 0u64;
         let mut terminated = false;
         loop {
-            if let Some(i) = memchr::memchr(b'\n', &self.buf[self.pos..self.filled]) {
-                len += i as u64;
-                self.pos += i + 1;
+            let pending = &self.buf[self.pos..self.filled];
+            let (end, found) = match memchr::memchr(b'\n', pending) {
+                Some(i) => (i, true),
+                None => (pending.len(), false),
+            };
+            // As for a line that fits the buffer: its head, shorter than the line.
+            let room = self.keep_when_cut.min(self.max_line_bytes).saturating_sub(chunk.data.len() - at);
+            chunk.data.extend_from_slice(&pending[..room.min(end)]);
+            len += end as u64;
+            self.pos += end + found as usize;
+            if found {
                 terminated = true;
                 break;
             }
-            len += (self.filled - self.pos) as u64;
-            self.pos = self.filled;
             if !self.fill() {
                 break;
             }

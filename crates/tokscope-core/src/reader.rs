@@ -58,6 +58,7 @@ use crate::formats::kernel_trace::{self, SpanEvent};
 use crate::formats::{CsvHeader, Format, Framing, LineContext, Parsed, Row, TimeUnit, HEAD_BYTES};
 use crate::lines::{LineChunk, LineSplitter};
 use crate::record::{LineOrigin, ProfileRecord, RequestRecord, TokenRecord};
+use crate::redact::Redactor;
 
 /// How many of a file's first non-blank lines are tried for format detection.
 pub const DETECT_LINES: usize = 32;
@@ -274,6 +275,7 @@ impl ReaderBuilder {
                 }
             }
         });
+        let pairing = SpanPairing { redaction: self.settings.redaction.clone(), open: HashMap::new() };
         Reader {
             config: self,
             location: location.to_string(),
@@ -281,7 +283,7 @@ impl ReaderBuilder {
             splitter: Some(splitter),
             header: None,
             started: false,
-            pairing: SpanPairing::default(),
+            pairing,
             finished: false,
         }
     }
@@ -422,8 +424,9 @@ impl PendingSpan {
 
 /// Pairs begin and end trace events in input order: per (`pid`, `tid`), an
 /// end closes the most recent open begin (events nest like a stack).
-#[derive(Default)]
 struct SpanPairing {
+    /// How rejected events are stored.
+    redaction: Redactor,
     open: HashMap<(Option<String>, Option<String>), Vec<PendingSpan>>,
 }
 
@@ -431,7 +434,7 @@ impl SpanPairing {
     /// Pairs `spans` (in input order) with what is open; returns the slice of
     /// the pairs' rows, the rejects, and their accounting.
     fn pair(&mut self, spans: Vec<PendingSpan>, file: &str) -> Result<ParsedSlice> {
-        let mut out = SliceBuilders::default();
+        let mut out = SliceBuilders::new(&self.redaction);
         for span in spans {
             let key = (span.event.pid.clone(), span.event.tid.clone());
             if span.event.begin {
@@ -442,7 +445,7 @@ impl SpanPairing {
                 out.counts.lines_read += 1;
                 out.counts.lines_rejected += 1;
                 let error = "an E event without an open B event on the same pid and tid";
-                out.rejects.append(&span.origin(file), None, error, &span.raw, false);
+                out.reject(&span.origin(file), None, error, &span.raw, false, span.raw.len());
                 continue;
             };
             out.counts.lines_read += 2;
@@ -453,8 +456,8 @@ impl SpanPairing {
                 }
                 Err(e) => {
                     out.counts.lines_rejected += 2;
-                    out.rejects.append(&begin.origin(file), None, &e, &begin.raw, false);
-                    out.rejects.append(&span.origin(file), None, &e, &span.raw, false);
+                    out.reject(&begin.origin(file), None, &e, &begin.raw, false, begin.raw.len());
+                    out.reject(&span.origin(file), None, &e, &span.raw, false, span.raw.len());
                 }
             }
         }
@@ -468,17 +471,12 @@ impl SpanPairing {
             return Ok(None);
         }
         open.sort_by_key(|s| s.byte_offset);
-        let mut out = SliceBuilders::default();
+        let mut out = SliceBuilders::new(&self.redaction);
         for span in &open {
             out.counts.lines_read += 1;
             out.counts.lines_rejected += 1;
-            out.rejects.append(
-                &span.origin(file),
-                None,
-                "a B event without an E event on the same pid and tid",
-                &span.raw,
-                false,
-            );
+            let error = "a B event without an E event on the same pid and tid";
+            out.reject(&span.origin(file), None, error, &span.raw, false, span.raw.len());
         }
         out.finish(0).map(Some)
     }
@@ -523,7 +521,7 @@ fn parse_chunk(
         .par_chunks(per_task)
         .enumerate()
         .map(|(task, spans)| {
-            let mut out = SliceBuilders::default();
+            let mut out = SliceBuilders::new(&settings.redaction);
             for (i, span) in spans.iter().enumerate() {
                 let line = &chunk.data[span.start..span.end];
                 let origin =
@@ -561,7 +559,7 @@ fn parse_chunk(
                                 Row::Reject(r) => {
                                     out.counts.records_rejected += 1;
                                     let raw = format.map_or(Cow::Borrowed(&r.raw[..]), |f| f.reject_raw(&r.raw, ctx));
-                                    out.rejects.append(&origin, Some(&r.record), &r.error, &raw, false);
+                                    out.reject(&origin, Some(&r.record), &r.error, &raw, false, r.raw.len());
                                 }
                                 Row::Kernel(k) => out.kernel(&k, &origin),
                                 Row::KernelSpan(event) => out.spans.push(PendingSpan {
@@ -585,7 +583,7 @@ fn parse_chunk(
                         out.counts.lines_read += 1;
                         out.counts.lines_rejected += 1;
                         let raw = format.map_or(Cow::Borrowed(line), |f| f.reject_raw(line, ctx));
-                        out.rejects.append(&origin, None, &e, &raw, span.is_cut());
+                        out.reject(&origin, None, &e, &raw, span.is_cut(), span.original_len as usize);
                     }
                 }
             }
@@ -595,8 +593,9 @@ fn parse_chunk(
 }
 
 /// The batches one slice of lines is building, and its counts.
-#[derive(Default)]
 struct SliceBuilders {
+    /// How rejected lines are stored.
+    redaction: Redactor,
     requests: RequestsBuilder,
     request_days: Vec<i32>,
     tokens: TokensBuilder,
@@ -612,6 +611,38 @@ struct SliceBuilders {
 }
 
 impl SliceBuilders {
+    fn new(redaction: &Redactor) -> Self {
+        SliceBuilders {
+            redaction: redaction.clone(),
+            requests: Default::default(),
+            request_days: Vec::new(),
+            tokens: Default::default(),
+            token_days: Vec::new(),
+            profiles: Default::default(),
+            profile_days: Vec::new(),
+            rejects: Default::default(),
+            kernels: Default::default(),
+            moe_routing: Default::default(),
+            evals: Default::default(),
+            spans: Vec::new(),
+            counts: LineCounts::default(),
+        }
+    }
+
+    /// Appends a rejected line (or record): its first bytes `raw` (`cut` when
+    /// the splitter kept fewer than the line's `line_bytes`), redacted.
+    fn reject(
+        &mut self,
+        origin: &LineOrigin<'_>,
+        record: Option<&str>,
+        error: &str,
+        raw: &[u8],
+        cut: bool,
+        line_bytes: usize,
+    ) {
+        self.rejects.append(origin, record, error, raw, cut, line_bytes as u64, &self.redaction);
+    }
+
     /// Appends a request and its tokens, deriving the analytic columns.
     fn request(&mut self, rec: &RequestRecord<'_>, origin: &LineOrigin<'_>, settings: &DeriveSettings) {
         let derived = derive_request(rec, origin, settings);
@@ -649,7 +680,7 @@ impl SliceBuilders {
     /// Appends an evaluation record, its reference redacted like outputs.
     fn eval(&mut self, row: &EvalRow, origin: &LineOrigin<'_>, settings: &DeriveSettings) {
         self.counts.rows_written += 1;
-        let reference = settings.redaction.apply(row.reference.as_deref());
+        let reference = settings.redaction.text(row.reference.as_deref());
         self.evals.append(row, reference.as_deref(), origin);
     }
 

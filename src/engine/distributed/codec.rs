@@ -128,9 +128,9 @@ fn to_df(e: crate::Error) -> datafusion::error::DataFusionError {
 pub fn decode(name: &str, buf: &[u8]) -> DfResult<Option<Udf>> {
     let Some((kind, body)) = split(name, buf)? else { return Ok(None) };
     let function = match kind {
-        PRICE_USD => {
-            Function::PriceUsd(cached(&PRICINGS, body, || Pricing::from_wire(decompress(body, name)?).map_err(to_df))?)
-        }
+        PRICE_USD => Function::PriceUsd(cached(&PRICINGS, body, || {
+            Pricing::from_wire(decompress(body, name)?).map_err(|e| to_df(e.into()))
+        })?),
         KV_CACHE_BYTES => Function::KvCacheBytes(architectures(name, body)?),
         KV_TENSOR_PARALLEL => Function::KvTensorParallel(architectures(name, body)?),
         IS_EOS_MARKER => Function::IsEosMarker(cached(&MARKERS, body, || decompress(body, name))?),
@@ -152,7 +152,7 @@ pub fn decode(name: &str, buf: &[u8]) -> DfResult<Option<Udf>> {
 }
 
 fn architectures(name: &str, body: &[u8]) -> DfResult<Arc<Architectures>> {
-    cached(&ARCHITECTURES, body, || Architectures::from_wire(decompress(body, name)?).map_err(to_df))
+    cached(&ARCHITECTURES, body, || Architectures::from_wire(decompress(body, name)?).map_err(|e| to_df(e.into())))
 }
 
 fn wrong_kind(name: &str, udf: &Udf, expected: &str) -> datafusion::error::DataFusionError {

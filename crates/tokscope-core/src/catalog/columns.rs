@@ -165,13 +165,13 @@ impl ColumnType for Float64List {
 }
 
 /// A token's top alternatives as logged: `(token, natural-log probability)`.
-/// With `keep_text` false (redaction) the token texts are stored empty.
+/// Under redaction the texts are stored as their keyed hash (`hash`) or empty (`drop`).
 #[derive(Debug, Clone, Copy)]
 pub struct Alternatives<'v> {
     /// The alternatives, most likely first as logged.
     pub alternatives: &'v [(std::borrow::Cow<'v, str>, f64)],
-    /// Store the texts, or empty strings.
-    pub keep_text: bool,
+    /// How the texts are stored.
+    pub redaction: &'v crate::redact::Redactor,
 }
 
 /// `list<struct<token: utf8, logprob: float64>>`: a token's top alternatives.
@@ -205,7 +205,8 @@ impl ColumnType for TopLogprobs {
         };
         let items = builder.values();
         for (text, logprob) in value.alternatives {
-            let text = if value.keep_text { text.as_ref() } else { "" };
+            let stored = value.redaction.text(Some(text.as_ref()));
+            let text = stored.as_deref().unwrap_or("");
             // The builder was made from `fields()` just above: both casts hold.
             if let Some(b) = items.field_builder::<StringBuilder>(0) {
                 b.append_value(text);

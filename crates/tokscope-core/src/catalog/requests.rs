@@ -78,15 +78,19 @@ table! {
         context_bin: Utf8 [Dictionary] = d.context_bin,
         /// Lower edge of context_bin.
         context_bin_lo: Int64 [Dictionary] = d.context_bin_lo,
-        /// Prompt text, or chat messages as JSON (may be hashed or dropped with --redact).
+        /// Prompt text, or chat messages as JSON (keyed hash under `--redact hash`, null under `drop`).
         prompt: Utf8 nullable [NoStatistics] = d.prompt.as_deref(),
-        /// Output text (raw with special tokens for canonical/TGI).
+        /// UTF-8 length of the prompt as logged, bytes (kept under redaction).
+        prompt_bytes: Int64 nullable = d.prompt_bytes,
+        /// Output text (raw with special tokens for canonical/TGI; redacted like prompt).
         model_output: Utf8 nullable [NoStatistics] = d.model_output.as_deref(),
+        /// UTF-8 length of the output as logged, bytes (kept under redaction).
+        model_output_bytes: Int64 nullable = d.model_output_bytes,
         /// Number of per-token rows in `tokens` for this request.
         output_token_count: Int64 nullable = d.output_token_count,
         /// Problems in the per-token data (codes in docs/metrics.md); null when none. The request is always kept.
         token_issues: Utf8List nullable = Some(d.token_issues.as_slice()),
-        /// Unknown input keys as a JSON object.
-        extra: Utf8 nullable [NoStatistics] = r.extra.as_deref(),
+        /// Unknown input keys as a JSON object (redacted like prompt).
+        extra: Utf8 nullable [NoStatistics] = d.extra.as_deref(),
     }
 }

@@ -6,6 +6,7 @@
 use super::columns::{table, Alternatives};
 use crate::derive::{self, RequestDerived};
 use crate::record::{ProfileRecord, RequestRecord, TokenRecord};
+use crate::redact::{Redactor, DROP_TEXT};
 
 crate::named_enum! {
     /// Who measured a token row.
@@ -28,8 +29,8 @@ pub struct TokenOwner<'r> {
     pub context_bin: Option<&'r str>,
     /// Who measured the tokens.
     pub source: TokenSource,
-    /// Whether token texts are stored (no redaction).
-    pub keep_text: bool,
+    /// How token texts are stored.
+    pub redaction: &'r Redactor,
 }
 
 impl<'r> TokenOwner<'r> {
@@ -40,7 +41,7 @@ impl<'r> TokenOwner<'r> {
             model: Some(r.model.as_ref()),
             context_bin: Some(d.context_bin),
             source: TokenSource::Gateway,
-            keep_text: d.keep_text,
+            redaction: d.redaction,
         }
     }
 
@@ -51,7 +52,7 @@ impl<'r> TokenOwner<'r> {
             model: p.model.as_deref(),
             context_bin: None,
             source: TokenSource::Engine,
-            keep_text: false,
+            redaction: &DROP_TEXT,
         }
     }
 }
@@ -74,14 +75,14 @@ table! {
         source: Utf8 [Dictionary] = o.source.name(),
         /// 0-based output position.
         position: Int32 = i32::try_from(position).unwrap_or(i32::MAX),
-        /// Token text.
-        token: Utf8 nullable = t.token.as_deref().filter(|_| o.keep_text),
-        /// UTF-8 bytes when logged.
-        token_bytes: Binary nullable = t.token_bytes.as_deref().filter(|_| o.keep_text),
+        /// Token text (its keyed hash under `--redact hash`, null under `drop`).
+        token: Utf8 nullable = o.redaction.text(t.token.as_deref()).as_deref(),
+        /// UTF-8 bytes when logged (null under redaction).
+        token_bytes: Binary nullable = t.token_bytes.as_deref().filter(|_| o.redaction.keeps_text()),
         /// Natural-log probability of the token.
         logprob: Float64 nullable = t.logprob,
         /// Top alternatives.
-        top_logprobs: TopLogprobs nullable = t.top_logprobs.as_deref().map(|alternatives| Alternatives { alternatives, keep_text: o.keep_text }),
+        top_logprobs: TopLogprobs nullable = t.top_logprobs.as_deref().map(|alternatives| Alternatives { alternatives, redaction: o.redaction }),
         /// Entropy of the renormalised top-k distribution, bits.
         entropy_bits: Float64 nullable = t.top_logprobs.as_deref().and_then(derive::alternatives_entropy_bits),
         /// logprob(top1) - logprob(top2).

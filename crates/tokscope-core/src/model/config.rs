@@ -103,10 +103,10 @@ impl ModelConfig {
         if n == 0 {
             return Err(model_err!("forward pass over zero tokens"));
         }
-        if start + n > self.max_position_embeddings {
+        if start.saturating_add(n) > self.max_position_embeddings {
             return Err(model_err!(
                 "sequence of {} tokens exceeds max_position_embeddings {}",
-                start + n,
+                start.saturating_add(n),
                 self.max_position_embeddings
             ));
         }

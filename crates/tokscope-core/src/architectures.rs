@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 
 /// The architectures file bundled with tokscope.
-pub const BUNDLED: &str = include_str!("../../config/architectures.toml");
+pub const BUNDLED: &str = include_str!("../../../config/architectures.toml");
 
 /// The shape that sizes a model's KV cache.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -185,8 +185,12 @@ impl Architectures {
 /// `hidden_size / num_attention_heads`) and `torch_dtype` / `dtype` (default bf16).
 pub fn from_hf_config(path: &Path) -> Result<Arch> {
     let text = std::fs::read_to_string(path).map_err(|e| Error::io(path.display(), e))?;
-    let c: HfConfig =
-        serde_json::from_str(&text).map_err(|source| Error::Json { path: PathBuf::from(path), source })?;
+    from_hf_config_json(&text, path)
+}
+
+/// [`from_hf_config`] on the text of a `config.json` read from `path`.
+pub fn from_hf_config_json(text: &str, path: &Path) -> Result<Arch> {
+    let c: HfConfig = serde_json::from_str(text).map_err(|source| Error::Json { path: PathBuf::from(path), source })?;
     let bad = |m: &str| config_err!("{}: {m}", path.display());
     if c.num_attention_heads == 0 {
         return Err(bad("num_attention_heads is 0"));

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Runs the fuzz targets (cargo-fuzz, nightly toolchain) one at a time.
+#
+#   fuzz/fuzz.sh run SECONDS [TARGET...]   each target for SECONDS (default: all targets);
+#                                          new inputs go to a scratch corpus, the kept
+#                                          corpus in fuzz/corpus/ is only read
+#   fuzz/fuzz.sh grow SECONDS [TARGET...]  the same, adding new inputs to fuzz/corpus/
+#   fuzz/fuzz.sh cmin [TARGET...]          minimise fuzz/corpus/<target>/ in place
+#   fuzz/fuzz.sh list                      the targets (the files in fuzz/src/bin/)
+#
+# Limits on every run: 10 s per input (a hang), 2048 MB RSS, 512 MB per
+# allocation; a crash leaves its input in fuzz/artifacts/<target>/ and the
+# script fails. Keep a reproducer in fuzz/regressions/<target>/: the core's
+# tests replay it on stable (crates/tokscope-core/tests/fuzz_corpus.rs).
+# FUZZ_TARGET_DIR (default fuzz/target) holds the instrumented build.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+limits=(-timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=512)
+target_dir=${FUZZ_TARGET_DIR:-fuzz/target}
+fuzz=(cargo +nightly fuzz)
+
+targets() {
+    if [ $# -gt 0 ]; then printf '%s\n' "$@"; else ls fuzz/src/bin | sed 's/\.rs$//' | sort; fi
+}
+
+mode=${1:-}
+shift || true
+case "$mode" in
+list)
+    targets
+    ;;
+run | grow)
+    seconds=${1:?"usage: fuzz/fuzz.sh $mode SECONDS [TARGET...]"}
+    shift
+    "${fuzz[@]}" build --fuzz-dir fuzz --target-dir "$target_dir"
+    scratch=$(mktemp -d)
+    trap 'rm -rf "$scratch"' EXIT
+    for t in $(targets "$@"); do
+        mkdir -p "fuzz/corpus/$t" "$scratch/$t"
+        if [ "$mode" = grow ]; then dirs=("fuzz/corpus/$t"); else dirs=("$scratch/$t" "fuzz/corpus/$t"); fi
+        start=$(date +%s)
+        "${fuzz[@]}" run --fuzz-dir fuzz --target-dir "$target_dir" "$t" "${dirs[@]}" -- \
+            -max_total_time="$seconds" "${limits[@]}" -print_final_stats=1 2>&1 | tail -n 12
+        echo "fuzz: $t ran $(( $(date +%s) - start ))s without a crash"
+    done
+    ;;
+cmin)
+    for t in $(targets "$@"); do
+        "${fuzz[@]}" cmin --fuzz-dir fuzz --target-dir "$target_dir" "$t" "fuzz/corpus/$t" -- "${limits[@]}"
+    done
+    ;;
+*)
+    sed -n '2,16p' "$0"
+    exit 2
+    ;;
+esac
