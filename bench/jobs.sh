@@ -36,24 +36,7 @@ DS="$WORK/ds-$N"
 for f in eos latency report; do "$BIN" job "$f" --show-sql > "$WORK/$f.sql"; done
 echo "input: $LOG ($(du -h "$LOG" | cut -f1), $N requests), dataset $DS, threads=$THREADS"
 
-PRICING="$WORK/pricing.toml"
-cat > "$PRICING" <<'EOF'
-[[model]]
-model = "llama-3.1-8b-instruct"
-input = 0.1
-output = 0.2
-cached_input = 0.05
-[[model]]
-model = "qwen2.5-72b-instruct"
-input = 1.0
-output = 3.0
-cached_input = 0.5
-[[model]]
-model = "deepseek-v3"
-input = 0.27
-output = 1.1
-cached_input = 0.07
-EOF
+PRICING=bench/generated_pricing.toml   # the generated models' prices
 
 # The same rates as a DuckDB macro; mistral-7b-instruct stays unpriced in both.
 DUCK_MACROS="

@@ -30,24 +30,7 @@ LOG="$WORK/ab-$N.jsonl"
   --arms control,candidate --arm-truncation candidate:0.12:16K --out "$LOG"
 DS="$WORK/ds-$N"
 [ -d "$DS/requests" ] || "$BIN" ingest --quiet --out "$DS" "$LOG"
-PRICING="$WORK/pricing.toml"
-cat > "$PRICING" <<'EOF'
-[[model]]
-model = "llama-3.1-8b-instruct"
-input = 0.1
-output = 0.2
-cached_input = 0.05
-[[model]]
-model = "qwen2.5-72b-instruct"
-input = 1.0
-output = 3.0
-cached_input = 0.5
-[[model]]
-model = "deepseek-v3"
-input = 0.27
-output = 1.1
-cached_input = 0.07
-EOF
+PRICING=bench/generated_pricing.toml   # the generated models' prices
 echo "input: $LOG ($(du -h "$LOG" | cut -f1), $N requests), dataset $DS ($(du -sh "$DS" | cut -f1)), threads=$THREADS, best of $REPEAT"
 
 # Seconds of one whole `tokscope job` process.
