@@ -130,10 +130,9 @@ impl WriterPool {
         Ok(())
     }
 
-    /// Closes every writer and waits for all of them; returns all files
-    /// written, or the first error, after removing what the other writers
-    /// finished (a failed run leaves no file of its own, temporary or not).
-    fn finish(self) -> Result<Vec<std::path::PathBuf>> {
+    /// Closes every writer and waits for all of them; returns every file
+    /// written and the first writer's error, if any.
+    fn finish(self) -> (Vec<std::path::PathBuf>, Option<crate::error::Error>) {
         drop(self.senders);
         let mut files = Vec::new();
         let mut first_error = None;
@@ -143,15 +142,7 @@ impl WriterPool {
                 Err(e) => first_error = first_error.or(Some(e)),
             }
         }
-        match first_error {
-            None => Ok(files),
-            Some(e) => {
-                for f in &files {
-                    let _ = std::fs::remove_file(f);
-                }
-                Err(e)
-            }
-        }
+        (files, first_error)
     }
 }
 
@@ -246,9 +237,9 @@ pub fn ingest_into(
             }
         }
     }
-    let written = writers.finish()?;
-    if let Err(e) = result {
-        // What the writers finished before the failure is not committed: remove it now.
+    let (written, writer_error) = writers.finish();
+    if let Some(e) = writer_error.or(result.err()) {
+        // A failed run leaves no file of its own: what the writers finished is not committed.
         for f in &written {
             let _ = std::fs::remove_file(f);
         }
