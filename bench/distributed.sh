@@ -17,14 +17,8 @@ REPEAT=${REPEAT:-3}
 SLOTS=${SLOTS:-$(( $(nproc) / 2 > 0 ? $(nproc) / 2 : 1 ))}
 WORK=${BENCH_DIR:-${BENCH_TARGET_DIR:-${CARGO_TARGET_DIR:-target}}/bench/distributed}
 mkdir -p "$WORK"
-if [ -n "${TOKSCOPE_BIN:-}" ]; then
-  BIN=$TOKSCOPE_BIN   # an already built binary (to check the script; timings need release)
-else
-  if [ -n "${BENCH_TARGET_DIR:-}" ]; then export CARGO_TARGET_DIR=$BENCH_TARGET_DIR; fi
-  cargo build --release --quiet
-  BIN=${CARGO_TARGET_DIR:-target}/release/tokscope
-fi
-BIN=$(realpath "$BIN")
+. bench/lib.sh
+BIN=$(tokscope_bin)
 
 LOGS="$WORK/logs-$N-$FILES"
 if [ ! -d "$LOGS" ]; then
@@ -79,23 +73,6 @@ done
 ENGINE="ballista://127.0.0.1:$SCHED"
 echo "dataset $DS: $N requests from $FILES inputs, $PARQUET Parquet files ($(du -sh "$DS" | cut -f1)); cluster: 2 executors x $SLOTS slots on $(nproc) cores; best of $REPEAT"
 
-# Seconds of one whole `tokscope job report` process.
-whole() {
-  python3 - "$@" <<'PY'
-import subprocess, sys, time
-t = time.perf_counter()
-subprocess.run(sys.argv[1:], check=True, stdout=subprocess.DEVNULL)
-print(f"{time.perf_counter() - t:.3f}")
-PY
-}
-best() {
-  local b=""
-  for _ in $(seq "$REPEAT"); do
-    local t; t=$("$@")
-    b=$(python3 -c "print(min(float('$t'), float('${b:-inf}')))")
-  done
-  echo "$b"
-}
 # The same rows both ways, before timing anything.
 "$BIN" job report --data "$DS" --pricing "$PRICING" --format csv | sort > "$WORK/local.csv"
 "$BIN" job report --data "$DS" --pricing "$PRICING" --format csv --engine "$ENGINE" | sort > "$WORK/cluster.csv"

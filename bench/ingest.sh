@@ -13,10 +13,8 @@ REPEAT=${REPEAT:-3}
 WORK=${BENCH_DIR:-${CARGO_TARGET_DIR:-target}/bench/ingest}
 mkdir -p "$WORK"
 # TOKSCOPE_BIN: use an already built release binary instead of building one.
-if [ -z "${TOKSCOPE_BIN:-}" ]; then
-  cargo build --release --quiet --bin tokscope
-fi
-BIN=${TOKSCOPE_BIN:-${CARGO_TARGET_DIR:-target}/release/tokscope}
+. bench/lib.sh
+BIN=$(tokscope_bin)
 LOG="$WORK/canonical-${SIZE_MB}mb.jsonl"
 if [ ! -f "$LOG" ]; then
   # ~1 KB per line with output text.
@@ -61,6 +59,20 @@ done
 read -r T_ZSTD _ < <(best_of "$WORK/t_zstd")
 rm -f "$WORK/plain.parquet"
 
+# Codecs: the dataset's size and the ingest time of each `--compression`
+# (one run each; the zstd(1) row is the best run above).
+CODECS="$WORK/codecs"; : > "$CODECS"
+for codec in "zstd(1)" "zstd(3)" lz4 snappy none; do
+  if [ "$codec" = "zstd(1)" ]; then T=$T_TOK; else
+    rm -rf "$WORK/ds-codec"
+    /usr/bin/time -f "%e" -o "$WORK/t_codec" env RAYON_NUM_THREADS=$THREADS "$BIN" ingest --quiet --compression "$codec" --out "$WORK/ds-codec" "$LOG"
+    T=$(cat "$WORK/t_codec")
+  fi
+  D=$([ "$codec" = "zstd(1)" ] && echo "$WORK/ds" || echo "$WORK/ds-codec")
+  echo "$codec $T $(du -sb "$D" | cut -f1)" >> "$CODECS"
+done
+rm -rf "$WORK/ds-codec"
+
 # Per-token data: the same number of requests with logprobs + token times.
 TLOG="$WORK/canonical-${SIZE_MB}mb-tokens.jsonl"
 if [ ! -f "$TLOG" ]; then
@@ -81,6 +93,10 @@ print(f"tokscope ingest: {mb/tok:8.1f} MB/s  ({tok:.2f} s, peak RSS {$RSS_TOK/10
 print(f"duckdb ndjson->parquet: {mb/duck:8.1f} MB/s  ({duck:.2f} s, peak RSS {$RSS_DUCK/1024:.0f} MiB)")
 print(f"ratio tokscope/duckdb: {duck/tok:.2f}x (best of $REPEAT alternating runs each)")
 zs = $T_ZSTD
+print(f"tokscope over the zstd floor: {tok/zs:.2f}x the floor's time (target <= 1.5x)")
+for line in open("$CODECS"):
+    codec, t, size = line.split()
+    print(f"--compression {codec:8s} {mb/float(t):7.1f} MB/s  dataset {int(size)/1e6:7.1f} MB  ({$MB/(int(size)/1e6):.1f}x smaller than the log)")
 print(f"zstd -1 alone on the uncompressed column bytes ({$PLAIN_MB:.0f} MB): {zs:.2f} s -> at most {mb/zs:.0f} MB/s of log, "
       f"a ratio of at most {duck/zs:.2f}x over DuckDB for any zstd Parquet ingest on this machine")
 PY

@@ -10,10 +10,8 @@ SIZE_GB=${1:-20}
 LIMIT_MIB=${2:-1024}
 WORK=${BENCH_DIR:-${CARGO_TARGET_DIR:-target}/bench/ingest_rss}
 mkdir -p "$WORK"
-if [ -z "${TOKSCOPE_BIN:-}" ]; then
-  cargo build --release --quiet --bin tokscope
-fi
-BIN=${TOKSCOPE_BIN:-${CARGO_TARGET_DIR:-target}/release/tokscope}
+. bench/lib.sh
+BIN=$(tokscope_bin)
 ONE="$WORK/canonical-1gb.jsonl"
 LOG="$WORK/canonical-${SIZE_GB}gb.jsonl"
 [ -f "$ONE" ] || "$BIN" generate --requests 1000000 --output-chars 700 --days 30 --out "$ONE"

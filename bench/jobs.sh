@@ -16,17 +16,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${1:-500000}
+REPEAT=${REPEAT:-5}
 THREADS=${2:-$(nproc)}
 WORK=${BENCH_DIR:-${BENCH_TARGET_DIR:-${CARGO_TARGET_DIR:-target}}/bench/jobs}
 mkdir -p "$WORK"
-if [ -n "${TOKSCOPE_BIN:-}" ]; then
-  BIN=$TOKSCOPE_BIN   # an already built binary (to check the script; timings need release)
-else
-  # BENCH_TARGET_DIR keeps the release build apart from a dev target dir.
-  if [ -n "${BENCH_TARGET_DIR:-}" ]; then export CARGO_TARGET_DIR=$BENCH_TARGET_DIR; fi
-  cargo build --release --quiet
-  BIN=${CARGO_TARGET_DIR:-target}/release/tokscope
-fi
+. bench/lib.sh
+BIN=$(tokscope_bin)
 export TOKIO_WORKER_THREADS=$THREADS
 
 LOG="$WORK/canonical-$N.jsonl"
@@ -97,25 +92,6 @@ print(f"{time.perf_counter() - t:.3f}")
 PY
 }
 
-# Times one tokscope command; prints seconds (process start included).
-tok() {
-  python3 - "$@" <<'PY'
-import subprocess, sys, time
-t = time.perf_counter()
-subprocess.run(sys.argv[1:], check=True, stdout=subprocess.DEVNULL)
-print(f"{time.perf_counter() - t:.3f}")
-PY
-}
-
-best() { # best of 5 runs of the given command
-  local b=""
-  for _ in 1 2 3 4 5; do
-    local t; t=$("$@")
-    b=$(python3 -c "print(min(float('$t'), float('${b:-inf}')))")
-  done
-  echo "$b"
-}
-
 echo "== (a) tokscope job report (Parquet) vs DuckDB from raw NDJSON"
 # Both sides must compute the same table, or the ratio means nothing.
 "$BIN" job report --data "$DS" --pricing "$PRICING" --format json > "$WORK/report-tok.json"
@@ -135,7 +111,7 @@ bad = [(t.get("model"), t.get("context_bin"), c) for t, d in zip(tok, duck) for 
 ok = len(tok) == len(duck) and not bad
 print(f"results agree: {'yes' if ok else 'NO'} ({len(tok)} rows){'' if ok else f' first differences: {bad[:5]}'}")
 PY
-T_TOK=$(best tok "$BIN" job report --data "$DS" --pricing "$PRICING" --format csv)
+T_TOK=$(best whole "$BIN" job report --data "$DS" --pricing "$PRICING" --format csv)
 T_DUCK=$(best duck "$DUCK_MACROS$RAW_VIEW" "$WORK/report.sql")
 python3 -c "print(f'tokscope job report: {$T_TOK:.3f}s  duckdb raw: {$T_DUCK:.3f}s  ratio {$T_DUCK/$T_TOK:.1f}x (target >= 5x)')"
 
@@ -152,7 +128,7 @@ tok_query() { # seconds printed by `tokscope query --timing` for SQL file $1
 for f in eos latency report; do
   if [ "$f" = report ]; then TARGET="(target >= 1)"; else TARGET="(tracked)"; fi
   T_Q=$(best tok_query "$WORK/$f.sql")
-  T_P=$(best tok "$BIN" query --data "$DS" --pricing "$PRICING" --format csv "$(cat "$WORK/$f.sql")")
+  T_P=$(best whole "$BIN" query --data "$DS" --pricing "$PRICING" --format csv "$(cat "$WORK/$f.sql")")
   T_DUCK=$(best duck "$DUCK_MACROS$PARQUET_VIEW" "$WORK/$f.sql")
   python3 -c "print(f'job $f: tokscope query {$T_Q:.3f}s (whole process {$T_P:.3f}s)  duckdb {$T_DUCK:.3f}s  ratio duckdb/tokscope {$T_DUCK/$T_Q:.2f} (whole process {$T_DUCK/$T_P:.2f}) $TARGET')"
 done

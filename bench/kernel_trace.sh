@@ -13,10 +13,8 @@ SIZE_MB=${1:-300}
 LIMIT_MB=${LIMIT_MB:-1024}
 WORK=${BENCH_DIR:-${CARGO_TARGET_DIR:-target}/bench/kernel_trace}
 mkdir -p "$WORK"
-if [ -z "${TOKSCOPE_BIN:-}" ]; then
-  cargo build --release --quiet --bin tokscope
-fi
-BIN=${TOKSCOPE_BIN:-${CARGO_TARGET_DIR:-target}/release/tokscope}
+. bench/lib.sh
+BIN=$(tokscope_bin)
 TRACE="$WORK/trace-${SIZE_MB}mb.pt.trace.json"
 if [ ! -f "$TRACE" ] || [ ! -f "$TRACE.expected" ]; then
   python3 bench/gen_kernel_trace.py --mb "$SIZE_MB" --out "$TRACE" > "$TRACE.expected"

@@ -16,13 +16,8 @@ THREADS=${2:-$(nproc)}
 REPEAT=${REPEAT:-3}
 WORK=${BENCH_DIR:-${BENCH_TARGET_DIR:-${CARGO_TARGET_DIR:-target}}/bench/loadab}
 mkdir -p "$WORK"
-if [ -n "${TOKSCOPE_BIN:-}" ]; then
-  BIN=$TOKSCOPE_BIN   # an already built binary (to check the script; timings need release)
-else
-  if [ -n "${BENCH_TARGET_DIR:-}" ]; then export CARGO_TARGET_DIR=$BENCH_TARGET_DIR; fi
-  cargo build --release --quiet
-  BIN=${CARGO_TARGET_DIR:-target}/release/tokscope
-fi
+. bench/lib.sh
+BIN=$(tokscope_bin)
 export TOKIO_WORKER_THREADS=$THREADS RAYON_NUM_THREADS=$THREADS
 
 LOG="$WORK/ab-$N.jsonl"
@@ -33,27 +28,10 @@ DS="$WORK/ds-$N"
 PRICING=bench/generated_pricing.toml   # the generated models' prices
 echo "input: $LOG ($(du -h "$LOG" | cut -f1), $N requests), dataset $DS ($(du -sh "$DS" | cut -f1)), threads=$THREADS, best of $REPEAT"
 
-# Seconds of one whole `tokscope job` process.
-whole() {
-  python3 - "$@" <<'PY'
-import subprocess, sys, time
-t = time.perf_counter()
-subprocess.run(sys.argv[1:], check=True, stdout=subprocess.DEVNULL)
-print(f"{time.perf_counter() - t:.3f}")
-PY
-}
 # Seconds `tokscope query --timing` reports for SQL file $1 (planning, listing, execution).
 query_only() {
   "$BIN" query --data "$DS" --pricing "$PRICING" --format csv --timing "$(cat "$1")" 2>&1 >/dev/null \
     | sed -n 's/^elapsed: \([0-9.]*\) s.*/\1/p'
-}
-best() {
-  local b=""
-  for _ in $(seq "$REPEAT"); do
-    local t; t=$("$@")
-    b=$(python3 -c "print(min(float('$t'), float('${b:-inf}')))")
-  done
-  echo "$b"
 }
 
 declare -A PARAMS=([report]="" [throughput]="--param window=60s" [load_summary]="" [ab]="--param a=control --param b=candidate")

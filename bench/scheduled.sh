@@ -18,10 +18,8 @@ REQUESTS=${2:-1000000}
 EXPORT_REQUESTS=${3:-5000000}
 WORK=${BENCH_DIR:-${CARGO_TARGET_DIR:-target}/bench/scheduled}
 mkdir -p "$WORK"
-if [ -z "${TOKSCOPE_BIN:-}" ]; then
-  cargo build --release --quiet --bin tokscope
-fi
-BIN=${TOKSCOPE_BIN:-${CARGO_TARGET_DIR:-target}/release/tokscope}
+. bench/lib.sh
+BIN=$(tokscope_bin)
 
 # --- 1. second run over an unchanged bucket --------------------------------
 PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')

@@ -1,0 +1,35 @@
+# Helpers shared by the bench/ scripts; sourced (`. bench/lib.sh`), not run.
+
+# The release binary to measure: $TOKSCOPE_BIN when set (already built), else
+# `cargo build --release --bin tokscope` into BENCH_TARGET_DIR when set (keeps
+# the release build apart from a dev target directory), else CARGO_TARGET_DIR
+# (or ./target). Prints its absolute path.
+tokscope_bin() {
+  if [ -n "${TOKSCOPE_BIN:-}" ]; then
+    realpath "$TOKSCOPE_BIN"
+    return
+  fi
+  local dir=${BENCH_TARGET_DIR:-${CARGO_TARGET_DIR:-target}}
+  CARGO_TARGET_DIR=$dir cargo build --release --quiet --bin tokscope >&2
+  realpath "$dir/release/tokscope"
+}
+
+# Seconds of one whole process (its stdout discarded).
+whole() {
+  python3 - "$@" <<'PY'
+import subprocess, sys, time
+t = time.perf_counter()
+subprocess.run(sys.argv[1:], check=True, stdout=subprocess.DEVNULL)
+print(f"{time.perf_counter() - t:.3f}")
+PY
+}
+
+# The smallest of REPEAT (default 3) runs of a command that prints seconds.
+best() {
+  local b=""
+  for _ in $(seq "${REPEAT:-3}"); do
+    local t; t=$("$@")
+    b=$(python3 -c "print(min(float('$t'), float('${b:-inf}')))")
+  done
+  echo "$b"
+}
