@@ -199,6 +199,44 @@ print(json.dumps(dict(pyarrow=pa_row, duckdb=dict(n=r[0], p=int(r[1]), c=int(r[2
     assert_eq!(v["duck_ts"], "TIMESTAMP WITH TIME ZONE");
 }
 
+/// `--compression`: each codec is the one pyarrow finds in every column chunk
+/// of every file, and the rows read back are the same.
+#[test]
+fn compression_is_the_codec_readers_find() {
+    let dir = tempfile::tempdir().unwrap();
+    let sample = repo().join("sample_logs/canonical.jsonl");
+    for (flag, codec) in [("zstd(3)", "ZSTD"), ("lz4", "LZ4"), ("snappy", "SNAPPY"), ("none", "UNCOMPRESSED")] {
+        let out = dir.path().join(flag.replace(['(', ')'], ""));
+        ingest(&[sample.to_str().unwrap()], &out, &["--compression", flag]);
+        let script = format!(
+            r#"
+import glob, pyarrow.parquet as pq
+codecs, rows = set(), 0
+for f in glob.glob({root:?} + "/**/*.parquet", recursive=True):
+    md = pq.ParquetFile(f).metadata
+    rows += md.num_rows if "/requests/" in f else 0
+    codecs |= {{md.row_group(g).column(c).compression for g in range(md.num_row_groups) for c in range(md.num_columns)}}
+print(",".join(sorted(codecs)), rows)
+"#,
+            root = out.to_str().unwrap()
+        );
+        let got = python(&script);
+        let n = query(&out, "SELECT count(*) AS n FROM requests")[0]["n"].as_i64().unwrap();
+        assert_eq!(got.trim(), format!("{codec} {n}"), "{flag}");
+    }
+    let bad = common::tokscope_output(&[
+        "ingest",
+        "--compression",
+        "gzip",
+        "--out",
+        dir.path().join("bad").to_str().unwrap(),
+        sample.to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(!bad.status.success() && err.contains("unknown compression \"gzip\""), "{err}");
+    assert!(!dir.path().join("bad/requests").exists());
+}
+
 /// The key every redaction test uses (`TOKSCOPE_REDACT_KEY`).
 const REDACT_KEY: &str = "test-key-0123456789abcdef";
 

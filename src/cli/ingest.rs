@@ -56,6 +56,10 @@ pub struct IngestFlags {
     /// Ingest inputs again even if the dataset's manifest lists them.
     #[arg(long)]
     force: bool,
+    /// Parquet codec of the files written: zstd(N) with N from 1 to 22, lz4,
+    /// snappy or none (docs/PERFORMANCE.md compares sizes and speeds).
+    #[arg(long, default_value = "zstd(1)", value_name = "CODEC")]
+    compression: String,
     /// Lines longer than this many bytes are rejected without being buffered.
     #[arg(long, default_value_t = 64 << 20)]
     max_line_bytes: usize,
@@ -81,6 +85,7 @@ impl IngestFlags {
             max_line_bytes: Some(self.max_line_bytes),
             time_unit: Some(self.time_unit.name().to_string()),
             variants: self.variants.clone(),
+            compression: Some(self.compression.clone()),
         };
         Ok(IngestOptions {
             reader: settings.reader()?,
@@ -88,6 +93,7 @@ impl IngestFlags {
             force: self.force,
             store: Default::default(),
             lease: LeaseOptions { wait: Duration::from_secs(self.lease_wait), ..Default::default() },
+            compression: settings.compression()?,
         })
     }
 }

@@ -10,7 +10,6 @@ use std::path::{Path, PathBuf};
 
 use arrow::array::{RecordBatch, UInt32Array};
 use arrow::compute::take_record_batch;
-use arrow::datatypes::SchemaRef;
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
@@ -32,14 +31,42 @@ pub fn date_string(day: i32) -> String {
         .unwrap_or_else(|| "invalid".into())
 }
 
-/// Writer properties of every tokscope Parquet file: zstd level 1, bounded
+/// The codec of every tokscope Parquet file unless ingest is told otherwise
+/// (`--compression`): zstd level 1, the fastest level, within a few percent of
+/// level 3's size on logs (docs/PERFORMANCE.md).
+pub fn default_compression() -> Compression {
+    Compression::ZSTD(ZstdLevel::default())
+}
+
+/// The names `--compression` takes, for help and errors.
+pub const COMPRESSION_NAMES: &str = "zstd(N) with N from 1 to 22 (`zstd` is zstd(1)), lz4, snappy or none";
+
+/// Parses a codec name: `zstd(N)`, `zstd`, `lz4` (Parquet's LZ4_RAW, the one
+/// every current reader takes), `snappy`, `none`.
+pub fn parse_compression(name: &str) -> Result<Compression> {
+    let lower = name.trim().to_ascii_lowercase();
+    let unknown = || config_err!("unknown compression {name:?}: use {COMPRESSION_NAMES}");
+    Ok(match lower.as_str() {
+        "none" | "uncompressed" => Compression::UNCOMPRESSED,
+        "snappy" => Compression::SNAPPY,
+        "lz4" | "lz4_raw" => Compression::LZ4_RAW,
+        "zstd" => default_compression(),
+        _ => {
+            let level = lower.strip_prefix("zstd(").and_then(|r| r.strip_suffix(')')).ok_or_else(unknown)?;
+            let level: i32 = level.trim().parse().map_err(|_| unknown())?;
+            Compression::ZSTD(ZstdLevel::try_new(level).map_err(|_| unknown())?)
+        }
+    })
+}
+
+/// Writer properties of every tokscope Parquet file: `compression`, bounded
 /// row groups, and the catalog's per-column hints: dictionaries only where a
 /// column has few distinct values (a dictionary attempt on nearly unique
 /// values fails and falls back after doing the work: about a tenth of ingest
 /// time when it was on everywhere), no statistics on long text.
-pub fn writer_props(table: &TableDef) -> WriterProperties {
+pub fn writer_props(table: &TableDef, compression: Compression) -> WriterProperties {
     let mut b = WriterProperties::builder()
-        .set_compression(Compression::ZSTD(ZstdLevel::try_new(1).unwrap_or_default()))
+        .set_compression(compression)
         .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
         .set_dictionary_enabled(false)
         .set_created_by(format!("tokscope {}", env!("CARGO_PKG_VERSION")));
@@ -65,7 +92,7 @@ pub fn temporary_path(dest: &Path) -> PathBuf {
 /// temporary name first and renamed when complete, so readers never see half
 /// a file (the convention of every tokscope writer).
 pub fn write_file(table: &TableDef, batches: &[RecordBatch], dest: &Path) -> Result<()> {
-    let mut file = OpenFile::create(table, table.schema(), dest.to_path_buf())?;
+    let mut file = OpenFile::create(table, dest.to_path_buf(), default_compression())?;
     for b in batches.iter().filter(|b| b.num_rows() > 0) {
         file.write(b)?;
     }
@@ -94,7 +121,7 @@ impl Drop for OpenFile {
 
 impl OpenFile {
     /// Opens `.<name>.tmp` beside `dest`.
-    fn create(table: &TableDef, schema: SchemaRef, dest: PathBuf) -> Result<Self> {
+    fn create(table: &TableDef, dest: PathBuf, compression: Compression) -> Result<Self> {
         let dir = dest.parent().ok_or_else(|| internal_err!("{} has no parent directory", dest.display()))?;
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir.display(), e))?;
         let tmp = temporary_path(&dest);
@@ -102,7 +129,7 @@ impl OpenFile {
             path: tmp.display().to_string(),
             source: parquet::errors::ParquetError::External(Box::new(e)),
         })?;
-        let writer = ArrowWriter::try_new(file, schema, Some(writer_props(table)))?;
+        let writer = ArrowWriter::try_new(file, table.schema(), Some(writer_props(table, compression)))?;
         Ok(OpenFile { writer: Some(writer), tmp, dest })
     }
 
@@ -152,27 +179,27 @@ struct TableWriter {
 }
 
 impl TableWriter {
-    fn file_for(&mut self, day: i32, run_id: &str, seq: &mut usize) -> Result<&mut OpenFile> {
+    fn file_for(&mut self, day: i32, run: &RunNames, seq: &mut usize) -> Result<&mut OpenFile> {
         if !self.open.contains_key(&day) {
             let dir = match self.table.partition {
                 Partition::Date => self.dir.join(format!("{DATE_PARTITION}={}", date_string(day))),
                 Partition::None => self.dir.clone(),
             };
             *seq += 1;
-            let dest = dir.join(format!("part-{run_id}-{seq:05}.parquet"));
-            self.open.insert(day, OpenFile::create(self.table, self.table.schema(), dest)?);
+            let dest = dir.join(format!("part-{}-{seq:05}.parquet", run.run_id));
+            self.open.insert(day, OpenFile::create(self.table, dest, run.compression)?);
         }
         self.open.get_mut(&day).ok_or_else(|| internal_err!("partition writer vanished"))
     }
 
-    fn write(&mut self, dated: DatedBatch, run_id: &str, seq: &mut usize) -> Result<()> {
+    fn write(&mut self, dated: DatedBatch, run: &RunNames, seq: &mut usize) -> Result<()> {
         let DatedBatch { batch, days } = dated;
         if batch.num_rows() == 0 {
             return Ok(());
         }
         let first = days.first().copied().unwrap_or(0);
         if self.table.partition == Partition::None || days.iter().all(|&d| d == first) {
-            return self.write_to(first, &batch, run_id, seq);
+            return self.write_to(first, &batch, run, seq);
         }
         let mut groups: BTreeMap<i32, Vec<u32>> = BTreeMap::new();
         for (i, d) in days.iter().enumerate() {
@@ -180,13 +207,13 @@ impl TableWriter {
         }
         for (day, idx) in groups {
             let part = take_record_batch(&batch, &UInt32Array::from(idx))?;
-            self.write_to(day, &part, run_id, seq)?;
+            self.write_to(day, &part, run, seq)?;
         }
         Ok(())
     }
 
-    fn write_to(&mut self, day: i32, batch: &RecordBatch, run_id: &str, seq: &mut usize) -> Result<()> {
-        self.file_for(day, run_id, seq)?.write(batch)
+    fn write_to(&mut self, day: i32, batch: &RecordBatch, run: &RunNames, seq: &mut usize) -> Result<()> {
+        self.file_for(day, run, seq)?.write(batch)
     }
 
     fn finish(self) -> Result<Vec<PathBuf>> {
@@ -194,18 +221,25 @@ impl TableWriter {
     }
 }
 
+/// What every file of one run shares: the run id in its name and its codec.
+struct RunNames {
+    run_id: String,
+    compression: Compression,
+}
+
 /// Writes the tables of one ingest run under a local dataset root.
 pub struct DatasetWriter {
     root: PathBuf,
-    run_id: String,
+    run: RunNames,
     seq: usize,
     tables: BTreeMap<&'static str, TableWriter>,
 }
 
 impl DatasetWriter {
     /// A writer for `root`; `run_id` makes this run's file names unique.
-    pub fn new(root: &Path, run_id: &str) -> Self {
-        Self { root: root.to_path_buf(), run_id: run_id.to_string(), seq: 0, tables: BTreeMap::new() }
+    pub fn new(root: &Path, run_id: &str, compression: Compression) -> Self {
+        let run = RunNames { run_id: run_id.to_string(), compression };
+        Self { root: root.to_path_buf(), run, seq: 0, tables: BTreeMap::new() }
     }
 
     /// Appends rows of `table`.
@@ -216,7 +250,7 @@ impl DatasetWriter {
             dir: root.join(table.name),
             open: BTreeMap::new(),
         });
-        writer.write(batch, &self.run_id, &mut self.seq)
+        writer.write(batch, &self.run, &mut self.seq)
     }
 
     /// Closes every file, still under its temporary name (the commit gives
@@ -227,5 +261,27 @@ impl DatasetWriter {
             files.extend(t.finish()?);
         }
         Ok(files)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use parquet::basic::{Compression, ZstdLevel};
+
+    use super::parse_compression;
+
+    #[test]
+    fn compression_names() {
+        let zstd = |n| Compression::ZSTD(ZstdLevel::try_new(n).unwrap());
+        assert_eq!(parse_compression("zstd").unwrap(), zstd(1));
+        assert_eq!(parse_compression("ZSTD(3)").unwrap(), zstd(3));
+        assert_eq!(parse_compression(" zstd( 22 ) ").unwrap(), zstd(22));
+        assert_eq!(parse_compression("lz4").unwrap(), Compression::LZ4_RAW);
+        assert_eq!(parse_compression("snappy").unwrap(), Compression::SNAPPY);
+        assert_eq!(parse_compression("none").unwrap(), Compression::UNCOMPRESSED);
+        for bad in ["zstd(0)", "zstd(23)", "zstd(x)", "zstd(", "gzip", ""] {
+            let e = parse_compression(bad).unwrap_err().to_string();
+            assert!(e.contains("zstd(N)") && e.contains(&format!("{bad:?}")), "{bad}: {e}");
+        }
     }
 }

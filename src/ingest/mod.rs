@@ -34,7 +34,7 @@ pub use tokscope_core::formats::Format;
 pub use tokscope_core::redact::{Redaction, Redactor};
 
 /// Settings of an ingest run.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct IngestOptions {
     /// How each input is read: format, derived-column settings, trace defaults, line limits.
     pub reader: ReaderBuilder,
@@ -46,6 +46,21 @@ pub struct IngestOptions {
     pub store: StoreOptions,
     /// How the dataset's writer lease is taken.
     pub lease: LeaseOptions,
+    /// The Parquet codec of the files written (`--compression`).
+    pub compression: parquet::basic::Compression,
+}
+
+impl Default for IngestOptions {
+    fn default() -> Self {
+        Self {
+            reader: Default::default(),
+            progress: false,
+            force: false,
+            store: Default::default(),
+            lease: Default::default(),
+            compression: crate::dataset::writer::default_compression(),
+        }
+    }
 }
 
 /// Counts for one input object.
@@ -103,13 +118,13 @@ struct WriterPool {
 }
 
 impl WriterPool {
-    fn new(n: usize, root: &Path, run_id: &str) -> Self {
+    fn new(n: usize, root: &Path, run_id: &str, compression: parquet::basic::Compression) -> Self {
         let (mut senders, mut handles) = (Vec::with_capacity(n), Vec::with_capacity(n));
         for i in 0..n {
             let (tx, rx) = sync_channel::<(&'static TableDef, DatedBatch)>(2);
             let (root, run) = (root.to_path_buf(), format!("{run_id}-w{i}"));
             handles.push(std::thread::spawn(move || -> Result<Vec<std::path::PathBuf>> {
-                let mut w = DatasetWriter::new(&root, &run);
+                let mut w = DatasetWriter::new(&root, &run, compression);
                 for (table, batch) in rx {
                     w.write(table, batch)?;
                 }
@@ -222,7 +237,7 @@ pub fn ingest_into(
 
     let staging = dataset.staging_dir()?;
     let progress = Progress::bytes(opts.progress, todo.iter().map(|o| o.size).sum());
-    let mut writers = WriterPool::new(rayon::current_num_threads().max(1), &staging, run_id);
+    let mut writers = WriterPool::new(rayon::current_num_threads().max(1), &staging, run_id, opts.compression);
     let mut result = Ok(());
     for obj in &todo {
         match ingest_object(obj, opts, rt, &mut writers, &progress) {

@@ -62,6 +62,8 @@ pub struct IngestConfig {
     pub time_unit: Option<String>,
     /// JSON file of rules mapping models to experiment arms (`--variants`).
     pub variants: Option<PathBuf>,
+    /// Parquet codec: `zstd(N)`, `lz4`, `snappy` or `none` (default zstd(1)).
+    pub compression: Option<String>,
 }
 
 /// `[export]`.

@@ -75,6 +75,14 @@ pub struct RunReport {
 }
 
 impl IngestConfig {
+    /// The Parquet codec these settings name (default zstd level 1).
+    pub fn compression(&self) -> Result<parquet::basic::Compression> {
+        match &self.compression {
+            Some(name) => crate::dataset::writer::parse_compression(name),
+            None => Ok(crate::dataset::writer::default_compression()),
+        }
+    }
+
     /// The reader these settings describe (the same settings as `tokscope ingest`'s flags).
     pub fn reader(&self) -> Result<ReaderBuilder> {
         let bins = match &self.bins {
@@ -130,6 +138,7 @@ pub fn run(config: &RunConfig, options: &RunOptions) -> Result<RunReport> {
         force: false,
         store: store.clone(),
         lease: config.lease_options(),
+        compression: config.ingest.compression()?,
     };
     let objects = ingest::resolve(&config.sources, &ingest_options, &rt)?;
     if options.dry_run {
