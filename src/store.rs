@@ -107,6 +107,13 @@ pub fn store_for(url: &Url, options: &StoreOptions) -> Result<Arc<dyn ObjectStor
             Arc::new(builder.build()?)
         }
         "http" | "https" => {
+            if !url.username().is_empty() || url.password().is_some() {
+                return Err(config_err!(
+                    "user information (a name or password) in {} is not supported: serve the logs from \
+                     an object store (s3://, gs://, az://) with credentials in the environment",
+                    crate::redact::redact_urls(url.as_str())
+                ));
+            }
             let base = format!("{}://{}", url.scheme(), url.authority());
             let builder = HttpBuilder::new().with_url(base).with_retry(retry);
             Arc::new(client.into_iter().fold(builder, |b, (k, v)| b.with_config(k, v)).build()?)

@@ -102,3 +102,32 @@ fn planted_credentials_appear_in_no_output() {
         assert!(!haystack.windows(secret.len()).any(|w| w == secret.as_bytes()), "{secret} leaked");
     }
 }
+
+#[test]
+fn an_ingested_url_is_stored_without_its_query_string() {
+    let dir = tempfile::tempdir().unwrap();
+    let s3 = common::S3Server::start();
+    s3.put("logs", &[("y.jsonl", &repo().join("sample_logs/canonical.jsonl"))]);
+    let data = dir.path().join("ds");
+    let ingest = |url: &str| {
+        Command::new(bin())
+            .args(["ingest", "--json", "--out", data.to_str().unwrap(), url])
+            .envs(s3.env())
+            .output()
+            .unwrap()
+    };
+    // A password in an http URL is refused before any request, without echoing it.
+    let refused = ingest(&format!("http://admin:{}@127.0.0.1:9/y.jsonl", PLANTED[5]));
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success() && err.contains("user information"), "{err}");
+    let o = ingest(&format!("s3://logs/y.jsonl?X-Amz-Signature={}", PLANTED[4]));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let rows = common::query(&data, "SELECT DISTINCT source_file FROM requests");
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(rows[0]["source_file"], "s3://logs/y.jsonl");
+    let mut haystack = [refused.stdout, refused.stderr, o.stdout, o.stderr].concat();
+    all_bytes(&data, &mut haystack);
+    for secret in &PLANTED[4..] {
+        assert!(!haystack.windows(secret.len()).any(|w| w == secret.as_bytes()), "{secret} stored");
+    }
+}
