@@ -41,7 +41,8 @@ fn rec() -> impl Strategy<Value = Rec> {
     // Token counts up to the plausible maximum (10^8) a line may hold.
     let counts = (0i64..=100_000_000, 0i64..1 << 20).prop_flat_map(|(p, c)| (Just(p), Just(c), 0..=p));
     (
-        ("\\PC{1,20}", "\\PC{1,12}", prop::option::of(any::<String>())),
+        // A model name has a character other than white space (a blank one is rejected).
+        ("\\PC{1,20}", "\\PC{0,5}[^\\s\\p{C}]\\PC{0,6}", prop::option::of(any::<String>())),
         // 2001-09-09 .. 2033-05-18, to the microsecond.
         1_000_000_000_000_000i64..2_000_000_000_000_000,
         counts,
