@@ -12,7 +12,7 @@ THREADS=${2:-2}
 REPEAT=${REPEAT:-3}
 WORK=${BENCH_DIR:-${CARGO_TARGET_DIR:-target}/bench/ingest}
 mkdir -p "$WORK"
-# TOKSCOPE_BIN: use an already built release binary instead of building one.
+# TOKSCOPE_BIN: use an already built release binary instead of building one (bench/lib.sh).
 . bench/lib.sh
 BIN=$(tokscope_bin)
 LOG="$WORK/canonical-${SIZE_MB}mb.jsonl"
@@ -63,12 +63,11 @@ rm -f "$WORK/plain.parquet"
 # (one run each; the zstd(1) row is the best run above).
 CODECS="$WORK/codecs"; : > "$CODECS"
 for codec in "zstd(1)" "zstd(3)" lz4 snappy none; do
-  if [ "$codec" = "zstd(1)" ]; then T=$T_TOK; else
-    rm -rf "$WORK/ds-codec"
-    /usr/bin/time -f "%e" -o "$WORK/t_codec" env RAYON_NUM_THREADS=$THREADS "$BIN" ingest --quiet --compression "$codec" --out "$WORK/ds-codec" "$LOG"
+  if [ "$codec" = "zstd(1)" ]; then T=$T_TOK D="$WORK/ds"; else
+    D="$WORK/ds-codec"; rm -rf "$D"
+    /usr/bin/time -f "%e" -o "$WORK/t_codec" env RAYON_NUM_THREADS=$THREADS "$BIN" ingest --quiet --compression "$codec" --out "$D" "$LOG"
     T=$(cat "$WORK/t_codec")
   fi
-  D=$([ "$codec" = "zstd(1)" ] && echo "$WORK/ds" || echo "$WORK/ds-codec")
   echo "$codec $T $(du -sb "$D" | cut -f1)" >> "$CODECS"
 done
 rm -rf "$WORK/ds-codec"

@@ -179,7 +179,7 @@ struct TableWriter {
 }
 
 impl TableWriter {
-    fn file_for(&mut self, day: i32, run: &RunNames, seq: &mut usize) -> Result<&mut OpenFile> {
+    fn file_for(&mut self, day: i32, run: &RunSettings, seq: &mut usize) -> Result<&mut OpenFile> {
         if !self.open.contains_key(&day) {
             let dir = match self.table.partition {
                 Partition::Date => self.dir.join(format!("{DATE_PARTITION}={}", date_string(day))),
@@ -192,7 +192,7 @@ impl TableWriter {
         self.open.get_mut(&day).ok_or_else(|| internal_err!("partition writer vanished"))
     }
 
-    fn write(&mut self, dated: DatedBatch, run: &RunNames, seq: &mut usize) -> Result<()> {
+    fn write(&mut self, dated: DatedBatch, run: &RunSettings, seq: &mut usize) -> Result<()> {
         let DatedBatch { batch, days } = dated;
         if batch.num_rows() == 0 {
             return Ok(());
@@ -212,7 +212,7 @@ impl TableWriter {
         Ok(())
     }
 
-    fn write_to(&mut self, day: i32, batch: &RecordBatch, run: &RunNames, seq: &mut usize) -> Result<()> {
+    fn write_to(&mut self, day: i32, batch: &RecordBatch, run: &RunSettings, seq: &mut usize) -> Result<()> {
         self.file_for(day, run, seq)?.write(batch)
     }
 
@@ -222,7 +222,7 @@ impl TableWriter {
 }
 
 /// What every file of one run shares: the run id in its name and its codec.
-struct RunNames {
+struct RunSettings {
     run_id: String,
     compression: Compression,
 }
@@ -230,7 +230,7 @@ struct RunNames {
 /// Writes the tables of one ingest run under a local dataset root.
 pub struct DatasetWriter {
     root: PathBuf,
-    run: RunNames,
+    run: RunSettings,
     seq: usize,
     tables: BTreeMap<&'static str, TableWriter>,
 }
@@ -238,7 +238,7 @@ pub struct DatasetWriter {
 impl DatasetWriter {
     /// A writer for `root`; `run_id` makes this run's file names unique.
     pub fn new(root: &Path, run_id: &str, compression: Compression) -> Self {
-        let run = RunNames { run_id: run_id.to_string(), compression };
+        let run = RunSettings { run_id: run_id.to_string(), compression };
         Self { root: root.to_path_buf(), run, seq: 0, tables: BTreeMap::new() }
     }
 

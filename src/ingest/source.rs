@@ -149,11 +149,10 @@ async fn resolve_remote(input: &str, options: &StoreOptions) -> Result<Vec<Input
     // The location names the object without the URL's user information
     // (a password) or query string (a pre-signed signature): it is stored in
     // `source_file` and the manifest, and the store keeps the credentials.
-    let base = match (url.host_str(), url.port()) {
-        (Some(host), Some(port)) => format!("{}://{host}:{port}", url.scheme()),
-        (Some(host), None) => format!("{}://{host}", url.scheme()),
-        (None, _) => format!("{}://", url.scheme()),
-    };
+    let mut bare = url.clone();
+    let _ = bare.set_password(None);
+    let _ = bare.set_username("");
+    let base = bare[..url::Position::BeforePath].to_string();
     let full_path =
         percent_encoding::percent_decode_str(url.path().trim_start_matches('/')).decode_utf8_lossy().into_owned();
     let make = |meta: object_store::ObjectMeta| InputObject {
