@@ -26,6 +26,7 @@ pub mod pipeline;
 pub mod progress;
 pub mod replay;
 pub mod samples;
+pub mod size;
 pub mod store;
 
 pub use error::{Error, Result};

@@ -126,3 +126,91 @@ fn ingest_peak_rss_does_not_grow_with_the_input() {
     assert!(big_kib < 512 * 1024, "{} MiB peak for {big_mb} MiB of input", big_kib >> 10);
     assert!(big_kib < small_kib * 3, "peak RSS grew from {small_kib} to {big_kib} KiB");
 }
+
+/// A log spread over many days keeps a Parquet file open per day in each
+/// writer thread, each with a row group in memory: without a limit what is
+/// buffered grows with the days and the rows. Under `--memory-limit` the
+/// writers flush their largest row groups, and the peak stays within the
+/// limit above what the program holds ingesting a few lines. The unlimited
+/// run of the same log must go over the limit, or the log proves nothing.
+#[test]
+fn ingest_holds_its_memory_limit_over_many_partitions() {
+    if !Path::new("/proc/self/status").exists() {
+        eprintln!("skipped: no /proc to read a child's peak RSS from");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let generate = |requests: &str, name: &str| {
+        let log = dir.path().join(name);
+        let args = format!("generate --requests {requests} --days 90 --output-chars 1500 --seed 9 --out");
+        let mut args: Vec<&str> = args.split(' ').collect();
+        args.push(log.to_str().unwrap());
+        tokscope(&args);
+        log
+    };
+    let (tiny, log) = (generate("20", "tiny.jsonl"), generate("100000", "days.jsonl"));
+    const LIMIT_MIB: u64 = 256;
+    let ingest = |input: &Path, limit: &str, out: &str| {
+        let data = dir.path().join(out);
+        let mut cmd = Command::new(bin());
+        cmd.env("RAYON_NUM_THREADS", "2").args([
+            "ingest",
+            "--quiet",
+            "--json",
+            "--format",
+            "canonical",
+            "--max-line-bytes",
+            "1048576",
+            "--memory-limit",
+            limit,
+            "--out",
+            data.to_str().unwrap(),
+            input.to_str().unwrap(),
+        ]);
+        cmd.stdout(std::process::Stdio::null());
+        let (kib, ok) = peak_rss_kib(cmd);
+        assert!(ok, "ingest of {} with --memory-limit {limit} failed", input.display());
+        kib >> 10
+    };
+    let base = ingest(&tiny, "256M", "tiny");
+    let limited = ingest(&log, "256M", "limited");
+    let unlimited = ingest(&log, "none", "unlimited");
+    eprintln!("peak RSS: {base} MiB for a few lines, {limited} MiB under 256M, {unlimited} MiB without a limit");
+    assert!(unlimited - base > LIMIT_MIB, "the log is too small to test the limit: {unlimited} MiB without one");
+    assert!(limited - base <= LIMIT_MIB, "{limited} MiB peak under a 256 MiB limit ({base} MiB for a few lines)");
+    // The same rows either way.
+    let count = |out: &str| {
+        let data = dir.path().join(out);
+        let o = query(&data, &[], &[], "SELECT count(*) AS n, count(DISTINCT request_id) AS d FROM requests");
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8(o.stdout).unwrap()
+    };
+    assert_eq!(count("limited"), count("unlimited"));
+    assert_eq!(count("limited"), "n,d\n100000,100000\n");
+}
+
+#[test]
+fn an_ingest_limit_below_what_the_pipeline_holds_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("log.jsonl");
+    tokscope(&["generate", "--requests", "10", "--out", log.to_str().unwrap()]);
+    let data = dir.path().join("ds");
+    let o = Command::new(bin())
+        .env("RAYON_NUM_THREADS", "2")
+        .args(["ingest", "--memory-limit", "32M", "--out", data.to_str().unwrap(), log.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("--memory-limit 32 MiB is below what ingest needs") && err.contains("--max-line-bytes"),
+        "{err}"
+    );
+    assert!(!data.join("requests").exists(), "a refused run wrote rows");
+    let o = Command::new(bin())
+        .args(["ingest", "--memory-limit", "lots", "--out", data.to_str().unwrap(), log.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_ne!(o.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("is not a size"));
+}

@@ -9,6 +9,7 @@ use tokscope::engine::{self, UdfConfig};
 use tokscope::export::{OutputFormat, TableLayout};
 use tokscope::formats::Format;
 use tokscope::jobs::JOBS;
+use tokscope::size::parse_size;
 
 /// A parser for a `named_enum!` type: its names as the possible values.
 pub fn choice<T>(names: &'static [&'static str]) -> impl TypedValueParser<Value = T>
@@ -83,29 +84,6 @@ impl MemoryArgs {
     pub fn limit(&self) -> engine::MemoryLimit {
         engine::MemoryLimit { bytes: self.memory_limit, spill_dir: self.spill_dir.clone() }
     }
-}
-
-/// A size: bytes, or a number with K, M, G or T (powers of 1024; `B`, `iB`
-/// suffixes accepted), or `none` (no limit: 0).
-pub fn parse_size(text: &str) -> Result<usize, String> {
-    let t = text.trim();
-    if t.eq_ignore_ascii_case("none") {
-        return Ok(0);
-    }
-    let upper = t.to_ascii_uppercase();
-    let digits = upper.trim_end_matches(['B', 'I']);
-    let (number, shift) = match digits.chars().last() {
-        Some('K') => (&digits[..digits.len() - 1], 10),
-        Some('M') => (&digits[..digits.len() - 1], 20),
-        Some('G') => (&digits[..digits.len() - 1], 30),
-        Some('T') => (&digits[..digits.len() - 1], 40),
-        _ => (digits, 0),
-    };
-    let value: f64 = number.trim().parse().map_err(|_| format!("`{text}` is not a size (e.g. 512M, 2G, none)"))?;
-    if !value.is_finite() || value < 0.0 {
-        return Err(format!("`{text}` is not a size (e.g. 512M, 2G, none)"));
-    }
-    Ok((value * (1u64 << shift) as f64) as usize)
 }
 
 impl UdfArgs {

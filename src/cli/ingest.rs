@@ -60,6 +60,12 @@ pub struct IngestFlags {
     /// snappy or none (docs/PERFORMANCE.md compares sizes and speeds).
     #[arg(long, default_value = "zstd(1)", value_name = "CODEC")]
     compression: String,
+    /// Most memory ingest may hold: bytes, or with a unit (512M, 1G), or
+    /// `none`. Beyond what the reading pipeline holds (twelve 4 MiB chunks and
+    /// the longest line), the writers flush their largest buffered row groups
+    /// (smaller row groups, the same rows) to stay under it.
+    #[arg(long, default_value = "512M", value_name = "SIZE")]
+    memory_limit: String,
     /// Lines longer than this many bytes are rejected without being buffered.
     #[arg(long, default_value_t = 64 << 20)]
     max_line_bytes: usize,
@@ -86,6 +92,7 @@ impl IngestFlags {
             time_unit: Some(self.time_unit.name().to_string()),
             variants: self.variants.clone(),
             compression: Some(self.compression.clone()),
+            memory_limit: Some(self.memory_limit.clone()),
         };
         Ok(IngestOptions {
             reader: settings.reader()?,
@@ -94,6 +101,7 @@ impl IngestFlags {
             store: Default::default(),
             lease: LeaseOptions { wait: Duration::from_secs(self.lease_wait), ..Default::default() },
             compression: settings.compression()?,
+            memory_limit: settings.memory_limit()?,
         })
     }
 }

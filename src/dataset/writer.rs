@@ -2,7 +2,9 @@
 //! `requests/date=YYYY-MM-DD/part-<run>-<n>.parquet`, the same for `tokens`,
 //! and `rejects/part-<run>-<n>.parquet`. Files are written under a hidden
 //! temporary name and renamed when complete, so readers never see half a file.
-//! Memory stays bounded: row groups are flushed by size, not by file.
+//! Memory stays bounded: row groups are flushed by size, not by file, and a
+//! writer given a budget flushes its largest buffered row groups when all of
+//! its open partitions together hold more than the budget.
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -153,6 +155,18 @@ impl OpenFile {
         result.map_err(self.failed())
     }
 
+    /// Memory held by the buffered row group (arrow-rs's estimate).
+    fn memory_size(&self) -> usize {
+        self.writer.as_ref().map_or(0, ArrowWriter::memory_size)
+    }
+
+    /// Writes the buffered row group out, freeing its buffers.
+    fn flush(&mut self) -> Result<()> {
+        let Some(writer) = self.writer.as_mut() else { return Err(internal_err!("flush after close")) };
+        let result = writer.flush();
+        result.map_err(self.failed())
+    }
+
     /// Finishes the file under its temporary name.
     fn finish(mut self) -> Result<PathBuf> {
         let Some(writer) = self.writer.take() else { return Err(internal_err!("closed twice")) };
@@ -233,13 +247,17 @@ pub struct DatasetWriter {
     run: RunSettings,
     seq: usize,
     tables: BTreeMap<&'static str, TableWriter>,
+    /// Most bytes the buffered row groups of all open files may hold; 0: no limit.
+    budget: usize,
 }
 
 impl DatasetWriter {
     /// A writer for `root`; `run_id` makes this run's file names unique.
-    pub fn new(root: &Path, run_id: &str, compression: Compression) -> Self {
+    /// `budget` bounds the memory of the row groups buffered in all its open
+    /// files together (0: only each file's own [`FLUSH_BYTES`]).
+    pub fn new(root: &Path, run_id: &str, compression: Compression, budget: usize) -> Self {
         let run = RunSettings { run_id: run_id.to_string(), compression };
-        Self { root: root.to_path_buf(), run, seq: 0, tables: BTreeMap::new() }
+        Self { root: root.to_path_buf(), run, seq: 0, tables: BTreeMap::new(), budget }
     }
 
     /// Appends rows of `table`.
@@ -250,7 +268,36 @@ impl DatasetWriter {
             dir: root.join(table.name),
             open: BTreeMap::new(),
         });
-        writer.write(batch, &self.run, &mut self.seq)
+        writer.write(batch, &self.run, &mut self.seq)?;
+        self.hold_budget()
+    }
+
+    /// Over the budget, flushes the largest buffered row groups until what
+    /// stays buffered fits half of it (a log spread over many days keeps a
+    /// file open per day, each with its own row group in memory).
+    fn hold_budget(&mut self) -> Result<()> {
+        if self.budget == 0 {
+            return Ok(());
+        }
+        let mut held: Vec<(usize, &'static str, i32)> = self
+            .tables
+            .iter()
+            .flat_map(|(name, t)| t.open.iter().map(move |(day, f)| (f.memory_size(), *name, *day)))
+            .collect();
+        let mut total: usize = held.iter().map(|h| h.0).sum();
+        if total <= self.budget {
+            return Ok(());
+        }
+        held.sort_unstable_by_key(|h| std::cmp::Reverse(h.0));
+        for (size, name, day) in held {
+            if total <= self.budget / 2 {
+                break;
+            }
+            let file = self.tables.get_mut(name).and_then(|t| t.open.get_mut(&day));
+            file.ok_or_else(|| internal_err!("partition writer vanished"))?.flush()?;
+            total -= size;
+        }
+        Ok(())
     }
 
     /// Closes every file, still under its temporary name (the commit gives

@@ -48,6 +48,57 @@ pub struct IngestOptions {
     pub lease: LeaseOptions,
     /// The Parquet codec of the files written (`--compression`).
     pub compression: parquet::basic::Compression,
+    /// Most bytes the run may hold (`--memory-limit`); 0: no limit. See
+    /// [`writer_budget`].
+    pub memory_limit: usize,
+}
+
+/// Ingest's default `--memory-limit`: peak RSS stays under 1 GiB with room
+/// for the program itself and the allocator's slack.
+pub const DEFAULT_MEMORY_LIMIT: usize = 512 << 20;
+
+/// The least a writer thread's budget may be (a few row groups' pages).
+const MIN_WRITER_BYTES: usize = 8 << 20;
+
+/// What a buffered row group occupies, as a multiple of arrow-rs's estimate
+/// of it, rounded up from the 2.3 measured.
+const OVERHEAD: usize = 3;
+
+/// What ingest holds besides its writers' buffered row groups: the raw and
+/// parsed chunks in flight (the splitter's queue, the chunk being parsed, the
+/// writers' queues) with the free pages the allocator keeps for reuse, and the
+/// longest line the splitter may hold. Measured with 4 MiB chunks and 2
+/// threads: about 185 MiB above the program's own footprint, most of it
+/// retained free pages (docs/RELIABILITY.md, "Bounded memory").
+pub fn pipeline_bytes(reader: &ReaderBuilder, threads: usize) -> usize {
+    (32 + 8 * threads) * reader.chunk_bytes() + reader.max_line_bytes()
+}
+
+/// Each writer thread's budget for its buffered row groups under `limit`
+/// (0: none), as arrow-rs estimates them: a third of what the pipeline does
+/// not hold, shared evenly (a buffered row group was measured to occupy about
+/// 2.3 times the estimate once its vectors' spare capacity and the
+/// allocator's pages are counted). A limit too small for the pipeline and a
+/// few pages per writer is an error.
+pub fn writer_budget(limit: usize, reader: &ReaderBuilder, writers: usize) -> Result<usize> {
+    if limit == 0 {
+        return Ok(0);
+    }
+    let writers = writers.max(1);
+    let fixed = pipeline_bytes(reader, writers);
+    let least = fixed + writers * OVERHEAD * MIN_WRITER_BYTES;
+    if limit < least {
+        let mib = |b: usize| format!("{:.0} MiB", b as f64 / f64::from(1 << 20));
+        return Err(config_err!(
+            "--memory-limit {} is below what ingest needs: {} ({} for the chunks in flight and the longest line, \
+             set by --max-line-bytes, plus {} for each of {writers} writer threads); raise the limit or lower --max-line-bytes",
+            mib(limit),
+            mib(least),
+            mib(fixed),
+            mib(OVERHEAD * MIN_WRITER_BYTES)
+        ));
+    }
+    Ok((limit - fixed) / (OVERHEAD * writers))
 }
 
 impl Default for IngestOptions {
@@ -59,6 +110,7 @@ impl Default for IngestOptions {
             store: Default::default(),
             lease: Default::default(),
             compression: crate::dataset::writer::default_compression(),
+            memory_limit: DEFAULT_MEMORY_LIMIT,
         }
     }
 }
@@ -118,13 +170,13 @@ struct WriterPool {
 }
 
 impl WriterPool {
-    fn new(n: usize, root: &Path, run_id: &str, compression: parquet::basic::Compression) -> Self {
+    fn new(n: usize, root: &Path, run_id: &str, compression: parquet::basic::Compression, budget: usize) -> Self {
         let (mut senders, mut handles) = (Vec::with_capacity(n), Vec::with_capacity(n));
         for i in 0..n {
             let (tx, rx) = sync_channel::<(&'static TableDef, DatedBatch)>(2);
             let (root, run) = (root.to_path_buf(), format!("{run_id}-w{i}"));
             handles.push(std::thread::spawn(move || -> Result<Vec<std::path::PathBuf>> {
-                let mut w = DatasetWriter::new(&root, &run, compression);
+                let mut w = DatasetWriter::new(&root, &run, compression, budget);
                 for (table, batch) in rx {
                     w.write(table, batch)?;
                 }
@@ -219,6 +271,8 @@ pub fn ingest_into(
     rt: &tokio::runtime::Runtime,
 ) -> Result<IngestSummary> {
     let started = Instant::now();
+    let threads = rayon::current_num_threads().max(1);
+    let budget = writer_budget(opts.memory_limit, &opts.reader, threads)?;
     let recovery = commit::recover(dataset, rt)?;
     let Plan { todo, skipped } = plan(dataset, objects, opts, rt)?;
     let mut summary = IngestSummary {
@@ -237,7 +291,7 @@ pub fn ingest_into(
 
     let staging = dataset.staging_dir()?;
     let progress = Progress::bytes(opts.progress, todo.iter().map(|o| o.size).sum());
-    let mut writers = WriterPool::new(rayon::current_num_threads().max(1), &staging, run_id, opts.compression);
+    let mut writers = WriterPool::new(threads, &staging, run_id, opts.compression, budget);
     let mut result = Ok(());
     for obj in &todo {
         match ingest_object(obj, opts, rt, &mut writers, &progress) {

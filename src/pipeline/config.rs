@@ -64,6 +64,8 @@ pub struct IngestConfig {
     pub variants: Option<PathBuf>,
     /// Parquet codec: `zstd(N)`, `lz4`, `snappy` or `none` (default zstd(1)).
     pub compression: Option<String>,
+    /// Most memory the ingest may hold (`512M`, `1G`, `none`; default 512M).
+    pub memory_limit: Option<String>,
 }
 
 /// `[export]`.
@@ -204,6 +206,8 @@ dataset = "lake"
 sources = ["logs/*.jsonl", "s3://bucket/logs/"]
 pricing = "litellm:prices.json"
 engine = "ballista://scheduler.internal:50050"
+[ingest]
+memory_limit = "1.5G"
 [export]
 to = "site"
 keep = 3
@@ -226,6 +230,10 @@ wait_s = 10
         assert_eq!(c.store_options().max_retries, 2);
         assert_eq!(c.store_options().timeout, Duration::from_millis(1500));
         assert_eq!(c.lease_options().wait, Duration::from_secs(10));
+        assert_eq!(c.ingest.memory_limit().unwrap(), 3 << 29);
+        assert_eq!(IngestConfig::default().memory_limit().unwrap(), crate::ingest::DEFAULT_MEMORY_LIMIT);
+        let lots = IngestConfig { memory_limit: Some("lots".into()), ..Default::default() };
+        assert!(lots.memory_limit().unwrap_err().to_string().contains("is not a size"));
         std::fs::write(&path, "dataset = \"d\"\nsources = [\"x\"]\nsurprise = 1\n").unwrap();
         let err = RunConfig::load(&path).unwrap_err().to_string();
         assert!(err.contains("surprise"), "{err}");

@@ -83,6 +83,15 @@ impl IngestConfig {
         }
     }
 
+    /// The memory limit these settings name (default
+    /// [`ingest::DEFAULT_MEMORY_LIMIT`](crate::ingest::DEFAULT_MEMORY_LIMIT); `none`: 0).
+    pub fn memory_limit(&self) -> Result<usize> {
+        match &self.memory_limit {
+            Some(size) => crate::size::parse_size(size),
+            None => Ok(crate::ingest::DEFAULT_MEMORY_LIMIT),
+        }
+    }
+
     /// The reader these settings describe (the same settings as `tokscope ingest`'s flags).
     pub fn reader(&self) -> Result<ReaderBuilder> {
         let bins = match &self.bins {
@@ -139,6 +148,7 @@ pub fn run(config: &RunConfig, options: &RunOptions) -> Result<RunReport> {
         store: store.clone(),
         lease: config.lease_options(),
         compression: config.ingest.compression()?,
+        memory_limit: config.ingest.memory_limit()?,
     };
     let objects = ingest::resolve(&config.sources, &ingest_options, &rt)?;
     if options.dry_run {

@@ -239,6 +239,16 @@ impl ReaderBuilder {
         self
     }
 
+    /// Target bytes per parsed chunk.
+    pub fn chunk_bytes(&self) -> usize {
+        self.chunk_bytes
+    }
+
+    /// The longest line held in memory; longer ones are rejected unread.
+    pub fn max_line_bytes(&self) -> usize {
+        self.max_line_bytes
+    }
+
     /// A reader over `input` (already decompressed), named `location` in
     /// `source_file` and `rejects`. The first bytes are read here, to
     /// recognise formats whose input is one document ([`Format::detect_head`]);
