@@ -71,6 +71,16 @@ fn a_query_over_the_limit_spills_or_fails_clearly() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("is not a size"));
 }
 
+/// Whether this system has `/proc` to read a child's peak RSS from (says so
+/// when not: the test is skipped).
+fn can_read_peak_rss() -> bool {
+    let yes = Path::new("/proc/self/status").exists();
+    if !yes {
+        eprintln!("skipped: no /proc to read a child's peak RSS from");
+    }
+    yes
+}
+
 /// The high-water mark of a running child's resident set (`VmHWM`), read
 /// until it exits; the last reading is its peak within the polling period.
 fn peak_rss_kib(mut cmd: Command) -> (u64, bool) {
@@ -94,8 +104,7 @@ fn peak_rss_kib(mut cmd: Command) -> (u64, bool) {
 
 #[test]
 fn ingest_peak_rss_does_not_grow_with_the_input() {
-    if !Path::new("/proc/self/status").exists() {
-        eprintln!("skipped: no /proc to read a child's peak RSS from");
+    if !can_read_peak_rss() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -135,8 +144,7 @@ fn ingest_peak_rss_does_not_grow_with_the_input() {
 /// run of the same log must go over the limit, or the log proves nothing.
 #[test]
 fn ingest_holds_its_memory_limit_over_many_partitions() {
-    if !Path::new("/proc/self/status").exists() {
-        eprintln!("skipped: no /proc to read a child's peak RSS from");
+    if !can_read_peak_rss() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
