@@ -110,6 +110,10 @@ struct OpenFile {
     writer: Option<ArrowWriter<File>>,
     tmp: PathBuf,
     dest: PathBuf,
+    /// Memory of the buffered row group after the last write or flush
+    /// (arrow-rs's estimate), so a writer sums its files without asking
+    /// every column of every file again.
+    held: usize,
 }
 
 impl Drop for OpenFile {
@@ -132,7 +136,7 @@ impl OpenFile {
             source: parquet::errors::ParquetError::External(Box::new(e)),
         })?;
         let writer = ArrowWriter::try_new(file, table.schema(), Some(writer_props(table, compression)))?;
-        Ok(OpenFile { writer: Some(writer), tmp, dest })
+        Ok(OpenFile { writer: Some(writer), tmp, dest, held: 0 })
     }
 
     fn failed(&self) -> impl FnOnce(parquet::errors::ParquetError) -> Error + '_ {
@@ -152,18 +156,15 @@ impl OpenFile {
                     }
                 },
             );
+        self.held = writer.memory_size();
         result.map_err(self.failed())
-    }
-
-    /// Memory held by the buffered row group (arrow-rs's estimate).
-    fn memory_size(&self) -> usize {
-        self.writer.as_ref().map_or(0, ArrowWriter::memory_size)
     }
 
     /// Writes the buffered row group out, freeing its buffers.
     fn flush(&mut self) -> Result<()> {
         let Some(writer) = self.writer.as_mut() else { return Err(internal_err!("flush after close")) };
         let result = writer.flush();
+        self.held = writer.memory_size();
         result.map_err(self.failed())
     }
 
@@ -279,15 +280,13 @@ impl DatasetWriter {
         if self.budget == 0 {
             return Ok(());
         }
-        let mut held: Vec<(usize, &'static str, i32)> = self
-            .tables
-            .iter()
-            .flat_map(|(name, t)| t.open.iter().map(move |(day, f)| (f.memory_size(), *name, *day)))
-            .collect();
-        let mut total: usize = held.iter().map(|h| h.0).sum();
+        let files =
+            || self.tables.iter().flat_map(|(name, t)| t.open.iter().map(move |(day, f)| (f.held, *name, *day)));
+        let mut total: usize = files().map(|h| h.0).sum();
         if total <= self.budget {
             return Ok(());
         }
+        let mut held: Vec<(usize, &'static str, i32)> = files().collect();
         held.sort_unstable_by_key(|h| std::cmp::Reverse(h.0));
         for (size, name, day) in held {
             if total <= self.budget / 2 {
