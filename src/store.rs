@@ -115,7 +115,10 @@ pub fn store_for(url: &Url, options: &StoreOptions) -> Result<Arc<dyn ObjectStor
                 ));
             }
             let base = format!("{}://{}", url.scheme(), url.authority());
-            let builder = HttpBuilder::new().with_url(base).with_retry(retry);
+            // object_store's client is https-only unless told otherwise.
+            let allow_http = (url.scheme() == "http").to_string();
+            let builder =
+                HttpBuilder::new().with_url(base).with_retry(retry).with_config(ClientConfigKey::AllowHttp, allow_http);
             Arc::new(client.into_iter().fold(builder, |b, (k, v)| b.with_config(k, v)).build()?)
         }
         "file" => Arc::new(LocalFileSystem::new()),

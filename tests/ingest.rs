@@ -481,3 +481,51 @@ fn schema_files_document_every_column_in_order() {
         }
     }
 }
+
+/// A plain web server (Python's `http.server` on a loopback port), stopped on drop.
+struct WebServer(std::process::Child);
+
+impl Drop for WebServer {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// An http:// URL is read like a local file of the same bytes (object_store's
+/// HTTP client refuses plain http unless told to allow it, which it is for
+/// http URLs), and `source_file` names the URL.
+#[test]
+fn an_http_url_is_read_like_the_same_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = common::free_port();
+    let served = repo().join("sample_logs");
+    let _server = WebServer(
+        std::process::Command::new("python3")
+            .args(["-m", "http.server", &port.to_string(), "--bind", "127.0.0.1", "--directory"])
+            .arg(&served)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("python3 -m http.server"),
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(std::time::Instant::now() < deadline, "http.server did not start");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let url = format!("http://127.0.0.1:{port}/canonical.jsonl");
+    let remote = ingest(&[&url], &dir.path().join("remote"), &[]);
+    let local = ingest(&[served.join("canonical.jsonl").to_str().unwrap()], &dir.path().join("local"), &[]);
+    assert_eq!(remote["totals"]["rows_written"], local["totals"]["rows_written"]);
+    assert_eq!(remote["totals"]["lines_rejected"], local["totals"]["lines_rejected"]);
+    let sql = "SELECT request_id, model, prompt_tokens, eos_status FROM requests ORDER BY request_id";
+    assert_eq!(query(&dir.path().join("remote"), sql), query(&dir.path().join("local"), sql));
+    let files = query(&dir.path().join("remote"), "SELECT DISTINCT source_file FROM requests");
+    assert_eq!(files, vec![serde_json::json!({ "source_file": url })]);
+    // A missing file: the server's answer to reading it, not to listing (it cannot list).
+    let missing = format!("http://127.0.0.1:{port}/missing.jsonl");
+    let o = common::tokscope_output(&["ingest", "--out", dir.path().join("x").to_str().unwrap(), &missing]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && err.contains(&format!("reading {missing}")) && err.contains("not found"), "{err}");
+}

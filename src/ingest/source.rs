@@ -171,18 +171,25 @@ async fn resolve_remote(input: &str, options: &StoreOptions) -> Result<Vec<Input
         (full_path.trim_end_matches('/').to_string(), None)
     };
     // A bucket root (`s3://bucket/`) or a trailing slash always means "list".
+    let mut head_error = None;
     if pattern.is_none() && !full_path.is_empty() && !full_path.ends_with('/') {
         // A single object, unless the name is a prefix (a "directory").
         let path = store::object_path(&url)?;
-        if let Ok(meta) = store.head(&path).await {
-            return Ok(vec![make(meta)]);
+        match store.head(&path).await {
+            Ok(meta) => return Ok(vec![make(meta)]),
+            Err(e) => head_error = Some(e),
         }
     }
     let prefix_path = if prefix.is_empty() { None } else { Some(object_store::path::Path::from(prefix.as_str())) };
     let mut listing = store.list(prefix_path.as_ref());
     let mut out = Vec::new();
     while let Some(meta) = listing.next().await {
-        let meta = meta.map_err(Error::store_at(format!("listing {input}")))?;
+        // When the name is neither an object nor a listable prefix, the
+        // object's error says more (a web server lists nothing: no WebDAV).
+        let meta = meta.map_err(|e| match head_error.take() {
+            Some(head) => Error::store_at(format!("reading {input}"))(head),
+            None => Error::store_at(format!("listing {input}"))(e),
+        })?;
         let loc = meta.location.to_string();
         if loc.split('/').any(is_hidden) {
             continue;
