@@ -150,6 +150,11 @@ fn a_second_run_changes_nothing_and_a_new_file_is_ingested_once() {
     let third = run(&cfg, &[]);
     assert_eq!(code(&third), 0, "{}", text(&third));
     assert_eq!(count_requests(data.to_str().unwrap(), &[]), 650);
+    // Each run compacts what it added to: one file per partition after two runs.
+    let files = snapshot(&data);
+    let parts: Vec<&String> = files.keys().filter(|k| k.starts_with("requests/") && k.ends_with(".parquet")).collect();
+    let dirs: std::collections::BTreeSet<&str> = parts.iter().filter_map(|k| k.rsplit_once('/').map(|d| d.0)).collect();
+    assert_eq!(parts.len(), dirs.len(), "one file per partition: {parts:?}");
 }
 
 /// Two CSV texts with the same header and rows, numbers equal to 1e-9 relative.
@@ -267,22 +272,8 @@ fn kill_9_anywhere_then_a_rerun_gives_exactly_once_rows_and_no_orphans() {
     let started = Instant::now();
     assert_eq!(code(&run(&timing_cfg, &[])), 0);
     let full = started.elapsed();
-    let mut seed = 0x9e3779b97f4a7c15_u64;
-    for trial in 0..20 {
-        // xorshift: a fixed sequence of kill points, the same on every machine.
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        let at = full.mul_f64((seed % 1000) as f64 / 1000.0 * 1.2);
-        let mut child = Command::new(bin())
-            .args(["run", "--config", cfg.to_str().unwrap(), "--quiet"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        std::thread::sleep(at);
-        let _ = child.kill(); // SIGKILL
-        let status = child.wait().unwrap();
+    for (trial, at) in common::kill_points(full, 1.2, 20, 0x9e3779b97f4a7c15).into_iter().enumerate() {
+        let status = common::kill_after(&["run", "--config", cfg.to_str().unwrap(), "--quiet"], at);
         let rows = count_requests(data.to_str().unwrap(), &[]);
         assert!(
             rows == 0 || rows == 4000 || rows == 8000 || rows == 12000,

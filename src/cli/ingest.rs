@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::bail;
+use tokscope::dataset::compact::{self, CompactOptions, CompactSummary};
 use tokscope::dataset::lease::LeaseOptions;
 use tokscope::engine::pricing::Pricing;
 use tokscope::engine::UdfConfig;
@@ -275,5 +276,75 @@ fn one_line(report: &RunReport) -> String {
         counts.lines_rejected,
         report.already_ingested,
         report.elapsed_s
+    )
+}
+
+/// `tokscope compact`.
+#[derive(clap::Args)]
+pub struct CompactArgs {
+    /// The dataset to compact (local directory or object-store URL).
+    #[arg(long)]
+    data: String,
+    /// A table to compact (repeat for more; default: every table the dataset holds).
+    #[arg(long = "table", value_name = "TABLE")]
+    tables: Vec<String>,
+    /// Files of at least this size are left alone; the others are merged per
+    /// partition into files cut at about this size.
+    #[arg(long, default_value = "256M", value_name = "SIZE")]
+    target_size: String,
+    /// Parquet codec of the merged files (as ingest's --compression).
+    #[arg(long, default_value = "zstd(1)", value_name = "CODEC")]
+    compression: String,
+    /// Wait up to this many seconds for another run's lease on the dataset
+    /// instead of failing at once.
+    #[arg(long, default_value_t = 0, value_name = "SECONDS")]
+    lease_wait: u64,
+    /// Print the summary as JSON on stdout.
+    #[arg(long)]
+    json: bool,
+    /// No summary on stderr.
+    #[arg(long, short)]
+    quiet: bool,
+}
+
+/// Runs `tokscope compact`.
+pub fn run_compact(args: &CompactArgs) -> anyhow::Result<()> {
+    let target = tokscope::size::parse_size(&args.target_size)?;
+    if target == 0 {
+        bail!("--target-size must be a size (e.g. 256M), not `{}`", args.target_size);
+    }
+    let opts = CompactOptions {
+        tables: args.tables.iter().map(|t| tokscope::catalog::table(t)).collect::<Result<_, _>>()?,
+        target_bytes: target as u64,
+        compression: tokscope::dataset::writer::parse_compression(&args.compression)?,
+        lease: LeaseOptions { wait: Duration::from_secs(args.lease_wait), ..Default::default() },
+    };
+    let rt = tokscope::store::io_runtime()?;
+    let dataset = tokscope::dataset::DatasetRoot::parse(&args.data)?;
+    rt.block_on(dataset.contents())?;
+    let s = compact::compact(&dataset, &ingest::new_run_id(), &opts, &rt)?;
+    if !args.quiet {
+        eprintln!("{}", compact_line(&s, &dataset.display()));
+    }
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&s)?);
+    }
+    Ok(())
+}
+
+/// One line saying what a compaction did.
+fn compact_line(s: &CompactSummary, dataset: &str) -> String {
+    if s.files_before == 0 {
+        return format!("compacted {dataset}: no partition has two or more small files");
+    }
+    let mib = |b: u64| b as f64 / (1u64 << 20) as f64;
+    format!(
+        "compacted {dataset}: {} files in {} partition(s) merged into {} ({} rows, {:.1} MiB -> {:.1} MiB)",
+        s.files_before,
+        s.partitions,
+        s.files_after,
+        s.rows,
+        mib(s.bytes_before),
+        mib(s.bytes_after)
     )
 }

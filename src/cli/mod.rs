@@ -38,6 +38,8 @@ enum Command {
     Sql(shell::SqlArgs),
     /// The main job end to end: ingest (the bundled sample logs by default) and print the report.
     Run(ingest::RunArgs),
+    /// Merge each partition's small Parquet files into one (atomically, under the dataset's lease).
+    Compact(ingest::CompactArgs),
     /// Publish the dashboard and every job's result as DEST/<date>/ and DEST/latest/.
     Export(export::ExportArgs),
     /// Write realistic synthetic access logs.
@@ -78,6 +80,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Job(args) => query::run_job(&args),
         Command::Sql(args) => shell::run_shell(&args),
         Command::Run(_) => unreachable!("handled above"),
+        Command::Compact(args) => ingest::run_compact(&args),
         Command::Export(args) => export::run_export(&args),
         Command::Generate(args) => generate::run_generate(&args),
         Command::Decode(args) => replay::run_decode(&args, out),

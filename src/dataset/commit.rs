@@ -6,8 +6,11 @@
 //! 2. It writes a commit record, `_commits/<run_id>.json`: the files' final
 //!    names and the manifest entries of the inputs they hold. Writing it is
 //!    the commit point.
-//! 3. It renames each file to its final name, adds the entries to the
-//!    manifest, and deletes the record.
+//! 3. It renames each file to its final name, replaces the dataset's file
+//!    list (`_files.json`, what queries read: [`super::files`]) with one that
+//!    holds the new files and not the files the commit replaces (`compact`
+//!    merges small files into one), deletes the replaced files, adds the
+//!    entries to the manifest, and deletes the record.
 //!
 //! The next writer (under the lease) first [`recover`]s: it finishes every
 //! commit record it finds (step 3 is idempotent), then deletes the
@@ -22,6 +25,7 @@ use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 use serde::{Deserialize, Serialize};
 
+use super::files::FileList;
 use super::manifest::{Manifest, ManifestEntry};
 use super::DatasetRoot;
 use crate::error::{Error, Result};
@@ -38,6 +42,10 @@ pub struct Commit {
     pub files: Vec<String>,
     /// Manifest entries of the inputs those files hold.
     pub manifest: Vec<ManifestEntry>,
+    /// Files (relative to the dataset root) whose rows `files` now hold,
+    /// deleted once `files` have their final names.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub replaces: Vec<String>,
 }
 
 /// The hidden temporary name of the final path `rel` (`a/b/x.parquet` -> `a/b/.x.parquet.tmp`).
@@ -54,6 +62,13 @@ fn is_temporary(rel: &str) -> bool {
     name.starts_with('.') && name.ends_with(".tmp")
 }
 
+/// Whether `name` is the staging file of a local put that did not finish
+/// (`object_store` writes `name#N`, then renames it to `name`; its listings
+/// skip such files).
+fn is_staged_put(name: &str) -> bool {
+    name.rsplit_once('#').is_some_and(|(_, n)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+}
+
 fn object(root: &ObjectPath, rel: &str) -> ObjectPath {
     rel.split('/').filter(|p| !p.is_empty()).fold(root.clone(), |p, part| p.join(part))
 }
@@ -65,10 +80,12 @@ pub fn commit(dataset: &DatasetRoot, commit: &Commit, rt: &tokio::runtime::Runti
     let bytes = serde_json::to_vec(commit).map_err(|source| Error::Json { path: record.to_string().into(), source })?;
     // One put: the record is either absent or whole (a local store writes and renames).
     rt.block_on(store.put(&record, PutPayload::from(bytes)))?;
+    crash_point("recorded");
     apply(dataset, store.as_ref(), &root, commit, &record, rt)
 }
 
-/// Finishes `commit`: final names, manifest entries, then the record goes.
+/// Finishes `commit`: final names, replaced files deleted, manifest entries,
+/// then the record goes. Every step is idempotent, so recovery can run it again.
 fn apply(
     dataset: &DatasetRoot,
     store: &dyn ObjectStore,
@@ -98,8 +115,22 @@ fn apply(
                 Err(e) => return Err(Error::from(e)),
             }
         }
+        crash_point("renamed");
+        // The visibility point: queries read the file list, not the directories.
+        FileList::commit(store, root, &commit.files, &commit.replaces).await?;
+        crash_point("listed");
+        for rel in &commit.replaces {
+            match store.delete(&object(root, rel)).await {
+                Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
+                Err(e) => return Err(Error::from(e)),
+            }
+        }
         Ok(())
     })?;
+    crash_point("replaced");
+    if commit.manifest.is_empty() {
+        return Ok(rt.block_on(store.delete(record))?);
+    }
     let mut manifest = Manifest::load(dataset, rt)?;
     for entry in &commit.manifest {
         manifest.add(entry.clone());
@@ -107,6 +138,19 @@ fn apply(
     manifest.save(dataset, rt)?;
     rt.block_on(store.delete(record))?;
     Ok(())
+}
+
+/// The environment variable that makes a commit stop dead after one of its
+/// steps (`recorded`, `renamed`, `listed`, `replaced`), as `kill -9` would:
+/// the crash tests use it to land exactly between two steps.
+pub const CRASH_AT: &str = "TOKSCOPE_CRASH_AT";
+
+/// Aborts the process here when [`CRASH_AT`] names `step`.
+fn crash_point(step: &str) {
+    if std::env::var_os(CRASH_AT).is_some_and(|v| v == step) {
+        eprintln!("{CRASH_AT}={step}: aborting after the commit's `{step}` step");
+        std::process::abort();
+    }
 }
 
 /// What [`recover`] did.
@@ -154,6 +198,19 @@ pub fn recover(dataset: &DatasetRoot, rt: &tokio::runtime::Runtime) -> Result<Re
             recovery.orphans_removed.push(rel.to_string());
         }
     }
+    // Side files and commit records of a local dataset put by a killed run.
+    if let DatasetRoot::Local(dir) = dataset {
+        for sub in ["", COMMITS] {
+            let Ok(entries) = std::fs::read_dir(dir.join(sub)) else { continue };
+            for entry in entries.flatten() {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                if is_staged_put(&name) {
+                    std::fs::remove_file(entry.path()).map_err(|e| Error::io(entry.path().display(), e))?;
+                    recovery.orphans_removed.push(if sub.is_empty() { name } else { format!("{sub}/{name}") });
+                }
+            }
+        }
+    }
     Ok(recovery)
 }
 
@@ -170,5 +227,7 @@ mod tests {
         assert_eq!(temporary_name("x.parquet"), ".x.parquet.tmp");
         assert!(is_temporary("requests/date=2024-06-01/.part-a.parquet.tmp"));
         assert!(!is_temporary("requests/date=2024-06-01/part-a.parquet"));
+        assert!(is_staged_put("_files.json#3") && is_staged_put("run.json#12"));
+        assert!(!is_staged_put("_files.json") && !is_staged_put("a#b.parquet") && !is_staged_put("x#"));
     }
 }

@@ -4,6 +4,8 @@
 //! `_ingest_summary.json`. [`writer`] writes the files.
 
 pub mod commit;
+pub mod compact;
+pub mod files;
 pub mod lease;
 pub mod manifest;
 pub mod writer;
@@ -22,6 +24,15 @@ use crate::store::{self, StoreOptions};
 
 /// The ingest manifest's file name (see `ingest::manifest`).
 pub const MANIFEST: &str = "_manifest.jsonl";
+
+/// How long a command that adds a file to a table (replay, mediate) waits
+/// for the dataset's lease while an ingest or compaction holds it.
+pub const WRITE_LEASE_WAIT: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// A fresh id per run: UTC time plus process id, sortable and unique.
+pub fn new_run_id() -> String {
+    format!("{}-{:x}", chrono::Utc::now().format("%Y%m%dT%H%M%S%3f"), std::process::id())
+}
 
 /// What a dataset root holds ([`DatasetRoot::contents`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -254,35 +265,50 @@ impl DatasetRoot {
         Ok(rels)
     }
 
-    /// Publishes staged files (paths under `staging`) to a remote dataset,
-    /// then removes the staging copies. A no-op for local datasets.
-    pub fn publish(&self, staging: &Path, files: &[PathBuf], rt: &tokio::runtime::Runtime) -> Result<()> {
-        let DatasetRoot::Remote { store, .. } = self else { return Ok(()) };
-        for f in files {
-            let rel = f.strip_prefix(staging).map_err(|_| config_err!("{} is outside staging", f.display()))?;
-            let rel = rel.to_string_lossy().replace(std::path::MAIN_SEPARATOR, "/");
-            let bytes = std::fs::read(f).map_err(|e| Error::io(f.display(), e))?;
-            rt.block_on(store.put(&self.object(&rel), PutPayload::from(bytes)))?;
-        }
-        std::fs::remove_dir_all(staging).map_err(|e| Error::io(staging.display(), e))
-    }
-
-    /// Adds one new Parquet file holding `batches` to `table` (never
-    /// rewriting existing files) and returns its location. Written locally
-    /// under a temporary name and renamed (ingest's convention), then, for a
-    /// remote dataset, put to the store.
+    /// Adds one new Parquet file holding `batches` to `table`, beside its
+    /// files (see [`Self::write_table_file`]); returns its location.
     pub fn add_table_file(
         &self,
         table: &TableDef,
         batches: &[RecordBatch],
         rt: &tokio::runtime::Runtime,
     ) -> Result<String> {
+        self.write_table_file(table, rt, |_, _| Ok((batches.to_vec(), false)))
+    }
+
+    /// Writes one new Parquet file of `table` in one commit, holding the
+    /// dataset's lease (waiting up to [`WRITE_LEASE_WAIT`] for a running
+    /// ingest): `rows` gets the store and the table's current files, and
+    /// returns the new file's batches and whether they replace those files
+    /// (a rewrite: the commit deletes them) or go beside them. Returns the new
+    /// file's location.
+    pub fn write_table_file(
+        &self,
+        table: &TableDef,
+        rt: &tokio::runtime::Runtime,
+        rows: impl FnOnce(&dyn ObjectStore, &[object_store::path::Path]) -> Result<(Vec<RecordBatch>, bool)>,
+    ) -> Result<String> {
+        let run_id = new_run_id();
+        let wait = lease::LeaseOptions { wait: WRITE_LEASE_WAIT, ..Default::default() };
+        let _lease = lease::Lease::acquire(self, &run_id, wait, rt)?;
+        commit::recover(self, rt)?;
+        let (store, root) = self.store_and_root()?;
+        let list = rt.block_on(files::FileList::load_or_scan(store.as_ref(), &root))?;
+        let current = list.table_paths(table.name);
+        let paths: Vec<_> = current.iter().map(|rel| self.object(rel)).collect();
+        let (batches, replace) = rows(store.as_ref(), &paths)?;
         let staging = self.staging_dir()?;
-        let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%S%6f");
-        let name = format!("part-{stamp}-{:x}.parquet", std::process::id());
-        let path = staging.join(table.name).join(&name);
-        writer::write_file(table, batches, &path)?;
-        self.publish(&staging, std::slice::from_ref(&path), rt)?;
-        Ok(format!("{}/{}/{name}", self.display().trim_end_matches('/'), table.name))
+        let dest = staging.join(table.name).join(format!("part-{run_id}.parquet"));
+        let mut file = writer::OpenFile::create(table, dest, writer::default_compression())?;
+        for batch in batches.iter().filter(|b| b.num_rows() > 0) {
+            file.write(batch)?;
+        }
+        let written = file.finish()?;
+        let files = self.stage_for_commit(&staging, std::slice::from_ref(&written), rt)?;
+        let rel = files.first().ok_or_else(|| internal_err!("the new {} file was not staged", table.name))?;
+        let location = format!("{}/{rel}", self.display().trim_end_matches('/'));
+        let replaces = if replace { current } else { Vec::new() };
+        commit::commit(self, &commit::Commit { run_id, files, manifest: Vec::new(), replaces }, rt)?;
+        Ok(location)
     }
 }

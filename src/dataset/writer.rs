@@ -90,22 +90,11 @@ pub fn temporary_path(dest: &Path) -> PathBuf {
     dest.with_file_name(format!(".{name}.tmp"))
 }
 
-/// Writes `batches` of `table` as one Parquet file at `dest`, under a hidden
-/// temporary name first and renamed when complete, so readers never see half
-/// a file (the convention of every tokscope writer).
-pub fn write_file(table: &TableDef, batches: &[RecordBatch], dest: &Path) -> Result<()> {
-    let mut file = OpenFile::create(table, dest.to_path_buf(), default_compression())?;
-    for b in batches.iter().filter(|b| b.num_rows() > 0) {
-        file.write(b)?;
-    }
-    file.close()
-}
-
 /// A Parquet file being written under its temporary name. Dropped before it
 /// is finished (an error anywhere in the run), it removes its temporary file:
 /// a failed run leaves no part behind (a killed one does; the next run's
 /// recovery removes those, under the lease).
-struct OpenFile {
+pub struct OpenFile {
     /// `None` once closed.
     writer: Option<ArrowWriter<File>>,
     tmp: PathBuf,
@@ -127,7 +116,7 @@ impl Drop for OpenFile {
 
 impl OpenFile {
     /// Opens `.<name>.tmp` beside `dest`.
-    fn create(table: &TableDef, dest: PathBuf, compression: Compression) -> Result<Self> {
+    pub fn create(table: &TableDef, dest: PathBuf, compression: Compression) -> Result<Self> {
         let dir = dest.parent().ok_or_else(|| internal_err!("{} has no parent directory", dest.display()))?;
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir.display(), e))?;
         let tmp = temporary_path(&dest);
@@ -144,7 +133,7 @@ impl OpenFile {
     }
 
     /// Appends `batch`, flushing a row group when the buffered one is large.
-    fn write(&mut self, batch: &RecordBatch) -> Result<()> {
+    pub fn write(&mut self, batch: &RecordBatch) -> Result<()> {
         let Some(writer) = self.writer.as_mut() else { return Err(internal_err!("write after close")) };
         let result =
             writer.write(batch).and_then(
@@ -168,21 +157,21 @@ impl OpenFile {
         result.map_err(self.failed())
     }
 
-    /// Finishes the file under its temporary name.
-    fn finish(mut self) -> Result<PathBuf> {
+    /// Bytes written so far plus the buffered row group's estimate: about
+    /// the file's size if it were closed now.
+    pub fn size(&self) -> usize {
+        self.writer.as_ref().map_or(0, |w| w.bytes_written() + w.in_progress_size())
+    }
+
+    /// Finishes the file under its temporary name; returns its final path
+    /// (`dataset::commit` gives it that name).
+    pub fn finish(mut self) -> Result<PathBuf> {
         let Some(writer) = self.writer.take() else { return Err(internal_err!("closed twice")) };
         if let Err(e) = writer.close() {
             let _ = std::fs::remove_file(&self.tmp);
             return Err(self.failed()(e));
         }
         Ok(std::mem::take(&mut self.dest))
-    }
-
-    /// Finishes the file and gives it its final name.
-    fn close(self) -> Result<()> {
-        let tmp = self.tmp.clone();
-        let dest = self.finish()?;
-        std::fs::rename(&tmp, &dest).map_err(|e| Error::io(dest.display(), e))
     }
 }
 

@@ -16,15 +16,19 @@ use std::sync::Arc;
 
 use arrow::datatypes::{DataType, SchemaRef};
 use arrow::record_batch::RecordBatch;
+use datafusion::common::TableReference;
 use datafusion::datasource::empty::EmptyTable;
 use datafusion::datasource::file_format::parquet::ParquetFormat;
 use datafusion::datasource::listing::{ListingOptions, ListingTable, ListingTableConfig, ListingTableUrl};
+use datafusion::execution::cache::cache_manager::CachedFileList;
+use datafusion::execution::cache::TableScopedPath;
 use datafusion::execution::context::SQLOptions;
 use datafusion::prelude::{SessionConfig, SessionContext};
 
 use tokscope_core::catalog::{Partition, TableDef, CATALOG, DATE_PARTITION};
 use tokscope_core::derive::EosMarkers;
 
+use crate::dataset::files::FileList;
 use crate::dataset::DatasetRoot;
 use crate::error::{Error, Result};
 use architectures::Architectures;
@@ -37,6 +41,9 @@ use pricing::Pricing;
 pub fn new_session() -> Result<SessionContext> {
     new_session_with(&MemoryLimit::default())
 }
+
+/// The session's list-files cache: 64 MiB, the lists of ~300k files.
+const LIST_CACHE_BYTES: usize = 64 << 20;
 
 /// How much memory a query may hold, and where operators that can spill
 /// (sorts, aggregations, joins) write what does not fit.
@@ -71,7 +78,10 @@ impl MemoryLimit {
 /// process being killed.
 pub fn new_session_with(limit: &MemoryLimit) -> Result<SessionContext> {
     let config = SessionConfig::from_env()?.with_information_schema(true);
-    let mut runtime = datafusion::execution::runtime_env::RuntimeEnvBuilder::new();
+    // Room for the file lists of big datasets (DataFusion's default is 1 MiB,
+    // ~5k files), which `register_dataset_with` puts there.
+    let mut runtime =
+        datafusion::execution::runtime_env::RuntimeEnvBuilder::new().with_object_list_cache_limit(LIST_CACHE_BYTES);
     let bytes = limit.pool_bytes();
     if bytes > 0 {
         runtime = runtime.with_memory_pool(Arc::new(datafusion::execution::memory_pool::FairSpillPool::new(bytes)));
@@ -207,10 +217,12 @@ pub async fn register_dataset_for(
         ctx.register_object_store(&base, Arc::clone(store));
     }
     let contents = dataset.contents().await?;
+    let (store, root) = dataset.store_and_root()?;
+    let files = FileList::load(store.as_ref(), &root).await?;
     let mut absent = HashMap::new();
     for table in CATALOG {
         if contents.tables.contains(&table.name) {
-            register_parquet_table(ctx, dataset, table, types)?;
+            register_parquet_table(ctx, dataset, table, types, files.as_ref())?;
         } else if table.written_by == INGEST {
             ctx.register_table(table.name, Arc::new(EmptyTable::new(table_schema(table, types))))?;
         } else {
@@ -268,12 +280,16 @@ fn table_schema(table: &TableDef, types: TableTypes) -> SchemaRef {
 }
 
 /// Registers one table directory of the dataset as a Parquet listing table
-/// (with the `date` hive partition for date-partitioned tables).
+/// (with the `date` hive partition for date-partitioned tables). With the
+/// dataset's file list (`dataset::files`), the table reads the files it
+/// names: they go into the session's list-files cache under the table's
+/// key, so DataFusion takes them instead of listing the directory.
 fn register_parquet_table(
     ctx: &SessionContext,
     dataset: &DatasetRoot,
     table: &TableDef,
     types: TableTypes,
+    files: Option<&FileList>,
 ) -> Result<()> {
     let file_schema = match types {
         TableTypes::Views => with_view_types(&table.schema()),
@@ -284,7 +300,11 @@ fn register_parquet_table(
     if partitioned {
         options = options.with_table_partition_cols(vec![(DATE_PARTITION.to_string(), DataType::Date32)]);
     }
-    let url = ListingTableUrl::parse(dataset.table_url(table.name)?)?;
+    let url = ListingTableUrl::parse(dataset.table_url(table.name)?)?.with_table_ref(TableReference::bare(table.name));
+    if let (Some(files), Some(cache)) = (files, ctx.runtime_env().cache_manager.get_list_files_cache()) {
+        let key = TableScopedPath { table: Some(TableReference::bare(table.name)), path: url.prefix().clone() };
+        cache.put(&key, CachedFileList::new(files.table_files(table.name, url.prefix())));
+    }
     let config = ListingTableConfig::new(url).with_listing_options(options).with_schema(file_schema);
     ctx.register_table(table.name, Arc::new(ListingTable::try_new(config)?))?;
     Ok(())
@@ -322,7 +342,8 @@ pub async fn run_sql(ctx: &SessionContext, sql: &str, allow_write: bool) -> Resu
 /// or decode, the error names them (a corrupt or truncated part, not a bug
 /// in the query); otherwise DataFusion's error as it is.
 async fn name_corrupt_files(ctx: &SessionContext, e: datafusion::error::DataFusionError) -> Error {
-    if !matches!(e.find_root(), datafusion::error::DataFusionError::ParquetError(_)) {
+    use datafusion::error::DataFusionError as E;
+    if !matches!(e.find_root(), E::ParquetError(_) | E::ObjectStore(_) | E::IoError(_)) {
         return e.into();
     }
     let mut files = Vec::new();
@@ -337,6 +358,16 @@ async fn name_corrupt_files(ctx: &SessionContext, e: datafusion::error::DataFusi
     }
     let bad: Vec<String> = files.iter().filter_map(|f| check_parquet_file(f).err()).collect();
     if bad.is_empty() {
+        if let E::ObjectStore(inner) = e.find_root() {
+            if let object_store::Error::NotFound { path, .. } = inner.as_ref() {
+                return config_err!(
+                    "dataset file {path} is gone: the dataset's file list ({}) names it, so it was deleted \
+                     outside tokscope (to read what remains, delete that list: the next ingest or compact writes \
+                     it again from the files present)",
+                    crate::dataset::files::FILES
+                );
+            }
+        }
         return e.into();
     }
     config_err!(

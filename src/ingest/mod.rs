@@ -213,10 +213,7 @@ impl WriterPool {
     }
 }
 
-/// A fresh id per run: UTC time plus process id, sortable and unique.
-pub fn new_run_id() -> String {
-    format!("{}-{:x}", chrono::Utc::now().format("%Y%m%dT%H%M%S%3f"), std::process::id())
-}
+pub use crate::dataset::new_run_id;
 
 /// What an ingest would do: the inputs to read, and those skipped because
 /// the manifest lists them unchanged.
@@ -328,7 +325,11 @@ pub fn ingest_into(
             lines_rejected: fs.counts.lines_rejected,
         })
         .collect();
-    commit::commit(dataset, &Commit { run_id: run_id.to_string(), files, manifest: entries }, rt)?;
+    commit::commit(
+        dataset,
+        &Commit { run_id: run_id.to_string(), files, manifest: entries, replaces: Vec::new() },
+        rt,
+    )?;
     summary.elapsed_s = started.elapsed().as_secs_f64();
     let json = serde_json::to_vec_pretty(&summary)
         .map_err(|source| Error::Json { path: "_ingest_summary.json".into(), source })?;

@@ -32,6 +32,9 @@ pub struct RunConfig {
     pub engine: Option<String>,
     /// The export; without it a run only ingests.
     pub export: Option<ExportConfig>,
+    /// Compaction of the partitions a run added files to (on by default).
+    #[serde(default)]
+    pub compact: CompactConfig,
     /// Object-store client settings.
     #[serde(default)]
     pub store: StoreConfig,
@@ -66,6 +69,18 @@ pub struct IngestConfig {
     pub compression: Option<String>,
     /// Most memory the ingest may hold (`512M`, `1G`, `none`; default 512M).
     pub memory_limit: Option<String>,
+}
+
+/// `[compact]`: after ingesting something new, a run merges each
+/// partition's small files (`tokscope compact`) before it exports.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CompactConfig {
+    /// Whether to compact (default true).
+    pub enabled: Option<bool>,
+    /// Files of at least this size are left alone; merged files are cut at
+    /// about it (default 256M).
+    pub target_size: Option<String>,
 }
 
 /// `[export]`.
@@ -182,6 +197,26 @@ impl RunConfig {
     }
 
     /// The lease settings.
+    /// The compaction a run does after ingesting, `None` when `[compact]`
+    /// turns it off; merged files use the ingest's codec.
+    pub fn compact_options(&self) -> Result<Option<crate::dataset::compact::CompactOptions>> {
+        if self.compact.enabled == Some(false) {
+            return Ok(None);
+        }
+        let mut opts = crate::dataset::compact::CompactOptions {
+            compression: self.ingest.compression()?,
+            lease: self.lease_options(),
+            ..Default::default()
+        };
+        if let Some(size) = &self.compact.target_size {
+            opts.target_bytes = match crate::size::parse_size(size)? {
+                0 => return Err(config_err!("[compact] target_size must be a size (e.g. 256M), not `{size}`")),
+                n => n as u64,
+            };
+        }
+        Ok(Some(opts))
+    }
+
     pub fn lease_options(&self) -> LeaseOptions {
         let d = LeaseOptions::default();
         LeaseOptions {
@@ -242,5 +277,24 @@ wait_s = 10
         std::fs::write(&path, "dataset = \"d\"\nsources = [\"x\"]\nengine = \"http://h:1\"\n").unwrap();
         let err = RunConfig::load(&path).unwrap_err().to_string();
         assert!(err.contains("`engine`") && err.contains("ballista://HOST:PORT"), "{err}");
+    }
+
+    #[test]
+    fn compaction_is_on_by_default_and_configurable() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("job.toml");
+        let load = |extra: &str| {
+            std::fs::write(&path, format!("dataset = \"d\"\nsources = [\"x\"]\n{extra}")).unwrap();
+            RunConfig::load(&path).unwrap()
+        };
+        let default = load("").compact_options().unwrap().expect("on by default");
+        assert_eq!(default.target_bytes, crate::dataset::compact::DEFAULT_TARGET_BYTES);
+        let sized = load("[ingest]\ncompression = \"zstd(3)\"\n[compact]\ntarget_size = \"64M\"\n");
+        let opts = sized.compact_options().unwrap().unwrap();
+        assert_eq!(opts.target_bytes, 64 << 20);
+        assert_eq!(opts.compression, crate::dataset::writer::parse_compression("zstd(3)").unwrap());
+        assert!(load("[compact]\nenabled = false\n").compact_options().unwrap().is_none());
+        let zero = load("[compact]\ntarget_size = \"0\"\n").compact_options().unwrap_err().to_string();
+        assert!(zero.contains("target_size"), "{zero}");
     }
 }

@@ -19,6 +19,7 @@ use std::time::Instant;
 use chrono::NaiveDate;
 use serde::Serialize;
 
+use crate::dataset::compact::{self, CompactSummary};
 use crate::dataset::lease::Lease;
 use crate::dataset::DatasetRoot;
 use crate::derive::{ContextBins, DeriveSettings, EosMarkers, VariantMap};
@@ -66,6 +67,9 @@ pub struct RunReport {
     pub already_ingested: usize,
     /// The ingest (none in a dry run).
     pub ingest: Option<IngestSummary>,
+    /// The compaction after the ingest (none when nothing new was ingested,
+    /// `[compact] enabled = false`, or in a dry run).
+    pub compact: Option<CompactSummary>,
     /// The export (none without `[export]` or in a dry run).
     pub export: Option<ExportSummary>,
     /// Whether nothing was written.
@@ -159,6 +163,7 @@ pub fn run(config: &RunConfig, options: &RunOptions) -> Result<RunReport> {
             ingested: plan.todo.into_iter().map(|o| o.location).collect(),
             already_ingested: plan.skipped.len(),
             ingest: None,
+            compact: None,
             export: None,
             dry_run: true,
             elapsed_s: started.elapsed().as_secs_f64(),
@@ -168,6 +173,15 @@ pub fn run(config: &RunConfig, options: &RunOptions) -> Result<RunReport> {
     let mut lease = Lease::acquire(&dataset, &run_id, ingest_options.lease, &rt)?;
     let summary = ingest::ingest_into(&dataset, objects, &ingest_options, &run_id, &rt)?;
     lease.renew()?;
+    // Compact what this run added to before the export reads it.
+    let compact = match config.compact_options()? {
+        Some(opts) if !summary.files.is_empty() => {
+            let done = compact::compact_held(&dataset, &run_id, &opts, &rt)?;
+            lease.renew()?;
+            Some(done)
+        }
+        _ => None,
+    };
     let export = match &config.export {
         Some(export) => {
             let udf = UdfConfig::load(
@@ -208,6 +222,7 @@ pub fn run(config: &RunConfig, options: &RunOptions) -> Result<RunReport> {
         ingested: summary.files.iter().map(|f| f.location.clone()).collect(),
         already_ingested: summary.files_skipped.len(),
         ingest: Some(summary),
+        compact,
         export,
         dry_run: false,
         elapsed_s: started.elapsed().as_secs_f64(),

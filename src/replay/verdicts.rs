@@ -3,18 +3,16 @@
 //!
 //! The table is keyed by `request_id`. A write replaces the verdicts of the
 //! request ids it carries: the rows of every existing file that are not
-//! re-replayed are copied into one new file with the new rows, the new file is
-//! published, and only then are the old files deleted. A crash between the two
-//! steps can leave duplicates (never lose rows); the next write removes them.
+//! re-replayed are copied into one new file with the new rows, and one commit
+//! (`dataset::commit`) replaces the old files with it: queries see the old
+//! files or the new one, never both.
 
 use std::collections::HashSet;
 
 use arrow::array::{Array, BooleanArray, StringArray};
 use arrow::record_batch::RecordBatch;
 use bytes::Bytes;
-use futures::TryStreamExt;
-use object_store::path::Path as ObjectPath;
-use object_store::{ObjectStore, ObjectStoreExt};
+use object_store::ObjectStoreExt;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 pub use tokscope_core::catalog::replay_verdicts::RunInfo;
 use tokscope_core::catalog::replay_verdicts::{VerdictRow, VerdictsBuilder};
@@ -86,38 +84,21 @@ pub fn to_batch(rows: &[VerdictRow], run: &RunInfo) -> Result<RecordBatch> {
 /// Writes `batch` into the dataset's `replay_verdicts`, replacing the rows of
 /// the request ids it holds (see the module docs). Returns the new file's location.
 pub fn write_verdicts(dataset: &DatasetRoot, batch: &RecordBatch, rt: &tokio::runtime::Runtime) -> Result<String> {
-    let (store, root) = dataset.store_and_root()?;
-    let dir = child(&root, TABLE);
     let replaced: HashSet<String> = string_column(batch, "request_id")?.iter().flatten().map(str::to_string).collect();
-    let (old, mut kept) = rt.block_on(async {
-        let old: Vec<ObjectPath> = store
-            .list(Some(&dir))
-            .map_ok(|m| m.location)
-            .try_filter(|p| futures::future::ready(p.as_ref().ends_with(".parquet")))
-            .try_collect()
-            .await?;
-        let mut kept = Vec::new();
-        for path in &old {
-            let bytes = store.get(path).await?.bytes().await?;
-            for old_batch in read_parquet(bytes)? {
-                kept.push(drop_ids(&old_batch, &replaced)?);
+    dataset.write_table_file(&VerdictsBuilder::DEF, rt, |store, old| {
+        let mut kept = rt.block_on(async {
+            let mut kept = Vec::new();
+            for path in old {
+                let bytes = store.get(path).await?.bytes().await?;
+                for old_batch in read_parquet(bytes)? {
+                    kept.push(drop_ids(&old_batch, &replaced)?);
+                }
             }
-        }
-        Ok::<_, Error>((old, kept))
-    })?;
-    kept.push(batch.clone());
-    let location = dataset.add_table_file(&VerdictsBuilder::DEF, &kept, rt)?;
-    rt.block_on(async {
-        for path in &old {
-            store.delete(path).await?;
-        }
-        Ok::<_, Error>(())
-    })?;
-    Ok(location)
-}
-
-fn child(parent: &ObjectPath, name: &str) -> ObjectPath {
-    parent.clone().join(name)
+            Ok::<_, Error>(kept)
+        })?;
+        kept.push(batch.clone());
+        Ok((kept, true))
+    })
 }
 
 fn read_parquet(bytes: Bytes) -> Result<Vec<RecordBatch>> {

@@ -95,6 +95,29 @@ pub fn python(script: &str) -> String {
     String::from_utf8(out.stdout).expect("utf-8")
 }
 
+/// `n` kill points spread over `0..spread * full`, from a xorshift seeded
+/// with `seed`: the same sequence on every machine.
+pub fn kill_points(full: Duration, spread: f64, n: usize, mut seed: u64) -> Vec<Duration> {
+    (0..n)
+        .map(|_| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            full.mul_f64((seed % 1000) as f64 / 1000.0 * spread)
+        })
+        .collect()
+}
+
+/// Starts tokscope with `args` (output discarded) and kills it (SIGKILL)
+/// after `at`; returns how it ended.
+pub fn kill_after(args: &[&str], at: Duration) -> std::process::ExitStatus {
+    let mut child =
+        Command::new(bin()).args(args).stdout(Stdio::null()).stderr(Stdio::null()).spawn().expect("run tokscope");
+    std::thread::sleep(at);
+    let _ = child.kill();
+    child.wait().expect("wait for tokscope")
+}
+
 /// A port nothing listens on now (the OS's pick; free until someone binds it).
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("free port")

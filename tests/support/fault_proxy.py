@@ -76,7 +76,9 @@ def main():
             for k, v in resp.getheaders():
                 if k.lower() not in HOP_BY_HOP and k.lower() != "content-length":
                     self.send_header(k, v)
-            self.send_header("Content-Length", str(len(data)))
+            # A HEAD answer has no body but the object's length (the upstream's header).
+            length = resp.getheader("Content-Length") if self.command == "HEAD" else None
+            self.send_header("Content-Length", length or str(len(data)))
             self.end_headers()
             if self.command != "HEAD":
                 self.wfile.write(data)

@@ -1,0 +1,195 @@
+//! `_files.json`: the dataset's list of data files, with their sizes and
+//! modification times.
+//!
+//! Every commit (`dataset::commit`: an ingest run, a compaction, a replay's or
+//! a mediation's new file) replaces it with one put, after its files have
+//! their final names and before the files it replaces are deleted. Queries
+//! read their tables' files from it instead of listing the table
+//! directories (`engine::register_dataset_with`), so
+//!
+//! - a run's files appear to queries all at once, and a compaction's merged
+//!   file replaces its inputs all at once: no query sees both, or neither;
+//! - a query costs one small read instead of a listing of every partition
+//!   (object-store listings are slow and paged).
+//!
+//! A dataset written before the list existed is listed as before; its next
+//! commit writes the list from a listing of its table directories.
+
+use std::collections::BTreeMap;
+
+use futures::TryStreamExt;
+use object_store::path::Path as ObjectPath;
+use object_store::{ObjectMeta, ObjectStore, ObjectStoreExt, PutPayload};
+use serde::{Deserialize, Serialize};
+use tokscope_core::catalog::CATALOG;
+
+use crate::error::{Error, Result};
+
+/// The list's file name at the dataset root.
+pub const FILES: &str = "_files.json";
+
+/// The format version this build writes and reads.
+const VERSION: u32 = 1;
+
+/// Every data file of the dataset, by path relative to its root.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct FileList {
+    /// Format version.
+    pub version: u32,
+    /// `table/[date=YYYY-MM-DD/]part-....parquet` -> what the store said of it.
+    pub files: BTreeMap<String, FileEntry>,
+}
+
+/// One data file as the store described it when it was committed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileEntry {
+    /// Bytes.
+    pub size: u64,
+    /// Last modification, milliseconds since the epoch.
+    pub modified_ms: i64,
+}
+
+impl FileEntry {
+    fn of(meta: &ObjectMeta) -> Self {
+        FileEntry { size: meta.size, modified_ms: meta.last_modified.timestamp_millis() }
+    }
+}
+
+fn object(root: &ObjectPath, rel: &str) -> ObjectPath {
+    rel.split('/').filter(|p| !p.is_empty()).fold(root.clone(), |p, part| p.join(part))
+}
+
+/// `path` relative to `root`.
+fn relative(root: &ObjectPath, path: &ObjectPath) -> String {
+    path.as_ref().strip_prefix(root.as_ref()).unwrap_or(path.as_ref()).trim_start_matches('/').to_string()
+}
+
+/// Whether a listed object is a visible data file (not a writer's hidden temporary file).
+fn is_data_file(meta: &ObjectMeta) -> bool {
+    meta.location.filename().is_some_and(|n| !n.starts_with('.') && n.ends_with(".parquet"))
+}
+
+impl FileList {
+    /// The dataset's list; `None` when it has none (written before the list existed).
+    pub async fn load(store: &dyn ObjectStore, root: &ObjectPath) -> Result<Option<Self>> {
+        let path = object(root, FILES);
+        let bytes = match store.get(&path).await {
+            Ok(r) => r.bytes().await?,
+            Err(object_store::Error::NotFound { .. }) => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
+        let list: FileList = serde_json::from_slice(&bytes).map_err(|e| {
+            config_err!(
+                "{path} is not readable ({e}): it was not written by tokscope or is corrupt; delete it and the \
+                 dataset's files are listed instead (the next ingest or compact writes it again)"
+            )
+        })?;
+        if list.version != VERSION {
+            return Err(config_err!(
+                "{path} has format version {}, this tokscope reads version {VERSION}: use the tokscope that wrote it",
+                list.version
+            ));
+        }
+        Ok(Some(list))
+    }
+
+    /// The list from a listing of every table directory (a dataset without one).
+    pub async fn scan(store: &dyn ObjectStore, root: &ObjectPath) -> Result<Self> {
+        let mut list = FileList { version: VERSION, files: BTreeMap::new() };
+        for table in CATALOG {
+            let listed: Vec<ObjectMeta> = store.list(Some(&object(root, table.name))).try_collect().await?;
+            for meta in listed.iter().filter(|m| is_data_file(m)) {
+                list.files.insert(relative(root, &meta.location), FileEntry::of(meta));
+            }
+        }
+        Ok(list)
+    }
+
+    /// The dataset's list, or one from a listing when it has none.
+    pub async fn load_or_scan(store: &dyn ObjectStore, root: &ObjectPath) -> Result<Self> {
+        match Self::load(store, root).await? {
+            Some(list) => Ok(list),
+            None => Self::scan(store, root).await,
+        }
+    }
+
+    /// The paths (relative to the dataset root) of `table`'s files, in name order.
+    pub fn table_paths(&self, table: &str) -> Vec<String> {
+        let dir = format!("{table}/");
+        self.files
+            .range(dir.clone()..)
+            .take_while(|(rel, _)| rel.starts_with(&dir))
+            .map(|(rel, _)| rel.clone())
+            .collect()
+    }
+
+    /// Replaces the dataset's list with this one (one put: readers see the old list or this one).
+    pub async fn save(&self, store: &dyn ObjectStore, root: &ObjectPath) -> Result<()> {
+        let bytes = serde_json::to_vec(self).map_err(|source| Error::Json { path: FILES.into(), source })?;
+        store.put(&object(root, FILES), PutPayload::from(bytes)).await?;
+        Ok(())
+    }
+
+    /// Adds the committed files `added` (asking the store for their size and
+    /// time) and drops `removed` (paths relative to `root`), then saves.
+    pub async fn commit(
+        store: &dyn ObjectStore,
+        root: &ObjectPath,
+        added: &[String],
+        removed: &[String],
+    ) -> Result<()> {
+        let mut list = Self::load_or_scan(store, root).await?;
+        for rel in added {
+            let meta = store.head(&object(root, rel)).await?;
+            list.files.insert(rel.clone(), FileEntry::of(&meta));
+        }
+        for rel in removed {
+            list.files.remove(rel);
+        }
+        list.save(store, root).await
+    }
+
+    /// The files of `table`, as object metadata under `table_prefix` (the
+    /// table directory's path in the store the query engine reads).
+    pub fn table_files(&self, table: &str, table_prefix: &ObjectPath) -> Vec<ObjectMeta> {
+        let dir = format!("{table}/");
+        self.files
+            .range(dir.clone()..)
+            .take_while(|(rel, _)| rel.starts_with(&dir))
+            .map(|(rel, entry)| ObjectMeta {
+                location: object(table_prefix, &rel[dir.len()..]),
+                last_modified: chrono::DateTime::from_timestamp_millis(entry.modified_ms).unwrap_or_default(),
+                size: entry.size,
+                e_tag: None,
+                version: None,
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tables_files_are_those_under_its_directory() {
+        let entry = FileEntry { size: 10, modified_ms: 1_700_000_000_000 };
+        let mut list = FileList { version: VERSION, files: BTreeMap::new() };
+        for rel in [
+            "requests/date=2024-06-01/a.parquet",
+            "requests/date=2024-06-02/b.parquet",
+            "requests_x/c.parquet",
+            "rejects/d.parquet",
+        ] {
+            list.files.insert(rel.to_string(), entry);
+        }
+        let prefix = ObjectPath::from("data/lake/requests");
+        let files: Vec<String> = list.table_files("requests", &prefix).iter().map(|m| m.location.to_string()).collect();
+        assert_eq!(
+            files,
+            ["data/lake/requests/date=2024-06-01/a.parquet", "data/lake/requests/date=2024-06-02/b.parquet"]
+        );
+        assert_eq!(list.table_files("rejects", &ObjectPath::from("rejects")).len(), 1);
+        assert!(list.table_files("tokens", &ObjectPath::from("tokens")).is_empty());
+    }
+}
