@@ -11,7 +11,12 @@
 # DuckDB runs report.sql unchanged: `price_usd` is a DuckDB macro with the same
 # flat rates as the pricing file below, and DuckDB's quantile_cont is the same
 # exact estimator as tokscope's.
+#  (c) the fixed cost of a query against the 5 ms limit: opening the dataset
+#      (session, file list, tables) plus `SELECT count(*) FROM requests`, and
+#      plus `EXPLAIN` of each job (planning, file listing and statistics).
 # Usage: bench/jobs.sh [REQUESTS=500000] [THREADS=all]   (TOKSCOPE_BIN=path skips the build)
+# DAYS=N spreads the requests over N days (one date partition each; default: one
+# a second from 2024-06-01); COMPACT=1 runs `tokscope compact` after the ingest.
 # Builds release into BENCH_TARGET_DIR when set, else into CARGO_TARGET_DIR (or ./target).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,12 +29,15 @@ mkdir -p "$WORK"
 BIN=$(tokscope_bin)
 export TOKIO_WORKER_THREADS=$THREADS
 
-LOG="$WORK/canonical-$N.jsonl"
-[ -f "$LOG" ] || "$BIN" generate --requests "$N" --out "$LOG"
-DS="$WORK/ds-$N"
+DAYS=${DAYS:-}
+LOG="$WORK/canonical-$N${DAYS:+-${DAYS}d}.jsonl"
+[ -f "$LOG" ] || "$BIN" generate --requests "$N" ${DAYS:+--days "$DAYS"} --out "$LOG"
+DS="$WORK/ds-$N${DAYS:+-${DAYS}d}"
 [ -d "$DS/requests" ] || "$BIN" ingest --quiet --out "$DS" "$LOG"
+[ "${COMPACT:-0}" = 1 ] && "$BIN" compact --data "$DS"
 for f in eos latency report; do "$BIN" job "$f" --show-sql > "$WORK/$f.sql"; done
-echo "input: $LOG ($(du -h "$LOG" | cut -f1), $N requests), dataset $DS, threads=$THREADS"
+FILES=$(find "$DS/requests" -name '*.parquet' ! -name '.*' | wc -l)
+echo "input: $LOG ($(du -h "$LOG" | cut -f1), $N requests), dataset $DS ($FILES requests files), threads=$THREADS"
 
 PRICING=bench/generated_pricing.toml   # the generated models' prices
 
@@ -131,4 +139,21 @@ for f in eos latency report; do
   T_P=$(best whole "$BIN" query --data "$DS" --pricing "$PRICING" --format csv "$(cat "$WORK/$f.sql")")
   T_DUCK=$(best duck "$DUCK_MACROS$PARQUET_VIEW" "$WORK/$f.sql")
   python3 -c "print(f'job $f: tokscope query {$T_Q:.3f}s (whole process {$T_P:.3f}s)  duckdb {$T_DUCK:.3f}s  ratio duckdb/tokscope {$T_DUCK/$T_Q:.2f} (whole process {$T_DUCK/$T_P:.2f}) $TARGET')"
+done
+
+echo "== (c) fixed cost per query (limit 5 ms): opening the dataset + the query, best of $REPEAT"
+fixed() { # opening + query seconds printed by `tokscope query --timing` for SQL $1
+  "$BIN" query --data "$DS" --pricing "$PRICING" --format csv --timing "$1" 2>&1 >/dev/null \
+    | sed -n 's/^elapsed: \([0-9.]*\) s.*before it: \([0-9.]*\) s.*/\1 \2/p' | awk '{printf "%.5f\n", $1 + $2}'
+}
+duck_sql() { # DuckDB: seconds for SQL text $1 over the Parquet view (fresh connection)
+  printf '%s' "$1" > "$WORK/fixed.sql"
+  duck "$DUCK_MACROS$PARQUET_VIEW" "$WORK/fixed.sql"
+}
+T_C=$(best fixed "SELECT count(*) FROM requests")
+T_DC=$(best duck_sql "SELECT count(*) FROM requests")
+python3 -c "print(f'SELECT count(*): tokscope {1000*$T_C:.1f} ms (limit 5 ms: {\"met\" if $T_C < 0.005 else \"not met\"})  duckdb {1000*$T_DC:.1f} ms')"
+for f in eos latency report; do
+  T_E=$(best fixed "EXPLAIN $(cat "$WORK/$f.sql")")
+  python3 -c "print(f'EXPLAIN job $f: tokscope {1000*$T_E:.1f} ms (limit 5 ms: {\"met\" if $T_E < 0.005 else \"not met\"})')"
 done

@@ -175,6 +175,32 @@ fn queries_read_the_files_the_list_names_not_a_listing() {
 }
 
 #[test]
+fn count_star_takes_row_counts_from_the_list_and_opens_no_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = three_runs(dir.path());
+    let list: serde_json::Value = serde_json::from_slice(&std::fs::read(data.join("_files.json")).unwrap()).unwrap();
+    let listed: u64 = list["files"].as_object().unwrap().values().map(|f| f["rows"].as_u64().unwrap()).sum();
+    assert_eq!(listed, 9000, "each file's footer row count, kept at commit: {list}");
+    // Zero every file's footer, keeping its size: only a reader of the footers notices.
+    for (part, files) in parts(&data, "requests") {
+        for path in files.iter().map(|name| data.join(&part).join(name)) {
+            let mut bytes = std::fs::read(&path).unwrap();
+            let n = bytes.len();
+            bytes[n - 1024..].fill(0);
+            std::fs::write(&path, bytes).unwrap();
+        }
+    }
+    let rows = common::query(&data, "SELECT count(*) AS n FROM requests");
+    assert_eq!(rows[0]["n"], 9000, "count(*) from the list, no footer read");
+    let o = Command::new(bin())
+        .args(["query", "--data", data.to_str().unwrap(), "SELECT sum(prompt_tokens) FROM requests"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && err.contains("corrupt") && err.contains(".parquet"), "reading data does: {err}");
+}
+
+#[test]
 fn a_compaction_dead_between_any_two_commit_steps_shows_every_row_once() {
     let dir = tempfile::tempdir().unwrap();
     let pristine = three_runs(dir.path());

@@ -1,5 +1,5 @@
-//! `_files.json`: the dataset's list of data files, with their sizes and
-//! modification times.
+//! `_files.json`: the dataset's list of data files, with their sizes,
+//! modification times and row counts.
 //!
 //! Every commit (`dataset::commit`: an ingest run, a compaction, a replay's or
 //! a mediation's new file) replaces it with one put, after its files have
@@ -10,7 +10,8 @@
 //! - a run's files appear to queries all at once, and a compaction's merged
 //!   file replaces its inputs all at once: no query sees both, or neither;
 //! - a query costs one small read instead of a listing of every partition
-//!   (object-store listings are slow and paged).
+//!   (object-store listings are slow and paged), and plans without reading
+//!   any footer: the row counts are in the list (`count(*)` opens no file).
 //!
 //! A dataset written before the list existed is listed as before; its next
 //! commit writes the list from a listing of its table directories.
@@ -47,12 +48,52 @@ pub struct FileEntry {
     pub size: u64,
     /// Last modification, milliseconds since the epoch.
     pub modified_ms: i64,
+    /// Rows, from the file's footer when it was committed (absent for files
+    /// listed from a dataset written before the list existed). Queries take
+    /// it as the file's row count instead of reading the footer to plan.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rows: Option<u64>,
 }
 
 impl FileEntry {
     fn of(meta: &ObjectMeta) -> Self {
-        FileEntry { size: meta.size, modified_ms: meta.last_modified.timestamp_millis() }
+        FileEntry { size: meta.size, modified_ms: meta.last_modified.timestamp_millis(), rows: None }
     }
+}
+
+/// The error for a listed file that is not there.
+pub fn gone(path: impl std::fmt::Display) -> Error {
+    config_err!(
+        "dataset file {path} is gone: the dataset's file list ({FILES}) names it, so it was deleted outside \
+         tokscope (to read what remains, delete {FILES}: the next ingest or compact writes it again from the \
+         files present)"
+    )
+}
+
+/// Bytes read from a file's end to find its footer in one request.
+const FOOTER_READ: u64 = 64 << 10;
+
+/// The row count in the footer of the Parquet file at `path` (`size` bytes).
+async fn footer_rows(store: &dyn ObjectStore, path: &ObjectPath, size: u64) -> Result<u64> {
+    let bad = |why: String| config_err!("{path} is not a readable Parquet file: {why}");
+    if size < 12 {
+        return Err(bad(format!("{size} bytes")));
+    }
+    let tail_len = size.min(FOOTER_READ);
+    let tail = store.get_range(path, size - tail_len..size).await?;
+    let n = tail.len();
+    let (len, magic) = tail[n - 8..].split_at(4);
+    if magic != b"PAR1" {
+        return Err(bad("no PAR1 at its end".into()));
+    }
+    let len = u64::from(u32::from_le_bytes([len[0], len[1], len[2], len[3]]));
+    let metadata = match len + 8 <= tail_len {
+        true => tail.slice(n - 8 - len as usize..n - 8),
+        false if len + 8 <= size => store.get_range(path, size - 8 - len..size - 8).await?,
+        false => return Err(bad(format!("a {len}-byte footer in {size} bytes"))),
+    };
+    let metadata = parquet::file::metadata::ParquetMetaDataReader::decode_metadata(&metadata)?;
+    u64::try_from(metadata.file_metadata().num_rows()).map_err(|_| bad("a negative row count".into()))
 }
 
 fn object(root: &ObjectPath, rel: &str) -> ObjectPath {
@@ -140,8 +181,10 @@ impl FileList {
     ) -> Result<()> {
         let mut list = Self::load_or_scan(store, root).await?;
         for rel in added {
-            let meta = store.head(&object(root, rel)).await?;
-            list.files.insert(rel.clone(), FileEntry::of(&meta));
+            let path = object(root, rel);
+            let meta = store.head(&path).await?;
+            let rows = footer_rows(store, &path, meta.size).await?;
+            list.files.insert(rel.clone(), FileEntry { rows: Some(rows), ..FileEntry::of(&meta) });
         }
         for rel in removed {
             list.files.remove(rel);
@@ -150,20 +193,50 @@ impl FileList {
     }
 
     /// The files of `table`, as object metadata under `table_prefix` (the
-    /// table directory's path in the store the query engine reads).
-    pub fn table_files(&self, table: &str, table_prefix: &ObjectPath) -> Vec<ObjectMeta> {
+    /// table directory's path in the store the query engine reads), with
+    /// their row counts where the list has them.
+    pub fn table_files(&self, table: &str, table_prefix: &ObjectPath) -> Vec<(ObjectMeta, Option<u64>)> {
         let dir = format!("{table}/");
         self.files
             .range(dir.clone()..)
             .take_while(|(rel, _)| rel.starts_with(&dir))
-            .map(|(rel, entry)| ObjectMeta {
-                location: object(table_prefix, &rel[dir.len()..]),
-                last_modified: chrono::DateTime::from_timestamp_millis(entry.modified_ms).unwrap_or_default(),
-                size: entry.size,
-                e_tag: None,
-                version: None,
+            .map(|(rel, entry)| {
+                let meta = ObjectMeta {
+                    location: object(table_prefix, &rel[dir.len()..]),
+                    last_modified: chrono::DateTime::from_timestamp_millis(entry.modified_ms).unwrap_or_default(),
+                    size: entry.size,
+                    e_tag: None,
+                    version: None,
+                };
+                (meta, entry.rows)
             })
             .collect()
+    }
+
+    /// Checks that every listed file of a local dataset at `dir` is there
+    /// with the size it was committed with (a few microseconds a file): a
+    /// file changed or deleted outside tokscope is an error naming it, not a
+    /// row count taken from the list for a file that no longer holds them.
+    pub fn check_local(&self, dir: &std::path::Path) -> Result<()> {
+        for (rel, entry) in &self.files {
+            let path = dir.join(rel);
+            match std::fs::metadata(&path) {
+                Ok(m) if m.len() == entry.size => {}
+                Ok(m) => {
+                    return Err(config_err!(
+                        "corrupt dataset file {}: {} bytes where the dataset's file list ({FILES}) says {}: it was \
+                         changed outside tokscope (restore it from a backup, or delete it and {FILES}, then ingest \
+                         its input again with --force)",
+                        path.display(),
+                        m.len(),
+                        entry.size
+                    ))
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(gone(path.display())),
+                Err(e) => return Err(Error::io(path.display(), e)),
+            }
+        }
+        Ok(())
     }
 }
 
@@ -173,7 +246,7 @@ mod tests {
 
     #[test]
     fn a_tables_files_are_those_under_its_directory() {
-        let entry = FileEntry { size: 10, modified_ms: 1_700_000_000_000 };
+        let entry = FileEntry { size: 10, modified_ms: 1_700_000_000_000, rows: Some(3) };
         let mut list = FileList { version: VERSION, files: BTreeMap::new() };
         for rel in [
             "requests/date=2024-06-01/a.parquet",
@@ -184,7 +257,8 @@ mod tests {
             list.files.insert(rel.to_string(), entry);
         }
         let prefix = ObjectPath::from("data/lake/requests");
-        let files: Vec<String> = list.table_files("requests", &prefix).iter().map(|m| m.location.to_string()).collect();
+        let files: Vec<String> =
+            list.table_files("requests", &prefix).iter().map(|m| m.0.location.to_string()).collect();
         assert_eq!(
             files,
             ["data/lake/requests/date=2024-06-01/a.parquet", "data/lake/requests/date=2024-06-02/b.parquet"]
