@@ -518,7 +518,14 @@ fn query_runs_a_sql_file_verbatim_and_times_it() {
         .and_then(|r| r.split(' ').next())
         .and_then(|t| t.parse().ok())
         .unwrap_or_else(|| panic!("no timing line on stderr: {err}"));
-    assert!(secs > 0.0 && err.contains("(3 rows)"), "{err}");
+    assert!(secs > 0.0 && err.contains("(3 rows)") && err.contains("opening the dataset before it"), "{err}");
+    // --repeat: the same query again in the same session, one timing line each, the output once.
+    let o = common::tokscope_output(&["query", "--data", d, "--format", "csv", "--timing", "--repeat", "3", &sql]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(String::from_utf8(o.stdout).unwrap(), tokscope(&["job", "eos", "--data", d, "--format", "csv"]));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(err.lines().filter(|l| l.starts_with("elapsed: ")).count(), 3, "{err}");
+    assert_eq!(err.matches("run again in the same session").count(), 2, "{err}");
 }
 
 #[test]

@@ -28,6 +28,11 @@ pub struct QueryArgs {
     /// file list, tables).
     #[arg(long)]
     timing: bool,
+    /// With --timing: run the query this many times in the same session
+    /// (one timing line each; the output is the last run's), to tell a cold
+    /// process's first query from the warm ones after it.
+    #[arg(long, default_value_t = 1, requires = "timing", value_name = "N")]
+    repeat: usize,
     #[command(flatten)]
     udf: UdfArgs,
     #[command(flatten)]
@@ -76,17 +81,26 @@ pub fn run_query(args: &QueryArgs) -> anyhow::Result<()> {
     let batches = engine::runtime()?.block_on(async {
         let opened = std::time::Instant::now();
         let ctx = session(&args.data, &udf, args.engine.engine.as_deref(), &args.udf.memory.limit()).await?;
-        let start = std::time::Instant::now();
-        let batches = engine::run_sql(&ctx, &args.sql, args.allow_write).await?;
-        if args.timing {
-            let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
-            eprintln!(
-                "elapsed: {:.4} s ({rows} rows); opening the dataset before it: {:.4} s",
-                start.elapsed().as_secs_f64(),
-                (start - opened).as_secs_f64()
-            );
+        let mut open_s = Some(opened.elapsed().as_secs_f64());
+        let mut runs = 0;
+        loop {
+            let start = std::time::Instant::now();
+            let batches = engine::run_sql(&ctx, &args.sql, args.allow_write).await?;
+            if args.timing {
+                let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
+                let elapsed = start.elapsed().as_secs_f64();
+                match open_s.take() {
+                    Some(open) => {
+                        eprintln!("elapsed: {elapsed:.4} s ({rows} rows); opening the dataset before it: {open:.4} s")
+                    }
+                    None => eprintln!("elapsed: {elapsed:.4} s ({rows} rows); run again in the same session"),
+                }
+            }
+            runs += 1;
+            if runs >= args.repeat.max(1) {
+                return Ok::<_, tokscope::Error>(batches);
+            }
         }
-        Ok::<_, tokscope::Error>(batches)
     })?;
     export::write_output(&batches, args.output.format, args.output.output.as_deref(), &args.output.table.layout(&[]))?;
     Ok(())
