@@ -75,6 +75,13 @@ fn all_rows(data: &Path) -> String {
     ])
 }
 
+/// The error a query that must fail prints.
+fn query_error(data: &Path, sql: &str) -> String {
+    let o = Command::new(bin()).args(["query", "--data", data.to_str().unwrap(), sql]).output().unwrap();
+    assert!(!o.status.success(), "{sql} must fail");
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
 fn count(data: &Path) -> u64 {
     let rows =
         common::query(data, "SELECT count(*) AS n, count(DISTINCT source_file || request_id) AS ids FROM requests");
@@ -166,12 +173,8 @@ fn queries_read_the_files_the_list_names_not_a_listing() {
     assert_eq!(rows[0]["n"], 12000, "the forced input's rows a second time");
     let victim = parts(&data, "requests").into_iter().next().map(|(p, f)| data.join(p).join(&f[0])).unwrap();
     std::fs::remove_file(&victim).unwrap();
-    let o = Command::new(bin())
-        .args(["query", "--data", data.to_str().unwrap(), "SELECT count(*) FROM requests"])
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(!o.status.success() && err.contains("is gone") && err.contains("_files.json"), "{err}");
+    let err = query_error(&data, "SELECT count(*) FROM requests");
+    assert!(err.contains("is gone") && err.contains("_files.json"), "{err}");
 }
 
 #[test]
@@ -192,12 +195,8 @@ fn count_star_takes_row_counts_from_the_list_and_opens_no_file() {
     }
     let rows = common::query(&data, "SELECT count(*) AS n FROM requests");
     assert_eq!(rows[0]["n"], 9000, "count(*) from the list, no footer read");
-    let o = Command::new(bin())
-        .args(["query", "--data", data.to_str().unwrap(), "SELECT sum(prompt_tokens) FROM requests"])
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(!o.status.success() && err.contains("corrupt") && err.contains(".parquet"), "reading data does: {err}");
+    let err = query_error(&data, "SELECT sum(prompt_tokens) FROM requests");
+    assert!(err.contains("corrupt") && err.contains(".parquet"), "reading data does: {err}");
 }
 
 #[test]
