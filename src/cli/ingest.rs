@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::bail;
+use anyhow::{bail, Context};
 use tokscope::dataset::compact::{self, CompactOptions, CompactSummary};
 use tokscope::dataset::lease::LeaseOptions;
 use tokscope::engine::pricing::Pricing;
@@ -309,13 +309,9 @@ pub struct CompactArgs {
 
 /// Runs `tokscope compact`.
 pub fn run_compact(args: &CompactArgs) -> anyhow::Result<()> {
-    let target = tokscope::size::parse_size(&args.target_size)?;
-    if target == 0 {
-        bail!("--target-size must be a size (e.g. 256M), not `{}`", args.target_size);
-    }
     let opts = CompactOptions {
         tables: args.tables.iter().map(|t| tokscope::catalog::table(t)).collect::<Result<_, _>>()?,
-        target_bytes: target as u64,
+        target_bytes: compact::parse_target_size(&args.target_size).context("--target-size")?,
         compression: tokscope::dataset::writer::parse_compression(&args.compression)?,
         lease: LeaseOptions { wait: Duration::from_secs(args.lease_wait), ..Default::default() },
     };

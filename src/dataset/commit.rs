@@ -69,8 +69,14 @@ fn is_staged_put(name: &str) -> bool {
     name.rsplit_once('#').is_some_and(|(_, n)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
 }
 
-fn object(root: &ObjectPath, rel: &str) -> ObjectPath {
+/// The object path of `rel` (a `/`-separated path below the dataset root) under `root`.
+pub(crate) fn object(root: &ObjectPath, rel: &str) -> ObjectPath {
     rel.split('/').filter(|p| !p.is_empty()).fold(root.clone(), |p, part| p.join(part))
+}
+
+/// `path` relative to `root`: the inverse of [`object`].
+pub(crate) fn relative(root: &ObjectPath, path: &ObjectPath) -> String {
+    path.as_ref().strip_prefix(root.as_ref()).unwrap_or(path.as_ref()).trim_start_matches('/').to_string()
 }
 
 /// Records `commit` (the commit point) and applies it.
@@ -192,10 +198,10 @@ pub fn recover(dataset: &DatasetRoot, rt: &tokio::runtime::Runtime) -> Result<Re
         store.list(Some(&root)).map_ok(|m| m.location).try_collect().await
     })?;
     for path in all {
-        let rel = path.as_ref().strip_prefix(root.as_ref()).unwrap_or(path.as_ref()).trim_start_matches('/');
-        if is_temporary(rel) {
+        let rel = relative(&root, &path);
+        if is_temporary(&rel) {
             rt.block_on(store.delete(&path))?;
-            recovery.orphans_removed.push(rel.to_string());
+            recovery.orphans_removed.push(rel);
         }
     }
     // Side files and commit records of a local dataset put by a killed run.

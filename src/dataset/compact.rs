@@ -33,6 +33,15 @@ use crate::error::{Error, Result};
 /// at about this size (`--target-size`).
 pub const DEFAULT_TARGET_BYTES: u64 = 256 << 20;
 
+/// Parses a target size (`256M`, `1G`): a size of bytes, never 0 or `none`
+/// (`--target-size`, `[compact] target_size`).
+pub fn parse_target_size(text: &str) -> Result<u64> {
+    match crate::size::parse_size(text)? {
+        0 => Err(config_err!("a compaction's target size must be a size (e.g. 256M), not `{text}`")),
+        n => Ok(n as u64),
+    }
+}
+
 /// What to compact and how.
 #[derive(Debug, Clone)]
 pub struct CompactOptions {
@@ -127,8 +136,7 @@ pub fn compact_held(
                     open: None,
                 };
                 for (rel, size) in &files {
-                    let location = rel.split('/').fold(root.clone(), |p, part| p.join(part));
-                    summary.rows += merge.copy(store.as_ref(), &location, rt)?;
+                    summary.rows += merge.copy(store.as_ref(), &commit::object(&root, rel), rt)?;
                     summary.bytes_before += size;
                     replaces.push(rel.clone());
                 }
@@ -160,8 +168,7 @@ pub fn compact_held(
 /// dataset root, bytes).
 fn small_files_by_partition(list: &FileList, table: &TableDef, target: u64) -> BTreeMap<String, Vec<(String, u64)>> {
     let mut by_dir: BTreeMap<String, Vec<(String, u64)>> = BTreeMap::new();
-    let dir = format!("{}/", table.name);
-    for (rel, entry) in list.files.range(dir.clone()..).take_while(|(rel, _)| rel.starts_with(&dir)) {
+    for (rel, entry) in list.table_entries(table.name) {
         if entry.size >= target {
             continue;
         }

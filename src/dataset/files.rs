@@ -24,6 +24,7 @@ use object_store::{ObjectMeta, ObjectStore, ObjectStoreExt, PutPayload};
 use serde::{Deserialize, Serialize};
 use tokscope_core::catalog::CATALOG;
 
+use super::commit::{object, relative};
 use crate::error::{Error, Result};
 
 /// The list's file name at the dataset root.
@@ -96,15 +97,6 @@ async fn footer_rows(store: &dyn ObjectStore, path: &ObjectPath, size: u64) -> R
     u64::try_from(metadata.file_metadata().num_rows()).map_err(|_| bad("a negative row count".into()))
 }
 
-fn object(root: &ObjectPath, rel: &str) -> ObjectPath {
-    rel.split('/').filter(|p| !p.is_empty()).fold(root.clone(), |p, part| p.join(part))
-}
-
-/// `path` relative to `root`.
-fn relative(root: &ObjectPath, path: &ObjectPath) -> String {
-    path.as_ref().strip_prefix(root.as_ref()).unwrap_or(path.as_ref()).trim_start_matches('/').to_string()
-}
-
 /// Whether a listed object is a visible data file (not a writer's hidden temporary file).
 fn is_data_file(meta: &ObjectMeta) -> bool {
     meta.location.filename().is_some_and(|n| !n.starts_with('.') && n.ends_with(".parquet"))
@@ -154,14 +146,15 @@ impl FileList {
         }
     }
 
+    /// `table`'s files (paths relative to the dataset root) in name order.
+    pub fn table_entries<'a>(&'a self, table: &str) -> impl Iterator<Item = (&'a String, &'a FileEntry)> + 'a {
+        let dir = format!("{table}/");
+        self.files.range(dir.clone()..).take_while(move |(rel, _)| rel.starts_with(&dir))
+    }
+
     /// The paths (relative to the dataset root) of `table`'s files, in name order.
     pub fn table_paths(&self, table: &str) -> Vec<String> {
-        let dir = format!("{table}/");
-        self.files
-            .range(dir.clone()..)
-            .take_while(|(rel, _)| rel.starts_with(&dir))
-            .map(|(rel, _)| rel.clone())
-            .collect()
+        self.table_entries(table).map(|(rel, _)| rel.clone()).collect()
     }
 
     /// Replaces the dataset's list with this one (one put: readers see the old list or this one).
@@ -196,13 +189,10 @@ impl FileList {
     /// table directory's path in the store the query engine reads), with
     /// their row counts where the list has them.
     pub fn table_files(&self, table: &str, table_prefix: &ObjectPath) -> Vec<(ObjectMeta, Option<u64>)> {
-        let dir = format!("{table}/");
-        self.files
-            .range(dir.clone()..)
-            .take_while(|(rel, _)| rel.starts_with(&dir))
+        self.table_entries(table)
             .map(|(rel, entry)| {
                 let meta = ObjectMeta {
-                    location: object(table_prefix, &rel[dir.len()..]),
+                    location: object(table_prefix, &rel[table.len() + 1..]),
                     last_modified: chrono::DateTime::from_timestamp_millis(entry.modified_ms).unwrap_or_default(),
                     size: entry.size,
                     e_tag: None,

@@ -196,7 +196,6 @@ impl RunConfig {
         }
     }
 
-    /// The lease settings.
     /// The compaction a run does after ingesting, `None` when `[compact]`
     /// turns it off; merged files use the ingest's codec.
     pub fn compact_options(&self) -> Result<Option<crate::dataset::compact::CompactOptions>> {
@@ -209,14 +208,13 @@ impl RunConfig {
             ..Default::default()
         };
         if let Some(size) = &self.compact.target_size {
-            opts.target_bytes = match crate::size::parse_size(size)? {
-                0 => return Err(config_err!("[compact] target_size must be a size (e.g. 256M), not `{size}`")),
-                n => n as u64,
-            };
+            opts.target_bytes = crate::dataset::compact::parse_target_size(size)
+                .map_err(|e| config_err!("[compact] target_size: {e}"))?;
         }
         Ok(Some(opts))
     }
 
+    /// The lease settings.
     pub fn lease_options(&self) -> LeaseOptions {
         let d = LeaseOptions::default();
         LeaseOptions {
