@@ -75,6 +75,12 @@ fn all_rows(data: &Path) -> String {
     ])
 }
 
+/// `to` made a fresh copy of the dataset `from` (whatever `to` held before is gone).
+fn copy_dataset(from: &Path, to: &Path) {
+    let _ = std::fs::remove_dir_all(to);
+    assert!(Command::new("cp").arg("-a").arg(from).arg(to).status().unwrap().success(), "cp -a {from:?}");
+}
+
 /// The error a query that must fail prints.
 fn query_error(data: &Path, sql: &str) -> String {
     let o = Command::new(bin()).args(["query", "--data", data.to_str().unwrap(), sql]).output().unwrap();
@@ -205,8 +211,7 @@ fn a_compaction_dead_between_any_two_commit_steps_shows_every_row_once() {
     let pristine = three_runs(dir.path());
     let data = dir.path().join("victim");
     for step in ["recorded", "renamed", "listed", "replaced"] {
-        let _ = std::fs::remove_dir_all(&data);
-        assert!(Command::new("cp").arg("-a").arg(&pristine).arg(&data).status().unwrap().success());
+        copy_dataset(&pristine, &data);
         let o = Command::new(bin())
             .args(["compact", "--data", data.to_str().unwrap(), "--quiet"])
             .env("TOKSCOPE_CRASH_AT", step)
@@ -245,19 +250,14 @@ fn an_ingest_dead_after_renaming_its_files_shows_none_of_their_rows() {
 fn kill_9_during_compaction_never_shows_a_row_twice_or_loses_one() {
     let dir = tempfile::tempdir().unwrap();
     let pristine = three_runs(dir.path());
-    let copy = |to: &Path| {
-        let _ = std::fs::remove_dir_all(to);
-        let o = Command::new("cp").arg("-a").arg(&pristine).arg(to).output().unwrap();
-        assert!(o.status.success());
-    };
     let data = dir.path().join("victim");
-    copy(&data);
+    copy_dataset(&pristine, &data);
     let started = Instant::now();
     tokscope(&["compact", "--data", data.to_str().unwrap(), "--quiet"]);
     let full = started.elapsed();
     let mut merged = 0;
     for (trial, at) in common::kill_points(full, 1.1, 12, 0x2545f4914f6cdd1d).into_iter().enumerate() {
-        copy(&data);
+        copy_dataset(&pristine, &data);
         common::kill_after(&["compact", "--data", data.to_str().unwrap(), "--quiet"], at);
         assert_eq!(count(&data), 9000, "trial {trial}: rows seen after a kill at {at:?}");
         if parts(&data, "requests").values().all(|f| f.len() == 1) {
