@@ -317,8 +317,9 @@ pub fn run_compact(args: &CompactArgs) -> anyhow::Result<()> {
     };
     let rt = tokscope::store::io_runtime()?;
     let dataset = tokscope::dataset::DatasetRoot::parse(&args.data)?;
+    // Checked before the lease is taken: taking it creates the directory.
     rt.block_on(dataset.contents())?;
-    let s = compact::compact(&dataset, &ingest::new_run_id(), &opts, &rt)?;
+    let s = compact::compact(&dataset, &tokscope::dataset::new_run_id(), &opts, &rt)?;
     if !args.quiet {
         eprintln!("{}", compact_line(&s, &dataset.display()));
     }

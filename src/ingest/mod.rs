@@ -213,8 +213,6 @@ impl WriterPool {
     }
 }
 
-pub use crate::dataset::new_run_id;
-
 /// What an ingest would do: the inputs to read, and those skipped because
 /// the manifest lists them unchanged.
 pub struct Plan {
@@ -250,7 +248,7 @@ pub fn ingest(inputs: &[String], out: &str, opts: &IngestOptions) -> Result<Inge
     let rt = crate::store::io_runtime()?;
     let dataset = DatasetRoot::parse_with(out, &opts.store)?;
     let objects = resolve(inputs, opts, &rt)?;
-    let run_id = new_run_id();
+    let run_id = crate::dataset::new_run_id();
     let _lease = Lease::acquire(&dataset, &run_id, opts.lease, &rt)?;
     ingest_into(&dataset, objects, opts, &run_id, &rt)
 }

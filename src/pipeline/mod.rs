@@ -169,7 +169,7 @@ pub fn run(config: &RunConfig, options: &RunOptions) -> Result<RunReport> {
             elapsed_s: started.elapsed().as_secs_f64(),
         });
     }
-    let run_id = ingest::new_run_id();
+    let run_id = crate::dataset::new_run_id();
     let mut lease = Lease::acquire(&dataset, &run_id, ingest_options.lease, &rt)?;
     let summary = ingest::ingest_into(&dataset, objects, &ingest_options, &run_id, &rt)?;
     lease.renew()?;
