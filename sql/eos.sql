@@ -1,16 +1,17 @@
 -- eos: EOS compliance per model x context bin.
--- Columns and formulas: docs/metrics.md#eos
+-- Columns and formulas: docs/metrics.md#eos. Reads request_counts (each row
+-- stands for `requests` requests), so the metrics are included `| counted`.
 SELECT
   model,
   context_bin,
-  {{> requests}},
-  {{> eos}},
-  {{> length}},
-  {{> implicit_truncation}},
-  {{> unknown}},
-  {{> eos_compliance_rate}},
-  {{> eos_marker_rate}},
-  {{> implicit_truncation_rate}}
-FROM requests
+  {{> requests | counted}},
+  {{> eos | counted}},
+  {{> length | counted}},
+  {{> implicit_truncation | counted}},
+  {{> unknown | counted}},
+  {{> eos_compliance_rate | counted}},
+  {{> eos_marker_rate | counted}},
+  {{> implicit_truncation_rate | counted}}
+FROM request_counts
 GROUP BY model, context_bin, context_bin_lo
 ORDER BY model, context_bin_lo

@@ -2,7 +2,9 @@
 -- meaning: docs/metrics.md). A job includes one as `{{> name}}`, which
 -- expands to `<expression> AS name`; `tokscope job NAME --show-sql` prints a
 -- job with every include expanded. Metrics over `priced` rows need the
--- column `price` from `{{> price}}`.
+-- column `price` from `{{> price}}`. A job over `request_counts` includes a
+-- metric made of counts as `{{> name | counted}}`: each `count(*)` sums the
+-- rows' `requests` instead.
 
 -- metric: price
 price_usd(model, ts, prompt_tokens, cached_tokens, cache_write_tokens, completion_tokens)
@@ -27,7 +29,8 @@ CAST(count(*) FILTER (WHERE eos_status = 'eos') AS DOUBLE)
   / NULLIF(count(*) FILTER (WHERE eos_status IN ('eos', 'implicit_truncation')), 0)
 
 -- metric: eos_marker_rate
-avg(CAST(has_eos_marker AS DOUBLE))
+CAST(count(*) FILTER (WHERE has_eos_marker) AS DOUBLE)
+  / NULLIF(count(*) FILTER (WHERE has_eos_marker IS NOT NULL), 0)
 
 -- metric: implicit_truncation_rate
 CAST(count(*) FILTER (WHERE eos_status = 'implicit_truncation') AS DOUBLE) / count(*)

@@ -104,17 +104,24 @@ fn compact_merges_each_partitions_small_files_and_keeps_every_row() {
     let several = before.values().filter(|f| f.len() >= 2).count();
     assert!(several >= 3, "three runs, a file each at least: {before:?}");
     let rows_before = all_rows(&data);
+    // Generated logs have no rejected lines and no per-token data: only `requests`
+    // and the `request_counts` written with them have files.
+    let counts_before = parts(&data, "request_counts");
+    let counted = common::query(&data, "SELECT count(*) AS n FROM request_counts")[0]["n"].as_u64().unwrap();
+    let total_before = common::query(&data, "SELECT sum(requests) AS n FROM request_counts");
 
     let out = tokscope(&["compact", "--data", data.to_str().unwrap(), "--json", "--quiet"]);
     let summary: serde_json::Value = serde_json::from_str(&out).unwrap();
     let after = parts(&data, "requests");
     assert!(after.values().all(|f| f.len() == 1), "one file per partition: {after:?}");
-    // Generated logs have no rejected lines and no per-token data: only `requests` has files.
-    assert_eq!(summary["rows"].as_u64(), Some(9000), "{summary}");
-    let merged: usize = before.values().filter(|f| f.len() >= 2).map(Vec::len).sum();
+    assert!(parts(&data, "request_counts").values().all(|f| f.len() == 1));
+    assert_eq!(summary["rows"].as_u64(), Some(9000 + counted), "{summary}");
+    let merged: usize = before.values().chain(counts_before.values()).filter(|f| f.len() >= 2).map(Vec::len).sum();
+    let several = several + counts_before.values().filter(|f| f.len() >= 2).count();
     assert_eq!(summary["files_before"].as_u64().unwrap() as usize, merged, "{summary}");
     assert_eq!(summary["files_after"].as_u64().unwrap() as usize, several, "{summary}");
     assert_eq!(summary["partitions"].as_u64().unwrap() as usize, several, "{summary}");
+    assert_eq!(common::query(&data, "SELECT sum(requests) AS n FROM request_counts"), total_before);
     assert_eq!(all_rows(&data), rows_before, "the same rows, cell for cell");
     assert_eq!(leftovers(&data), Vec::<String>::new());
 
@@ -188,7 +195,8 @@ fn count_star_takes_row_counts_from_the_list_and_opens_no_file() {
     let dir = tempfile::tempdir().unwrap();
     let data = three_runs(dir.path());
     let list: serde_json::Value = serde_json::from_slice(&std::fs::read(data.join("_files.json")).unwrap()).unwrap();
-    let listed: u64 = list["files"].as_object().unwrap().values().map(|f| f["rows"].as_u64().unwrap()).sum();
+    let requests = list["files"].as_object().unwrap().iter().filter(|(path, _)| path.starts_with("requests/"));
+    let listed: u64 = requests.map(|(_, f)| f["rows"].as_u64().unwrap()).sum();
     assert_eq!(listed, 9000, "each file's footer row count, kept at commit: {list}");
     // Zero every file's footer, keeping its size: only a reader of the footers notices.
     for (part, files) in parts(&data, "requests") {

@@ -717,6 +717,9 @@ FROM c GROUP BY model, context_bin, context_bin_lo ORDER BY model, context_bin_l
 import duckdb, json, math
 con = duckdb.connect()
 con.execute("CREATE VIEW requests AS SELECT * FROM read_parquet('{ds}/requests/*/*.parquet', hive_partitioning=true)")
+# eos reads request_counts: here counted by DuckDB from the requests rows (docs/metrics.md#request_counts).
+con.execute("""CREATE VIEW request_counts AS SELECT date, model, variant, context_bin, context_bin_lo, eos_status,
+  has_eos_marker, count(*) AS requests FROM requests GROUP BY ALL""")
 out = {{}}
 for name, sql in [("eos", {eos:?}), ("latency", {lat:?}), ("cost", {cost:?})]:
     cur = con.execute(sql)

@@ -27,6 +27,8 @@ use datafusion::execution::cache::{SchemaFingerprint, TableScopedPath};
 use datafusion::execution::context::SQLOptions;
 use datafusion::prelude::{SessionConfig, SessionContext};
 
+use tokscope_core::catalog::request_counts::RequestCountsBuilder;
+use tokscope_core::catalog::requests::RequestsBuilder;
 use tokscope_core::catalog::{Partition, TableDef, CATALOG, DATE_PARTITION};
 use tokscope_core::derive::EosMarkers;
 
@@ -197,6 +199,9 @@ pub enum TableTypes {
     Plain,
 }
 
+/// `request_counts` defined over `requests` (`sql/views/request_counts.sql`).
+pub const REQUEST_COUNTS_VIEW: &str = include_str!("../../sql/views/request_counts.sql");
+
 /// The command whose tables exist in every dataset: a dataset is what it writes.
 const INGEST: &str = "tokscope ingest";
 
@@ -240,6 +245,10 @@ pub async fn register_dataset_for(
     for table in CATALOG {
         if contents.tables.contains(&table.name) {
             register_parquet_table(ctx, dataset, table, types, files.as_ref())?;
+        } else if table.name == RequestCountsBuilder::DEF.name && contents.tables.contains(&RequestsBuilder::DEF.name) {
+            // requests written before ingest counted them: the same rows, computed at query time.
+            let view = ctx.sql(REQUEST_COUNTS_VIEW).await?.into_view();
+            ctx.register_table(table.name, view)?;
         } else if table.written_by == INGEST {
             ctx.register_table(table.name, Arc::new(EmptyTable::new(table_schema(table, types))))?;
         } else {

@@ -12,19 +12,23 @@
 
 pub mod source;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::mpsc::sync_channel;
 use std::time::Instant;
 
 use serde::Serialize;
+use tokscope_core::catalog::request_counts::{RequestCounts, RequestCountsBuilder};
+use tokscope_core::catalog::requests::RequestsBuilder;
 use tokscope_core::catalog::TableDef;
 use tokscope_core::reader::{DatedBatch, LineCounts, ParsedSlice, ReaderBuilder};
 
 use crate::dataset::commit::{self, Commit};
+use crate::dataset::files::FileList;
 use crate::dataset::lease::{Lease, LeaseOptions};
 use crate::dataset::manifest::{Manifest, ManifestEntry};
 use crate::dataset::writer::DatasetWriter;
 use crate::dataset::DatasetRoot;
+use crate::engine::{TableTypes, UdfConfig};
 use crate::error::{Error, Result};
 use crate::progress::Progress;
 use crate::store::StoreOptions;
@@ -162,11 +166,23 @@ impl IngestSummary {
 
 /// Writer threads, each with its own Parquet files. Encoding and zstd are the
 /// most expensive steps of ingest, so one writer would leave the other cores
-/// idle; each parsed slice goes to the next writer in turn.
+/// idle; each parsed slice goes to the next writer in turn. Each writer also
+/// counts the `requests` rows it writes ([`RequestCounts`]).
 struct WriterPool {
     senders: Vec<std::sync::mpsc::SyncSender<(&'static TableDef, DatedBatch)>>,
-    handles: Vec<std::thread::JoinHandle<Result<Vec<std::path::PathBuf>>>>,
+    handles: Vec<std::thread::JoinHandle<WriterOutput>>,
     next: usize,
+}
+
+/// What one writer thread produced: its files and the requests it counted.
+type WriterOutput = Result<(Vec<PathBuf>, RequestCounts)>;
+
+/// What the writers of a run produced: their files, the requests they counted,
+/// and the first error of any of them.
+struct Written {
+    files: Vec<PathBuf>,
+    counts: RequestCounts,
+    error: Option<Error>,
 }
 
 impl WriterPool {
@@ -175,12 +191,16 @@ impl WriterPool {
         for i in 0..n {
             let (tx, rx) = sync_channel::<(&'static TableDef, DatedBatch)>(2);
             let (root, run) = (root.to_path_buf(), format!("{run_id}-w{i}"));
-            handles.push(std::thread::spawn(move || -> Result<Vec<std::path::PathBuf>> {
+            handles.push(std::thread::spawn(move || -> WriterOutput {
                 let mut w = DatasetWriter::new(&root, &run, compression, budget);
+                let mut counts = RequestCounts::default();
                 for (table, batch) in rx {
+                    if table.name == RequestsBuilder::DEF.name {
+                        counts.add(&batch)?;
+                    }
                     w.write(table, batch)?;
                 }
-                w.finish()
+                Ok((w.finish()?, counts))
             }));
             senders.push(tx);
         }
@@ -197,20 +217,67 @@ impl WriterPool {
         Ok(())
     }
 
-    /// Closes every writer and waits for all of them; returns every file
-    /// written and the first writer's error, if any.
-    fn finish(self) -> (Vec<std::path::PathBuf>, Option<crate::error::Error>) {
+    /// Closes every writer and waits for all of them.
+    fn finish(self) -> Written {
         drop(self.senders);
-        let mut files = Vec::new();
-        let mut first_error = None;
+        let mut written = Written { files: Vec::new(), counts: RequestCounts::default(), error: None };
         for h in self.handles {
             match h.join().map_err(|_| internal_err!("a writer thread panicked")).and_then(|r| r) {
-                Ok(written) => files.extend(written),
-                Err(e) => first_error = first_error.or(Some(e)),
+                Ok((files, counts)) => {
+                    written.files.extend(files);
+                    written.counts.merge(counts);
+                }
+                Err(e) => written.error = written.error.or(Some(e)),
             }
         }
-        (files, first_error)
+        written
     }
+}
+
+/// Writes `counts` as this run's `request_counts` files under `staging` (one
+/// per day). A dataset whose `requests` predate the table has its existing
+/// rows counted first, so the table covers every request once committed.
+fn write_request_counts(
+    dataset: &DatasetRoot,
+    staging: &Path,
+    run_id: &str,
+    mut counts: RequestCounts,
+    opts: &IngestOptions,
+    rt: &tokio::runtime::Runtime,
+) -> Result<Vec<PathBuf>> {
+    let (store, root) = dataset.store_and_root()?;
+    let list = rt.block_on(FileList::load_or_scan(store.as_ref(), &root))?;
+    let table = &RequestCountsBuilder::DEF;
+    if list.table_entries(RequestsBuilder::DEF.name).next().is_some() && list.table_entries(table.name).next().is_none()
+    {
+        counts.merge(rt.block_on(count_existing_requests(dataset))?);
+    }
+    let mut writer = DatasetWriter::new(staging, &format!("{run_id}-counts"), opts.compression, 0);
+    for batch in counts.into_batches()? {
+        writer.write(table, batch)?;
+    }
+    writer.finish()
+}
+
+/// Counts the `requests` rows a dataset already holds, read back through the engine.
+async fn count_existing_requests(dataset: &DatasetRoot) -> Result<RequestCounts> {
+    use datafusion::arrow::array::AsArray;
+    use datafusion::arrow::datatypes::Date32Type;
+    use futures::StreamExt;
+
+    let ctx = crate::engine::new_session()?;
+    crate::engine::register_dataset_for(&ctx, dataset, &UdfConfig::new()?, TableTypes::Plain).await?;
+    let sql = "SELECT date, model, variant, context_bin, context_bin_lo, eos_status, has_eos_marker FROM requests";
+    let mut stream = ctx.sql(sql).await?.execute_stream().await?;
+    let mut counts = RequestCounts::default();
+    while let Some(batch) = stream.next().await {
+        let batch = batch?;
+        let date =
+            batch.column(0).as_primitive_opt::<Date32Type>().ok_or_else(|| internal_err!("date is not a date"))?;
+        let days = date.iter().map(|d| d.unwrap_or(0)).collect();
+        counts.add(&DatedBatch { batch, days })?;
+    }
+    Ok(counts)
 }
 
 /// What an ingest would do: the inputs to read, and those skipped because
@@ -301,16 +368,20 @@ pub fn ingest_into(
             }
         }
     }
-    let (written, writer_error) = writers.finish();
-    if let Some(e) = writer_error.or(result.err()) {
+    let Written { mut files, counts, error } = writers.finish();
+    let result = match error.map(Err).unwrap_or(result) {
+        Ok(()) => write_request_counts(dataset, &staging, run_id, counts, opts, rt).map(|more| files.extend(more)),
+        Err(e) => Err(e),
+    };
+    if let Err(e) = result {
         // A failed run leaves no file of its own: what the writers finished is not committed.
-        for f in &written {
+        for f in &files {
             let _ = std::fs::remove_file(f);
         }
         return Err(e);
     }
     drop(progress);
-    let files = dataset.stage_for_commit(&staging, &written, rt)?;
+    let files = dataset.stage_for_commit(&staging, &files, rt)?;
     let entries = todo
         .iter()
         .zip(&summary.files)

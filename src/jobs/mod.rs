@@ -129,7 +129,7 @@ macro_rules! job {
 
 /// Every job.
 pub const JOBS: &[Job] = &[
-    job!("eos", "EOS compliance and silent-truncation rate per model x context bin", tables: ["requests"]),
+    job!("eos", "EOS compliance and silent-truncation rate per model x context bin", tables: ["requests", "request_counts"]),
     job!("latency", "exact TTFT / TPOT / latency percentiles and throughput per model x context bin", tables: ["requests"]),
     job!("cost", "cost (needs --pricing) per model x context bin, unpriced requests counted", tables: ["requests"]),
     job!(
@@ -237,7 +237,9 @@ fn metrics() -> &'static HashMap<&'static str, &'static str> {
     })
 }
 
-/// `sql` with every `{{> name}}` replaced by `<metric expression> AS name`.
+/// `sql` with every `{{> name}}` replaced by `<metric expression> AS name`,
+/// and every `{{> name | counted}}` by the metric computed over
+/// `request_counts` rows ([`counted`]).
 fn expand_metrics(sql: &str) -> Result<String> {
     let mut out = String::with_capacity(sql.len() * 2);
     let mut rest = sql;
@@ -245,14 +247,72 @@ fn expand_metrics(sql: &str) -> Result<String> {
         out.push_str(&rest[..start]);
         let after = &rest[start + 4..];
         let end = after.find("}}").ok_or_else(|| config_err!("unclosed `{{{{> ` in job SQL"))?;
-        let name = after[..end].trim();
+        let (name, filter) = match after[..end].split_once('|') {
+            Some((name, filter)) => (name.trim(), Some(filter.trim())),
+            None => (after[..end].trim(), None),
+        };
         let expr = metrics()
             .get(name)
             .ok_or_else(|| config_err!("job SQL includes unknown metric {name:?} (sql/metrics.sql)"))?;
-        out.push_str(expr);
+        match filter {
+            None => out.push_str(expr),
+            Some("counted") => out.push_str(&counted(name, expr)?),
+            Some(other) => {
+                return Err(config_err!(
+                    "job SQL includes metric {name} with unknown filter {other:?} (known: counted)"
+                ))
+            }
+        }
         out.push_str(" AS ");
         out.push_str(name);
         rest = &after[end + 2..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+/// A metric written over `requests` rows, computed instead over
+/// `request_counts` rows, each of which stands for `requests` of them:
+/// `count(*) FILTER (WHERE c)` becomes `sum(CASE WHEN c THEN requests ELSE 0
+/// END)` and `count(*)` becomes `sum(requests)`. A metric built from
+/// anything but counts of rows cannot be computed from counts: an error.
+fn counted(name: &str, expr: &str) -> Result<String> {
+    const COUNT: &str = "count(*)";
+    const FILTER: &str = "FILTER (WHERE ";
+    let not_a_count =
+        || config_err!("metric {name} is not made of counts of requests; it cannot be computed from request_counts");
+    let lower = expr.to_ascii_lowercase();
+    let aggregates = ["sum(", "avg(", "min(", "max(", "quantile", "median(", "price", "stddev", "bootstrap"];
+    if aggregates.iter().any(|a| lower.contains(a)) || lower.matches("count(").count() != lower.matches(COUNT).count() {
+        return Err(not_a_count());
+    }
+    let mut out = String::with_capacity(expr.len() * 2);
+    let mut rest = expr;
+    while let Some(at) = rest.find(COUNT) {
+        out.push_str(&rest[..at]);
+        rest = &rest[at + COUNT.len()..];
+        let trimmed = rest.trim_start();
+        match trimmed.strip_prefix(FILTER) {
+            Some(filter) => {
+                // The condition ends at the parenthesis that closes `FILTER (`.
+                let mut depth = 1;
+                let close = filter
+                    .char_indices()
+                    .find(|&(_, c)| {
+                        depth += match c {
+                            '(' => 1,
+                            ')' => -1,
+                            _ => 0,
+                        };
+                        depth == 0
+                    })
+                    .map(|(i, _)| i)
+                    .ok_or_else(not_a_count)?;
+                out.push_str(&format!("sum(CASE WHEN {} THEN requests ELSE 0 END)", &filter[..close]));
+                rest = &filter[close + 1..];
+            }
+            None => out.push_str("sum(requests)"),
+        }
     }
     out.push_str(rest);
     Ok(out)
@@ -334,6 +394,23 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn counted_metrics_sum_the_counts() {
+        assert_eq!(counted("m", "count(*)").unwrap(), "sum(requests)");
+        assert_eq!(
+            counted("m", "CAST(count(*) FILTER (WHERE s IN ('a', 'b')) AS DOUBLE) / NULLIF(count(*), 0)").unwrap(),
+            "CAST(sum(CASE WHEN s IN ('a', 'b') THEN requests ELSE 0 END) AS DOUBLE) / NULLIF(sum(requests), 0)"
+        );
+        for not_counts in
+            ["avg(x)", "count(x)", "quantile_cont(x, 0.5)", "sum(price['total_usd'])", "count(*) FILTER (WHERE (x"]
+        {
+            assert!(counted("m", not_counts).is_err(), "{not_counts}");
+        }
+        assert!(expand_metrics("SELECT {{> eos | counted}}").unwrap().contains("THEN requests ELSE 0 END) AS eos"));
+        assert!(expand_metrics("SELECT {{> ttft_p50_ms | counted}}").is_err());
+        assert!(expand_metrics("SELECT {{> eos | squared}}").is_err());
     }
 
     #[test]

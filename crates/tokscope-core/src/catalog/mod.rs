@@ -18,6 +18,7 @@ pub mod moe_routing;
 pub mod profiles;
 pub mod rejects;
 pub mod replay_verdicts;
+pub mod request_counts;
 pub mod requests;
 pub mod tokens;
 
@@ -30,6 +31,7 @@ use crate::error::Result;
 /// Every table, in the order `SHOW TABLES` and the docs list them.
 pub const CATALOG: &[TableDef] = &[
     requests::RequestsBuilder::DEF,
+    request_counts::RequestCountsBuilder::DEF,
     tokens::TokensBuilder::DEF,
     profiles::ProfilesBuilder::DEF,
     rejects::RejectsBuilder::DEF,
