@@ -141,16 +141,6 @@ impl RequestCounts {
         }
     }
 
-    /// Requests counted so far.
-    pub fn total(&self) -> i64 {
-        self.counts.values().sum()
-    }
-
-    /// True when no request was counted.
-    pub fn is_empty(&self) -> bool {
-        self.counts.is_empty()
-    }
-
     /// The counts as `request_counts` rows, one batch per day, rows in key order.
     pub fn into_batches(self) -> Result<Vec<DatedBatch>> {
         let mut by_day: BTreeMap<i32, Vec<(CountKey, i64)>> = BTreeMap::new();
@@ -168,5 +158,54 @@ impl RequestCounts {
                 Ok(DatedBatch { batch: builder.finish()?, days: vec![day; rows.len()] })
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arrow_array::{ArrayRef, BooleanArray, Int64Array, StringArray};
+
+    use super::*;
+
+    /// day, model, variant, has_eos_marker
+    type Row<'a> = (i32, &'a str, Option<&'a str>, Option<bool>);
+
+    fn requests(rows: &[Row<'_>]) -> DatedBatch {
+        let text = |f: &dyn Fn(&Row<'_>) -> Option<String>| -> ArrayRef {
+            Arc::new(rows.iter().map(f).collect::<StringArray>())
+        };
+        let batch = RecordBatch::try_from_iter([
+            ("model", text(&|r| Some(r.1.to_string()))),
+            ("variant", text(&|r| r.2.map(str::to_string))),
+            ("context_bin", text(&|_| Some("0-1K".to_string()))),
+            ("context_bin_lo", Arc::new(Int64Array::from(vec![0; rows.len()])) as ArrayRef),
+            ("eos_status", text(&|r| Some(if r.3 == Some(true) { "eos" } else { "unknown" }.to_string()))),
+            ("has_eos_marker", Arc::new(rows.iter().map(|r| r.3).collect::<BooleanArray>()) as ArrayRef),
+        ])
+        .unwrap();
+        DatedBatch { batch, days: rows.iter().map(|r| r.0).collect() }
+    }
+
+    #[test]
+    fn rows_are_counted_per_day_and_key_nulls_included() {
+        let mut a = RequestCounts::default();
+        a.add(&requests(&[(1, "m", None, Some(true)), (1, "m", None, Some(true)), (2, "m", Some("x"), None)])).unwrap();
+        let mut b = RequestCounts::default();
+        b.add(&requests(&[(1, "m", None, Some(true)), (1, "n", None, Some(true)), (2, "m", Some("x"), Some(false))]))
+            .unwrap();
+        a.merge(b);
+        let batches = a.into_batches().unwrap();
+        assert_eq!(batches.iter().map(|b| b.days.clone()).collect::<Vec<_>>(), vec![vec![1, 1], vec![2, 2]]);
+        let n = |i: usize| {
+            batches[i].batch.column_by_name("requests").unwrap().as_primitive::<Int64Type>().values().to_vec()
+        };
+        // Day 1: m x3, n x1 (key order); day 2: the null marker and the false one apart.
+        assert_eq!(n(0), vec![3, 1]);
+        assert_eq!(n(1), vec![1, 1]);
+        assert_eq!(batches[0].batch.schema(), RequestCountsBuilder::schema());
+        let bad = DatedBatch { batch: requests(&[(1, "m", None, None)]).batch, days: vec![] };
+        assert!(RequestCounts::default().add(&bad).is_err());
     }
 }
