@@ -518,7 +518,11 @@ fn query_runs_a_sql_file_verbatim_and_times_it() {
         .and_then(|r| r.split(' ').next())
         .and_then(|t| t.parse().ok())
         .unwrap_or_else(|| panic!("no timing line on stderr: {err}"));
-    assert!(secs > 0.0 && err.contains("(3 rows)") && err.contains("opening the dataset before it"), "{err}");
+    assert!(secs > 0.0 && err.contains("(3 rows; planning ") && err.contains("opening the dataset before it"), "{err}");
+    // Planning is part of the elapsed time.
+    let planning: f64 =
+        err.split("planning ").nth(1).and_then(|r| r.split(' ').next()).and_then(|t| t.parse().ok()).unwrap();
+    assert!(planning > 0.0 && planning <= secs, "{err}");
     // --repeat: the same query again in the same session, one timing line each, the output once.
     let o = common::tokscope_output(&["query", "--data", d, "--format", "csv", "--timing", "--repeat", "3", &sql]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));

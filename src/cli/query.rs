@@ -24,7 +24,8 @@ pub struct QueryArgs {
     allow_write: bool,
     /// Print the query's wall time (planning and execution, file listing and
     /// Parquet footers included; process start and output excluded) to
-    /// stderr, then the time opening the dataset took before it (session,
+    /// stderr, the part of it spent planning (parse, optimise, physical
+    /// plan), then the time opening the dataset took before it (session,
     /// file list, tables).
     #[arg(long)]
     timing: bool,
@@ -85,15 +86,16 @@ pub fn run_query(args: &QueryArgs) -> anyhow::Result<()> {
         let mut runs = 0;
         loop {
             let start = std::time::Instant::now();
-            let batches = engine::run_sql(&ctx, &args.sql, args.allow_write).await?;
+            let plan = engine::plan_sql(&ctx, &args.sql, args.allow_write).await?;
+            let planned = start.elapsed().as_secs_f64();
+            let batches = engine::run_plan(&ctx, plan).await?;
             if args.timing {
                 let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
                 let elapsed = start.elapsed().as_secs_f64();
+                let head = format!("elapsed: {elapsed:.4} s ({rows} rows; planning {planned:.4} s)");
                 match open_s.take() {
-                    Some(open) => {
-                        eprintln!("elapsed: {elapsed:.4} s ({rows} rows); opening the dataset before it: {open:.4} s")
-                    }
-                    None => eprintln!("elapsed: {elapsed:.4} s ({rows} rows); run again in the same session"),
+                    Some(open) => eprintln!("{head}; opening the dataset before it: {open:.4} s"),
+                    None => eprintln!("{head}; run again in the same session"),
                 }
             }
             runs += 1;

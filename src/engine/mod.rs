@@ -25,6 +25,7 @@ use datafusion::datasource::listing::{ListingOptions, ListingTable, ListingTable
 use datafusion::execution::cache::cache_manager::{CachedFileList, CachedFileMetadata};
 use datafusion::execution::cache::{SchemaFingerprint, TableScopedPath};
 use datafusion::execution::context::SQLOptions;
+use datafusion::physical_plan::ExecutionPlan;
 use datafusion::prelude::{SessionConfig, SessionContext};
 
 use tokscope_core::catalog::request_counts::RequestCountsBuilder;
@@ -377,10 +378,22 @@ fn with_view_types(schema: &SchemaRef) -> SchemaRef {
 /// Runs SQL. Unless `allow_write`, only queries are accepted: no DDL, DML or
 /// `SET`, so ad-hoc SQL over a shared dataset cannot change it.
 pub async fn run_sql(ctx: &SessionContext, sql: &str, allow_write: bool) -> Result<Vec<RecordBatch>> {
+    let plan = plan_sql(ctx, sql, allow_write).await?;
+    run_plan(ctx, plan).await
+}
+
+/// Plans `sql` as [`run_sql`] does (parse, analyse, optimise, physical
+/// plan) without running it; `query --timing` reports this time apart.
+pub async fn plan_sql(ctx: &SessionContext, sql: &str, allow_write: bool) -> Result<Arc<dyn ExecutionPlan>> {
     let options =
         SQLOptions::new().with_allow_ddl(allow_write).with_allow_dml(allow_write).with_allow_statements(allow_write);
     let df = ctx.sql_with_options(sql, options).await?;
-    match df.collect().await {
+    Ok(df.create_physical_plan().await?)
+}
+
+/// Runs a plan from [`plan_sql`]; results with plain string types.
+pub async fn run_plan(ctx: &SessionContext, plan: Arc<dyn ExecutionPlan>) -> Result<Vec<RecordBatch>> {
+    match datafusion::physical_plan::collect(plan, ctx.task_ctx()).await {
         Ok(batches) => batches.iter().map(without_view_types).collect(),
         Err(e) => Err(name_corrupt_files(ctx, e).await),
     }
