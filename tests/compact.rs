@@ -279,3 +279,37 @@ fn kill_9_during_compaction_never_shows_a_row_twice_or_loses_one() {
     }
     assert!(merged < 12, "some kills must land before the compaction finished");
 }
+
+/// One partition that cannot be merged fails the whole compaction, and the
+/// partitions merged beside it in parallel leave nothing behind: no
+/// temporary file, no commit record, every file and row as before.
+#[test]
+fn a_partition_that_cannot_be_merged_leaves_the_dataset_as_it_was() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = three_runs(dir.path());
+    // The last file of the last partition gains a column the catalog does not declare.
+    let (part, files) = parts(&data, "requests").into_iter().next_back().unwrap();
+    let bad = data.join(&part).join(files.last().unwrap());
+    common::python(&format!(
+        r#"
+import json, pyarrow as pa, pyarrow.parquet as pq, os
+path, listed = {bad:?}, {list:?}
+t = pq.read_table(path)
+pq.write_table(t.append_column("zzz_undeclared", pa.array([1] * t.num_rows)), path)
+files = json.load(open(listed))
+rel = os.path.relpath(path, os.path.dirname(listed))
+files["files"][rel]["size"] = os.path.getsize(path)
+json.dump(files, open(listed, "w"))
+"#,
+        bad = bad.display().to_string(),
+        list = data.join("_files.json").display().to_string(),
+    ));
+    let before = parts(&data, "requests");
+    let o = common::tokscope_output(&["compact", "--data", data.to_str().unwrap(), "--quiet"]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("zzz_undeclared") && err.contains("no longer declares"), "{err}");
+    assert_eq!(leftovers(&data), Vec::<String>::new());
+    assert_eq!(parts(&data, "requests"), before);
+    assert_eq!(common::query(&data, "SELECT count(*) AS n FROM requests")[0]["n"], 9000);
+}

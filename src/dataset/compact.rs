@@ -12,6 +12,7 @@
 //! so no ingest runs meanwhile.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use arrow::array::{new_null_array, RecordBatch};
 use arrow::datatypes::SchemaRef;
@@ -19,6 +20,7 @@ use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::basic::Compression;
+use rayon::prelude::*;
 use serde::Serialize;
 use tokscope_core::catalog::{TableDef, CATALOG};
 
@@ -115,38 +117,50 @@ pub fn compact_held(
     let list = rt.block_on(FileList::load_or_scan(store.as_ref(), &root))?;
     let staging = dataset.staging_dir()?;
     let mut summary = CompactSummary { run_id: run_id.to_string(), ..Default::default() };
-    let mut written = Vec::new();
-    let mut replaces = Vec::new();
-    let mut seq = 0;
-    let result = (|| {
-        for table in tables {
-            for (dir, files) in small_files_by_partition(&list, table, opts.target_bytes) {
-                if files.len() < 2 {
-                    continue;
-                }
-                summary.partitions += 1;
-                let mut merge = Merge {
-                    table,
-                    dir: &dir,
-                    run_id,
-                    opts,
-                    staging: &staging,
-                    seq: &mut seq,
-                    written: &mut written,
-                    open: None,
-                };
-                for (rel, size) in &files {
-                    summary.rows += merge.copy(store.as_ref(), &commit::object(&root, rel), rt)?;
-                    summary.bytes_before += size;
-                    replaces.push(rel.clone());
+    let jobs: Vec<(&'static TableDef, String, PartitionFiles)> = tables
+        .into_iter()
+        .flat_map(|table| {
+            small_files_by_partition(&list, table, opts.target_bytes)
+                .into_iter()
+                .filter(|(_, files)| files.len() >= 2)
+                .map(move |(dir, files)| (table, dir, files))
+        })
+        .collect();
+    // Partitions are merged in parallel, one per core: each is read, decoded,
+    // encoded and compressed on its own.
+    let seq = AtomicUsize::new(0);
+    let merged: Vec<(Vec<std::path::PathBuf>, Result<u64>)> = jobs
+        .par_iter()
+        .map(|(table, dir, files)| {
+            let mut merge =
+                Merge { table, dir, run_id, opts, staging: &staging, seq: &seq, written: Vec::new(), open: None };
+            let rows = (|| {
+                let mut rows = 0;
+                for (rel, _) in files {
+                    rows += merge.copy(store.as_ref(), &commit::object(&root, rel), rt)?;
                 }
                 merge.close()?;
+                Ok(rows)
+            })();
+            (std::mem::take(&mut merge.written), rows)
+        })
+        .collect();
+    let written: Vec<std::path::PathBuf> = merged.iter().flat_map(|(w, _)| w.iter().cloned()).collect();
+    let mut replaces = Vec::new();
+    let mut failed = None;
+    for ((_, _, files), (_, rows)) in jobs.iter().zip(merged) {
+        match rows {
+            Ok(rows) => {
+                summary.partitions += 1;
+                summary.rows += rows;
                 summary.files_before += files.len();
+                summary.bytes_before += files.iter().map(|(_, size)| size).sum::<u64>();
+                replaces.extend(files.iter().map(|(rel, _)| rel.clone()));
             }
+            Err(e) => failed = failed.or(Some(e)),
         }
-        Ok::<_, Error>(())
-    })();
-    if let Err(e) = result {
+    }
+    if let Some(e) = failed {
         for f in &written {
             let _ = std::fs::remove_file(super::writer::temporary_path(f));
         }
@@ -163,11 +177,14 @@ pub fn compact_held(
     Ok(summary)
 }
 
+/// A partition's files: (path relative to the dataset root, bytes).
+type PartitionFiles = Vec<(String, u64)>;
+
 /// The files of `table` smaller than `target` bytes, by directory (one per
 /// partition), each directory's files in name order: (path relative to the
 /// dataset root, bytes).
-fn small_files_by_partition(list: &FileList, table: &TableDef, target: u64) -> BTreeMap<String, Vec<(String, u64)>> {
-    let mut by_dir: BTreeMap<String, Vec<(String, u64)>> = BTreeMap::new();
+fn small_files_by_partition(list: &FileList, table: &TableDef, target: u64) -> BTreeMap<String, PartitionFiles> {
+    let mut by_dir: BTreeMap<String, PartitionFiles> = BTreeMap::new();
     for (rel, entry) in list.table_entries(table.name) {
         if entry.size >= target {
             continue;
@@ -179,16 +196,17 @@ fn small_files_by_partition(list: &FileList, table: &TableDef, target: u64) -> B
 }
 
 /// One partition's merge. Finished files go straight into `written`, so
-/// the caller can remove them if anything fails later; the open one removes
-/// its own temporary file when dropped unfinished.
+/// the caller can remove them if anything fails later (in this partition or
+/// another); the open one removes its own temporary file when dropped unfinished.
 struct Merge<'a> {
     table: &'static TableDef,
     dir: &'a str,
     run_id: &'a str,
     opts: &'a CompactOptions,
     staging: &'a std::path::Path,
-    seq: &'a mut usize,
-    written: &'a mut Vec<std::path::PathBuf>,
+    /// The run's file counter, shared by the partitions merged in parallel.
+    seq: &'a AtomicUsize,
+    written: Vec<std::path::PathBuf>,
     open: Option<OpenFile>,
 }
 
@@ -222,8 +240,8 @@ impl Merge<'_> {
 
     /// A new output file in the partition's directory under `staging`.
     fn create(&mut self) -> Result<OpenFile> {
-        *self.seq += 1;
-        let name = format!("part-{}-c{:05}.parquet", self.run_id, self.seq);
+        let seq = self.seq.fetch_add(1, Ordering::Relaxed) + 1;
+        let name = format!("part-{}-c{seq:05}.parquet", self.run_id);
         let mut dest = self.staging.to_path_buf();
         for part in self.dir.split('/').filter(|p| !p.is_empty()) {
             dest.push(part);
