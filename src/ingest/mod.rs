@@ -13,8 +13,7 @@
 pub mod source;
 
 use std::path::{Path, PathBuf};
-use std::sync::mpsc::{sync_channel, SyncSender};
-use std::sync::{Arc, Mutex};
+use std::sync::mpsc::sync_channel;
 use std::time::Instant;
 
 use serde::Serialize;
@@ -167,13 +166,12 @@ impl IngestSummary {
 
 /// Writer threads, each with its own Parquet files. Encoding and zstd are the
 /// most expensive steps of ingest, so one writer would leave the other cores
-/// idle. The writers share one queue: whichever is free takes the next batch,
-/// so a writer busy with a large row group never holds the parser back while
-/// another waits for work. Each writer also counts the `requests` rows it
-/// writes ([`RequestCounts`]).
+/// idle; each parsed slice goes to the next writer in turn. Each writer also
+/// counts the `requests` rows it writes ([`RequestCounts`]).
 struct WriterPool {
-    sender: SyncSender<(&'static TableDef, DatedBatch)>,
+    senders: Vec<std::sync::mpsc::SyncSender<(&'static TableDef, DatedBatch)>>,
     handles: Vec<std::thread::JoinHandle<WriterOutput>>,
+    next: usize,
 }
 
 /// What one writer thread produced: its files and the requests it counted.
@@ -189,50 +187,39 @@ struct Written {
 
 impl WriterPool {
     fn new(n: usize, root: &Path, run_id: &str, compression: parquet::basic::Compression, budget: usize) -> Self {
-        // Two batches queued per writer, as many as each had with a queue of its own.
-        let (sender, rx) = sync_channel::<(&'static TableDef, DatedBatch)>(2 * n);
-        let rx = Arc::new(Mutex::new(rx));
-        let handles = (0..n)
-            .map(|i| {
-                let (root, run, rx) = (root.to_path_buf(), format!("{run_id}-w{i}"), Arc::clone(&rx));
-                std::thread::spawn(move || -> WriterOutput {
-                    let mut w = DatasetWriter::new(&root, &run, compression, budget);
-                    let mut counts = RequestCounts::default();
-                    loop {
-                        // The lock is held only while waiting for the next batch.
-                        let next = match rx.lock() {
-                            Ok(rx) => rx.recv(),
-                            Err(_) => return Err(internal_err!("another writer thread panicked")),
-                        };
-                        let Ok((table, batch)) = next else { break };
-                        if table.name == RequestsBuilder::DEF.name {
-                            counts.add(&batch)?;
-                        }
-                        w.write(table, batch)?;
+        let (mut senders, mut handles) = (Vec::with_capacity(n), Vec::with_capacity(n));
+        for i in 0..n {
+            let (tx, rx) = sync_channel::<(&'static TableDef, DatedBatch)>(2);
+            let (root, run) = (root.to_path_buf(), format!("{run_id}-w{i}"));
+            handles.push(std::thread::spawn(move || -> WriterOutput {
+                let mut w = DatasetWriter::new(&root, &run, compression, budget);
+                let mut counts = RequestCounts::default();
+                for (table, batch) in rx {
+                    if table.name == RequestsBuilder::DEF.name {
+                        counts.add(&batch)?;
                     }
-                    Ok((w.finish()?, counts))
-                })
-            })
-            .collect();
-        Self { sender, handles }
+                    w.write(table, batch)?;
+                }
+                Ok((w.finish()?, counts))
+            }));
+            senders.push(tx);
+        }
+        Self { senders, handles, next: 0 }
     }
 
-    /// Queues one slice's batches for the first free writer.
+    /// Hands one slice's batches to the next writer.
     fn send(&mut self, slice: ParsedSlice) -> Result<()> {
-        // A writer only returns before the queue closes when it failed: stop
-        // reading (`finish` reports its error).
-        if self.handles.iter().any(|h| h.is_finished()) {
-            return Err(internal_err!("a writer thread stopped"));
-        }
+        let tx = &self.senders[self.next % self.senders.len()];
+        self.next += 1;
         for (table, batch) in slice.into_batches() {
-            self.sender.send((table, batch)).map_err(|_| internal_err!("a writer thread stopped"))?;
+            tx.send((table, batch)).map_err(|_| internal_err!("a writer thread stopped"))?;
         }
         Ok(())
     }
 
     /// Closes every writer and waits for all of them.
     fn finish(self) -> Written {
-        drop(self.sender);
+        drop(self.senders);
         let mut written = Written { files: Vec::new(), counts: RequestCounts::default(), error: None };
         for h in self.handles {
             match h.join().map_err(|_| internal_err!("a writer thread panicked")).and_then(|r| r) {
