@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Ingest benchmark: tokscope vs DuckDB (read_ndjson -> Parquet zstd) on the same
 # generated canonical log, both limited to the same number of threads.
-# Prints MB/s of both, the ratio, and peak RSS. Usage:
+# Prints MB/s of both, the ratio, peak RSS, tokscope's CPU time over wall time
+# and the zstd floor. Usage:
 #   bench/ingest.sh [SIZE_MB=500] [THREADS=2]
 # DAYS=N spreads the requests over N days (default: one a second, ~6 days for
 # 500 MB), so each writer keeps a file open per day. QUICK=1 skips the codec
