@@ -224,6 +224,11 @@ impl Pricing {
                 }
             }
             tiers.sort_by_key(|t| t.above_prompt_tokens);
+            let ctx = |msg: String| config_err!("LiteLLM prices {origin}, {name}: {msg}");
+            check_rates(&base).map_err(ctx)?;
+            for t in &tiers {
+                check_rates(&t.rates).map_err(ctx)?;
+            }
             pricing
                 .exact
                 .insert(name.clone(), Schedule { entries: vec![PriceEntry { effective_from: None, base, tiers }] });
@@ -468,5 +473,17 @@ output = 0.2
         assert!(Pricing::from_toml("[[model]]\ninput = 1\noutput = 1\n", "t").is_err());
         assert!(Pricing::from_toml("[[model]]\nmodel='a'\ninput = -1\noutput = 1\n", "t").is_err());
         assert!(Pricing::from_toml("[[model]]\npattern='('\ninput = 1\noutput = 1\n", "t").is_err());
+    }
+
+    #[test]
+    fn litellm_rates_are_checked_like_the_toml_ones() {
+        // 2e306 per token is infinite per 1M tokens; a negative price is refused as in TOML.
+        let tier = r#"{"m": {"input_cost_per_token": 1e-06, "input_cost_per_token_above_128k_tokens": 2e306}}"#;
+        let negative = r#"{"m": {"input_cost_per_token": 1e-06, "output_cost_per_token": -1e-06}}"#;
+        for text in [tier, negative] {
+            let err = Pricing::from_litellm_json(text, "p.json").unwrap_err().to_string();
+            assert!(err.contains("p.json, m: rates must be finite and >= 0"), "{err}");
+        }
+        assert!(Pricing::from_litellm_json(r#"{"m": {"input_cost_per_token": 1e-06}}"#, "p.json").is_ok());
     }
 }
