@@ -233,11 +233,14 @@ pub fn litellm_json(data: &[u8]) {
 }
 
 fn check_costs(pricing: &Pricing) {
-    let usage = Usage { prompt: 300_000, cached: 1_000, cache_write: 2_000, completion: 500 };
+    let typical = Usage { prompt: 300_000, cached: 1_000, cache_write: 2_000, completion: 500 };
+    let most = Usage { prompt: i64::MAX, cached: 0, cache_write: 0, completion: i64::MAX };
     for model in ["m", "gpt-4o", "a", ""] {
         for ts in [i64::MIN, 0, 1_717_200_000_000_000, i64::MAX] {
-            if let Some(cost) = pricing.cost(model, ts, usage) {
-                assert!(cost.total().is_finite(), "{cost:?}");
+            for usage in [typical, most] {
+                if let Some(cost) = pricing.cost(model, ts, usage) {
+                    assert!(cost.total().is_finite(), "{cost:?}");
+                }
             }
         }
     }

@@ -348,7 +348,7 @@ impl Pricing {
 /// it is clamped at 0 so an inconsistent log line cannot make a negative cost.
 pub fn cost_with(entry: &PriceEntry, u: Usage) -> Cost {
     let r = entry.rates_for(u.prompt);
-    let uncached = (u.prompt - u.cached - u.cache_write).max(0);
+    let uncached = u.prompt.saturating_sub(u.cached).saturating_sub(u.cache_write).max(0);
     Cost {
         input: uncached as f64 * r.input / 1e6,
         cached_input: u.cached as f64 * r.cached_input / 1e6,
@@ -367,12 +367,17 @@ fn insert_entry(schedule: &mut Schedule, entry: PriceEntry) -> std::result::Resu
     Ok(())
 }
 
+/// The highest rate accepted, in USD per 1M tokens: one dollar a token, over
+/// a thousand times the dearest published price. Bounding the rates keeps every
+/// cost finite, even for `i64::MAX` tokens (at most about 9.2e18 USD a component).
+pub const MAX_RATE_PER_1M: f64 = 1e6;
+
 fn check_rates(r: &Rates) -> std::result::Result<(), String> {
     let all = [r.input, r.output, r.cached_input, r.cache_write];
-    if all.iter().all(|v| v.is_finite() && *v >= 0.0) {
+    if all.iter().all(|v| v.is_finite() && (0.0..=MAX_RATE_PER_1M).contains(v)) {
         Ok(())
     } else {
-        Err(format!("rates must be finite and >= 0: {r:?}"))
+        Err(format!("rates must be between 0 and {MAX_RATE_PER_1M} USD per 1M tokens: {r:?}"))
     }
 }
 
@@ -482,8 +487,27 @@ output = 0.2
         let negative = r#"{"m": {"input_cost_per_token": 1e-06, "output_cost_per_token": -1e-06}}"#;
         for text in [tier, negative] {
             let err = Pricing::from_litellm_json(text, "p.json").unwrap_err().to_string();
-            assert!(err.contains("p.json, m: rates must be finite and >= 0"), "{err}");
+            assert!(err.contains("p.json, m: rates must be between 0 and 1000000 USD per 1M tokens"), "{err}");
         }
         assert!(Pricing::from_litellm_json(r#"{"m": {"input_cost_per_token": 1e-06}}"#, "p.json").is_ok());
+    }
+
+    #[test]
+    fn rates_are_bounded_so_every_cost_is_finite() {
+        // 1e305 per 1M is finite, but 1e305 * 3e5 tokens is not: refused by both loaders.
+        let toml = "[[model]]\nmodel='m'\ninput = 1e305\noutput = 1\n";
+        let err = Pricing::from_toml(toml, "t").unwrap_err().to_string();
+        assert!(err.contains("rates must be between 0 and 1000000 USD per 1M tokens"), "{err}");
+        let json = r#"{"m": {"input_cost_per_token": 1e-06, "output_cost_per_token": 1e299}}"#;
+        assert!(Pricing::from_litellm_json(json, "p.json").is_err());
+        // The highest rate accepted, on the most tokens a log can hold: 4 finite components.
+        let max = format!("[[model]]\nmodel='m'\ninput = {MAX_RATE_PER_1M:?}\noutput = {MAX_RATE_PER_1M:?}\n");
+        let p = Pricing::from_toml(&max, "t").unwrap();
+        let huge = Usage { prompt: i64::MAX, cached: i64::MAX, cache_write: i64::MAX, completion: i64::MAX };
+        let cost = p.cost("m", 0, huge).unwrap();
+        assert!(cost.total().is_finite(), "{cost:?}");
+        assert_eq!(cost.input, 0.0, "cached and cache-write tokens leave no uncached input");
+        let inconsistent = Usage { prompt: i64::MAX, cached: -1, cache_write: 0, completion: 0 };
+        assert!(p.cost("m", 0, inconsistent).unwrap().total().is_finite());
     }
 }
