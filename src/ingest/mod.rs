@@ -62,11 +62,7 @@ pub struct IngestOptions {
 pub const DEFAULT_MEMORY_LIMIT: usize = 512 << 20;
 
 /// The least a writer thread's budget may be (a few row groups' pages).
-const MIN_WRITER_BYTES: usize = 8 << 20;
-
-/// What a buffered row group occupies, as a multiple of arrow-rs's estimate
-/// of it, rounded up from the 2.3 measured.
-const OVERHEAD: usize = 3;
+const MIN_WRITER_BYTES: usize = 24 << 20;
 
 /// What ingest holds besides its writers' buffered row groups: the raw and
 /// parsed chunks in flight (the splitter's queue, the chunk being parsed, the
@@ -79,18 +75,16 @@ pub fn pipeline_bytes(reader: &ReaderBuilder, threads: usize) -> usize {
 }
 
 /// Each writer thread's budget for its buffered row groups under `limit`
-/// (0: none), as arrow-rs estimates them: a third of what the pipeline does
-/// not hold, shared evenly (a buffered row group was measured to occupy about
-/// 2.3 times the estimate once its vectors' spare capacity and the
-/// allocator's pages are counted). A limit too small for the pipeline and a
-/// few pages per writer is an error.
+/// (0: none): what the pipeline does not hold, shared evenly (the writer
+/// counts a row group's memory with its codec state: `dataset::writer`).
+/// A limit too small for the pipeline and a few pages per writer is an error.
 pub fn writer_budget(limit: usize, reader: &ReaderBuilder, writers: usize) -> Result<usize> {
     if limit == 0 {
         return Ok(0);
     }
     let writers = writers.max(1);
     let fixed = pipeline_bytes(reader, writers);
-    let least = fixed + writers * OVERHEAD * MIN_WRITER_BYTES;
+    let least = fixed + writers * MIN_WRITER_BYTES;
     if limit < least {
         let mib = |b: usize| format!("{:.0} MiB", b as f64 / f64::from(1 << 20));
         return Err(config_err!(
@@ -99,10 +93,10 @@ pub fn writer_budget(limit: usize, reader: &ReaderBuilder, writers: usize) -> Re
             mib(limit),
             mib(least),
             mib(fixed),
-            mib(OVERHEAD * MIN_WRITER_BYTES)
+            mib(MIN_WRITER_BYTES)
         ));
     }
-    Ok((limit - fixed) / (OVERHEAD * writers))
+    Ok((limit - fixed) / writers)
 }
 
 impl Default for IngestOptions {
