@@ -2,12 +2,13 @@
 # Ingest benchmark: tokscope vs DuckDB (read_ndjson -> Parquet zstd) on the same
 # generated canonical log, both limited to the same number of threads.
 # Prints MB/s of both, the ratio, peak RSS, tokscope's CPU time over wall time
-# and the zstd floor. Usage:
+# and the zstd floor; with polars installed (pip install polars), polars'
+# streaming scan_ndjson -> sink_parquet (zstd level 1) as a second peer. Usage:
 #   bench/ingest.sh [SIZE_MB=500] [THREADS=2]
 # DAYS=N spreads the requests over N days (default: one a second, ~6 days for
 # 500 MB), so each writer keeps a file open per day. QUICK=1 skips the codec
 # and per-token sections.
-# REPEAT=3 (default): tokscope, DuckDB and the zstd floor run that many times,
+# REPEAT=3 (default): tokscope, the peers and the zstd floor run that many times,
 # alternating, and the best time of each is used (shared VMs vary by 30%+).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -32,7 +33,9 @@ echo "input: $LOG ($MB MB, $(wc -l < "$LOG") lines), threads=$THREADS"
 # Best (lowest) seconds, and peak RSS over all runs, of the "seconds rss [cpu]"
 # lines in file $1; the third field is the CPU seconds (user + system) of the best run.
 best_of() { awk 'NR == 1 || $1 < t {t = $1; c = $3 + $4} $2 > m {m = $2} END {print t, m, c}' "$1"; }
-rm -f "$WORK/t_tok" "$WORK/t_duck" "$WORK/t_zstd"
+rm -f "$WORK/t_tok" "$WORK/t_duck" "$WORK/t_polars" "$WORK/t_zstd"
+# A second peer when installed: polars' streaming NDJSON -> Parquet (zstd level 1, as tokscope).
+HAVE_POLARS=$(python3 -c "import polars" 2>/dev/null && echo 1 || true)
 for _ in $(seq "$REPEAT"); do
   rm -rf "$WORK/ds"
   /usr/bin/time -a -f "%e %M %U %S" -o "$WORK/t_tok" env RAYON_NUM_THREADS=$THREADS "$BIN" ingest --quiet --out "$WORK/ds" "$LOG"
@@ -43,9 +46,18 @@ con = duckdb.connect()
 con.execute('SET threads TO $THREADS')
 con.execute(\"COPY (SELECT * FROM read_ndjson('$LOG')) TO '$WORK/duck.parquet' (FORMAT parquet, COMPRESSION zstd)\")
 "
+  if [ -n "$HAVE_POLARS" ]; then
+    rm -f "$WORK/polars.parquet"
+    /usr/bin/time -a -f "%e %M" -o "$WORK/t_polars" env POLARS_MAX_THREADS=$THREADS python3 -c "
+import polars as pl
+pl.scan_ndjson('$LOG').sink_parquet('$WORK/polars.parquet', compression='zstd', compression_level=1)
+"
+  fi
 done
 read -r T_TOK RSS_TOK CPU_TOK < <(best_of "$WORK/t_tok")
 read -r T_DUCK RSS_DUCK _ < <(best_of "$WORK/t_duck")
+T_POLARS=0 RSS_POLARS=0
+if [ -n "$HAVE_POLARS" ]; then read -r T_POLARS RSS_POLARS _ < <(best_of "$WORK/t_polars"); fi
 
 # The compression floor: zstd level 1 (tokscope's level, the lowest Parquet
 # allows) alone on the same column bytes. pyarrow rewrites the ingested
@@ -104,6 +116,10 @@ print(f"duckdb ndjson->parquet: {mb/duck:8.1f} MB/s  ({duck:.2f} s, peak RSS {$R
 print(f"ratio tokscope/duckdb: {duck/tok:.2f}x (best of $REPEAT alternating runs each)")
 zs = $T_ZSTD
 print(f"tokscope over the zstd floor: {tok/zs:.2f}x the floor's time (target <= 1.5x)")
+pol = $T_POLARS
+if pol:
+    print(f"polars ndjson->parquet: {mb/pol:8.1f} MB/s  ({pol:.2f} s, peak RSS {$RSS_POLARS/1024:.0f} MiB), "
+          f"{pol/zs:.2f}x the floor's time; ratio tokscope/polars: {pol/tok:.2f}x")
 for line in open("$CODECS"):
     codec, t, size = line.split()
     print(f"--compression {codec:8s} {mb/float(t):7.1f} MB/s  dataset {int(size)/1e6:7.1f} MB  ({$MB/(int(size)/1e6):.1f}x smaller than the log)")
