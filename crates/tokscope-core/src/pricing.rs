@@ -156,7 +156,6 @@ impl Pricing {
                 cached_input: m.cached_input.unwrap_or(m.input),
                 cache_write: m.cache_write.unwrap_or(m.input),
             };
-            check_rates(&base).map_err(ctx)?;
             let mut tiers = Vec::new();
             for t in m.tier {
                 let rates = Rates {
@@ -165,7 +164,6 @@ impl Pricing {
                     cached_input: t.cached_input.unwrap_or(base.cached_input),
                     cache_write: t.cache_write.unwrap_or(base.cache_write),
                 };
-                check_rates(&rates).map_err(ctx)?;
                 tiers.push(Tier { above_prompt_tokens: t.above_prompt_tokens, rates });
             }
             let effective_from = m.effective_from.as_ref().map(parse_date).transpose().map_err(ctx)?;
@@ -223,15 +221,8 @@ impl Pricing {
                     _ => r.cache_write = v * 1e6,
                 }
             }
-            tiers.sort_by_key(|t| t.above_prompt_tokens);
             let ctx = |msg: String| config_err!("LiteLLM prices {origin}, {name}: {msg}");
-            check_rates(&base).map_err(ctx)?;
-            for t in &tiers {
-                check_rates(&t.rates).map_err(ctx)?;
-            }
-            pricing
-                .exact
-                .insert(name.clone(), Schedule { entries: vec![PriceEntry { effective_from: None, base, tiers }] });
+            pricing.add_exact(name.clone(), PriceEntry { effective_from: None, base, tiers }).map_err(ctx)?;
         }
         Ok(pricing)
     }
@@ -357,7 +348,13 @@ pub fn cost_with(entry: &PriceEntry, u: Usage) -> Cost {
     }
 }
 
+/// Adds `entry` to a model's history. Every entry of either file comes
+/// through here, so its rates are checked here, once.
 fn insert_entry(schedule: &mut Schedule, entry: PriceEntry) -> std::result::Result<(), String> {
+    check_rates(&entry.base)?;
+    for tier in &entry.tiers {
+        check_rates(&tier.rates)?;
+    }
     if schedule.entries.iter().any(|e| e.effective_from == entry.effective_from) {
         return Err("two prices for the same model and effective_from".into());
     }
