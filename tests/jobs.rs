@@ -9,7 +9,7 @@ use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use common::{data_dir, ingest, python, repo, tokscope, S3Server};
+use common::{data_dir, ingest, python, repo, tokscope, tokscope_with_env, S3Server};
 use serde_json::Value;
 
 fn write(dir: &Path, name: &str, text: &str) -> String {
@@ -209,6 +209,21 @@ fn report_is_eos_latency_and_cost_side_by_side() {
     // a: (100+200+300+400+500 prompt) * 1 + (11+21+100+1+2) * 2 = 1500 + 270 = 1770 per 1M.
     assert!((col(&report[0], "cost_usd").as_f64().unwrap() - 1770e-6).abs() < 1e-15);
     assert_eq!(col(&report[1], "unpriced_requests"), 1);
+}
+
+/// The report reads `price_usd(..)`'s fields straight from the struct: the
+/// session turns DataFusion's leaf-expression pushdown off (no table has a
+/// struct column for it to prune), and its environment variable turns it back on.
+#[test]
+fn report_plan_reads_price_fields_without_leaf_pushdown_unless_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let ds = hand_dataset(dir.path());
+    let explain = format!("EXPLAIN {}", tokscope(&["job", "report", "--show-sql"]));
+    let args = ["query", "--wide", "--format", "csv", "--data", ds.to_str().unwrap(), &explain];
+    let plan = tokscope(&args);
+    assert!(plan.contains("price_usd(") && !plan.contains("__datafusion_extracted"), "{plan}");
+    let on = tokscope_with_env(&[("DATAFUSION_OPTIMIZER_ENABLE_LEAF_EXPRESSION_PUSHDOWN", "true")], &args);
+    assert!(on.contains("__datafusion_extracted"), "{on}");
 }
 
 /// Pricing cases: each model is one group, so each row is one hand-priced case.
