@@ -13,7 +13,8 @@
 # exact estimator as tokscope's.
 #  (c) the fixed cost of a query against the 5 ms limit: opening the dataset
 #      (session, file list, tables) plus `SELECT count(*) FROM requests`, and
-#      plus `EXPLAIN` of each job (planning, file listing and statistics).
+#      plus `EXPLAIN` of the eos, latency and report jobs (planning, file listing
+#      and statistics), and the planning of every job in a warm session.
 # Usage: bench/jobs.sh [REQUESTS=500000] [THREADS=all]   (TOKSCOPE_BIN=path skips the build)
 # DAYS=N spreads the requests over N days (one date partition each; default: one
 # a second from 2024-06-01); COMPACT=1 runs `tokscope compact` after the ingest.
@@ -36,7 +37,9 @@ DS="$WORK/ds-$N${DAYS:+-${DAYS}d}"
 # A dataset from before request_counts existed is ingested again.
 [ -d "$DS/request_counts" ] || { rm -rf "$DS"; "$BIN" ingest --quiet --out "$DS" "$LOG"; }
 [ "${COMPACT:-0}" = 1 ] && "$BIN" compact --data "$DS"
-for f in eos latency report; do "$BIN" job "$f" --show-sql > "$WORK/$f.sql"; done
+# Every job that reads `requests` or the per-token tables; (c) times each one's planning.
+PLAN_JOBS="eos latency cost kv_cache report daily throughput load_summary ab jitter jitter_requests confidence eos_logprob"
+for f in $PLAN_JOBS; do "$BIN" job "$f" --show-sql > "$WORK/$f.sql"; done
 FILES=$(find "$DS/requests" -name '*.parquet' ! -name '.*' | wc -l)
 echo "input: $LOG ($(du -h "$LOG" | cut -f1), $N requests), dataset $DS ($FILES requests files), threads=$THREADS"
 
@@ -180,7 +183,7 @@ for f in eos latency report; do
 done
 # EXPLAIN also formats both plans as text (long for the report); the job's own
 # planning (parse, optimise, physical plan), as `query --timing` reports it:
-for f in eos latency report; do
+for f in $PLAN_JOBS; do
   read -r _ _ P <<<"$(best_pair "$(cat "$WORK/$f.sql")")"
   python3 -c "print(f'planning job $f (no EXPLAIN text): warm session {1000*$P:.1f} ms ($(verdict "$P"))')"
 done
