@@ -60,9 +60,9 @@ const METADATA_SIZE_HINT_VAR: &str = "DATAFUSION_EXECUTION_PARQUET_METADATA_SIZE
 /// It is off by default: it moves struct-field reads (`get_field`) towards
 /// the scan so that Parquet reads only the fields used, but no tokscope
 /// table has a struct column, so all it does is re-project computed
-/// structs (`price_usd(..)['total_usd']`): planning the report took 7.4 ms
-/// with it and 6.0 ms without, the A/B job 18.8 and 14.9 ms, for the same
-/// execution (docs/PERFORMANCE.md).
+/// structs (`price_usd(..)['total_usd']`): planning the report took
+/// 7.3-7.4 ms with it and 5.7 ms without, the A/B job 18.4-18.6 and
+/// 14.5 ms, for the same execution (docs/PERFORMANCE.md).
 const LEAF_PUSHDOWN_VAR: &str = "DATAFUSION_OPTIMIZER_ENABLE_LEAF_EXPRESSION_PUSHDOWN";
 
 /// The session's list-files cache: 64 MiB, the lists of ~300k files.
