@@ -60,13 +60,13 @@ impl<'de> Deserialize<'de> for CanonicalLine<'de> {
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
                 let mut c = CanonicalLine::default();
-                while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+                while let Some(fields::Text(key)) = map.next_key()? {
                     match key.as_ref() {
                         "ts" => c.ts = map.next_value()?,
-                        "request_id" => c.request_id = map.next_value()?,
-                        "session_id" => c.session_id = map.next_value()?,
-                        "model" => c.model = map.next_value()?,
-                        "model_version" => c.model_version = map.next_value()?,
+                        "request_id" => c.request_id = fields::next_text(&mut map)?,
+                        "session_id" => c.session_id = fields::next_text(&mut map)?,
+                        "model" => c.model = fields::next_text(&mut map)?,
+                        "model_version" => c.model_version = fields::next_text(&mut map)?,
                         k if fields::VARIANT_KEYS.contains(&k) => {
                             let v: &'de RawValue = map.next_value()?;
                             let slot = fields::VARIANT_KEYS.iter().position(|n| *n == k).unwrap_or(0);
@@ -84,12 +84,12 @@ impl<'de> Deserialize<'de> for CanonicalLine<'de> {
                         "prefill_latency_ms" => c.prefill_latency_ms = map.next_value()?,
                         "kv_cache_hit_ratio" => c.kv_cache_hit_ratio = map.next_value()?,
                         "logged_cost_usd" => c.logged_cost_usd = map.next_value()?,
-                        "finish_reason" => c.finish_reason = map.next_value()?,
+                        "finish_reason" => c.finish_reason = fields::next_text(&mut map)?,
                         "prompt" => {
                             let raw: &'de RawValue = map.next_value()?;
                             c.prompt = fields::text_or_json(raw).map_err(de::Error::custom)?;
                         }
-                        "model_output" => c.model_output = map.next_value()?,
+                        "model_output" => c.model_output = fields::next_text(&mut map)?,
                         "token_times_ms" => c.token_times_ms = map.next_value()?,
                         "decode_latency_ms" => c.decode_latency_ms = map.next_value()?,
                         "logprobs" => c.logprobs = map.next_value()?,
@@ -261,5 +261,19 @@ mod tests {
         )
         .unwrap();
         assert_eq!(r.model_output.as_deref(), Some("a\nb</s>"));
+    }
+
+    #[test]
+    fn text_borrows_from_the_line_unless_escaped() {
+        let line = br#"{"ts":1700000000000,"mod\u0065l":"m","prompt_tokens":1,"completion_tokens":1,"prompt":"p q","model_output":"a b</s>","finish_reason":"st\u006fp"}"#;
+        let r = parse(line).unwrap();
+        // An escaped key still names its field.
+        assert_eq!(r.model, "m");
+        assert!(matches!(r.model, Cow::Borrowed(_)));
+        assert!(matches!(r.model_output, Some(Cow::Borrowed("a b</s>"))));
+        assert!(matches!(r.prompt, Some(Cow::Borrowed("p q"))));
+        assert!(matches!(r.finish_reason_raw, Some(Cow::Owned(ref s)) if s == "stop"));
+        let err = parse(br#"{"ts":1,"model":5,"prompt_tokens":1,"completion_tokens":1}"#).unwrap_err();
+        assert!(err.contains("invalid type: integer `5`, expected a string"), "{err}");
     }
 }

@@ -190,6 +190,43 @@ impl<'de, T: FromLogged> Visitor<'de> for QuotedNumber<T> {
     }
 }
 
+/// A JSON string borrowed from the line when it holds no escapes (the common
+/// case) and unescaped into an owned copy otherwise. serde's own
+/// `Cow<str>` always copies, which for a log line means one allocation and
+/// one copy per key and per text value. Derived structs borrow with
+/// `#[serde(borrow)]`; this is for hand-written visitors and
+/// `serde_json::from_str`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Text<'a>(pub Cow<'a, str>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for Text<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> Visitor<'de> for V<'a> {
+            type Value = Text<'a>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
+                Ok(Text(Cow::Borrowed(v)))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(Text(Cow::Owned(v.to_owned())))
+            }
+            fn visit_string<E: de::Error>(self, v: String) -> Result<Self::Value, E> {
+                Ok(Text(Cow::Owned(v)))
+            }
+        }
+        d.deserialize_str(V(std::marker::PhantomData))
+    }
+}
+
+/// The next value of a hand-written map visitor as an optional [`Text`]
+/// (`null` is `None`).
+pub fn next_text<'de, A: de::MapAccess<'de>>(map: &mut A) -> Result<Option<Cow<'de, str>>, A::Error> {
+    Ok(map.next_value::<Option<Text<'de>>>()?.map(|t| t.0))
+}
+
 /// A timestamp as logged: epoch milliseconds or a date-time string.
 #[derive(Debug, Clone, PartialEq)]
 pub enum TsValue<'a> {
@@ -271,8 +308,8 @@ pub fn text_or_json<'a>(raw: &'a RawValue) -> Result<Option<Cow<'a, str>>, serde
     if text == "null" {
         Ok(None)
     } else if text.starts_with('"') {
-        let s: Cow<'a, str> = serde_json::from_str(text)?;
-        Ok(Some(s))
+        let s: Text<'a> = serde_json::from_str(text)?;
+        Ok(Some(s.0))
     } else {
         Ok(Some(Cow::Borrowed(text)))
     }
@@ -289,7 +326,7 @@ pub const VARIANT_KEYS: [&str; 3] = ["variant", "arm", "experiment"];
 pub fn arm_label(raw: &RawValue) -> Option<Cow<'_, str>> {
     let text = raw.get();
     match text.as_bytes().first() {
-        Some(b'"') => serde_json::from_str::<Cow<'_, str>>(text).ok().filter(|s| !s.trim().is_empty()),
+        Some(b'"') => serde_json::from_str::<Text<'_>>(text).ok().map(|t| t.0).filter(|s| !s.trim().is_empty()),
         Some(b'-' | b'0'..=b'9') => Some(Cow::Borrowed(text)),
         _ => None,
     }

@@ -51,13 +51,13 @@ impl<'de> Deserialize<'de> for ProfileLine<'de> {
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
                 let mut p = ProfileLine::default();
-                while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+                while let Some(fields::Text(key)) = map.next_key()? {
                     match key.as_ref() {
-                        "request_id" => p.request_id = map.next_value()?,
+                        "request_id" => p.request_id = fields::next_text(&mut map)?,
                         "ts" => p.ts = map.next_value()?,
-                        "engine_id" | "engine" => p.engine_id = map.next_value()?,
+                        "engine_id" | "engine" => p.engine_id = fields::next_text(&mut map)?,
                         "gpu_id" | "gpu" => p.gpu_id = map.next_value()?,
-                        "model" => p.model = map.next_value()?,
+                        "model" => p.model = fields::next_text(&mut map)?,
                         "inference_steps" => p.inference_steps = map.next_value()?,
                         "kv_cache_hit_ratio" => p.kv_cache_hit_ratio = map.next_value()?,
                         "cuda_kernel_avg_us" => p.cuda_kernel_avg_us = map.next_value()?,
