@@ -227,13 +227,11 @@ impl Pricing {
         Ok(pricing)
     }
 
-    fn add_exact(&mut self, name: String, mut entry: PriceEntry) -> std::result::Result<(), String> {
-        entry.tiers.sort_by_key(|t| t.above_prompt_tokens);
+    fn add_exact(&mut self, name: String, entry: PriceEntry) -> std::result::Result<(), String> {
         insert_entry(self.exact.entry(name).or_default(), entry)
     }
 
-    fn add_pattern(&mut self, pattern: String, mut entry: PriceEntry) -> std::result::Result<(), String> {
-        entry.tiers.sort_by_key(|t| t.above_prompt_tokens);
+    fn add_pattern(&mut self, pattern: String, entry: PriceEntry) -> std::result::Result<(), String> {
         if let Some(i) = self.patterns.iter().position(|(p, _)| *p == pattern) {
             return insert_entry(&mut self.patterns[i].1, entry);
         }
@@ -349,8 +347,9 @@ pub fn cost_with(entry: &PriceEntry, u: Usage) -> Cost {
 }
 
 /// Adds `entry` to a model's history. Every entry of either file comes
-/// through here, so its rates are checked here, once.
-fn insert_entry(schedule: &mut Schedule, entry: PriceEntry) -> std::result::Result<(), String> {
+/// through here, so its rates are checked and its tiers ordered here, once.
+fn insert_entry(schedule: &mut Schedule, mut entry: PriceEntry) -> std::result::Result<(), String> {
+    entry.tiers.sort_by_key(|t| t.above_prompt_tokens);
     check_rates(&entry.base)?;
     for tier in &entry.tiers {
         check_rates(&tier.rates)?;
