@@ -43,6 +43,7 @@ use arrow_array::RecordBatch;
 use rayon::prelude::*;
 use serde::Serialize;
 
+use crate::catalog::columns::BuilderSizes;
 use crate::catalog::evals::{EvalRow, EvalsBuilder};
 use crate::catalog::kernels::{KernelRow, KernelsBuilder};
 use crate::catalog::moe_routing::MoeRoutingBuilder;
@@ -144,6 +145,8 @@ pub struct ParsedSlice {
     pub counts: LineCounts,
     /// Bytes of the slice's lines (for progress reporting).
     pub bytes: u64,
+    /// How much its high-volume builders held, to size the next chunk's.
+    sizes: SliceSizes,
 }
 
 impl ParsedSlice {
@@ -295,6 +298,7 @@ impl ReaderBuilder {
             started: false,
             pairing,
             finished: false,
+            sizes: SliceSizes::default(),
         }
     }
 }
@@ -351,6 +355,8 @@ pub struct Reader {
     pairing: SpanPairing,
     /// True once the end of input was handled.
     finished: bool,
+    /// The largest slice of the last chunk, to size the next chunk's builders.
+    sizes: SliceSizes,
 }
 
 impl Reader {
@@ -389,7 +395,9 @@ impl Reader {
             time_unit: self.config.time_unit,
             header: self.header.as_ref(),
         };
-        let mut slices = parse_chunk(chunk, self.config.format, &ctx, &self.location, &self.config.settings)?;
+        let mut slices =
+            parse_chunk(chunk, self.config.format, &ctx, &self.location, &self.config.settings, &self.sizes)?;
+        self.sizes = slices.iter().fold(SliceSizes::default(), |largest, s| largest.max(&s.sizes));
         if slices.iter().any(|s| !s.spans.is_empty()) {
             let spans: Vec<PendingSpan> = slices.iter_mut().flat_map(|s| std::mem::take(&mut s.spans)).collect();
             slices.push(self.pairing.pair(spans, &self.location)?);
@@ -522,6 +530,7 @@ fn parse_chunk(
     ctx: &LineContext<'_>,
     file: &str,
     settings: &DeriveSettings,
+    sizes: &SliceSizes,
 ) -> Result<Vec<ParsedSlice>> {
     let per_task = chunk.lines.len().div_ceil(rayon::current_num_threads() * 2).max(256);
     let last = chunk.lines.len().saturating_sub(1);
@@ -531,7 +540,7 @@ fn parse_chunk(
         .par_chunks(per_task)
         .enumerate()
         .map(|(task, spans)| {
-            let mut out = SliceBuilders::new(&settings.redaction);
+            let mut out = SliceBuilders::with_sizes(&settings.redaction, sizes);
             for (i, span) in spans.iter().enumerate() {
                 let line = &chunk.data[span.start..span.end];
                 let origin =
@@ -620,14 +629,35 @@ struct SliceBuilders {
     counts: LineCounts,
 }
 
+/// How much a slice's `requests` and `tokens` builders held (the tables with
+/// a row per line or per token; the others are small or rare and start empty).
+#[derive(Debug, Clone, Default)]
+struct SliceSizes {
+    requests: BuilderSizes,
+    tokens: BuilderSizes,
+}
+
+impl SliceSizes {
+    fn max(self, other: &SliceSizes) -> SliceSizes {
+        SliceSizes { requests: self.requests.max(&other.requests), tokens: self.tokens.max(&other.tokens) }
+    }
+}
+
 impl SliceBuilders {
     fn new(redaction: &Redactor) -> Self {
+        Self::with_sizes(redaction, &SliceSizes::default())
+    }
+
+    /// Builders with room for a slice as large as `sizes` says: slices of one
+    /// chunk hold as many lines as the last chunk's, so their builders seldom
+    /// grow (each growth copies the buffer).
+    fn with_sizes(redaction: &Redactor, sizes: &SliceSizes) -> Self {
         SliceBuilders {
             redaction: redaction.clone(),
-            requests: Default::default(),
-            request_days: Vec::new(),
-            tokens: Default::default(),
-            token_days: Vec::new(),
+            requests: RequestsBuilder::with_sizes(&sizes.requests),
+            request_days: Vec::with_capacity(sizes.requests.rows),
+            tokens: TokensBuilder::with_sizes(&sizes.tokens),
+            token_days: Vec::with_capacity(sizes.tokens.rows),
             profiles: Default::default(),
             profile_days: Vec::new(),
             rejects: Default::default(),
@@ -701,6 +731,7 @@ impl SliceBuilders {
         let (n_requests, n_tokens, n_rejects) = (self.requests.len(), self.tokens.len(), self.rejects.len());
         let (n_kernels, n_moe, n_evals) = (self.kernels.len(), self.moe_routing.len(), self.evals.len());
         let n_profiles = self.profiles.len();
+        let sizes = SliceSizes { requests: self.requests.sizes(), tokens: self.tokens.sizes() };
         Ok(ParsedSlice {
             requests: dated(n_requests, self.requests.finish()?, self.request_days),
             tokens: dated(n_tokens, self.tokens.finish()?, self.token_days),
@@ -712,6 +743,7 @@ impl SliceBuilders {
             spans: self.spans,
             counts: self.counts,
             bytes,
+            sizes,
         })
     }
 }
@@ -777,6 +809,21 @@ mod tests {
         assert_eq!((source.value(0), source.value(1)), ("engine", "engine"));
         let itl = t.column_by_name("itl_ms").unwrap().as_any().downcast_ref::<arrow_array::Float64Array>().unwrap();
         assert_eq!((itl.value(0), itl.value(1)), (5.0, 6.5));
+    }
+
+    #[test]
+    fn builders_are_sized_from_the_largest_slice_of_the_last_chunk() {
+        let line = |m: &str| format!("{{\"ts\":0,\"model\":\"{m}\",\"prompt_tokens\":1,\"completion_tokens\":2}}\n");
+        let log = [line("aa"), line("bbbb"), line("c")].concat();
+        let mut reader = ReaderBuilder::new().build(std::io::Cursor::new(log.into_bytes()), "x.jsonl");
+        assert_eq!(reader.sizes.requests, BuilderSizes::default());
+        let slices = reader.next().expect("one chunk").expect("chunk parses");
+        let rows: usize = slices.iter().filter_map(|s| s.requests.as_ref()).map(|d| d.batch.num_rows()).sum();
+        assert_eq!((slices.len(), rows), (1, 3));
+        let model = RequestsBuilder::DEF.columns.iter().position(|c| c.name == "model").unwrap();
+        let sizes = &reader.sizes.requests;
+        assert_eq!((sizes.rows, sizes.bytes.len(), sizes.bytes[model]), (3, RequestsBuilder::DEF.columns.len(), 7));
+        assert_eq!(reader.sizes.tokens.rows, 0);
     }
 
     #[test]

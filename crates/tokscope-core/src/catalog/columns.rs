@@ -25,6 +25,19 @@ pub trait ColumnType {
     fn data_type() -> DataType;
     /// A new, empty builder.
     fn new_builder() -> Self::Builder;
+    /// A new, empty builder with room for `rows` values of `bytes` bytes in
+    /// all (`bytes` counts for variable-length values only; list columns,
+    /// rare and short, start empty).
+    fn builder_with_capacity(rows: usize, bytes: usize) -> Self::Builder {
+        let _ = (rows, bytes);
+        Self::new_builder()
+    }
+    /// Bytes of the variable-length values appended so far (0 for fixed-width
+    /// and list columns).
+    fn value_bytes(builder: &Self::Builder) -> usize {
+        let _ = builder;
+        0
+    }
     /// Appends one value, or a null.
     fn append(builder: &mut Self::Builder, value: Option<Self::Value<'_>>);
 }
@@ -41,6 +54,9 @@ macro_rules! primitive_column {
             }
             fn new_builder() -> Self::Builder {
                 <$builder>::new()
+            }
+            fn builder_with_capacity(rows: usize, _bytes: usize) -> Self::Builder {
+                <$builder>::with_capacity(rows)
             }
             fn append(builder: &mut Self::Builder, value: Option<$value>) {
                 builder.append_option(value)
@@ -81,6 +97,12 @@ impl ColumnType for Utf8 {
     fn new_builder() -> Self::Builder {
         StringBuilder::new()
     }
+    fn builder_with_capacity(rows: usize, bytes: usize) -> Self::Builder {
+        StringBuilder::with_capacity(rows, bytes)
+    }
+    fn value_bytes(builder: &Self::Builder) -> usize {
+        builder.values_slice().len()
+    }
     fn append(builder: &mut Self::Builder, value: Option<&str>) {
         builder.append_option(value)
     }
@@ -97,6 +119,12 @@ impl ColumnType for Binary {
     fn new_builder() -> Self::Builder {
         BinaryBuilder::new()
     }
+    fn builder_with_capacity(rows: usize, bytes: usize) -> Self::Builder {
+        BinaryBuilder::with_capacity(rows, bytes)
+    }
+    fn value_bytes(builder: &Self::Builder) -> usize {
+        builder.values_slice().len()
+    }
     fn append(builder: &mut Self::Builder, value: Option<&[u8]>) {
         builder.append_option(value)
     }
@@ -112,6 +140,9 @@ impl ColumnType for TimestampUtc {
     }
     fn new_builder() -> Self::Builder {
         TimestampMicrosecondBuilder::new().with_timezone("UTC")
+    }
+    fn builder_with_capacity(rows: usize, _bytes: usize) -> Self::Builder {
+        TimestampMicrosecondBuilder::with_capacity(rows).with_timezone("UTC")
     }
     fn append(builder: &mut Self::Builder, value: Option<i64>) {
         builder.append_option(value)
@@ -220,6 +251,32 @@ impl ColumnType for TopLogprobs {
     }
 }
 
+/// How much one table builder held: its rows and each column's value bytes,
+/// in column order. Builders made from it (the `with_sizes` of a `table!` builder) start
+/// with that room instead of growing from empty, copying their buffers at
+/// every doubling.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BuilderSizes {
+    /// Rows appended.
+    pub rows: usize,
+    /// Bytes of each column's variable-length values (0 for the others).
+    pub bytes: Vec<usize>,
+}
+
+impl BuilderSizes {
+    /// The larger of `self` and `other`, row count and column by column.
+    pub fn max(mut self, other: &BuilderSizes) -> BuilderSizes {
+        self.rows = self.rows.max(other.rows);
+        if self.bytes.len() < other.bytes.len() {
+            self.bytes.resize(other.bytes.len(), 0);
+        }
+        for (mine, theirs) in self.bytes.iter_mut().zip(&other.bytes) {
+            *mine = (*mine).max(*theirs);
+        }
+        self
+    }
+}
+
 /// Declares a table: its catalog entry ([`super::TableDef`]) and a batch
 /// builder that appends one row from the given arguments.
 ///
@@ -300,6 +357,31 @@ macro_rules! table {
                 }
             }
 
+            /// An empty builder with room for as many rows and value bytes as
+            /// `sizes` recorded (see [`Self::sizes`]), so that a slice like the
+            /// last one is built without growing a buffer.
+            pub fn with_sizes(sizes: &$crate::catalog::columns::BuilderSizes) -> Self {
+                let mut bytes = sizes.bytes.iter().copied();
+                Self {
+                    $( $column: <$crate::catalog::columns::$kind as $crate::catalog::columns::ColumnType>::builder_with_capacity(
+                        sizes.rows,
+                        bytes.next().unwrap_or(0),
+                    ), )*
+                    rows: 0,
+                }
+            }
+
+            /// The rows and each column's value bytes appended since the last
+            /// [`Self::finish`].
+            pub fn sizes(&self) -> $crate::catalog::columns::BuilderSizes {
+                $crate::catalog::columns::BuilderSizes {
+                    rows: self.rows,
+                    bytes: vec![$(
+                        <$crate::catalog::columns::$kind as $crate::catalog::columns::ColumnType>::value_bytes(&self.$column)
+                    ),*],
+                }
+            }
+
             /// Appends one row.
             #[allow(clippy::too_many_arguments)]
             pub fn append(&mut self, $($arg: $arg_ty),*) {
@@ -345,3 +427,29 @@ macro_rules! table {
 }
 
 pub(crate) use table;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_are_the_larger_column_by_column() {
+        let a = BuilderSizes { rows: 3, bytes: vec![10, 0, 7] };
+        let b = BuilderSizes { rows: 5, bytes: vec![4, 0, 9, 2] };
+        assert_eq!(a.clone().max(&b), BuilderSizes { rows: 5, bytes: vec![10, 0, 9, 2] });
+        assert_eq!(BuilderSizes::default().max(&a), a);
+    }
+
+    #[test]
+    fn text_builders_count_their_value_bytes() {
+        let mut b = Utf8::builder_with_capacity(4, 64);
+        assert!(b.values_slice().is_empty());
+        Utf8::append(&mut b, Some("héllo"));
+        Utf8::append(&mut b, None);
+        assert_eq!(Utf8::value_bytes(&b), 6);
+        assert_eq!(Int64::value_bytes(&Int64::builder_with_capacity(4, 64)), 0);
+        let mut bin = Binary::builder_with_capacity(1, 8);
+        Binary::append(&mut bin, Some(b"abc"));
+        assert_eq!(Binary::value_bytes(&bin), 3);
+    }
+}

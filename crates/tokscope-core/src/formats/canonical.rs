@@ -111,18 +111,23 @@ pub(crate) fn extra_json(extra: &[(Cow<'_, str>, &RawValue)]) -> Option<String> 
     if extra.is_empty() {
         return None;
     }
-    let mut out = String::from("{");
+    // Room for the braces, and each key quoted with its value and separators:
+    // one allocation unless a key needs escapes.
+    let room = 2 + extra.iter().map(|(k, v)| k.len() + v.get().len() + 4).sum::<usize>();
+    let mut out = Vec::with_capacity(room);
+    out.push(b'{');
     for (i, (k, v)) in extra.iter().enumerate() {
         if i > 0 {
-            out.push(',');
+            out.push(b',');
         }
-        // Keys came out of JSON, so re-escaping them cannot fail.
-        out.push_str(&serde_json::to_string(k.as_ref()).unwrap_or_default());
-        out.push(':');
-        out.push_str(v.get());
+        // Writing a string into a Vec cannot fail.
+        serde_json::to_writer(&mut out, k.as_ref()).ok()?;
+        out.push(b':');
+        out.extend_from_slice(v.get().as_bytes());
     }
-    out.push('}');
-    Some(out)
+    out.push(b'}');
+    // Every piece is UTF-8, so the whole is.
+    String::from_utf8(out).ok()
 }
 
 impl<'a> CanonicalLine<'a> {
@@ -227,6 +232,15 @@ mod tests {
         assert_eq!(r.prompt.as_deref(), Some(r#"[{"role":"user","content":"hi"}]"#));
         assert!(r.output_is_raw);
         assert_eq!(r.extra.as_deref(), Some(r#"{"region":"eu","tags":{"a":1}}"#));
+    }
+
+    #[test]
+    fn extra_keys_are_escaped_again() {
+        let line = br#"{"ts":1,"model":"m","prompt_tokens":1,"completion_tokens":1,"re\"gi\u00f3n":"eu","n":[1, 2]}"#;
+        let r = parse(line).unwrap();
+        assert_eq!(r.extra.as_deref(), Some(r#"{"re\"gión":"eu","n":[1, 2]}"#));
+        let back: serde_json::Value = serde_json::from_str(r.extra.as_deref().unwrap()).unwrap();
+        assert_eq!(back["re\"gión"], "eu");
     }
 
     #[test]
