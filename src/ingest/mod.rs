@@ -63,10 +63,10 @@ pub const DEFAULT_MEMORY_LIMIT: usize = 512 << 20;
 
 /// Parsed slices queued for each writer thread. Slices go to the writers in
 /// turn, so the files an ingest writes do not depend on thread timing; with
-/// two queued, the parser often waited on one writer busy with a flush while
-/// the other idled (four: ~8% faster, CPU/wall 1.82-1.85 instead of
-/// 1.71-1.80 on 2 cores, docs/PERFORMANCE.md).
-const WRITER_QUEUE: usize = 4;
+/// few queued, the parser often waits on one writer busy with a flush while
+/// the other idles (CPU/wall on 2 cores: 1.71-1.82 with two, 1.82-1.91 with
+/// four, 1.90-1.94 with eight; docs/PERFORMANCE.md).
+const WRITER_QUEUE: usize = 8;
 
 /// The least a writer thread's budget may be (a few row groups' pages).
 const MIN_WRITER_BYTES: usize = 24 << 20;
@@ -74,11 +74,14 @@ const MIN_WRITER_BYTES: usize = 24 << 20;
 /// What ingest holds besides its writers' buffered row groups: the raw and
 /// parsed chunks in flight (the splitter's queue, the chunk being parsed, the
 /// writers' queues) with the free pages the allocator keeps for reuse, and the
-/// longest line the splitter may hold. Measured with 4 MiB chunks and 2
-/// threads: about 185 MiB above the program's own footprint, most of it
-/// retained free pages (docs/RELIABILITY.md, "Bounded memory").
+/// longest line the splitter may hold. Measured with 4 MiB chunks, 2 threads
+/// and four queued slices per writer: about 185 MiB above the program's own
+/// footprint, most of it retained free pages (docs/RELIABILITY.md, "Bounded
+/// memory"). The writers' queues hold `WRITER_QUEUE / 2` chunks in all (a
+/// chunk is parsed into two slices per thread), counted apart.
 pub fn pipeline_bytes(reader: &ReaderBuilder, threads: usize) -> usize {
-    (32 + 8 * threads) * reader.chunk_bytes() + reader.max_line_bytes()
+    let chunk = reader.chunk_bytes();
+    (30 + 8 * threads) * chunk + WRITER_QUEUE * chunk / 2 + reader.max_line_bytes()
 }
 
 /// Each writer thread's budget for its buffered row groups under `limit`
