@@ -106,7 +106,9 @@ impl RequestCounts {
         let lo = lo.as_primitive_opt::<Int64Type>().ok_or_else(|| wrong_type("context_bin_lo", lo.data_type()))?;
         let marker = column(batch, "has_eos_marker")?;
         let marker = marker.as_boolean_opt().ok_or_else(|| wrong_type("has_eos_marker", marker.data_type()))?;
-        let mut local: HashMap<RowKey<'_>, i64> = HashMap::new();
+        // Hashed once per row: foldhash rather than SipHash (keys come from the
+        // log, so the hasher stays seeded per process).
+        let mut local: HashMap<RowKey<'_>, i64, foldhash::fast::RandomState> = HashMap::default();
         for (i, day) in dated.days.iter().enumerate() {
             let key = (
                 *day,
