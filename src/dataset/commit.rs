@@ -21,6 +21,7 @@
 //! delete; a copy that finished before a crash is detected by the final
 //! object being present.
 
+use futures::{stream, StreamExt, TryStreamExt};
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 use serde::{Deserialize, Serialize};
@@ -29,6 +30,11 @@ use super::files::FileList;
 use super::manifest::{Manifest, ManifestEntry};
 use super::DatasetRoot;
 use crate::error::{Error, Result};
+
+/// Requests to the store a commit keeps in flight at once (renames, sizes,
+/// footers): one file's steps take a few round trips to an object store, and
+/// a run over a month of logs commits a file per day and writer thread.
+pub(crate) const CONCURRENT_REQUESTS: usize = 16;
 
 /// Directory of commit records at the dataset root.
 pub const COMMITS: &str = "_commits";
@@ -101,26 +107,13 @@ fn apply(
     rt: &tokio::runtime::Runtime,
 ) -> Result<()> {
     rt.block_on(async {
-        for rel in &commit.files {
-            let (tmp, dest) = (object(root, &temporary_name(rel)), object(root, rel));
-            match store.head(&dest).await {
-                // Renamed (or copied) before: only a leftover temporary copy may remain.
-                Ok(_) => match store.delete(&tmp).await {
-                    Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
-                    Err(e) => return Err(Error::from(e)),
-                },
-                Err(object_store::Error::NotFound { .. }) => store.rename(&tmp, &dest).await.map_err(|e| match e {
-                    object_store::Error::NotFound { .. } => config_err!(
-                        "dataset {}: commit {} names {rel}, but neither it nor its temporary file exists; \
-                         the dataset was changed by something other than tokscope",
-                        dataset.display(),
-                        commit.run_id
-                    ),
-                    other => Error::from(other),
-                })?,
-                Err(e) => return Err(Error::from(e)),
-            }
-        }
+        // Each file's final name is independent of the others': on an object
+        // store every one is a few round trips, so they go out together.
+        stream::iter(&commit.files)
+            .map(|rel| finalize(dataset, store, root, commit, rel))
+            .buffer_unordered(CONCURRENT_REQUESTS)
+            .try_collect::<()>()
+            .await?;
         crash_point("renamed");
         // The visibility point: queries read the file list, not the directories.
         FileList::commit(store, root, &commit.files, &commit.replaces).await?;
@@ -144,6 +137,35 @@ fn apply(
     manifest.save(dataset, rt)?;
     rt.block_on(store.delete(record))?;
     Ok(())
+}
+
+/// Gives `rel` its final name: renames its temporary file, or, when a
+/// commit run before got that far, deletes the temporary copy left beside it.
+async fn finalize(
+    dataset: &DatasetRoot,
+    store: &dyn ObjectStore,
+    root: &ObjectPath,
+    commit: &Commit,
+    rel: &str,
+) -> Result<()> {
+    let (tmp, dest) = (object(root, &temporary_name(rel)), object(root, rel));
+    match store.head(&dest).await {
+        // Renamed (or copied) before: only a leftover temporary copy may remain.
+        Ok(_) => match store.delete(&tmp).await {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err(e) => Err(Error::from(e)),
+        },
+        Err(object_store::Error::NotFound { .. }) => store.rename(&tmp, &dest).await.map_err(|e| match e {
+            object_store::Error::NotFound { .. } => config_err!(
+                "dataset {}: commit {} names {rel}, but neither it nor its temporary file exists; \
+                 the dataset was changed by something other than tokscope",
+                dataset.display(),
+                commit.run_id
+            ),
+            other => Error::from(other),
+        }),
+        Err(e) => Err(Error::from(e)),
+    }
 }
 
 /// The environment variable that makes a commit stop dead after one of its
@@ -235,5 +257,42 @@ mod tests {
         assert!(!is_temporary("requests/date=2024-06-01/part-a.parquet"));
         assert!(is_staged_put("_files.json#3") && is_staged_put("run.json#12"));
         assert!(!is_staged_put("_files.json") && !is_staged_put("a#b.parquet") && !is_staged_put("x#"));
+    }
+
+    /// More files than the requests kept in flight: every one gets its final
+    /// name and its own row count in the file list, and applying the same
+    /// commit again (as recovery does) changes nothing.
+    #[test]
+    fn a_commit_of_many_files_names_and_lists_each_once() {
+        use arrow::array::{ArrayRef, Int64Array, RecordBatch};
+        let dir = tempfile::tempdir().unwrap();
+        let dataset = DatasetRoot::Local(dir.path().to_path_buf());
+        let n = 3 * CONCURRENT_REQUESTS + 1;
+        let files: Vec<String> =
+            (0..n).map(|i| format!("requests/date=2024-06-{:02}/part-r-{i}.parquet", i % 28 + 1)).collect();
+        for (i, rel) in files.iter().enumerate() {
+            let tmp = dir.path().join(temporary_name(rel));
+            std::fs::create_dir_all(tmp.parent().unwrap()).unwrap();
+            let column: ArrayRef = std::sync::Arc::new(Int64Array::from_iter_values(0..=i as i64));
+            let batch = RecordBatch::try_from_iter([("x", column)]).unwrap();
+            let mut writer =
+                parquet::arrow::ArrowWriter::try_new(std::fs::File::create(&tmp).unwrap(), batch.schema(), None)
+                    .unwrap();
+            writer.write(&batch).unwrap();
+            writer.close().unwrap();
+        }
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let run = Commit { run_id: "r".into(), files: files.clone(), manifest: Vec::new(), replaces: Vec::new() };
+        commit(&dataset, &run, &rt).unwrap();
+        let (store, root) = dataset.store_and_root().unwrap();
+        for again in [false, true] {
+            let list = rt.block_on(FileList::load(store.as_ref(), &root)).unwrap().unwrap();
+            assert_eq!(list.files.len(), n, "recovered again: {again}");
+            for (i, rel) in files.iter().enumerate() {
+                assert_eq!(list.files[rel].rows, Some(i as u64 + 1), "{rel}");
+                assert!(dir.path().join(rel).is_file() && !dir.path().join(temporary_name(rel)).exists(), "{rel}");
+            }
+            commit(&dataset, &run, &rt).unwrap();
+        }
     }
 }

@@ -18,13 +18,13 @@
 
 use std::collections::BTreeMap;
 
-use futures::TryStreamExt;
+use futures::{stream, StreamExt, TryStreamExt};
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectMeta, ObjectStore, ObjectStoreExt, PutPayload};
 use serde::{Deserialize, Serialize};
 use tokscope_core::catalog::CATALOG;
 
-use super::commit::{object, relative};
+use super::commit::{object, relative, CONCURRENT_REQUESTS};
 use crate::error::{Error, Result};
 
 /// The list's file name at the dataset root.
@@ -173,12 +173,17 @@ impl FileList {
         removed: &[String],
     ) -> Result<()> {
         let mut list = Self::load_or_scan(store, root).await?;
-        for rel in added {
-            let path = object(root, rel);
-            let meta = store.head(&path).await?;
-            let rows = footer_rows(store, &path, meta.size).await?;
-            list.files.insert(rel.clone(), FileEntry { rows: Some(rows), ..FileEntry::of(&meta) });
-        }
+        let entries: Vec<(String, FileEntry)> = stream::iter(added)
+            .map(|rel| async move {
+                let path = object(root, rel);
+                let meta = store.head(&path).await?;
+                let rows = footer_rows(store, &path, meta.size).await?;
+                Ok::<_, Error>((rel.clone(), FileEntry { rows: Some(rows), ..FileEntry::of(&meta) }))
+            })
+            .buffer_unordered(CONCURRENT_REQUESTS)
+            .try_collect()
+            .await?;
+        list.files.extend(entries);
         for rel in removed {
             list.files.remove(rel);
         }

@@ -25,6 +25,10 @@ use crate::store::{self, StoreOptions};
 /// The ingest manifest's file name (see `ingest::manifest`).
 pub const MANIFEST: &str = "_manifest.jsonl";
 
+/// The most bytes of staged files a remote run holds in memory while it puts
+/// several at once ([`DatasetRoot::stage_for_commit`]); a larger file goes alone.
+const STAGED_BYTES_IN_FLIGHT: u64 = 64 << 20;
+
 /// How long a command that adds a file to a table (replay, mediate) waits
 /// for the dataset's lease while an ingest or compaction holds it.
 pub const WRITE_LEASE_WAIT: std::time::Duration = std::time::Duration::from_secs(600);
@@ -248,21 +252,48 @@ impl DatasetRoot {
         files: &[PathBuf],
         rt: &tokio::runtime::Runtime,
     ) -> Result<Vec<String>> {
-        let mut rels = Vec::with_capacity(files.len());
-        for f in files {
-            let rel = f.strip_prefix(staging).map_err(|_| internal_err!("{} is outside staging", f.display()))?;
-            let rel = rel.to_string_lossy().replace(std::path::MAIN_SEPARATOR, "/");
-            if let DatasetRoot::Remote { store, .. } = self {
-                let tmp = writer::temporary_path(f);
-                let bytes = std::fs::read(&tmp).map_err(|e| Error::io(tmp.display(), e))?;
-                rt.block_on(store.put(&self.object(&commit::temporary_name(&rel)), PutPayload::from(bytes)))?;
-            }
-            rels.push(rel);
-        }
-        if matches!(self, DatasetRoot::Remote { .. }) {
+        let rels = files
+            .iter()
+            .map(|f| {
+                let rel = f.strip_prefix(staging).map_err(|_| internal_err!("{} is outside staging", f.display()))?;
+                Ok(rel.to_string_lossy().replace(std::path::MAIN_SEPARATOR, "/"))
+            })
+            .collect::<Result<Vec<String>>>()?;
+        if let DatasetRoot::Remote { store, .. } = self {
+            let staged: Vec<(PathBuf, &str)> =
+                files.iter().zip(&rels).map(|(f, rel)| (writer::temporary_path(f), rel.as_str())).collect();
+            rt.block_on(self.put_staged(store.as_ref(), &staged))?;
             std::fs::remove_dir_all(staging).map_err(|e| Error::io(staging.display(), e))?;
         }
         Ok(rels)
+    }
+
+    /// Puts each staged file (local path, path relative to the dataset root)
+    /// under its temporary name in the store, several at a time (each put is
+    /// a round trip or more), holding at most [`STAGED_BYTES_IN_FLIGHT`] of
+    /// them in memory at once; a larger file goes alone.
+    async fn put_staged(&self, store: &dyn ObjectStore, staged: &[(PathBuf, &str)]) -> Result<()> {
+        let mut rest = staged;
+        while !rest.is_empty() {
+            let (mut n, mut bytes) = (0, 0);
+            while n < rest.len() && n < commit::CONCURRENT_REQUESTS {
+                let path = &rest[n].0;
+                let size = std::fs::metadata(path).map_err(|e| Error::io(path.display(), e))?.len();
+                if n > 0 && bytes + size > STAGED_BYTES_IN_FLIGHT {
+                    break;
+                }
+                (n, bytes) = (n + 1, bytes + size);
+            }
+            let (group, later) = rest.split_at(n);
+            futures::future::try_join_all(group.iter().map(|(path, rel)| async move {
+                let data = std::fs::read(path).map_err(|e| Error::io(path.display(), e))?;
+                store.put(&self.object(&commit::temporary_name(rel)), PutPayload::from(data)).await?;
+                Ok::<_, Error>(())
+            }))
+            .await?;
+            rest = later;
+        }
+        Ok(())
     }
 
     /// Adds one new Parquet file holding `batches` to `table`, beside its

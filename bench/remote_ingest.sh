@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Ingest into an object store: a generated log spread over DAYS days (a file
+# per day and writer thread, plus request_counts) ingested into a bucket of a
+# moto S3 server on loopback, directly and through bench/latency_proxy.py,
+# which delays every packet by DELAY_MS each way (10 ms: about a round trip to
+# S3 in the same region). Prints the best of REPEAT runs of each and their
+# ratio: how much of a remote run is waiting on the store.
+# Needs moto[server] and boto3 (pip). Usage:
+#   bench/remote_ingest.sh [REQUESTS=20000] [DAYS=30] [DELAY_MS=10]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+N=${1:-20000}
+DAYS=${2:-30}
+DELAY_MS=${3:-10}
+REPEAT=${REPEAT:-3}
+WORK=${BENCH_DIR:-${CARGO_TARGET_DIR:-target}/bench/remote}
+mkdir -p "$WORK"
+. bench/lib.sh
+BIN=$(tokscope_bin)
+LOG="$WORK/canonical-$N-${DAYS}d.jsonl"
+[ -f "$LOG" ] || "$BIN" generate --requests "$N" --days "$DAYS" --out "$LOG"
+
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+S3_PORT=$(free_port)
+python3 -m moto.server -H 127.0.0.1 -p "$S3_PORT" >/dev/null 2>&1 &
+MOTO=$!
+PROXY_PORT=$(free_port)
+python3 bench/latency_proxy.py "$PROXY_PORT" "$S3_PORT" "$DELAY_MS" >/dev/null 2>&1 &
+PROXY=$!
+trap 'kill $MOTO $PROXY 2>/dev/null' EXIT
+export AWS_ALLOW_HTTP=true AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing AWS_REGION=us-east-1
+for _ in $(seq 100); do
+  python3 -c "import socket; socket.create_connection(('127.0.0.1', $S3_PORT), 1)" 2>/dev/null && break
+  sleep 0.1
+done
+python3 -c "
+import boto3
+boto3.client('s3', endpoint_url='http://127.0.0.1:$S3_PORT', region_name='us-east-1').create_bucket(Bucket='bench-ds')"
+
+# Seconds of the best of REPEAT ingests through the endpoint on port $1.
+ingest_best() {
+  local best="" t
+  for i in $(seq "$REPEAT"); do
+    t=$(AWS_ENDPOINT_URL="http://127.0.0.1:$1" whole "$BIN" ingest --quiet --out "s3://bench-ds/run-$1-$i" "$LOG")
+    best=$(python3 -c "print(min(x for x in [$t, ${best:-$t}]))")
+  done
+  echo "$best"
+}
+DIRECT=$(ingest_best "$S3_PORT")
+DELAYED=$(ingest_best "$PROXY_PORT")
+FILES=$(AWS_ENDPOINT_URL="http://127.0.0.1:$S3_PORT" python3 -c "
+import boto3, json
+s3 = boto3.client('s3', region_name='us-east-1')
+print(len(json.loads(s3.get_object(Bucket='bench-ds', Key='run-$S3_PORT-1/_files.json')['Body'].read())['files']))")
+echo "input: $LOG ($N requests over $DAYS days), $FILES files a run"
+echo "ingest to moto directly:           ${DIRECT} s (best of $REPEAT)"
+echo "ingest through ${DELAY_MS} ms each way:     ${DELAYED} s (best of $REPEAT)"
+python3 -c "print(f'ratio: {$DELAYED / $DIRECT:.2f}x the direct run')"
