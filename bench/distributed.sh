@@ -50,22 +50,14 @@ output = 1.1
 EOF
 PARQUET=$(find "$DS/requests" -name '*.parquet' | wc -l)
 
-port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-wait_port() {
-  for _ in $(seq 300); do
-    if python3 -c "import socket, sys; socket.create_connection(('127.0.0.1', $1), 0.2)" 2>/dev/null; then return 0; fi
-    sleep 0.1
-  done
-  echo "nothing listens on port $1" >&2; exit 1
-}
 PIDS=()
 stop() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; }
 trap stop EXIT
-SCHED=$(port)
+SCHED=$(free_port)
 "$BIN" scheduler --bind "127.0.0.1:$SCHED" 2>"$WORK/scheduler.log" & PIDS+=($!)
 wait_port "$SCHED"
 for i in 1 2; do
-  FLIGHT=$(port); GRPC=$(port)
+  FLIGHT=$(free_port); GRPC=$(free_port)
   "$BIN" executor --scheduler "127.0.0.1:$SCHED" --bind "127.0.0.1:$FLIGHT" --grpc-port "$GRPC" \
     --slots "$SLOTS" --work-dir "$WORK/executor$i" 2>"$WORK/executor$i.log" & PIDS+=($!)
   wait_port "$FLIGHT"

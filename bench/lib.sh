@@ -33,3 +33,15 @@ best() {
   done
   echo "$b"
 }
+
+# A free TCP port on loopback (the OS's pick; free until someone binds it).
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+
+# Waits up to 30 s for something to listen on loopback port $1; exits the script otherwise.
+wait_port() {
+  for _ in $(seq 300); do
+    if python3 -c "import socket; socket.create_connection(('127.0.0.1', $1), 0.2)" 2>/dev/null; then return 0; fi
+    sleep 0.1
+  done
+  echo "nothing listens on port $1" >&2; exit 1
+}

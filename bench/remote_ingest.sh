@@ -20,7 +20,6 @@ BIN=$(tokscope_bin)
 LOG="$WORK/canonical-$N-${DAYS}d.jsonl"
 [ -f "$LOG" ] || "$BIN" generate --requests "$N" --days "$DAYS" --out "$LOG"
 
-free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 S3_PORT=$(free_port)
 python3 -m moto.server -H 127.0.0.1 -p "$S3_PORT" >/dev/null 2>&1 &
 MOTO=$!
@@ -29,10 +28,8 @@ python3 bench/latency_proxy.py "$PROXY_PORT" "$S3_PORT" "$DELAY_MS" >/dev/null 2
 PROXY=$!
 trap 'kill $MOTO $PROXY 2>/dev/null' EXIT
 export AWS_ALLOW_HTTP=true AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing AWS_REGION=us-east-1
-for _ in $(seq 100); do
-  python3 -c "import socket; socket.create_connection(('127.0.0.1', $S3_PORT), 1)" 2>/dev/null && break
-  sleep 0.1
-done
+wait_port "$S3_PORT"
+wait_port "$PROXY_PORT"
 python3 -c "
 import boto3
 boto3.client('s3', endpoint_url='http://127.0.0.1:$S3_PORT', region_name='us-east-1').create_bucket(Bucket='bench-ds')"

@@ -22,16 +22,13 @@ mkdir -p "$WORK"
 BIN=$(tokscope_bin)
 
 # --- 1. second run over an unchanged bucket --------------------------------
-PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+PORT=$(free_port)
 python3 -m moto.server -H 127.0.0.1 -p "$PORT" > "$WORK/moto.log" 2>&1 &
 MOTO=$!
 trap 'kill $MOTO 2>/dev/null || true' EXIT
 export AWS_ENDPOINT_URL="http://127.0.0.1:$PORT" AWS_ALLOW_HTTP=true AWS_ACCESS_KEY_ID=testing \
   AWS_SECRET_ACCESS_KEY=testing AWS_REGION=us-east-1 AWS_DEFAULT_REGION=us-east-1
-for _ in $(seq 50); do
-  curl -s -o /dev/null "$AWS_ENDPOINT_URL" && break
-  sleep 0.2
-done
+wait_port "$PORT"
 
 LOG="$WORK/bucket-$REQUESTS.jsonl"
 [ -f "$LOG" ] || "$BIN" generate --requests "$REQUESTS" --days 30 --out "$LOG"
