@@ -25,9 +25,31 @@ use crate::store::{self, StoreOptions};
 /// The ingest manifest's file name (see `ingest::manifest`).
 pub const MANIFEST: &str = "_manifest.jsonl";
 
-/// The most bytes of staged files a remote run holds in memory while it puts
-/// several at once ([`DatasetRoot::stage_for_commit`]); a larger file goes alone.
-const STAGED_BYTES_IN_FLIGHT: u64 = 64 << 20;
+/// How much of a remote run's staged files its staging holds in memory
+/// ([`DatasetRoot::stage_for_commit`]).
+#[derive(Debug, Clone, Copy)]
+struct StagingLimits {
+    /// The most bytes of files read whole and put at once; a larger file is
+    /// streamed in parts instead.
+    in_memory: u64,
+    /// The size of a streamed file's parts.
+    part: usize,
+}
+
+impl Default for StagingLimits {
+    fn default() -> Self {
+        StagingLimits { in_memory: 64 << 20, part: 8 << 20 }
+    }
+}
+
+/// Parts of one streamed file uploading at once (with the part being
+/// filled, at most five parts of [`StagingLimits::part`] in memory).
+const STREAMED_PARTS_IN_FLIGHT: usize = 4;
+
+/// The size of a local file.
+fn file_size(path: &Path) -> Result<u64> {
+    Ok(std::fs::metadata(path).map_err(|e| Error::io(path.display(), e))?.len())
+}
 
 /// How long a command that adds a file to a table (replay, mediate) waits
 /// for the dataset's lease while an ingest or compaction holds it.
@@ -262,7 +284,7 @@ impl DatasetRoot {
         if let DatasetRoot::Remote { store, .. } = self {
             let staged: Vec<(PathBuf, &str)> =
                 files.iter().zip(&rels).map(|(f, rel)| (writer::temporary_path(f), rel.as_str())).collect();
-            rt.block_on(self.put_staged(store.as_ref(), &staged))?;
+            rt.block_on(self.put_staged(store, &staged, StagingLimits::default()))?;
             std::fs::remove_dir_all(staging).map_err(|e| Error::io(staging.display(), e))?;
         }
         Ok(rels)
@@ -270,16 +292,26 @@ impl DatasetRoot {
 
     /// Puts each staged file (local path, path relative to the dataset root)
     /// under its temporary name in the store, several at a time (each put is
-    /// a round trip or more), holding at most [`STAGED_BYTES_IN_FLIGHT`] of
-    /// them in memory at once; a larger file goes alone.
-    async fn put_staged(&self, store: &dyn ObjectStore, staged: &[(PathBuf, &str)]) -> Result<()> {
+    /// a round trip or more), holding at most `limits.in_memory` bytes of them
+    /// in memory at once; a larger file is streamed alone as a multipart
+    /// upload of `limits.part`-byte parts.
+    async fn put_staged(
+        &self,
+        store: &Arc<dyn ObjectStore>,
+        staged: &[(PathBuf, &str)],
+        limits: StagingLimits,
+    ) -> Result<()> {
         let mut rest = staged;
-        while !rest.is_empty() {
+        while let Some((first, _)) = rest.first() {
+            if file_size(first)? > limits.in_memory {
+                self.put_streamed(store, &rest[0], limits.part).await?;
+                rest = &rest[1..];
+                continue;
+            }
             let (mut n, mut bytes) = (0, 0);
             while n < rest.len() && n < commit::CONCURRENT_REQUESTS {
-                let path = &rest[n].0;
-                let size = std::fs::metadata(path).map_err(|e| Error::io(path.display(), e))?.len();
-                if n > 0 && bytes + size > STAGED_BYTES_IN_FLIGHT {
+                let size = file_size(&rest[n].0)?;
+                if n > 0 && bytes + size > limits.in_memory {
                     break;
                 }
                 (n, bytes) = (n + 1, bytes + size);
@@ -294,6 +326,27 @@ impl DatasetRoot {
             rest = later;
         }
         Ok(())
+    }
+
+    /// Streams one staged file into the store in `part`-byte parts, a few in
+    /// flight, so that its size does not decide the memory a run holds.
+    async fn put_streamed(&self, store: &Arc<dyn ObjectStore>, staged: &(PathBuf, &str), part: usize) -> Result<()> {
+        use tokio::io::AsyncWriteExt;
+        let (path, rel) = staged;
+        let failed = |e: std::io::Error| Error::io(path.display(), e);
+        let mut file = tokio::fs::File::open(path).await.map_err(failed)?;
+        let mut upload = object_store::buffered::BufWriter::with_capacity(
+            Arc::clone(store),
+            self.object(&commit::temporary_name(rel)),
+            part,
+        )
+        .with_max_concurrency(STREAMED_PARTS_IN_FLIGHT);
+        if let Err(e) = tokio::io::copy(&mut file, &mut upload).await {
+            // The parts uploaded so far are dropped with the upload.
+            let _ = upload.abort().await;
+            return Err(failed(e));
+        }
+        upload.shutdown().await.map_err(failed)
     }
 
     /// Adds one new Parquet file holding `batches` to `table`, beside its
@@ -341,5 +394,44 @@ impl DatasetRoot {
         let replaces = if replace { current } else { Vec::new() };
         commit::commit(self, &commit::Commit { run_id, files, manifest: Vec::new(), replaces }, rt)?;
         Ok(location)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Staged files reach the store byte for byte whichever way they go: read
+    /// whole and put together while they fit the in-memory limit, streamed
+    /// alone above it (a file larger than one part as a multipart upload).
+    #[test]
+    fn staged_files_are_put_whole_or_streamed_in_parts() {
+        let dir = tempfile::tempdir().unwrap();
+        let store: Arc<dyn ObjectStore> = Arc::new(object_store::memory::InMemory::new());
+        let dataset = DatasetRoot::Remote {
+            url: Url::parse("memory://bucket/lake").unwrap(),
+            store: Arc::clone(&store),
+            prefix: object_store::path::Path::from("lake"),
+        };
+        let sizes = [1_000, 2_000, 5_000, (5 << 20) / 2, 0];
+        let mut files = Vec::new();
+        for (i, size) in sizes.into_iter().enumerate() {
+            let rel = format!("requests/date=2024-06-01/part-{i}.parquet");
+            let path = dir.path().join(commit::temporary_name(&rel));
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            let bytes: Vec<u8> = (0..size).map(|b: usize| (b.wrapping_mul(31) ^ i) as u8).collect();
+            std::fs::write(&path, &bytes).unwrap();
+            files.push((path, rel, bytes));
+        }
+        let staged: Vec<(PathBuf, &str)> = files.iter().map(|(p, rel, _)| (p.clone(), rel.as_str())).collect();
+        let limits = StagingLimits { in_memory: 4_096, part: 1 << 20 };
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        rt.block_on(dataset.put_staged(&store, &staged, limits)).unwrap();
+        for (_, rel, bytes) in &files {
+            let object = dataset.object(&commit::temporary_name(rel));
+            let got = rt.block_on(async { store.get(&object).await.unwrap().bytes().await.unwrap() });
+            assert_eq!(got.len(), bytes.len(), "{rel}");
+            assert!(got.as_ref() == bytes.as_slice(), "{rel}: other bytes");
+        }
     }
 }
