@@ -301,29 +301,29 @@ impl DatasetRoot {
         staged: &[(PathBuf, &str)],
         limits: StagingLimits,
     ) -> Result<()> {
-        let mut rest = staged;
-        while let Some((first, _)) = rest.first() {
-            if file_size(first)? > limits.in_memory {
-                self.put_streamed(store, &rest[0], limits.part).await?;
-                rest = &rest[1..];
+        let sizes = staged.iter().map(|(path, _)| file_size(path)).collect::<Result<Vec<u64>>>()?;
+        let mut start = 0;
+        while start < staged.len() {
+            if sizes[start] > limits.in_memory {
+                self.put_streamed(store, &staged[start], limits.part).await?;
+                start += 1;
                 continue;
             }
-            let (mut n, mut bytes) = (0, 0);
-            while n < rest.len() && n < commit::CONCURRENT_REQUESTS {
-                let size = file_size(&rest[n].0)?;
-                if n > 0 && bytes + size > limits.in_memory {
-                    break;
-                }
-                (n, bytes) = (n + 1, bytes + size);
+            let (mut end, mut bytes) = (start, 0);
+            while end < staged.len()
+                && end - start < commit::CONCURRENT_REQUESTS
+                && (end == start || bytes + sizes[end] <= limits.in_memory)
+            {
+                bytes += sizes[end];
+                end += 1;
             }
-            let (group, later) = rest.split_at(n);
-            futures::future::try_join_all(group.iter().map(|(path, rel)| async move {
+            futures::future::try_join_all(staged[start..end].iter().map(|(path, rel)| async move {
                 let data = std::fs::read(path).map_err(|e| Error::io(path.display(), e))?;
                 store.put(&self.object(&commit::temporary_name(rel)), PutPayload::from(data)).await?;
                 Ok::<_, Error>(())
             }))
             .await?;
-            rest = later;
+            start = end;
         }
         Ok(())
     }
