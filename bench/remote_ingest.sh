@@ -34,21 +34,17 @@ python3 -c "
 import boto3
 boto3.client('s3', endpoint_url='http://127.0.0.1:$S3_PORT', region_name='us-east-1').create_bucket(Bucket='bench-ds')"
 
-# Seconds of the best of REPEAT ingests through the endpoint on port $1.
-ingest_best() {
-  local best="" t
-  for i in $(seq "$REPEAT"); do
-    t=$(AWS_ENDPOINT_URL="http://127.0.0.1:$1" whole "$BIN" ingest --quiet --out "s3://bench-ds/run-$1-$i" "$LOG")
-    best=$(python3 -c "print(min(x for x in [$t, ${best:-$t}]))")
-  done
-  echo "$best"
+# Seconds of one ingest through the endpoint on port $1, into a dataset of its own.
+ingest_once() {
+  AWS_ENDPOINT_URL="http://127.0.0.1:$1" whole "$BIN" ingest --quiet --out "s3://bench-ds/run-$1-$(date +%s%N)" "$LOG"
 }
-DIRECT=$(ingest_best "$S3_PORT")
-DELAYED=$(ingest_best "$PROXY_PORT")
+DIRECT=$(best ingest_once "$S3_PORT")
+DELAYED=$(best ingest_once "$PROXY_PORT")
 FILES=$(AWS_ENDPOINT_URL="http://127.0.0.1:$S3_PORT" python3 -c "
 import boto3, json
 s3 = boto3.client('s3', region_name='us-east-1')
-print(len(json.loads(s3.get_object(Bucket='bench-ds', Key='run-$S3_PORT-1/_files.json')['Body'].read())['files']))")
+keys = [o['Key'] for o in s3.list_objects_v2(Bucket='bench-ds', Prefix='run-')['Contents'] if o['Key'].endswith('/_files.json')]
+print(len(json.loads(s3.get_object(Bucket='bench-ds', Key=keys[0])['Body'].read())['files']))")
 echo "input: $LOG ($N requests over $DAYS days), $FILES files a run"
 echo "ingest to moto directly:           ${DIRECT} s (best of $REPEAT)"
 echo "ingest through ${DELAY_MS} ms each way:     ${DELAYED} s (best of $REPEAT)"
