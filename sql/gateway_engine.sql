@@ -10,7 +10,9 @@ WITH joined AS (
     r.request_id IS NOT NULL AND p.request_id IS NOT NULL AS matched,
     p.request_id IS NULL                             AS gateway_only,
     r.request_id IS NULL                             AS engine_only,
-    CAST(CAST(CAST(r.ts AS TIMESTAMP) AS BIGINT) - CAST(CAST(p.ts AS TIMESTAMP) AS BIGINT) AS DOUBLE) / 1e6 AS clock_offset_ms,
+    -- In microseconds, the tables' unit (via nanoseconds, dates outside 1677-2262 would fail).
+    CAST(CAST(arrow_cast(r.ts, 'Timestamp(Microsecond, Some("UTC"))') AS BIGINT)
+      - CAST(arrow_cast(p.ts, 'Timestamp(Microsecond, Some("UTC"))') AS BIGINT) AS DOUBLE) / 1e3 AS clock_offset_ms,
     p.prefill_latency_ms                             AS prefill_ms,
     p.decode_ms,
     r.latency_ms - p.prefill_latency_ms - p.decode_ms AS overhead_ms,

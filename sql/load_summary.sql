@@ -2,10 +2,11 @@
 -- Columns and formulas: docs/metrics.md#load_summary
 -- Wall time runs from the first arrival to the last completion (ts + latency_ms).
 WITH spans AS (
+  -- Microseconds since the epoch, the tables' unit (via nanoseconds, dates outside 1677-2262 would fail).
   SELECT
     model, completion_tokens, total_tokens, ttft_ms, latency_ms,
-    CAST(CAST(ts AS TIMESTAMP) AS BIGINT) / 1000 AS start_us,
-    CAST(CAST(ts AS TIMESTAMP) AS BIGINT) / 1000 + CAST(round(latency_ms * 1000) AS BIGINT) AS end_us
+    CAST(arrow_cast(ts, 'Timestamp(Microsecond, Some("UTC"))') AS BIGINT) AS start_us,
+    CAST(arrow_cast(ts, 'Timestamp(Microsecond, Some("UTC"))') AS BIGINT) + CAST(round(latency_ms * 1000) AS BIGINT) AS end_us
   FROM requests
 ),
 run AS (

@@ -4,10 +4,11 @@
 -- is in flight over [ts, ts + latency_ms); it counts (requests, rates, percentiles) in the
 -- window where it arrives, and in every window it overlaps for the concurrency columns.
 WITH spans AS (
+  -- Microseconds since the epoch, the tables' unit (via nanoseconds, dates outside 1677-2262 would fail).
   SELECT
     model, completion_tokens, ttft_ms, latency_ms,
-    CAST(CAST(ts AS TIMESTAMP) AS BIGINT) / 1000 AS start_us,
-    CAST(CAST(ts AS TIMESTAMP) AS BIGINT) / 1000 + CAST(round(latency_ms * 1000) AS BIGINT) AS end_us
+    CAST(arrow_cast(ts, 'Timestamp(Microsecond, Some("UTC"))') AS BIGINT) AS start_us,
+    CAST(arrow_cast(ts, 'Timestamp(Microsecond, Some("UTC"))') AS BIGINT) + CAST(round(latency_ms * 1000) AS BIGINT) AS end_us
   FROM requests
 ),
 aligned AS (
