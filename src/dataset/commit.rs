@@ -4,8 +4,8 @@
 //! 1. The run writes every data file under a hidden temporary name
 //!    (`<dir>/.<name>.tmp`), which no reader lists.
 //! 2. It writes a commit record, `_commits/<run_id>.json`: the files' final
-//!    names and the manifest entries of the inputs they hold. Writing it is
-//!    the commit point.
+//!    names and row counts and the manifest entries of the inputs they
+//!    hold. Writing it is the commit point.
 //! 3. It renames each file to its final name, replaces the dataset's file
 //!    list (`_files.json`, what queries read: [`super::files`]) with one that
 //!    holds the new files and not the files the commit replaces (`compact`
@@ -20,6 +20,8 @@
 //! the next run. On an object store a rename is a server-side copy plus a
 //! delete; a copy that finished before a crash is detected by the final
 //! object being present.
+
+use std::collections::BTreeMap;
 
 use futures::{stream, StreamExt, TryStreamExt};
 use object_store::path::Path as ObjectPath;
@@ -46,12 +48,35 @@ pub struct Commit {
     pub run_id: String,
     /// Final paths of its data files, relative to the dataset root.
     pub files: Vec<String>,
+    /// Rows of each of `files`, as its writer wrote them: the file list
+    /// takes them from here instead of reading every footer back from the
+    /// store. A file missing here (a record of an older tokscope) has its
+    /// footer read.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub rows: BTreeMap<String, u64>,
     /// Manifest entries of the inputs those files hold.
     pub manifest: Vec<ManifestEntry>,
     /// Files (relative to the dataset root) whose rows `files` now hold,
     /// deleted once `files` have their final names.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub replaces: Vec<String>,
+}
+
+/// A run's files ready for its commit (`DatasetRoot::stage_for_commit`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Staged {
+    /// Final paths, relative to the dataset root.
+    pub files: Vec<String>,
+    /// Rows of each file.
+    pub rows: BTreeMap<String, u64>,
+}
+
+impl Commit {
+    /// Run `run_id`'s commit of `staged`, which replaces no file and ingests no input.
+    pub fn of(run_id: &str, staged: Staged) -> Self {
+        let Staged { files, rows } = staged;
+        Commit { run_id: run_id.to_string(), files, rows, manifest: Vec::new(), replaces: Vec::new() }
+    }
 }
 
 /// The hidden temporary name of the final path `rel` (`a/b/x.parquet` -> `a/b/.x.parquet.tmp`).
@@ -116,7 +141,7 @@ fn apply(
             .await?;
         crash_point("renamed");
         // The visibility point: queries read the file list, not the directories.
-        FileList::commit(store, root, &commit.files, &commit.replaces).await?;
+        FileList::commit(store, root, &commit.files, &commit.rows, &commit.replaces).await?;
         crash_point("listed");
         for rel in &commit.replaces {
             match store.delete(&object(root, rel)).await {
@@ -261,7 +286,10 @@ mod tests {
 
     /// More files than the requests kept in flight: every one gets its final
     /// name and its own row count in the file list, and applying the same
-    /// commit again (as recovery does) changes nothing.
+    /// commit again (as recovery does) changes nothing. Even files have their
+    /// rows in the record and are not even Parquet (their footers are not
+    /// read); odd ones have none there (a record of an older tokscope), so
+    /// their footers are.
     #[test]
     fn a_commit_of_many_files_names_and_lists_each_once() {
         use arrow::array::{ArrayRef, Int64Array, RecordBatch};
@@ -270,9 +298,15 @@ mod tests {
         let n = 3 * CONCURRENT_REQUESTS + 1;
         let files: Vec<String> =
             (0..n).map(|i| format!("requests/date=2024-06-{:02}/part-r-{i}.parquet", i % 28 + 1)).collect();
+        let mut rows = BTreeMap::new();
         for (i, rel) in files.iter().enumerate() {
             let tmp = dir.path().join(temporary_name(rel));
             std::fs::create_dir_all(tmp.parent().unwrap()).unwrap();
+            if i % 2 == 0 {
+                std::fs::write(&tmp, b"rows counted by its writer").unwrap();
+                rows.insert(rel.clone(), i as u64 + 1);
+                continue;
+            }
             let column: ArrayRef = std::sync::Arc::new(Int64Array::from_iter_values(0..=i as i64));
             let batch = RecordBatch::try_from_iter([("x", column)]).unwrap();
             let mut writer =
@@ -282,7 +316,7 @@ mod tests {
             writer.close().unwrap();
         }
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-        let run = Commit { run_id: "r".into(), files: files.clone(), manifest: Vec::new(), replaces: Vec::new() };
+        let run = Commit::of("r", Staged { files: files.clone(), rows });
         commit(&dataset, &run, &rt).unwrap();
         let (store, root) = dataset.store_and_root().unwrap();
         for again in [false, true] {

@@ -27,7 +27,7 @@ use tokscope_core::catalog::{TableDef, CATALOG};
 use super::commit::{self, Commit};
 use super::files::FileList;
 use super::lease::{Lease, LeaseOptions};
-use super::writer::OpenFile;
+use super::writer::{OpenFile, WrittenFile};
 use super::DatasetRoot;
 use crate::error::{Error, Result};
 
@@ -129,7 +129,7 @@ pub fn compact_held(
     // Partitions are merged in parallel, one per core: each is read, decoded,
     // encoded and compressed on its own.
     let seq = AtomicUsize::new(0);
-    let merged: Vec<(Vec<std::path::PathBuf>, Result<u64>)> = jobs
+    let merged: Vec<(Vec<WrittenFile>, Result<u64>)> = jobs
         .par_iter()
         .map(|(table, dir, files)| {
             let mut merge =
@@ -145,7 +145,7 @@ pub fn compact_held(
             (std::mem::take(&mut merge.written), rows)
         })
         .collect();
-    let written: Vec<std::path::PathBuf> = merged.iter().flat_map(|(w, _)| w.iter().cloned()).collect();
+    let written: Vec<WrittenFile> = merged.iter().flat_map(|(w, _)| w.iter().cloned()).collect();
     let mut replaces = Vec::new();
     let mut failed = None;
     for ((_, _, files), (_, rows)) in jobs.iter().zip(merged) {
@@ -161,9 +161,7 @@ pub fn compact_held(
         }
     }
     if let Some(e) = failed {
-        for f in &written {
-            let _ = std::fs::remove_file(super::writer::temporary_path(f));
-        }
+        written.iter().for_each(WrittenFile::discard);
         return Err(e);
     }
     if written.is_empty() {
@@ -171,9 +169,9 @@ pub fn compact_held(
     }
     summary.files_after = written.len();
     summary.bytes_after =
-        written.iter().map(|f| std::fs::metadata(super::writer::temporary_path(f)).map_or(0, |m| m.len())).sum();
-    let files = dataset.stage_for_commit(&staging, &written, rt)?;
-    commit::commit(dataset, &Commit { run_id: run_id.to_string(), files, manifest: Vec::new(), replaces }, rt)?;
+        written.iter().map(|f| std::fs::metadata(super::writer::temporary_path(&f.path)).map_or(0, |m| m.len())).sum();
+    let staged = dataset.stage_for_commit(&staging, &written, rt)?;
+    commit::commit(dataset, &Commit { replaces, ..Commit::of(run_id, staged) }, rt)?;
     Ok(summary)
 }
 
@@ -206,7 +204,7 @@ struct Merge<'a> {
     staging: &'a std::path::Path,
     /// The run's file counter, shared by the partitions merged in parallel.
     seq: &'a AtomicUsize,
-    written: Vec<std::path::PathBuf>,
+    written: Vec<WrittenFile>,
     open: Option<OpenFile>,
 }
 

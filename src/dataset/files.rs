@@ -49,8 +49,9 @@ pub struct FileEntry {
     pub size: u64,
     /// Last modification, milliseconds since the epoch.
     pub modified_ms: i64,
-    /// Rows, from the file's footer when it was committed (absent for files
-    /// listed from a dataset written before the list existed). Queries take
+    /// Rows, as the file's writer counted them (from the commit record, or
+    /// read from the footer at commit for a record without them; absent for
+    /// files listed from a dataset written before the list existed). Queries take
     /// it as the file's row count instead of reading the footer to plan.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rows: Option<u64>,
@@ -165,11 +166,13 @@ impl FileList {
     }
 
     /// Adds the committed files `added` (asking the store for their size and
-    /// time) and drops `removed` (paths relative to `root`), then saves.
+    /// time; their row counts from `rows`, or from their footers where it has
+    /// none) and drops `removed` (paths relative to `root`), then saves.
     pub async fn commit(
         store: &dyn ObjectStore,
         root: &ObjectPath,
         added: &[String],
+        rows: &BTreeMap<String, u64>,
         removed: &[String],
     ) -> Result<()> {
         let mut list = Self::load_or_scan(store, root).await?;
@@ -177,7 +180,10 @@ impl FileList {
             .map(|rel| async move {
                 let path = object(root, rel);
                 let meta = store.head(&path).await?;
-                let rows = footer_rows(store, &path, meta.size).await?;
+                let rows = match rows.get(rel) {
+                    Some(&n) => n,
+                    None => footer_rows(store, &path, meta.size).await?,
+                };
                 Ok::<_, Error>((rel.clone(), FileEntry { rows: Some(rows), ..FileEntry::of(&meta) }))
             })
             .buffer_unordered(CONCURRENT_REQUESTS)

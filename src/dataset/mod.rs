@@ -266,28 +266,31 @@ impl DatasetRoot {
     /// Makes a run's finished files (final paths under `staging`, each still
     /// under its temporary name) ready for `commit::commit`: for a remote
     /// dataset each is put under its temporary name and the staging copy
-    /// removed; a local dataset is its own staging. Returns the final paths
-    /// relative to the dataset root.
+    /// removed; a local dataset is its own staging.
     pub fn stage_for_commit(
         &self,
         staging: &Path,
-        files: &[PathBuf],
+        files: &[writer::WrittenFile],
         rt: &tokio::runtime::Runtime,
-    ) -> Result<Vec<String>> {
+    ) -> Result<commit::Staged> {
         let rels = files
             .iter()
             .map(|f| {
-                let rel = f.strip_prefix(staging).map_err(|_| internal_err!("{} is outside staging", f.display()))?;
+                let rel = f
+                    .path
+                    .strip_prefix(staging)
+                    .map_err(|_| internal_err!("{} is outside staging", f.path.display()))?;
                 Ok(rel.to_string_lossy().replace(std::path::MAIN_SEPARATOR, "/"))
             })
             .collect::<Result<Vec<String>>>()?;
         if let DatasetRoot::Remote { store, .. } = self {
             let staged: Vec<(PathBuf, &str)> =
-                files.iter().zip(&rels).map(|(f, rel)| (writer::temporary_path(f), rel.as_str())).collect();
+                files.iter().zip(&rels).map(|(f, rel)| (writer::temporary_path(&f.path), rel.as_str())).collect();
             rt.block_on(self.put_staged(store, &staged, StagingLimits::default()))?;
             std::fs::remove_dir_all(staging).map_err(|e| Error::io(staging.display(), e))?;
         }
-        Ok(rels)
+        let rows = rels.iter().cloned().zip(files.iter().map(|f| f.rows)).collect();
+        Ok(commit::Staged { files: rels, rows })
     }
 
     /// Puts each staged file (local path, path relative to the dataset root)
@@ -388,11 +391,11 @@ impl DatasetRoot {
             file.write(batch)?;
         }
         let written = file.finish()?;
-        let files = self.stage_for_commit(&staging, std::slice::from_ref(&written), rt)?;
-        let rel = files.first().ok_or_else(|| internal_err!("the new {} file was not staged", table.name))?;
+        let staged = self.stage_for_commit(&staging, std::slice::from_ref(&written), rt)?;
+        let rel = staged.files.first().ok_or_else(|| internal_err!("the new {} file was not staged", table.name))?;
         let location = format!("{}/{rel}", self.display().trim_end_matches('/'));
         let replaces = if replace { current } else { Vec::new() };
-        commit::commit(self, &commit::Commit { run_id, files, manifest: Vec::new(), replaces }, rt)?;
+        commit::commit(self, &commit::Commit { replaces, ..commit::Commit::of(&run_id, staged) }, rt)?;
         Ok(location)
     }
 }

@@ -110,6 +110,24 @@ pub fn temporary_path(dest: &Path) -> PathBuf {
     dest.with_file_name(format!(".{name}.tmp"))
 }
 
+/// A file a writer finished, still under its temporary name: the final path
+/// it gets at the commit, and the rows it holds (from the footer the writer
+/// wrote, so the commit need not read it back).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WrittenFile {
+    /// Final path (the temporary file is [`temporary_path`] of it).
+    pub path: PathBuf,
+    /// Rows in the file.
+    pub rows: u64,
+}
+
+impl WrittenFile {
+    /// Removes the temporary file (a run that fails after finishing it).
+    pub fn discard(&self) {
+        let _ = std::fs::remove_file(temporary_path(&self.path));
+    }
+}
+
 /// A Parquet file being written under its temporary name. Dropped before it
 /// is finished (an error anywhere in the run), it removes its temporary file:
 /// a failed run leaves no part behind (a killed one does; the next run's
@@ -196,14 +214,18 @@ impl OpenFile {
     }
 
     /// Finishes the file under its temporary name; returns its final path
-    /// (`dataset::commit` gives it that name).
-    pub fn finish(mut self) -> Result<PathBuf> {
+    /// (`dataset::commit` gives it that name) and its row count.
+    pub fn finish(mut self) -> Result<WrittenFile> {
         let Some(writer) = self.writer.take() else { return Err(internal_err!("closed twice")) };
-        if let Err(e) = writer.close() {
-            let _ = std::fs::remove_file(&self.tmp);
-            return Err(self.failed()(e));
-        }
-        Ok(std::mem::take(&mut self.dest))
+        let rows = match writer.close() {
+            Ok(metadata) => metadata.file_metadata().num_rows(),
+            Err(e) => {
+                let _ = std::fs::remove_file(&self.tmp);
+                return Err(self.failed()(e));
+            }
+        };
+        let rows = u64::try_from(rows).map_err(|_| internal_err!("{} has {rows} rows", self.tmp.display()))?;
+        Ok(WrittenFile { path: std::mem::take(&mut self.dest), rows })
     }
 }
 
@@ -252,7 +274,7 @@ impl TableWriter {
         self.file_for(day, run, seq)?.write(batch)
     }
 
-    fn finish(self) -> Result<Vec<PathBuf>> {
+    fn finish(self) -> Result<Vec<WrittenFile>> {
         self.open.into_values().map(OpenFile::finish).collect()
     }
 }
@@ -323,8 +345,8 @@ impl DatasetWriter {
     }
 
     /// Closes every file, still under its temporary name (the commit gives
-    /// it its final one: `dataset::commit`); returns the files' final paths.
-    pub fn finish(self) -> Result<Vec<PathBuf>> {
+    /// it its final one: `dataset::commit`).
+    pub fn finish(self) -> Result<Vec<WrittenFile>> {
         let mut files = Vec::new();
         for (_, t) in self.tables {
             files.extend(t.finish()?);

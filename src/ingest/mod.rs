@@ -12,7 +12,7 @@
 
 pub mod source;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::mpsc::sync_channel;
 use std::time::Instant;
 
@@ -26,7 +26,7 @@ use crate::dataset::commit::{self, Commit};
 use crate::dataset::files::FileList;
 use crate::dataset::lease::{Lease, LeaseOptions};
 use crate::dataset::manifest::{Manifest, ManifestEntry};
-use crate::dataset::writer::DatasetWriter;
+use crate::dataset::writer::{DatasetWriter, WrittenFile};
 use crate::dataset::DatasetRoot;
 use crate::engine::{TableTypes, UdfConfig};
 use crate::error::{Error, Result};
@@ -179,12 +179,12 @@ struct WriterPool {
 }
 
 /// What one writer thread produced: its files and the requests it counted.
-type WriterOutput = Result<(Vec<PathBuf>, RequestCounts)>;
+type WriterOutput = Result<(Vec<WrittenFile>, RequestCounts)>;
 
 /// What the writers of a run produced: their files, the requests they counted,
 /// and the first error of any of them.
 struct Written {
-    files: Vec<PathBuf>,
+    files: Vec<WrittenFile>,
     counts: RequestCounts,
     error: Option<Error>,
 }
@@ -248,7 +248,7 @@ fn write_request_counts(
     mut counts: RequestCounts,
     opts: &IngestOptions,
     rt: &tokio::runtime::Runtime,
-) -> Result<Vec<PathBuf>> {
+) -> Result<Vec<WrittenFile>> {
     let (store, root) = dataset.store_and_root()?;
     let list = rt.block_on(FileList::load_or_scan(store.as_ref(), &root))?;
     let table = &RequestCountsBuilder::DEF;
@@ -379,13 +379,11 @@ pub fn ingest_into(
     };
     if let Err(e) = result {
         // A failed run leaves no file of its own: what the writers finished is not committed.
-        for f in &files {
-            let _ = std::fs::remove_file(f);
-        }
+        files.iter().for_each(WrittenFile::discard);
         return Err(e);
     }
     drop(progress);
-    let files = dataset.stage_for_commit(&staging, &files, rt)?;
+    let staged = dataset.stage_for_commit(&staging, &files, rt)?;
     let entries = todo
         .iter()
         .zip(&summary.files)
@@ -398,11 +396,7 @@ pub fn ingest_into(
             lines_rejected: fs.counts.lines_rejected,
         })
         .collect();
-    commit::commit(
-        dataset,
-        &Commit { run_id: run_id.to_string(), files, manifest: entries, replaces: Vec::new() },
-        rt,
-    )?;
+    commit::commit(dataset, &Commit { manifest: entries, ..Commit::of(run_id, staged) }, rt)?;
     summary.elapsed_s = started.elapsed().as_secs_f64();
     let json = serde_json::to_vec_pretty(&summary)
         .map_err(|source| Error::Json { path: "_ingest_summary.json".into(), source })?;
