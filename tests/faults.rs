@@ -250,3 +250,27 @@ fn a_damaged_model_directory_is_a_clear_error() {
     assert!(!o.status.success() && !err.contains("panicked"), "{err}");
     assert!(err.contains("shape") || err.contains("config"), "{err}");
 }
+
+/// A run that fails after its writers finished their files removes them:
+/// here counting the requests of a dataset from before `request_counts` (and
+/// its file list), one of whose parts is corrupt. The error names the part.
+#[test]
+fn a_run_failing_after_its_files_are_finished_leaves_none_of_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let (small, big) = logs(dir.path());
+    let data = dir.path().join("ds");
+    assert!(ingest(&data, &small).status.success());
+    std::fs::remove_file(data.join("_files.json")).unwrap();
+    std::fs::remove_dir_all(data.join("request_counts")).unwrap();
+    let part = data_files(&data).into_keys().find(|k| k.starts_with("requests/")).unwrap();
+    std::fs::write(data.join(&part), b"not parquet at all").unwrap();
+    let before = data_files(&data);
+    let o = ingest(&data, &big);
+    let err = stderr(&o);
+    assert!(!o.status.success(), "the ingest should fail");
+    assert!(err.contains("corrupt dataset file") && err.contains(&part), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    let leftovers: Vec<String> = files(&data).into_keys().filter(|k| k.ends_with(".tmp")).collect();
+    assert!(leftovers.is_empty(), "temporary files left: {leftovers:?}");
+    assert_eq!(data_files(&data), before, "the dataset changed");
+}

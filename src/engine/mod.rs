@@ -411,6 +411,32 @@ pub async fn run_plan(ctx: &SessionContext, plan: Arc<dyn ExecutionPlan>) -> Res
     }
 }
 
+/// Runs `sql` (a query of tokscope's own), handing each result batch to
+/// `each` as it comes; a failure on a corrupt dataset file names the file,
+/// as [`run_plan`]'s do.
+pub async fn for_each_batch(
+    ctx: &SessionContext,
+    sql: &str,
+    mut each: impl FnMut(RecordBatch) -> Result<()>,
+) -> Result<()> {
+    use futures::StreamExt;
+    let stream = match ctx.sql(sql).await {
+        Ok(df) => df.execute_stream().await,
+        Err(e) => Err(e),
+    };
+    let mut stream = match stream {
+        Ok(stream) => stream,
+        Err(e) => return Err(name_corrupt_files(ctx, e).await),
+    };
+    while let Some(batch) = stream.next().await {
+        match batch {
+            Ok(batch) => each(batch)?,
+            Err(e) => return Err(name_corrupt_files(ctx, e).await),
+        }
+    }
+    Ok(())
+}
+
 /// A query that failed on a Parquet error: when dataset files fail to open
 /// or decode, the error names them (a corrupt or truncated part, not a bug
 /// in the query); otherwise DataFusion's error as it is.

@@ -267,20 +267,18 @@ fn write_request_counts(
 async fn count_existing_requests(dataset: &DatasetRoot) -> Result<RequestCounts> {
     use datafusion::arrow::array::AsArray;
     use datafusion::arrow::datatypes::Date32Type;
-    use futures::StreamExt;
 
     let ctx = crate::engine::new_session()?;
     crate::engine::register_dataset_for(&ctx, dataset, &UdfConfig::new()?, TableTypes::Plain).await?;
     let sql = "SELECT date, model, variant, context_bin, context_bin_lo, eos_status, has_eos_marker FROM requests";
-    let mut stream = ctx.sql(sql).await?.execute_stream().await?;
     let mut counts = RequestCounts::default();
-    while let Some(batch) = stream.next().await {
-        let batch = batch?;
+    crate::engine::for_each_batch(&ctx, sql, |batch| {
         let date =
             batch.column(0).as_primitive_opt::<Date32Type>().ok_or_else(|| internal_err!("date is not a date"))?;
         let days = date.iter().map(|d| d.unwrap_or(0)).collect();
-        counts.add(&DatedBatch { batch, days })?;
-    }
+        Ok(counts.add(&DatedBatch { batch, days })?)
+    })
+    .await?;
     Ok(counts)
 }
 
