@@ -157,11 +157,13 @@ fn missing_required_fields_and_bad_counts_are_rejects() {
         r#"{"ts":1717200000000,"model":"m","prompt_tokens":4.5,"completion_tokens":1}"#,
         r#"{"ts":1717200000000,"model":"m","prompt_tokens":1e15,"completion_tokens":1}"#,
         r#"{"ts":"not a time","model":"m","prompt_tokens":1,"completion_tokens":1}"#,
+        r#"{"ts":1717200000000,"model":"m","prompt_tokens":1,"completion_tokens":1,"latency_ms":1e300}"#,
+        r#"{"ts":1717200000000,"model":"m","prompt_tokens":1,"completion_tokens":1,"ttft_ms":-3}"#,
     ];
     let input = write(dir.path(), "missing.jsonl", (lines.join("\n") + "\n").as_bytes());
     let out = dir.path().join("ds");
     let s = ingest(&[&input], &out, &["--format", "canonical"]);
-    assert_eq!(totals(&s), (8, 1, 7));
+    assert_eq!(totals(&s), (10, 1, 9));
     let errs = reject_errors(&out);
     for (line, want) in [
         (2, "ts"),
@@ -171,6 +173,8 @@ fn missing_required_fields_and_bad_counts_are_rejects() {
         (6, "integer"),
         (7, "plausible"),
         (8, "timestamp"),
+        (9, "latency_ms = 1e300 ms exceeds the plausible maximum"),
+        (10, "ttft_ms must be a non-negative number"),
     ] {
         let e = &errs.iter().find(|e| e.0 == line).unwrap().1;
         assert!(e.contains(want), "line {line}: {e}");

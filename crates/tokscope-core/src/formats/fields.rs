@@ -16,6 +16,22 @@ use crate::record::TokenRecord;
 /// window of 100M tokens, so such a value is a logging bug.
 pub const MAX_TOKEN_COUNT: f64 = 100_000_000.0;
 
+/// Durations of a request (time to first token, latency) above this, 30
+/// days in milliseconds, are rejected: no request waits that long for a
+/// model, so such a value is a unit or clock mistake (and the load jobs
+/// would spread the request over millions of time windows).
+pub const MAX_DURATION_MS: f64 = 30.0 * 86_400_000.0;
+
+/// `ms` if it is at most [`MAX_DURATION_MS`].
+fn plausible_ms(field: &str, ms: f64) -> Result<f64, String> {
+    if ms > MAX_DURATION_MS {
+        // `{}` writes every digit of a float: 1e300 as 301 of them.
+        let shown = if ms < 1e15 { ms.to_string() } else { format!("{ms:e}") };
+        return Err(format!("{field} = {shown} ms exceeds the plausible maximum of {MAX_DURATION_MS} ms (30 days)"));
+    }
+    Ok(ms)
+}
+
 /// A validated token count: a non-negative integer no larger than [`MAX_TOKEN_COUNT`].
 pub fn token_count(field: &str, v: f64) -> Result<i64, String> {
     if !v.is_finite() || v < 0.0 {
@@ -35,13 +51,14 @@ pub fn opt_token_count(field: &str, v: Option<f64>) -> Result<Option<i64>, Strin
     v.map(|x| token_count(field, x)).transpose()
 }
 
-/// A non-negative, finite duration in milliseconds.
+/// A non-negative, finite duration in milliseconds, at most [`MAX_DURATION_MS`].
 pub fn duration_ms(field: &str, v: Option<f64>) -> Result<Option<f64>, String> {
     match v {
         Some(x) if !x.is_finite() || x < 0.0 => {
             Err(format!("{field} must be a non-negative number of milliseconds, got {x}"))
         }
-        other => Ok(other),
+        Some(x) => plausible_ms(field, x).map(Some),
+        None => Ok(None),
     }
 }
 
@@ -83,7 +100,7 @@ pub fn seconds_to_ms(field: &str, v: Option<f64>) -> Result<Option<f64>, String>
         Some(x) if !x.is_finite() || x < 0.0 => {
             Err(format!("{field} must be a non-negative number of seconds, got {x}"))
         }
-        Some(x) => Ok(Some((x * 1e6).round() / 1e3)),
+        Some(x) => plausible_ms(field, (x * 1e6).round() / 1e3).map(Some),
         None => Ok(None),
     }
 }
@@ -100,15 +117,15 @@ pub fn epoch_seconds_to_micros(field: &str, secs: f64) -> Result<i64, String> {
 }
 
 /// The time from `from` to `to` (microseconds since the epoch) in
-/// milliseconds; an error when `to` is before `from`.
+/// milliseconds; an error when `to` is before `from` or more than
+/// [`MAX_DURATION_MS`] after it.
 pub fn elapsed_ms(what: &str, from_micros: i64, to_micros: i64) -> Result<f64, String> {
-    if to_micros < from_micros {
-        return Err(format!(
-            "{what} is negative: the end is {} ms before the start",
-            (from_micros - to_micros) as f64 / 1e3
-        ));
+    // In i128: two far-apart times (a clock or unit mistake) overflow an i64 difference.
+    let micros = i128::from(to_micros) - i128::from(from_micros);
+    if micros < 0 {
+        return Err(format!("{what} is negative: the end is {} ms before the start", -micros as f64 / 1e3));
     }
-    Ok((to_micros - from_micros) as f64 / 1e3)
+    plausible_ms(what, micros as f64 / 1e3)
 }
 
 /// Deserialises a number given as a JSON number or as a decimal string
@@ -512,6 +529,22 @@ mod tests {
         assert_eq!(elapsed_ms("latency", a, b), Ok(1800.0));
         assert!(elapsed_ms("latency", b, a).unwrap_err().contains("negative"));
         assert!(epoch_seconds_to_micros("s", 1717243200000.0).is_err());
+    }
+
+    #[test]
+    fn durations_over_thirty_days_are_rejected() {
+        let day_ms = 86_400_000.0;
+        assert_eq!(duration_ms("latency_ms", Some(30.0 * day_ms)), Ok(Some(30.0 * day_ms)));
+        let e = duration_ms("latency_ms", Some(1e300)).unwrap_err();
+        assert!(e.contains("latency_ms") && e.contains("30 days"), "{e}");
+        assert!(duration_ms("ttft_ms", Some(30.0 * day_ms + 1.0)).is_err());
+        assert_eq!(seconds_to_ms("t", Some(30.0 * 86_400.0)), Ok(Some(30.0 * day_ms)));
+        assert!(seconds_to_ms("t", Some(30.0 * 86_400.0 + 0.001)).is_err());
+        let start = 1_717_243_200_000_000;
+        assert_eq!(elapsed_ms("latency", start, start + 30 * 86_400_000_000), Ok(30.0 * day_ms));
+        assert!(elapsed_ms("latency", start, start + 30 * 86_400_000_000 + 1).unwrap_err().contains("latency"));
+        assert!(elapsed_ms("latency", i64::MIN, i64::MAX).unwrap_err().contains("plausible"));
+        assert!(elapsed_ms("latency", i64::MAX, i64::MIN).unwrap_err().contains("negative"));
     }
 
     #[test]
