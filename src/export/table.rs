@@ -121,6 +121,7 @@ impl ColumnKind {
         }
         match self {
             ColumnKind::Percent => format!("{}%", group_thousands(&format!("{:.1}", x * 100.0))),
+            ColumnKind::Millis if x.abs() >= HUGE => significant(x, 4),
             ColumnKind::Millis => group_thousands(&format!("{x:.1}")),
             ColumnKind::Usd | ColumnKind::Number => significant(x, 4),
             ColumnKind::UsdPerMillionTokens => significant(x * 1000.0, 4),
@@ -131,13 +132,18 @@ impl ColumnKind {
 
 const PER_1K_TOKENS: &str = "_per_1k_tokens";
 
+/// From here on a float is shown in scientific notation: its integer digits
+/// would run to 16 or more, past what an f64 holds exactly.
+const HUGE: f64 = 1e15;
+
 /// `x` to `digits` significant digits, never dropping integer digits
-/// (`12345.6` -> `12,346`), thousands grouped; scientific below 1e-4.
+/// (`12345.6` -> `12,346`), thousands grouped; scientific below 1e-4 and
+/// from [`HUGE`] on.
 pub fn significant(x: f64, digits: i32) -> String {
     if x == 0.0 {
         return "0".to_string();
     }
-    if x.abs() < 1e-4 {
+    if x.abs() < 1e-4 || x.abs() >= HUGE {
         return format!("{:.*e}", (digits - 1) as usize, x);
     }
     let magnitude = x.abs().log10().floor() as i32;
@@ -447,6 +453,10 @@ mod tests {
         assert_eq!(ColumnKind::Number.format_float(-1.234567), "-1.235");
         assert_eq!(ColumnKind::Number.format_float(49.74247545469177), "49.74");
         assert_eq!(ColumnKind::Number.format_float(f64::NAN), "NaN");
+        assert_eq!(ColumnKind::Number.format_float(999_999_999_999_999.0), "999,999,999,999,999");
+        assert_eq!(ColumnKind::Number.format_float(1e300), "1.000e300");
+        assert_eq!(ColumnKind::Millis.format_float(-2.5e18), "-2.500e18");
+        assert_eq!(ColumnKind::UsdPerMillionTokens.format_float(1e13), "1.000e16");
         assert_eq!(group_thousands("-1234567"), "-1,234,567");
         assert_eq!(group_thousands("999"), "999");
     }
