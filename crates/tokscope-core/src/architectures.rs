@@ -5,6 +5,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 use regex::Regex;
 use serde::{Deserialize, Serialize};
@@ -60,14 +61,50 @@ impl Arch {
 #[derive(Debug, Clone, Default)]
 pub struct Architectures {
     exact: HashMap<String, Arch>,
-    patterns: Vec<(Regex, Arch)>,
+    patterns: Vec<(Pattern, Arch)>,
 }
+
+/// A `pattern` entry's anchored regular expression (`^(?:p)$`). Compiling
+/// the bundled file's patterns was most of what loading it cost, and so a
+/// sixth of a fresh `SELECT count(*)` process, which never looks a model up:
+/// the bundled patterns (every one compiles: `every_bundled_pattern_compiles`)
+/// are compiled when a model is first looked up. A user's file has its
+/// patterns compiled when it is read, so a bad one is an error at once.
+#[derive(Debug, Clone)]
+struct Pattern {
+    source: String,
+    re: OnceLock<Option<Regex>>,
+}
+
+impl Pattern {
+    fn compiled(source: String) -> std::result::Result<Self, regex::Error> {
+        let re = Regex::new(&source)?;
+        Ok(Pattern { source, re: OnceLock::from(Some(re)) })
+    }
+
+    fn deferred(source: String) -> Self {
+        Pattern { source, re: OnceLock::new() }
+    }
+
+    fn is_match(&self, model: &str) -> bool {
+        self.re.get_or_init(|| Regex::new(&self.source).ok()).as_ref().is_some_and(|re| re.is_match(model))
+    }
+}
+
+/// When a file's patterns are compiled (see [`Pattern`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Compile {
+    Now,
+    AtFirstUse,
+}
+
+const BUNDLED_ORIGIN: &str = "config/architectures.toml (bundled)";
 
 impl Architectures {
     /// The bundled architectures (`config/architectures.toml`).
     pub fn bundled() -> Result<Self> {
         let mut a = Self::default();
-        a.add_toml(BUNDLED, Path::new("."), "config/architectures.toml (bundled)")?;
+        a.add(BUNDLED, Path::new("."), BUNDLED_ORIGIN, Compile::AtFirstUse)?;
         Ok(a)
     }
 
@@ -76,18 +113,22 @@ impl Architectures {
         let text = std::fs::read_to_string(path).map_err(|e| Error::io(path.display(), e))?;
         let mut a = Self::default();
         a.add_toml(&text, path.parent().unwrap_or(Path::new(".")), &path.display().to_string())?;
-        a.add_toml(BUNDLED, Path::new("."), "config/architectures.toml (bundled)")?;
+        a.add(BUNDLED, Path::new("."), BUNDLED_ORIGIN, Compile::AtFirstUse)?;
         Ok(a)
     }
 
     /// The architecture of `model`, if known.
     pub fn get(&self, model: &str) -> Option<&Arch> {
-        self.exact.get(model).or_else(|| self.patterns.iter().find(|(re, _)| re.is_match(model)).map(|(_, a)| a))
+        self.exact.get(model).or_else(|| self.patterns.iter().find(|(p, _)| p.is_match(model)).map(|(_, a)| a))
     }
 
     /// Adds a TOML file's entries after those already present (earlier entries win);
     /// `config` paths are relative to `base`.
     pub fn add_toml(&mut self, text: &str, base: &Path, origin: &str) -> Result<()> {
+        self.add(text, base, origin, Compile::Now)
+    }
+
+    fn add(&mut self, text: &str, base: &Path, origin: &str, compile: Compile) -> Result<()> {
         let file: File = toml::from_str(text).map_err(|e| config_err!("architectures {origin}: {e}"))?;
         for (i, m) in file.model.into_iter().enumerate() {
             let ctx = |msg: String| config_err!("architectures {origin}, [[model]] #{}: {msg}", i + 1);
@@ -119,8 +160,14 @@ impl Architectures {
                     self.exact.entry(name).or_insert(arch);
                 }
                 (None, Some(p)) => {
-                    let re = Regex::new(&format!("^(?:{p})$")).map_err(|e| ctx(format!("bad pattern {p:?}: {e}")))?;
-                    self.patterns.push((re, arch));
+                    let source = format!("^(?:{p})$");
+                    let pattern = match compile {
+                        Compile::Now => {
+                            Pattern::compiled(source).map_err(|e| ctx(format!("bad pattern {p:?}: {e}")))?
+                        }
+                        Compile::AtFirstUse => Pattern::deferred(source),
+                    };
+                    self.patterns.push((pattern, arch));
                 }
                 _ => return Err(ctx("give exactly one of `model` (exact name) or `pattern` (regex)".into())),
             }
@@ -162,7 +209,7 @@ impl Architectures {
         exact.sort_by(|a, b| a.0.cmp(&b.0));
         ArchitecturesWire {
             exact,
-            patterns: self.patterns.iter().map(|(re, a)| (re.as_str().to_string(), arch_bits(a))).collect(),
+            patterns: self.patterns.iter().map(|(p, a)| (p.source.clone(), arch_bits(a))).collect(),
         }
     }
 
@@ -172,9 +219,9 @@ impl Architectures {
             exact: wire.exact.into_iter().map(|(n, b)| (n, arch_from_bits(b))).collect(),
             ..Default::default()
         };
-        for (pattern, b) in wire.patterns {
-            let re = Regex::new(&pattern).map_err(|e| config_err!("bad pattern {pattern:?}: {e}"))?;
-            a.patterns.push((re, arch_from_bits(b)));
+        for (source, b) in wire.patterns {
+            let pattern = Pattern::compiled(source).map_err(|e| config_err!("bad pattern: {e}"))?;
+            a.patterns.push((pattern, arch_from_bits(b)));
         }
         Ok(a)
     }
@@ -262,6 +309,28 @@ mod tests {
         // 2 * 32 layers * 8 heads * 128 dims * 2 bytes = 131072 bytes per token.
         assert_eq!(l.bytes_per_token(), 131072.0);
         assert!(a.get("no-such-model").is_none());
+    }
+
+    #[test]
+    fn every_bundled_pattern_compiles() {
+        let mut a = Architectures::default();
+        a.add(BUNDLED, Path::new("."), BUNDLED_ORIGIN, Compile::Now).unwrap();
+        let deferred = Architectures::bundled().unwrap();
+        assert_eq!(a.patterns.len(), deferred.patterns.len());
+        assert!(!a.patterns.is_empty());
+        // Compiled at first use, the same names match the same entries.
+        for model in ["llama-3.1-8b-instruct", "meta-llama/Llama-3-70B", "Qwen2.5-7B-Instruct", "gpt-x"] {
+            assert_eq!(a.get(model), deferred.get(model), "{model}");
+        }
+        assert!(deferred.patterns.iter().all(|(p, _)| p.re.get().is_some_and(Option::is_some)));
+    }
+
+    #[test]
+    fn a_bad_pattern_in_a_file_is_an_error_when_it_is_read() {
+        let mut a = Architectures::default();
+        let toml = "[[model]]\npattern = \"llama-(3\"\nlayers = 1\nkv_heads = 1\nhead_dim = 1\n";
+        let e = a.add_toml(toml, Path::new("."), "mine.toml").unwrap_err().to_string();
+        assert!(e.contains("mine.toml") && e.contains("bad pattern"), "{e}");
     }
 
     #[test]
