@@ -565,11 +565,21 @@ impl QuantileGroups {
 /// A list column with one list of floats per group (no null lists).
 pub(crate) fn list_of(values: Vec<Vec<f64>>) -> ArrayRef {
     let lengths: Vec<usize> = values.iter().map(Vec::len).collect();
-    let flat = Float64Array::from(values.into_iter().flatten().collect::<Vec<_>>());
+    // Sized once: collecting a flattening iterator grew the buffer from
+    // empty, copying the values again at every doubling.
+    let mut flat = Vec::with_capacity(lengths.iter().sum());
+    for v in &values {
+        flat.extend_from_slice(v);
+    }
+    list_from_flat(flat, lengths)
+}
+
+/// A list column of `lengths[i]` values each, taken in order from `flat` (no null lists).
+fn list_from_flat(flat: Vec<f64>, lengths: Vec<usize>) -> ArrayRef {
     Arc::new(ListArray::new(
         Arc::new(Field::new_list_field(DataType::Float64, true)),
         OffsetBuffer::from_lengths(lengths),
-        Arc::new(flat),
+        Arc::new(Float64Array::from(flat)),
         None,
     ))
 }
@@ -608,18 +618,19 @@ impl GroupsAccumulator for QuantileGroups {
     fn convert_to_state(&self, values: &[ArrayRef], opt_filter: Option<&BooleanArray>) -> DfResult<Vec<ArrayRef>> {
         let a = cast(&values[0], &DataType::Float64)?;
         let a = a.as_primitive::<Float64Type>();
-        let rows = (0..a.len())
+        // One list per row: its value, or none (null, NaN or filtered out).
+        let mut flat = Vec::with_capacity(a.len());
+        let lengths = (0..a.len())
             .map(|i| {
                 let keep =
                     a.is_valid(i) && !a.value(i).is_nan() && opt_filter.is_none_or(|f| f.is_valid(i) && f.value(i));
                 if keep {
-                    vec![a.value(i)]
-                } else {
-                    Vec::new()
+                    flat.push(a.value(i));
                 }
+                usize::from(keep)
             })
             .collect();
-        Ok(vec![list_of(rows)])
+        Ok(vec![list_from_flat(flat, lengths)])
     }
     fn size(&self) -> usize {
         size_of_val(self)
