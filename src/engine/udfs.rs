@@ -26,7 +26,9 @@ use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, Float64Array, Float64Builder, ListArray, StructArray};
+use arrow::array::{
+    Array, ArrayAccessor, ArrayRef, AsArray, BooleanArray, Float64Array, Float64Builder, ListArray, StructArray,
+};
 use arrow::buffer::{NullBuffer, OffsetBuffer};
 use arrow::compute::cast;
 use arrow::datatypes::{DataType, Field, FieldRef, Fields, Float64Type, Int64Type, TimeUnit};
@@ -749,22 +751,55 @@ impl ScalarUDFImpl for PriceUsd {
     }
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
         let arrays = ColumnarValue::values_to_arrays(&args.args)?;
-        let models = cast(&arrays[0], &DataType::Utf8)?;
-        let models = models.as_string::<i32>();
         // Whatever the timestamp's unit and zone, compare instants in µs since the epoch.
         let ts = cast(&cast(&arrays[1], &DataType::Timestamp(TimeUnit::Microsecond, None))?, &DataType::Int64)?;
-        let ts = ts.as_primitive::<Int64Type>();
         let ints: Vec<ArrayRef> = arrays[2..6].iter().map(|a| cast(a, &DataType::Int64)).collect::<Result<_, _>>()?;
         let ints: Vec<_> = ints.iter().map(|a| a.as_primitive::<Int64Type>()).collect();
-        let n = args.number_rows;
-        let mut builders: Vec<Float64Builder> = (0..5).map(|_| Float64Builder::with_capacity(n)).collect();
+        let rows = PricedRows { ts: ts.as_primitive::<Int64Type>(), ints: &ints, n: args.number_rows };
+        // Model names are read where they are (tables scan strings as views): no copy of the column.
+        let prices = match arrays[0].data_type() {
+            DataType::Utf8View => self.prices(arrays[0].as_string_view(), rows),
+            DataType::Utf8 => self.prices(arrays[0].as_string::<i32>(), rows),
+            DataType::LargeUtf8 => self.prices(arrays[0].as_string::<i64>(), rows),
+            _ => self.prices(cast(&arrays[0], &DataType::Utf8)?.as_string::<i32>(), rows),
+        }?;
+        Ok(ColumnarValue::Array(Arc::new(prices)))
+    }
+}
+
+/// The arguments of `price_usd` after the model: the time (µs) and the four token counts.
+#[derive(Clone, Copy)]
+struct PricedRows<'a> {
+    ts: &'a arrow::array::Int64Array,
+    ints: &'a [&'a arrow::array::Int64Array],
+    n: usize,
+}
+
+impl PriceUsd {
+    /// The price struct of each row: `models[i]`'s price at `rows.ts[i]` for its
+    /// token counts; null (with null fields) when an argument is null or no
+    /// price applies.
+    fn prices<'a>(&self, models: impl ArrayAccessor<Item = &'a str>, rows: PricedRows<'_>) -> DfResult<StructArray> {
+        let PricedRows { ts, ints, n } = rows;
+        // The five fields, then one validity for the struct and all of them.
+        let mut columns: [Vec<f64>; 5] = std::array::from_fn(|_| Vec::with_capacity(n));
         let mut valid = Vec::with_capacity(n);
-        // A batch holds few distinct models: resolve each name (regexes included) once.
-        let mut cache: HashMap<&str, Option<&Schedule>> = HashMap::new();
+        // A batch holds few distinct models, often in runs: each name is
+        // resolved (regexes included) once, and a row of the same model as the
+        // row before skips the lookup.
+        let mut cache: datafusion::common::HashMap<&str, Option<&Schedule>> = Default::default();
+        let mut last: Option<(&str, Option<&Schedule>)> = None;
         for i in 0..n {
             let cost = if models.is_valid(i) && ts.is_valid(i) && ints.iter().all(|a| a.is_valid(i)) {
                 let model = models.value(i);
-                let schedule = *cache.entry(model).or_insert_with(|| self.pricing.schedule(model));
+                let schedule = match last {
+                    Some((name, schedule)) if name == model => schedule,
+                    _ => {
+                        let schedule = *cache.entry(model).or_insert_with(|| self.pricing.schedule(model));
+                        last = Some((model, schedule));
+                        schedule
+                    }
+                };
                 schedule.and_then(|s| s.at(ts.value(i))).map(|e| {
                     let u = Usage {
                         prompt: ints[0].value(i),
@@ -777,24 +812,18 @@ impl ScalarUDFImpl for PriceUsd {
             } else {
                 None
             };
-            match cost {
-                Some(c) => {
-                    for (b, v) in builders.iter_mut().zip([c.input, c.cached_input, c.cache_write, c.output, c.total()])
-                    {
-                        b.append_value(v);
-                    }
-                    valid.push(true);
-                }
-                None => {
-                    // Children are null too, so `price_usd(...)['total_usd']` is null for unpriced rows.
-                    builders.iter_mut().for_each(|b| b.append_null());
-                    valid.push(false);
-                }
+            let fields = cost.map_or([0.0; 5], |c| [c.input, c.cached_input, c.cache_write, c.output, c.total()]);
+            for (column, v) in columns.iter_mut().zip(fields) {
+                column.push(v);
             }
+            valid.push(cost.is_some());
         }
-        let children: Vec<ArrayRef> = builders.iter_mut().map(|b| Arc::new(b.finish()) as ArrayRef).collect();
-        let s = StructArray::try_new(price_fields(), children, Some(NullBuffer::from(valid)))?;
-        Ok(ColumnarValue::Array(Arc::new(s)))
+        // Children are null too, so `price_usd(...)['total_usd']` is null for unpriced rows.
+        let nulls = NullBuffer::from(valid);
+        let nulls = (nulls.null_count() > 0).then_some(nulls);
+        let children: Vec<ArrayRef> =
+            columns.into_iter().map(|c| Arc::new(Float64Array::new(c.into(), nulls.clone())) as ArrayRef).collect();
+        Ok(StructArray::try_new(price_fields(), children, nulls)?)
     }
 }
 
