@@ -166,6 +166,10 @@ const QUERIES: &[(&str, bool)] = &[
     // quantile_cont over shuffled groups (partial states merged across executors).
     ("SELECT model, context_bin, quantile_cont(latency_ms, 0.3333333333) AS q, quantile_cont(ttft_ms, 0.95) AS q95 \
       FROM requests GROUP BY model, context_bin", false),
+    // Several quantiles of one column (merged into one quantiles_cont by the optimizer), and
+    // quantiles_cont called directly.
+    ("SELECT model, quantile_cont(ttft_ms, 0.5) AS p50, quantile_cont(ttft_ms, 0.99) AS p99, \
+      quantiles_cont(latency_ms, 0.25, 0.75)[2] AS l75 FROM requests GROUP BY model", true),
     ("SELECT model, sum(price_usd(model, ts, prompt_tokens, cached_tokens, cache_write_tokens, completion_tokens)['total_usd']) AS usd, \
       count(price_usd(model, ts, prompt_tokens, cached_tokens, cache_write_tokens, completion_tokens)) AS priced \
       FROM requests GROUP BY model", false),

@@ -226,6 +226,27 @@ fn report_plan_reads_price_fields_without_leaf_pushdown_unless_asked() {
     assert!(on.contains("__datafusion_extracted"), "{on}");
 }
 
+/// The report's quantiles of one column share one accumulator: TTFT's three
+/// percentiles, TPOT's and latency's two each become one `quantiles_cont`
+/// per column (engine::merge_quantiles); decode TPS's one stays as it is.
+#[test]
+fn report_plan_keeps_one_quantile_accumulator_per_column() {
+    let dir = tempfile::tempdir().unwrap();
+    let ds = hand_dataset(dir.path());
+    let explain = format!("EXPLAIN {}", tokscope(&["job", "report", "--show-sql"]));
+    let plan = tokscope(&["query", "--wide", "--format", "csv", "--data", ds.to_str().unwrap(), &explain]);
+    let logical = &plan[..plan.find("physical_plan").unwrap_or(plan.len())];
+    for merged in [
+        "quantiles_cont(priced.ttft_ms,Float64(0.5),Float64(0.95),Float64(0.99))",
+        "quantiles_cont(priced.tpot_ms,Float64(0.5),Float64(0.95))",
+        "quantiles_cont(priced.latency_ms,Float64(0.5),Float64(0.95))",
+    ] {
+        assert!(logical.contains(merged), "{merged} not in {logical}");
+    }
+    assert!(logical.contains("quantile_cont(priced.decode_tps, Float64(0.5))"), "{logical}");
+    assert!(!logical.contains("quantile_cont(priced.ttft_ms, Float64("), "{logical}");
+}
+
 /// Pricing cases: each model is one group, so each row is one hand-priced case.
 #[test]
 fn cost_job_prices_tiers_history_cache_tokens_and_counts_unpriced() {

@@ -3,6 +3,7 @@
 //! jobs, the SQL shell and distributed executors all see the same catalog.
 
 pub mod distributed;
+pub mod merge_quantiles;
 pub mod schema;
 pub mod udfs;
 
@@ -176,6 +177,8 @@ pub fn register_udfs(ctx: &SessionContext, config: &UdfConfig) {
             udfs::Udf::Window(f) => ctx.register_udwf(f),
         }
     }
+    // With tokscope's quantile_cont, the rule that shares its values between calls.
+    ctx.add_optimizer_rule(Arc::new(merge_quantiles::MergeQuantiles));
 }
 
 /// Registers every table of `dataset` and the UDFs with their defaults
