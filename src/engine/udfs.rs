@@ -457,8 +457,7 @@ impl AggregateUDFImpl for QuantileCont {
         Ok(DataType::Float64)
     }
     fn state_fields(&self, args: StateFieldsArgs) -> DfResult<Vec<FieldRef>> {
-        let item = Field::new_list_field(DataType::Float64, true);
-        Ok(vec![Arc::new(Field::new(format!("{}[values]", args.name), DataType::List(Arc::new(item)), true))])
+        Ok(vec![values_state_field(args.name)])
     }
     fn accumulator(&self, args: AccumulatorArgs) -> DfResult<Box<dyn Accumulator>> {
         Ok(Box::new(CollectAcc { finish: Finish::Quantile(quantile_arg(&args, 1)?), values: Vec::new() }))
@@ -499,11 +498,10 @@ impl AggregateUDFImpl for QuantilesCont {
         if !arg_types[0].is_numeric() && !arg_types[0].is_null() {
             return plan_err!("quantiles_cont needs a numeric value, got {}", arg_types[0]);
         }
-        Ok(DataType::List(Arc::new(Field::new_list_field(DataType::Float64, true))))
+        Ok(float_list_type())
     }
     fn state_fields(&self, args: StateFieldsArgs) -> DfResult<Vec<FieldRef>> {
-        let item = Field::new_list_field(DataType::Float64, true);
-        Ok(vec![Arc::new(Field::new(format!("{}[values]", args.name), DataType::List(Arc::new(item)), true))])
+        Ok(vec![values_state_field(args.name)])
     }
     fn accumulator(&self, args: AccumulatorArgs) -> DfResult<Box<dyn Accumulator>> {
         Ok(Box::new(CollectAcc { finish: Finish::Quantiles(quantile_args(&args)?), values: Vec::new() }))
@@ -530,27 +528,17 @@ fn quantiles_type7(values: &mut [f64], ps: &[f64]) -> Vec<Option<f64>> {
     // Every value left of `start` is at most every value from `start` on.
     let mut start = 0;
     for k in order {
-        let h = ps[k] * (values.len() - 1) as f64;
-        let lo = (h.floor() as usize).max(start);
-        let (_, lo_v, above) = values[start..].select_nth_unstable_by(lo - start, f64::total_cmp);
-        let lo_v = *lo_v;
-        let hi_v = above.iter().copied().min_by(f64::total_cmp).unwrap_or(lo_v);
-        out[k] = Some(lo_v + (h - lo as f64) * (hi_v - lo_v));
+        let (q, lo) = type7_from(values, start, ps[k]);
+        out[k] = Some(q);
         start = lo;
     }
     out
 }
 
 /// One list of quantiles per group.
-fn quantile_lists(lists: Vec<Vec<Option<f64>>>) -> ArrayRef {
+fn quantile_lists(lists: Vec<Vec<Option<f64>>>) -> ListArray {
     let lengths: Vec<usize> = lists.iter().map(Vec::len).collect();
-    let values: Float64Array = lists.into_iter().flatten().collect();
-    Arc::new(ListArray::new(
-        Arc::new(Field::new_list_field(DataType::Float64, true)),
-        OffsetBuffer::from_lengths(lengths),
-        Arc::new(values),
-        None,
-    ))
+    float_lists(lists.into_iter().flatten().collect(), lengths)
 }
 
 /// Argument `index` of an aggregate call: a numeric constant, evaluated
@@ -600,8 +588,7 @@ impl AggregateUDFImpl for BootstrapMeanCi {
         Ok(DataType::Struct(bootstrap_fields()))
     }
     fn state_fields(&self, args: StateFieldsArgs) -> DfResult<Vec<FieldRef>> {
-        let item = Field::new_list_field(DataType::Float64, true);
-        Ok(vec![Arc::new(Field::new(format!("{}[values]", args.name), DataType::List(Arc::new(item)), true))])
+        Ok(vec![values_state_field(args.name)])
     }
     fn accumulator(&self, args: AccumulatorArgs) -> DfResult<Box<dyn Accumulator>> {
         let resamples = constant_arg(&args, 1, "bootstrap_mean_ci", "number of resamples")?;
@@ -680,17 +667,27 @@ pub(crate) fn list_of(values: Vec<Vec<f64>>) -> ArrayRef {
     for v in &values {
         flat.extend_from_slice(v);
     }
-    list_from_flat(flat, lengths)
+    Arc::new(float_lists(flat.into(), lengths))
 }
 
-/// A list column of `lengths[i]` values each, taken in order from `flat` (no null lists).
-fn list_from_flat(flat: Vec<f64>, lengths: Vec<usize>) -> ArrayRef {
-    Arc::new(ListArray::new(
+/// The type of a list of floats: the collecting aggregates' state, and `quantiles_cont`'s result.
+fn float_list_type() -> DataType {
+    DataType::List(Arc::new(Field::new_list_field(DataType::Float64, true)))
+}
+
+/// The state of an aggregate that collects its values: one list of them.
+fn values_state_field(name: &str) -> FieldRef {
+    Arc::new(Field::new(format!("{name}[values]"), float_list_type(), true))
+}
+
+/// Lists of `lengths[i]` floats each, taken in order from `values` (no null lists).
+fn float_lists(values: Float64Array, lengths: impl IntoIterator<Item = usize>) -> ListArray {
+    ListArray::new(
         Arc::new(Field::new_list_field(DataType::Float64, true)),
         OffsetBuffer::from_lengths(lengths),
-        Arc::new(Float64Array::from(flat)),
+        Arc::new(values),
         None,
-    ))
+    )
 }
 
 impl GroupsAccumulator for QuantileGroups {
@@ -710,7 +707,7 @@ impl GroupsAccumulator for QuantileGroups {
                 Arc::new(groups.into_iter().map(|mut v| quantile_type7(&mut v, *p)).collect::<Float64Array>())
             }
             Quantiles::Many(ps) => {
-                quantile_lists(groups.into_iter().map(|mut v| quantiles_type7(&mut v, ps)).collect())
+                Arc::new(quantile_lists(groups.into_iter().map(|mut v| quantiles_type7(&mut v, ps)).collect()))
             }
         })
     }
@@ -735,7 +732,7 @@ impl GroupsAccumulator for QuantileGroups {
         let a = a.as_primitive::<Float64Type>();
         // One list per row: its value, or none (null, NaN or filtered out).
         let mut flat = Vec::with_capacity(a.len());
-        let lengths = (0..a.len())
+        let lengths: Vec<usize> = (0..a.len())
             .map(|i| {
                 let keep =
                     a.is_valid(i) && !a.value(i).is_nan() && opt_filter.is_none_or(|f| f.is_valid(i) && f.value(i));
@@ -745,7 +742,7 @@ impl GroupsAccumulator for QuantileGroups {
                 usize::from(keep)
             })
             .collect();
-        Ok(vec![list_from_flat(flat, lengths)])
+        Ok(vec![Arc::new(float_lists(flat.into(), lengths))])
     }
     fn size(&self) -> usize {
         size_of_val(self)
@@ -784,16 +781,21 @@ impl CollectAcc {
 /// `h = p * (n - 1)`, `x[floor h] + (h - floor h) * (x[floor h + 1] - x[floor h])`.
 /// Selection instead of a full sort: O(n) per quantile.
 pub fn quantile_type7(values: &mut [f64], p: f64) -> Option<f64> {
-    if values.is_empty() {
-        return None;
-    }
+    (!values.is_empty()).then(|| type7_from(values, 0, p).0)
+}
+
+/// The type-7 quantile `p` of non-empty `values`, selected among
+/// `values[start..]` (every value left of `start` being at most every value
+/// from it on, and `start` at most the quantile's rank `floor h`); returns it
+/// and that rank, where the selected value now stands.
+fn type7_from(values: &mut [f64], start: usize, p: f64) -> (f64, usize) {
     let h = p * (values.len() - 1) as f64;
-    let lo = h.floor() as usize;
-    let (_, lo_v, above) = values.select_nth_unstable_by(lo, f64::total_cmp);
+    let lo = (h.floor() as usize).max(start);
+    let (_, lo_v, above) = values[start..].select_nth_unstable_by(lo - start, f64::total_cmp);
     let lo_v = *lo_v;
     // x[lo + 1] is the smallest value above the selected one (none when lo = n - 1).
     let hi_v = above.iter().copied().min_by(f64::total_cmp).unwrap_or(lo_v);
-    Some(lo_v + (h - lo as f64) * (hi_v - lo_v))
+    (lo_v + (h - lo as f64) * (hi_v - lo_v), lo)
 }
 
 impl Accumulator for CollectAcc {
@@ -810,21 +812,14 @@ impl Accumulator for CollectAcc {
         Ok(())
     }
     fn state(&mut self) -> DfResult<Vec<ScalarValue>> {
-        let values = Float64Array::from(std::mem::take(&mut self.values));
-        let list = ListArray::new(
-            Arc::new(Field::new_list_field(DataType::Float64, true)),
-            OffsetBuffer::from_lengths([values.len()]),
-            Arc::new(values),
-            None,
-        );
-        Ok(vec![ScalarValue::List(Arc::new(list))])
+        let n = self.values.len();
+        Ok(vec![ScalarValue::List(Arc::new(float_lists(std::mem::take(&mut self.values).into(), [n])))])
     }
     fn evaluate(&mut self) -> DfResult<ScalarValue> {
         match &self.finish {
             Finish::Quantile(p) => Ok(ScalarValue::Float64(quantile_type7(&mut self.values, *p))),
             Finish::Quantiles(ps) => {
-                let lists = quantile_lists(vec![quantiles_type7(&mut self.values, ps)]);
-                Ok(ScalarValue::List(Arc::new(lists.as_list::<i32>().clone())))
+                Ok(ScalarValue::List(Arc::new(quantile_lists(vec![quantiles_type7(&mut self.values, ps)]))))
             }
             Finish::BootstrapMeanCi { resamples, seed } => {
                 // The values arrive in whatever order the plan's partitions
