@@ -62,6 +62,15 @@ fn ingest(data: &Path, input: &Path) -> Output {
         .unwrap()
 }
 
+/// A dataset of the small log's 200 requests, in `dir/ds`, and the path of
+/// one of its `requests` parts (relative to the dataset).
+fn dataset_of_small_log(dir: &Path, small: &Path) -> (PathBuf, String) {
+    let data = dir.join("ds");
+    assert!(ingest(&data, small).status.success());
+    let part = data_files(&data).into_keys().find(|k| k.starts_with("requests/")).unwrap();
+    (data, part)
+}
+
 /// A tmpfs mounted for the test, unmounted when dropped.
 struct Tmpfs(PathBuf);
 
@@ -174,9 +183,8 @@ fn a_read_only_directory_fails_clearly_and_leaves_the_dataset_as_it_was() {
 fn corrupt_parquet_and_manifest_files_are_named_in_the_error() {
     let dir = tempfile::tempdir().unwrap();
     let (small, _) = logs(dir.path());
-    let data = dir.path().join("ds");
-    assert!(ingest(&data, &small).status.success());
-    let part = data.join(data_files(&data).into_keys().find(|k| k.starts_with("requests/")).unwrap());
+    let (data, part) = dataset_of_small_log(dir.path(), &small);
+    let part = data.join(part);
     let good = std::fs::read(&part).unwrap();
     let name = part.file_name().unwrap().to_str().unwrap().to_string();
     for (what, bytes) in [("truncated", good[..good.len() / 2].to_vec()), ("garbage", b"not parquet at all".to_vec())] {
@@ -258,11 +266,9 @@ fn a_damaged_model_directory_is_a_clear_error() {
 fn a_run_failing_after_its_files_are_finished_leaves_none_of_them() {
     let dir = tempfile::tempdir().unwrap();
     let (small, big) = logs(dir.path());
-    let data = dir.path().join("ds");
-    assert!(ingest(&data, &small).status.success());
+    let (data, part) = dataset_of_small_log(dir.path(), &small);
     std::fs::remove_file(data.join("_files.json")).unwrap();
     std::fs::remove_dir_all(data.join("request_counts")).unwrap();
-    let part = data_files(&data).into_keys().find(|k| k.starts_with("requests/")).unwrap();
     std::fs::write(data.join(&part), b"not parquet at all").unwrap();
     let before = data_files(&data);
     let o = ingest(&data, &big);
