@@ -45,7 +45,7 @@ struct Usage {
 /// Parses one Messages response line.
 pub fn parse(line: &[u8]) -> Result<RequestRecord<'_>, String> {
     let (env, body) = envelope::open(line)?;
-    let msg: Message<'_> = serde_json::from_slice(body).map_err(|e| format!("invalid Anthropic message: {e}"))?;
+    let msg: Message<'_> = fields::from_json(body).map_err(|e| format!("invalid Anthropic message: {e}"))?;
     let usage = msg.usage.ok_or("missing required field usage")?;
     let input = fields::token_count("usage.input_tokens", usage.input_tokens.ok_or("missing usage.input_tokens")?)?;
     let output = fields::token_count("usage.output_tokens", usage.output_tokens.ok_or("missing usage.output_tokens")?)?;

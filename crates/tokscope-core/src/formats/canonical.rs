@@ -15,7 +15,7 @@ use crate::record::RequestRecord;
 
 /// Parses one canonical line into a request.
 pub fn parse(line: &[u8]) -> Result<RequestRecord<'_>, String> {
-    let raw: CanonicalLine<'_> = serde_json::from_slice(line).map_err(|e| format!("invalid JSON object: {e}"))?;
+    let raw: CanonicalLine<'_> = fields::from_json(line).map_err(|e| format!("invalid JSON object: {e}"))?;
     raw.into_record()
 }
 

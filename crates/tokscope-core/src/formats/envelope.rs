@@ -95,7 +95,7 @@ pub struct TgiParameters {
 
 /// Splits a line into its envelope and the response body (the line itself when bare).
 pub fn open(line: &[u8]) -> Result<(Envelope<'_>, &[u8]), String> {
-    let env: Envelope<'_> = serde_json::from_slice(line).map_err(|e| format!("invalid JSON object: {e}"))?;
+    let env: Envelope<'_> = fields::from_json(line).map_err(|e| format!("invalid JSON object: {e}"))?;
     let body = match env.response {
         Some(r) if r.get().starts_with('{') => r.get().as_bytes(),
         _ => line,

@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 
-use super::{LineContext, LogFormat, Parsed, Probe, Row};
+use super::{fields, LineContext, LogFormat, Parsed, Probe, Row};
 use crate::catalog::evals::EvalRow;
 
 /// Keys that make a line with a `request_id` an evaluation record.
@@ -73,8 +73,7 @@ fn is_distribution(d: &BTreeMap<String, f64>) -> bool {
 
 /// Parses one evaluation line.
 pub fn parse_record(line: &[u8]) -> Result<EvalRow, String> {
-    let obj: Map<String, Value> =
-        serde_json::from_slice(line).map_err(|e| format!("invalid evaluation JSON line: {e}"))?;
+    let obj: Map<String, Value> = fields::from_json(line).map_err(|e| format!("invalid evaluation JSON line: {e}"))?;
     let request_id = match obj.get("request_id") {
         Some(Value::String(s)) if !s.is_empty() => s.clone(),
         Some(Value::Number(n)) => n.to_string(),

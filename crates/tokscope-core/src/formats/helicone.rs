@@ -205,7 +205,7 @@ impl BodyFacts {
 
 /// Parses one export line.
 pub fn parse(line: &[u8]) -> Result<Parsed<'_>, String> {
-    let row: Row<'_> = serde_json::from_slice(line).map_err(|e| format!("invalid Helicone row: {e}"))?;
+    let row: Row<'_> = fields::from_json(line).map_err(|e| format!("invalid Helicone row: {e}"))?;
     if row.cache_reference_id.as_deref().is_some_and(|c| !c.is_empty() && c != NO_CACHE_HIT) {
         // Served from Helicone's cache: no model call happened.
         return Ok(Parsed::not_a_request());

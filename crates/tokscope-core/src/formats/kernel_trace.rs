@@ -15,7 +15,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
-use super::{Framing, LineContext, LogFormat, Parsed, Probe, Row};
+use super::{fields, Framing, LineContext, LogFormat, Parsed, Probe, Row};
 use crate::catalog::kernels::KernelRow;
 use crate::event_array::{head_first_element, head_object_keys};
 
@@ -187,7 +187,7 @@ pub fn pair(begin: SpanEvent, end: SpanEvent) -> Result<KernelRow, String> {
 
 /// Parses one event.
 pub fn parse_event(event: &[u8]) -> Result<Parsed<'static>, String> {
-    let raw: RawEvent<'_> = serde_json::from_slice(event).map_err(|e| format!("invalid trace event: {e}"))?;
+    let raw: RawEvent<'_> = fields::from_json(event).map_err(|e| format!("invalid trace event: {e}"))?;
     let phase = string("ph", raw.ph)?.ok_or("a trace event needs a phase (ph)")?;
     if !matches!(phase.as_str(), "X" | "B" | "E") {
         return Ok(Parsed::Skip);

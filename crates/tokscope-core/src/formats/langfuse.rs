@@ -143,7 +143,7 @@ fn object_column(text: Option<&str>) -> Map<String, Value> {
 impl<'a> Observation<'a> {
     fn from_json(raw: &'a [u8]) -> Result<Self, String> {
         let o: ObservationJson<'a> =
-            serde_json::from_slice(raw).map_err(|e| format!("invalid Langfuse observation: {e}"))?;
+            fields::from_json(raw).map_err(|e| format!("invalid Langfuse observation: {e}"))?;
         let micros = |v: &Option<TsValue<'_>>| v.as_ref().map(TsValue::to_micros).transpose();
         let metadata = column_text(o.metadata)?;
         let mut obs = Observation {

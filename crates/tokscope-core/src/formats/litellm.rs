@@ -553,8 +553,7 @@ fn spend_log_call(s: SpendLog<'_>) -> Result<Call, String> {
 }
 
 fn spend_log_json(raw: &[u8]) -> Result<Call, String> {
-    let r: SpendLogJson<'_> =
-        serde_json::from_slice(raw).map_err(|e| format!("invalid LiteLLM spend-logs row: {e}"))?;
+    let r: SpendLogJson<'_> = fields::from_json(raw).map_err(|e| format!("invalid LiteLLM spend-logs row: {e}"))?;
     let micros = |v: &Option<TsValue<'_>>| v.as_ref().map(TsValue::to_micros).transpose();
     let (metadata, response, messages, request, tags) = (
         r.metadata.map(json_text),
@@ -648,11 +647,10 @@ fn kind(o: &Map<String, Value>) -> Option<Kind> {
 
 /// One JSON object: a payload, a spend-logs row, or an audit-log object.
 fn parse_object(raw: &[u8]) -> Result<Parsed<'_>, String> {
-    let obj: Map<String, Value> = serde_json::from_slice(raw).map_err(|e| format!("invalid JSON object: {e}"))?;
+    let obj: Map<String, Value> = fields::from_json(raw).map_err(|e| format!("invalid JSON object: {e}"))?;
     match kind(&obj) {
         Some(Kind::Payload) => {
-            let p: Payload<'_> =
-                serde_json::from_slice(raw).map_err(|e| format!("invalid LiteLLM logging payload: {e}"))?;
+            let p: Payload<'_> = fields::from_json(raw).map_err(|e| format!("invalid LiteLLM logging payload: {e}"))?;
             payload_call(p)?.into_parsed()
         }
         Some(Kind::SpendLog) => spend_log_json(raw)?.into_parsed(),

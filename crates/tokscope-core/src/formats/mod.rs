@@ -146,7 +146,7 @@ impl<'l> Probe<'l> {
     /// The line as a JSON object; `None` when it is not one.
     pub fn object(&self) -> Option<&Map<String, Value>> {
         self.json
-            .get_or_init(|| match serde_json::from_slice(self.line) {
+            .get_or_init(|| match fields::from_json(self.line) {
                 Ok(Value::Object(map)) => Some(map),
                 _ => None,
             })
@@ -406,7 +406,7 @@ pub fn parse_array_line<'a>(
     parse_record: impl Fn(&'a [u8]) -> Result<Parsed<'a>, String>,
 ) -> Result<Parsed<'a>, String> {
     let items: Vec<&'a RawValue> =
-        serde_json::from_slice(line).map_err(|e| format!("invalid JSON array of records: {e}"))?;
+        fields::from_json(line).map_err(|e| format!("invalid JSON array of records: {e}"))?;
     let (mut rows, mut skipped) = (Vec::new(), 0);
     for (i, item) in items.into_iter().enumerate() {
         let raw = item.get().as_bytes();

@@ -14,7 +14,7 @@
 use serde_json::{Map, Value};
 
 use super::csv::CsvHeader;
-use super::{LineContext, LogFormat, Parsed, Probe, Row};
+use super::{fields, LineContext, LogFormat, Parsed, Probe, Row};
 use crate::catalog::moe_routing::MoeRoutingRow;
 
 /// The columns, in the order the CSV sample and the docs list them.
@@ -87,8 +87,7 @@ fn record(
 }
 
 fn parse_json(line: &[u8]) -> Result<MoeRoutingRow, String> {
-    let obj: Map<String, Value> =
-        serde_json::from_slice(line).map_err(|e| format!("invalid MoE routing JSON line: {e}"))?;
+    let obj: Map<String, Value> = fields::from_json(line).map_err(|e| format!("invalid MoE routing JSON line: {e}"))?;
     let request_id = match obj.get("request_id") {
         None | Some(Value::Null) => None,
         Some(Value::String(s)) => Some(s.clone()),

@@ -8,7 +8,7 @@ use std::borrow::Cow;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::fields::token_count;
+use super::fields::{self, token_count};
 use super::{LineContext, LogFormat, Parsed, Probe};
 use crate::record::RequestRecord;
 
@@ -23,7 +23,7 @@ struct MooncakeLine<'a> {
 
 /// Parses one Mooncake line.
 pub fn parse<'a>(line: &'a [u8], ctx: &LineContext<'_>) -> Result<RequestRecord<'a>, String> {
-    let m: MooncakeLine<'a> = serde_json::from_slice(line).map_err(|e| format!("invalid Mooncake line: {e}"))?;
+    let m: MooncakeLine<'a> = fields::from_json(line).map_err(|e| format!("invalid Mooncake line: {e}"))?;
     if !m.timestamp.is_finite() || m.timestamp < 0.0 {
         return Err(format!("timestamp must be non-negative milliseconds, got {}", m.timestamp));
     }

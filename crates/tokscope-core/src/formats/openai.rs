@@ -118,7 +118,7 @@ pub fn parse_chat(line: &[u8]) -> Result<RequestRecord<'_>, String> {
 }
 
 fn chat_record<'a>(env: Envelope<'a>, body: &'a [u8]) -> Result<RequestRecord<'a>, String> {
-    let resp: ChatCompletion<'a> = serde_json::from_slice(body).map_err(|e| format!("invalid chat completion: {e}"))?;
+    let resp: ChatCompletion<'a> = fields::from_json(body).map_err(|e| format!("invalid chat completion: {e}"))?;
     let usage = resp.usage.ok_or("missing required field usage")?;
     let prompt_tokens =
         fields::token_count("usage.prompt_tokens", usage.prompt_tokens.ok_or("missing usage.prompt_tokens")?)?;
@@ -187,7 +187,7 @@ struct BatchResponse<'a> {
 
 /// Parses a Batch API output line; failed requests (no body) are rejects with the API's error.
 pub fn parse_batch(line: &[u8]) -> Result<RequestRecord<'_>, String> {
-    let b: BatchLine<'_> = serde_json::from_slice(line).map_err(|e| format!("invalid batch output line: {e}"))?;
+    let b: BatchLine<'_> = fields::from_json(line).map_err(|e| format!("invalid batch output line: {e}"))?;
     let resp = b.response.as_ref();
     let body = resp.and_then(|r| r.body).filter(|raw| raw.get().starts_with('{'));
     let Some(body) = body else {

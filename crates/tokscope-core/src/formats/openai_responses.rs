@@ -118,7 +118,7 @@ fn finish_reason<'a>(resp: &Response<'a>, has_text: bool) -> Cow<'a, str> {
 /// Parses one Responses API line: a request, a skipped in-flight snapshot, or an error.
 pub fn parse(line: &[u8]) -> Result<Parsed<'_>, String> {
     let (env, body) = envelope::open(line)?;
-    let resp: Response<'_> = serde_json::from_slice(body).map_err(|e| format!("invalid Responses API object: {e}"))?;
+    let resp: Response<'_> = fields::from_json(body).map_err(|e| format!("invalid Responses API object: {e}"))?;
     // A background response polled before it finished: the final object is logged later.
     if matches!(resp.status.as_deref(), Some("in_progress" | "queued")) {
         return Ok(Parsed::not_a_request());

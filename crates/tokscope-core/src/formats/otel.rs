@@ -488,8 +488,7 @@ pub fn parse<'a>(line: &'a [u8], ctx: &LineContext<'_>) -> Result<Parsed<'a>, St
                     cannot be read; configure it with format: json and no compression"
             .into());
     }
-    let data: TracesData<'a> =
-        serde_json::from_slice(line).map_err(|e| format!("invalid OTLP/JSON traces line: {e}"))?;
+    let data: TracesData<'a> = fields::from_json(line).map_err(|e| format!("invalid OTLP/JSON traces line: {e}"))?;
     let (mut rows, mut skipped) = (Vec::new(), 0);
     for (r, rs) in data.resource_spans.iter().enumerate() {
         let resource = rs.resource.as_ref().map(|a| Attrs(&a.attributes));

@@ -21,7 +21,7 @@ use crate::record::ProfileRecord;
 
 /// Parses one profile line.
 pub fn parse(line: &[u8]) -> Result<ProfileRecord<'_>, String> {
-    let raw: ProfileLine<'_> = serde_json::from_slice(line).map_err(|e| format!("invalid JSON object: {e}"))?;
+    let raw: ProfileLine<'_> = fields::from_json(line).map_err(|e| format!("invalid JSON object: {e}"))?;
     raw.into_record()
 }
 

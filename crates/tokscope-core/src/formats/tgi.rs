@@ -45,7 +45,7 @@ struct Token<'a> {
 /// Parses one `/generate` response line.
 pub fn parse(line: &[u8]) -> Result<RequestRecord<'_>, String> {
     let (env, body) = envelope::open(line)?;
-    let g: Generate<'_> = serde_json::from_slice(body).map_err(|e| format!("invalid TGI response: {e}"))?;
+    let g: Generate<'_> = fields::from_json(body).map_err(|e| format!("invalid TGI response: {e}"))?;
     let details = g.details.ok_or("missing required field details (request TGI with details=true)")?;
     let completion_tokens = match details.generated_tokens {
         Some(n) => fields::token_count("details.generated_tokens", n)?,
