@@ -26,7 +26,7 @@ if [ ! -f "$LOG" ]; then
   # ~1 KB per line with output text.
   "$BIN" generate --requests $(( SIZE_MB * 1000 )) --output-chars 700 ${DAYS:+--days "$DAYS"} --out "$LOG"
 fi
-BYTES=$(stat -c %s "$LOG")
+BYTES=$(stat -L -c %s "$LOG")
 MB=$(python3 -c "print($BYTES / 1e6)")
 echo "input: $LOG ($MB MB, $(wc -l < "$LOG") lines), threads=$THREADS"
 
@@ -44,6 +44,7 @@ for _ in $(seq "$REPEAT"); do
 import duckdb
 con = duckdb.connect()
 con.execute('SET threads TO $THREADS')
+con.execute('SET enable_progress_bar = false')
 con.execute(\"COPY (SELECT * FROM read_ndjson('$LOG')) TO '$WORK/duck.parquet' (FORMAT parquet, COMPRESSION zstd)\")
 "
   if [ -n "$HAVE_POLARS" ]; then
@@ -97,7 +98,7 @@ if [ -z "${QUICK:-}" ]; then
   if [ ! -f "$TLOG" ]; then
     "$BIN" generate --requests $(( SIZE_MB * 1000 )) --output-chars 700 --token-data --out "$TLOG"
   fi
-  TMB=$(python3 -c "print($(stat -c %s "$TLOG") / 1e6)")
+  TMB=$(python3 -c "print($(stat -L -c %s "$TLOG") / 1e6)")
   rm -rf "$WORK/ds-tokens"
   /usr/bin/time -f "%e %M" -o "$WORK/t_tok2" env RAYON_NUM_THREADS=$THREADS "$BIN" ingest --quiet --out "$WORK/ds-tokens" "$TLOG"
   read -r T_TOK2 RSS_TOK2 < "$WORK/t_tok2"

@@ -101,6 +101,7 @@ import duckdb, sys, time
 setup, sql_file, threads = sys.argv[1], sys.argv[2], sys.argv[3]
 con = duckdb.connect()
 con.execute(f"SET threads TO {threads}")
+con.execute("SET enable_progress_bar = false")
 for stmt in [s for s in setup.split(";\n") if s.strip()]:
     con.execute(stmt)
 sql = open(sql_file).read()
@@ -117,6 +118,7 @@ python3 - "$DUCK_MACROS$RAW_VIEW" "$WORK/report-tok.json" "$THREADS" "$WORK/repo
 import duckdb, json, math, sys
 con = duckdb.connect()
 con.execute(f"SET threads TO {sys.argv[3]}")
+con.execute("SET enable_progress_bar = false")
 for stmt in [s for s in sys.argv[1].split(";\n") if s.strip()]:
     con.execute(stmt)
 cur = con.execute(open(sys.argv[4]).read())
