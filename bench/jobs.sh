@@ -4,7 +4,8 @@
 #      same table from the raw text (read_ndjson, EOS markers by string tests,
 #      context bins and timings derived in SQL). Target: tokscope >= 5x faster.
 #  (b) the same SQL text over the same Parquet in DuckDB and in tokscope, for
-#      every job DuckDB runs as written (eos, latency, report, cost, daily),
+#      every job DuckDB runs as written (eos, latency, report, cost, daily;
+#      with TOKEN_DATA=1 also jitter, jitter_requests, confidence, eos_logprob),
 #      each first checked to give the same table (target: tokscope no slower).
 #      Each job's SQL is `tokscope job NAME --show-sql` (sql/<name>.sql with its
 #      shared metrics from sql/metrics.sql expanded), saved to $WORK/<name>.sql.
@@ -18,6 +19,8 @@
 # Usage: bench/jobs.sh [REQUESTS=500000] [THREADS=all]   (TOKSCOPE_BIN=path skips the build)
 # DAYS=N spreads the requests over N days (one date partition each; default: one
 # a second from 2024-06-01); COMPACT=1 runs `tokscope compact` after the ingest.
+# TOKEN_DATA=1 generates the log with per-token data (~11 KB a request instead of
+# ~1 KB), so that (b) also compares the jobs over the `tokens` table.
 # Builds release into BENCH_TARGET_DIR when set, else into CARGO_TARGET_DIR (or ./target).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,15 +34,22 @@ BIN=$(tokscope_bin)
 export TOKIO_WORKER_THREADS=$THREADS
 
 DAYS=${DAYS:-}
-LOG="$WORK/canonical-$N${DAYS:+-${DAYS}d}.jsonl"
-[ -f "$LOG" ] || "$BIN" generate --requests "$N" ${DAYS:+--days "$DAYS"} --out "$LOG"
-DS="$WORK/ds-$N${DAYS:+-${DAYS}d}"
+TOKEN_DATA=${TOKEN_DATA:-}
+NAME="$N${DAYS:+-${DAYS}d}${TOKEN_DATA:+-tokens}"
+LOG="$WORK/canonical-$NAME.jsonl"
+[ -f "$LOG" ] || "$BIN" generate --requests "$N" ${DAYS:+--days "$DAYS"} ${TOKEN_DATA:+--token-data} --out "$LOG"
+DS="$WORK/ds-$NAME"
 # A dataset from before request_counts existed is ingested again.
 [ -d "$DS/request_counts" ] || { rm -rf "$DS"; "$BIN" ingest --quiet --out "$DS" "$LOG"; }
 [ "${COMPACT:-0}" = 1 ] && "$BIN" compact --data "$DS"
 # Every job that reads `requests` or the per-token tables; (c) times each one's planning.
 PLAN_JOBS="eos latency cost kv_cache report daily throughput load_summary ab jitter jitter_requests confidence eos_logprob"
-for f in $PLAN_JOBS; do "$BIN" job "$f" --show-sql > "$WORK/$f.sql"; done
+# DuckDB's copy of each: the same text, but DuckDB names the ordered aggregates
+# first_value(x ORDER BY y) and last_value(...) first(...) and last(...).
+for f in $PLAN_JOBS; do
+  "$BIN" job "$f" --show-sql > "$WORK/$f.sql"
+  sed 's/\bfirst_value(/first(/g; s/\blast_value(/last(/g' "$WORK/$f.sql" > "$WORK/$f.duck.sql"
+done
 FILES=$(find "$DS/requests" -name '*.parquet' ! -name '.*' | wc -l)
 echo "input: $LOG ($(du -h "$LOG" | cut -f1), $N requests), dataset $DS ($FILES requests files), threads=$THREADS"
 
@@ -54,6 +64,8 @@ CREATE MACRO price_usd(m, ts, p, c, cw, o) AS CASE WHEN r_in(m) IS NULL THEN NUL
   input_usd := greatest(p - c - cw, 0) * r_in(m) / 1e6, cached_input_usd := c * r_cached(m) / 1e6,
   cache_write_usd := cw * r_in(m) / 1e6, output_usd := o * r_out(m) / 1e6,
   total_usd := (greatest(p - c - cw, 0) * r_in(m) + c * r_cached(m) + cw * r_in(m) + o * r_out(m)) / 1e6) END;
+CREATE MACRO is_eos_marker(t, m) AS trim(t, ' ' || chr(9) || chr(10) || chr(13)) IN ('<|endoftext|>', '<|im_end|>',
+  '</s>', '<|eot_id|>', '<|end|>', '[EOS]', '<|end▁of▁sentence|>', '<｜end▁of▁sentence｜>');
 "
 
 # The derived columns of docs/metrics.md, from the raw canonical JSON.
@@ -92,6 +104,8 @@ PARQUET_VIEW="CREATE VIEW requests AS SELECT * FROM read_parquet('$DS/requests/*
 # reader without the table does; (b) also times DuckDB over tokscope's files.
 PARQUET_VIEW="$PARQUET_VIEW
 CREATE VIEW request_counts AS $(grep -v '^--' sql/views/request_counts.sql);"
+[ -n "$TOKEN_DATA" ] && PARQUET_VIEW="$PARQUET_VIEW
+CREATE VIEW tokens AS SELECT * FROM read_parquet('$DS/tokens/*/*.parquet', hive_partitioning=true);"
 COUNTS_FILES_VIEW="CREATE VIEW request_counts AS SELECT * FROM read_parquet('$DS/request_counts/*/*.parquet', hive_partitioning=true);"
 
 # Times one DuckDB run of SQL file $2 after setup $1; prints seconds.
@@ -116,7 +130,7 @@ PY
 # compares them row by row (in the job's order) and cell by cell.
 agree() {
   "$BIN" job "$2" --data "$DS" --pricing "$PRICING" --format json > "$WORK/$2-tok.json"
-  python3 - "$1" "$WORK/$2-tok.json" "$THREADS" "$WORK/$2.sql" "$2" <<'PY'
+  python3 - "$1" "$WORK/$2-tok.json" "$THREADS" "$WORK/$2.duck.sql" "$2" <<'PY'
 import duckdb, json, math, sys
 con = duckdb.connect()
 con.execute(f"SET threads TO {sys.argv[3]}")
@@ -155,14 +169,15 @@ tok_query() { # seconds printed by `tokscope query --timing` for SQL file $1
   "$BIN" query --data "$DS" --pricing "$PRICING" --format csv --timing "$(cat "$1")" 2>&1 >/dev/null \
     | sed -n 's/^elapsed: \([0-9.]*\) s.*/\1/p'
 }
-# Every job that reads only `requests` and that DuckDB runs as it is written
-# (with the price_usd macro); the others call tokscope functions DuckDB lacks
-# (max_overlap, kv_cache_bytes, the A/B comparisons) or read per-token tables.
-for f in eos latency report cost daily; do
+# Every job DuckDB runs as it is written (with the macros above), the per-token
+# ones with TOKEN_DATA=1; the others call tokscope functions DuckDB lacks
+# (max_overlap, kv_cache_bytes, the A/B comparisons).
+B_JOBS="eos latency report cost daily${TOKEN_DATA:+ jitter jitter_requests confidence eos_logprob}"
+for f in $B_JOBS; do
   agree "$DUCK_MACROS$PARQUET_VIEW" "$f"
   T_Q=$(best tok_query "$WORK/$f.sql")
   T_P=$(best whole "$BIN" query --data "$DS" --pricing "$PRICING" --format csv "$(cat "$WORK/$f.sql")")
-  T_DUCK=$(best duck "$DUCK_MACROS$PARQUET_VIEW" "$WORK/$f.sql")
+  T_DUCK=$(best duck "$DUCK_MACROS$PARQUET_VIEW" "$WORK/$f.duck.sql")
   python3 -c "print(f'job $f: tokscope query {$T_Q:.3f}s (whole process {$T_P:.3f}s)  duckdb {$T_DUCK:.3f}s  ratio duckdb/tokscope {$T_DUCK/$T_Q:.2f} (whole process {$T_DUCK/$T_P:.2f}) (target >= 1)')"
   if [ "$f" = eos ]; then
     T_DC=$(best duck "$COUNTS_FILES_VIEW" "$WORK/$f.sql")
