@@ -5,8 +5,7 @@
 WITH flagged AS (
   SELECT
     t.request_id, t.position, t.logprob, t.entropy_bits,
-    t.logprob < {{low_logprob}} AS low,
-    count(*) OVER (PARTITION BY t.request_id) AS n_tokens
+    t.logprob < {{low_logprob}} AS low
   FROM tokens t
   WHERE t.source = 'gateway'
 ),
@@ -24,7 +23,7 @@ per_request AS (
     count(*) FILTER (WHERE f.low)              AS low_tokens,
     count(*) FILTER (WHERE f.entropy_bits > {{high_entropy_bits}}) AS high_entropy_tokens,
     count(f.entropy_bits)                      AS tokens_with_entropy,
-    max(f.n_tokens) - 1 - min(f.position) FILTER (WHERE f.low) AS first_low_from_end
+    count(*) - 1 - min(f.position) FILTER (WHERE f.low) AS first_low_from_end
   FROM flagged f
   GROUP BY f.request_id
 ),
