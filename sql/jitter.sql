@@ -5,9 +5,9 @@
 WITH per_request AS (
   SELECT
     request_id,
-    stddev_samp(itl_ms)                       AS itl_std_ms,
-    first_value(emitted_ms ORDER BY position) AS first_token_ms,
-    last_value(emitted_ms ORDER BY position)  AS last_token_ms
+    {{> itl_std_ms}},
+    {{> first_token_ms}},
+    {{> last_token_ms}}
   FROM tokens
   WHERE source = 'gateway'
   GROUP BY request_id

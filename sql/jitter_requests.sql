@@ -5,10 +5,10 @@
 WITH per_request AS (
   SELECT
     request_id,
-    count(*)                                AS tokens,
-    stddev_samp(itl_ms)                     AS itl_std_ms,
-    first_value(emitted_ms ORDER BY position) AS first_token_ms,
-    last_value(emitted_ms ORDER BY position)  AS last_token_ms
+    count(*) AS tokens,
+    {{> itl_std_ms}},
+    {{> first_token_ms}},
+    {{> last_token_ms}}
   FROM tokens
   WHERE source = 'gateway'
   GROUP BY request_id

@@ -83,3 +83,12 @@ sum(price['output_usd']) / NULLIF(sum(price['total_usd']), 0)
 
 -- metric: tokens
 sum(prompt_tokens + completion_tokens)
+
+-- metric: itl_std_ms
+stddev_samp(itl_ms)
+
+-- metric: first_token_ms
+first_value(emitted_ms ORDER BY position)
+
+-- metric: last_token_ms
+last_value(emitted_ms ORDER BY position)
