@@ -55,6 +55,14 @@ echo "input: $LOG ($(du -h "$LOG" | cut -f1), $N requests), dataset $DS ($FILES 
 
 PRICING=bench/generated_pricing.toml   # the generated models' prices
 
+# tokscope's default EOS markers (docs/metrics.md), once for both DuckDB uses
+# below: a quoted list for is_eos_marker, ends_with tests for the raw view.
+EOS_MARKERS=('<|endoftext|>' '<|im_end|>' '</s>' '<|eot_id|>' '<|end|>' '[EOS]' '<|end▁of▁sentence|>' '<｜end▁of▁sentence｜>')
+MARKER_LIST=$(printf "'%s', " "${EOS_MARKERS[@]}")
+MARKER_LIST=${MARKER_LIST%, }
+ENDS_WITH_MARKER=$(printf "ends_with(o, '%s') OR " "${EOS_MARKERS[@]}")
+ENDS_WITH_MARKER=${ENDS_WITH_MARKER% OR }
+
 # The same rates as a DuckDB macro; mistral-7b-instruct stays unpriced in both.
 DUCK_MACROS="
 CREATE MACRO r_in(m) AS CASE m WHEN 'llama-3.1-8b-instruct' THEN 0.1 WHEN 'qwen2.5-72b-instruct' THEN 1.0 WHEN 'deepseek-v3' THEN 0.27 END;
@@ -64,8 +72,7 @@ CREATE MACRO price_usd(m, ts, p, c, cw, o) AS CASE WHEN r_in(m) IS NULL THEN NUL
   input_usd := greatest(p - c - cw, 0) * r_in(m) / 1e6, cached_input_usd := c * r_cached(m) / 1e6,
   cache_write_usd := cw * r_in(m) / 1e6, output_usd := o * r_out(m) / 1e6,
   total_usd := (greatest(p - c - cw, 0) * r_in(m) + c * r_cached(m) + cw * r_in(m) + o * r_out(m)) / 1e6) END;
-CREATE MACRO is_eos_marker(t, m) AS trim(t, ' ' || chr(9) || chr(10) || chr(13)) IN ('<|endoftext|>', '<|im_end|>',
-  '</s>', '<|eot_id|>', '<|end|>', '[EOS]', '<|end▁of▁sentence|>', '<｜end▁of▁sentence｜>');
+CREATE MACRO is_eos_marker(t, m) AS trim(t, ' ' || chr(9) || chr(10) || chr(13)) IN ($MARKER_LIST);
 "
 
 # The derived columns of docs/metrics.md, from the raw canonical JSON.
@@ -85,9 +92,7 @@ SELECT model, ts, prompt_tokens, completion_tokens, ct AS cached_tokens, cwt AS 
        ELSE CAST(pow(2, floor(log2(prompt_tokens))) AS BIGINT) END AS context_bin_lo,
   CASE
     WHEN model_output IS NOT NULL THEN
-      CASE WHEN ends_with(o, '<|endoftext|>') OR ends_with(o, '<|im_end|>') OR ends_with(o, '</s>')
-             OR ends_with(o, '<|eot_id|>') OR ends_with(o, '<|end|>') OR ends_with(o, '[EOS]')
-             OR ends_with(o, '<|end▁of▁sentence|>') OR ends_with(o, '<｜end▁of▁sentence｜>') THEN 'eos'
+      CASE WHEN $ENDS_WITH_MARKER THEN 'eos'
            WHEN finish_reason IN ('length', 'max_tokens') OR completion_tokens >= max_tokens THEN 'length'
            ELSE 'implicit_truncation' END
     WHEN finish_reason IN ('stop', 'eos', 'end_turn', 'stop_sequence', 'tool_calls', 'tool_use') THEN 'eos'
