@@ -5,7 +5,8 @@
 #      context bins and timings derived in SQL). Target: tokscope >= 5x faster.
 #  (b) the same SQL text over the same Parquet in DuckDB and in tokscope, for
 #      every job DuckDB runs as written (eos, latency, report, cost, daily;
-#      with TOKEN_DATA=1 also jitter, jitter_requests, confidence, eos_logprob),
+#      with TOKEN_DATA=1 also jitter, jitter_requests, eos_logprob, and
+#      confidence in DuckDB's own spelling, bench/duckdb/confidence.sql),
 #      each first checked to give the same table (target: tokscope no slower).
 #      Each job's SQL is `tokscope job NAME --show-sql` (sql/<name>.sql with its
 #      shared metrics from sql/metrics.sql expanded), saved to $WORK/<name>.sql.
@@ -45,10 +46,16 @@ DS="$WORK/ds-$NAME"
 # Every job that reads `requests` or the per-token tables; (c) times each one's planning.
 PLAN_JOBS="eos latency cost kv_cache report daily throughput load_summary ab jitter jitter_requests confidence eos_logprob"
 # DuckDB's copy of each: the same text, but DuckDB names the ordered aggregates
-# first_value(x ORDER BY y) and last_value(...) first(...) and last(...).
+# first_value(x ORDER BY y) and last_value(...) first(...) and last(...); a job
+# that calls a tokscope aggregate DuckDB lacks has DuckDB's own spelling in
+# bench/duckdb/<name>.sql (its default parameters filled in).
 for f in $PLAN_JOBS; do
   "$BIN" job "$f" --show-sql > "$WORK/$f.sql"
-  sed 's/\bfirst_value(/first(/g; s/\blast_value(/last(/g' "$WORK/$f.sql" > "$WORK/$f.duck.sql"
+  if [ -f "bench/duckdb/$f.sql" ]; then
+    cp "bench/duckdb/$f.sql" "$WORK/$f.duck.sql"
+  else
+    sed 's/\bfirst_value(/first(/g; s/\blast_value(/last(/g' "$WORK/$f.sql" > "$WORK/$f.duck.sql"
+  fi
 done
 FILES=$(find "$DS/requests" -name '*.parquet' ! -name '.*' | wc -l)
 echo "input: $LOG ($(du -h "$LOG" | cut -f1), $N requests), dataset $DS ($FILES requests files), threads=$THREADS"

@@ -9,12 +9,6 @@ WITH flagged AS (
   FROM tokens t
   WHERE t.source = 'gateway'
 ),
-islands AS (
-  -- Consecutive low-confidence positions share position - row_number().
-  SELECT request_id, position - row_number() OVER (PARTITION BY request_id ORDER BY position) AS island
-  FROM flagged
-  WHERE low
-),
 per_request AS (
   SELECT
     f.request_id,
@@ -23,14 +17,10 @@ per_request AS (
     count(*) FILTER (WHERE f.low)              AS low_tokens,
     count(*) FILTER (WHERE f.entropy_bits > {{high_entropy_bits}}) AS high_entropy_tokens,
     count(f.entropy_bits)                      AS tokens_with_entropy,
-    count(*) - 1 - min(f.position) FILTER (WHERE f.low) AS first_low_from_end
+    count(*) - 1 - min(f.position) FILTER (WHERE f.low) AS first_low_from_end,
+    longest_run(f.position) FILTER (WHERE f.low) AS longest_low_span
   FROM flagged f
   GROUP BY f.request_id
-),
-longest AS (
-  SELECT request_id, max(run) AS longest_low_span
-  FROM (SELECT request_id, island, count(*) AS run FROM islands GROUP BY request_id, island) runs
-  GROUP BY request_id
 )
 SELECT
   r.model,
@@ -41,11 +31,10 @@ SELECT
   sum(p.mean_logprob * p.tokens) / sum(p.tokens)                      AS mean_logprob,
   CAST(sum(p.low_tokens) AS DOUBLE) / sum(p.tokens)                   AS low_confidence_share,
   CAST(sum(p.high_entropy_tokens) AS DOUBLE) / NULLIF(sum(p.tokens_with_entropy), 0) AS high_entropy_share,
-  avg(coalesce(l.longest_low_span, 0))                                AS longest_low_span_mean,
-  max(coalesce(l.longest_low_span, 0))                                AS longest_low_span_max,
+  avg(p.longest_low_span)                                             AS longest_low_span_mean,
+  max(p.longest_low_span)                                             AS longest_low_span_max,
   quantile_cont(p.first_low_from_end, 0.50)                           AS first_low_from_end_p50
 FROM per_request p
 JOIN requests r ON r.request_id = p.request_id
-LEFT JOIN longest l ON l.request_id = p.request_id
 GROUP BY r.model, r.context_bin, r.context_bin_lo, r.eos_status
 ORDER BY r.model, r.context_bin_lo, r.eos_status

@@ -186,6 +186,8 @@ const QUERIES: &[(&str, bool)] = &[
     ("SELECT model, sum(last_user_words(prompt)) AS words, count(*) AS n FROM requests GROUP BY model", false),
     ("SELECT model, max_overlap(CAST(ts AS BIGINT), CAST(ts AS BIGINT) + CAST(latency_ms * 1000 AS BIGINT)) AS peak \
       FROM requests GROUP BY model", false),
+    ("SELECT request_id, longest_run(position) FILTER (WHERE logprob < -0.5) AS low_span, longest_run(position) AS span \
+      FROM tokens GROUP BY request_id", false),
     ("SELECT model, compare_proportions(sum(CASE WHEN eos_status = 'eos' THEN 1 ELSE 0 END), count(*), 30, 100) AS p, \
       compare_medians(array_agg(ttft_ms ORDER BY request_id), array_agg(latency_ms ORDER BY request_id), 300, 11) AS m, \
       compare_cost_per_1k(array_agg(latency_ms ORDER BY request_id), array_agg(prompt_tokens ORDER BY request_id), \

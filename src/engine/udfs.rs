@@ -20,21 +20,24 @@
 //! - `redundancy_bound(entropy_bits, k, K)`: the calibrated MoE redundancy bound.
 //! - `bootstrap_mean_ci(x, resamples, seed)`: seeded 95% percentile-bootstrap interval of the mean.
 //! - `max_overlap(start, end)`: peak number of intervals in flight ([`concurrency`]).
+//! - `longest_run(x)`: length of the longest run of consecutive integers ([`runs`]).
 //! - `compare_proportions`, `compare_medians`, `compare_cost_per_1k`, `holm_adjust`: A/B comparisons ([`ab`]).
 
 pub mod ab;
 pub mod concurrency;
+pub mod runs;
 
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use arrow::array::{
-    Array, ArrayAccessor, ArrayRef, AsArray, BooleanArray, Float64Array, Float64Builder, ListArray, StructArray,
+    Array, ArrayAccessor, ArrayRef, AsArray, BooleanArray, Float64Array, Float64Builder, ListArray, PrimitiveArray,
+    StructArray,
 };
 use arrow::buffer::{NullBuffer, OffsetBuffer};
 use arrow::compute::cast;
-use arrow::datatypes::{DataType, Field, FieldRef, Fields, Float64Type, Int64Type, TimeUnit};
+use arrow::datatypes::{ArrowPrimitiveType, DataType, Field, FieldRef, Fields, Float64Type, Int64Type, TimeUnit};
 use datafusion::common::{exec_err, plan_err, ScalarValue};
 use datafusion::error::Result as DfResult;
 use datafusion::logical_expr::function::{AccumulatorArgs, StateFieldsArgs};
@@ -281,11 +284,13 @@ pub enum Plain {
     CompareCostPer1k,
     /// `holm_adjust`.
     HolmAdjust,
+    /// `longest_run`.
+    LongestRun,
 }
 
 impl Plain {
     /// Every one of them.
-    pub const ALL: [Plain; 12] = [
+    pub const ALL: [Plain; 13] = [
         Plain::RedundancyBound,
         Plain::QuantileCont,
         Plain::QuantilesCont,
@@ -298,6 +303,7 @@ impl Plain {
         Plain::CompareMedians,
         Plain::CompareCostPer1k,
         Plain::HolmAdjust,
+        Plain::LongestRun,
     ];
 
     /// The function.
@@ -315,6 +321,7 @@ impl Plain {
             Plain::CompareMedians => Udf::Scalar(ab::compare_medians()),
             Plain::CompareCostPer1k => Udf::Scalar(ab::compare_cost_per_1k()),
             Plain::HolmAdjust => Udf::Window(ab::holm_adjust()),
+            Plain::LongestRun => Udf::Aggregate(runs::longest_run()),
         }
     }
 }
@@ -660,6 +667,15 @@ impl QuantileGroups {
 
 /// A list column with one list of floats per group (no null lists).
 pub(crate) fn list_of(values: Vec<Vec<f64>>) -> ArrayRef {
+    lists_of::<Float64Type>(values)
+}
+
+/// A list column with one list of integers per group (no null lists).
+pub(crate) fn int_list_of(values: Vec<Vec<i64>>) -> ArrayRef {
+    lists_of::<Int64Type>(values)
+}
+
+fn lists_of<T: ArrowPrimitiveType>(values: Vec<Vec<T::Native>>) -> ArrayRef {
     let lengths: Vec<usize> = values.iter().map(Vec::len).collect();
     // Sized once: collecting a flattening iterator grew the buffer from
     // empty, copying the values again at every doubling.
@@ -667,7 +683,9 @@ pub(crate) fn list_of(values: Vec<Vec<f64>>) -> ArrayRef {
     for v in &values {
         flat.extend_from_slice(v);
     }
-    Arc::new(float_lists(flat.into(), lengths))
+    let item = Arc::new(Field::new_list_field(T::DATA_TYPE, true));
+    let flat = PrimitiveArray::<T>::new(flat.into(), None);
+    Arc::new(ListArray::new(item, OffsetBuffer::from_lengths(lengths), Arc::new(flat), None))
 }
 
 /// The type of a list of floats: the collecting aggregates' state, and `quantiles_cont`'s result.
