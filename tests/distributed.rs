@@ -188,6 +188,9 @@ const QUERIES: &[(&str, bool)] = &[
       FROM requests GROUP BY model", false),
     ("SELECT request_id, longest_run(position) FILTER (WHERE logprob < -0.5) AS low_span, longest_run(position) AS span \
       FROM tokens GROUP BY request_id", false),
+    // Called directly, and as the optimizer writes last_value(x ORDER BY an integer).
+    ("SELECT request_id, first_last_by(token, position, 1, 0, 0) AS last_token, \
+      last_value(logprob ORDER BY position) AS last_logprob FROM tokens GROUP BY request_id", false),
     ("SELECT model, compare_proportions(sum(CASE WHEN eos_status = 'eos' THEN 1 ELSE 0 END), count(*), 30, 100) AS p, \
       compare_medians(array_agg(ttft_ms ORDER BY request_id), array_agg(latency_ms ORDER BY request_id), 300, 11) AS m, \
       compare_cost_per_1k(array_agg(latency_ms ORDER BY request_id), array_agg(prompt_tokens ORDER BY request_id), \

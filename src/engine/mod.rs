@@ -3,6 +3,7 @@
 //! jobs, the SQL shell and distributed executors all see the same catalog.
 
 pub mod distributed;
+pub mod first_last;
 pub mod merge_quantiles;
 pub mod schema;
 pub mod udfs;
@@ -179,6 +180,8 @@ pub fn register_udfs(ctx: &SessionContext, config: &UdfConfig) {
     }
     // With tokscope's quantile_cont, the rule that shares its values between calls.
     ctx.add_optimizer_rule(Arc::new(merge_quantiles::MergeQuantiles));
+    // first_value / last_value ordered by one integer, through first_last_by.
+    ctx.add_optimizer_rule(Arc::new(first_last::FirstLastByInteger));
 }
 
 /// Registers every table of `dataset` and the UDFs with their defaults

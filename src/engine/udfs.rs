@@ -21,10 +21,13 @@
 //! - `bootstrap_mean_ci(x, resamples, seed)`: seeded 95% percentile-bootstrap interval of the mean.
 //! - `max_overlap(start, end)`: peak number of intervals in flight ([`concurrency`]).
 //! - `longest_run(x)`: length of the longest run of consecutive integers ([`runs`]).
+//! - `first_last_by(value, key, last, descending, nulls_first)`: `first_value`/`last_value`
+//!   ordered by one integer key, what `super::first_last` rewrites them to ([`first_last`]).
 //! - `compare_proportions`, `compare_medians`, `compare_cost_per_1k`, `holm_adjust`: A/B comparisons ([`ab`]).
 
 pub mod ab;
 pub mod concurrency;
+pub mod first_last;
 pub mod runs;
 
 use std::collections::HashMap;
@@ -286,11 +289,13 @@ pub enum Plain {
     HolmAdjust,
     /// `longest_run`.
     LongestRun,
+    /// `first_last_by`.
+    FirstLastBy,
 }
 
 impl Plain {
     /// Every one of them.
-    pub const ALL: [Plain; 13] = [
+    pub const ALL: [Plain; 14] = [
         Plain::RedundancyBound,
         Plain::QuantileCont,
         Plain::QuantilesCont,
@@ -304,6 +309,7 @@ impl Plain {
         Plain::CompareCostPer1k,
         Plain::HolmAdjust,
         Plain::LongestRun,
+        Plain::FirstLastBy,
     ];
 
     /// The function.
@@ -322,6 +328,7 @@ impl Plain {
             Plain::CompareCostPer1k => Udf::Scalar(ab::compare_cost_per_1k()),
             Plain::HolmAdjust => Udf::Window(ab::holm_adjust()),
             Plain::LongestRun => Udf::Aggregate(runs::longest_run()),
+            Plain::FirstLastBy => Udf::Aggregate(first_last::first_last_by()),
         }
     }
 }
@@ -550,7 +557,7 @@ fn quantile_lists(lists: Vec<Vec<Option<f64>>>) -> ListArray {
 
 /// Argument `index` of an aggregate call: a numeric constant, evaluated
 /// against an empty batch.
-fn constant_arg(args: &AccumulatorArgs, index: usize, function: &str, what: &str) -> DfResult<f64> {
+pub(crate) fn constant_arg(args: &AccumulatorArgs, index: usize, function: &str, what: &str) -> DfResult<f64> {
     let empty = arrow::record_batch::RecordBatch::new_empty(Arc::new(arrow::datatypes::Schema::empty()));
     match args.exprs.get(index).map(|e| e.evaluate(&empty)).transpose()? {
         Some(ColumnarValue::Scalar(v)) if !v.is_null() => match v.cast_to(&DataType::Float64)? {
