@@ -7,9 +7,7 @@ WITH last_tokens AS (
     request_id,
     last_value(logprob ORDER BY position)    AS logprob,
     last_value(token ORDER BY position)      AS token,
-    -- As a number: DataFusion's grouped last_value has no fast path for booleans,
-    -- and falls back to one accumulator per request (docs/PERFORMANCE.md).
-    CAST(last_value(CAST(is_special AS TINYINT) ORDER BY position) AS BOOLEAN) AS is_special
+    last_value(is_special ORDER BY position) AS is_special
   FROM tokens
   WHERE source = 'gateway'
   GROUP BY request_id
