@@ -35,8 +35,8 @@ use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use arrow::array::{
-    Array, ArrayAccessor, ArrayRef, AsArray, BooleanArray, Float64Array, Float64Builder, ListArray, PrimitiveArray,
-    StructArray,
+    Array, ArrayAccessor, ArrayRef, AsArray, BooleanArray, Float64Array, Float64Builder, Int64Array, ListArray,
+    PrimitiveArray, StructArray,
 };
 use arrow::buffer::{NullBuffer, OffsetBuffer};
 use arrow::compute::cast;
@@ -660,8 +660,7 @@ impl QuantileGroups {
             }
             (nulls, filter) => {
                 for (i, (&v, &g)) in values.iter().zip(group_indices).enumerate() {
-                    let keep =
-                        nulls.is_none_or(|n| n.is_valid(i)) && filter.is_none_or(|f| f.is_valid(i) && f.value(i));
+                    let keep = nulls.is_none_or(|n| n.is_valid(i)) && passes(filter, i);
                     if keep && !v.is_nan() {
                         self.groups[g].push(v);
                     }
@@ -670,6 +669,17 @@ impl QuantileGroups {
         }
         Ok(())
     }
+}
+
+/// Whether row `i` passes an aggregate's `FILTER` (no filter: every row;
+/// a null predicate does not pass).
+pub(crate) fn passes(filter: Option<&BooleanArray>, i: usize) -> bool {
+    filter.is_none_or(|f| f.is_valid(i) && f.value(i))
+}
+
+/// An integer column as 64-bit integers (an unsigned value past `i64::MAX` becomes null).
+pub(crate) fn int64s(array: &ArrayRef) -> DfResult<Int64Array> {
+    Ok(cast(array, &DataType::Int64)?.as_primitive::<Int64Type>().clone())
 }
 
 /// A list column with one list of floats per group (no null lists).
@@ -759,8 +769,7 @@ impl GroupsAccumulator for QuantileGroups {
         let mut flat = Vec::with_capacity(a.len());
         let lengths: Vec<usize> = (0..a.len())
             .map(|i| {
-                let keep =
-                    a.is_valid(i) && !a.value(i).is_nan() && opt_filter.is_none_or(|f| f.is_valid(i) && f.value(i));
+                let keep = a.is_valid(i) && !a.value(i).is_nan() && passes(opt_filter, i);
                 if keep {
                     flat.push(a.value(i));
                 }

@@ -14,7 +14,7 @@ use datafusion::logical_expr::{
     Accumulator, AggregateUDF, AggregateUDFImpl, EmitTo, GroupsAccumulator, Signature, Volatility,
 };
 
-use super::list_of;
+use super::{list_of, passes};
 
 /// The peak-concurrency aggregate.
 pub fn max_overlap() -> AggregateUDF {
@@ -171,7 +171,7 @@ impl GroupsAccumulator for IntervalGroups {
         let (s, e) = (bounds(&values[0])?, bounds(&values[1])?);
         let (s, e) = (s.as_primitive::<Float64Type>(), e.as_primitive::<Float64Type>());
         for (i, &g) in group_indices.iter().enumerate() {
-            if valid(s, e, i) && opt_filter.is_none_or(|f| f.is_valid(i) && f.value(i)) {
+            if valid(s, e, i) && passes(opt_filter, i) {
                 self.starts[g].push(s.value(i));
                 self.ends[g].push(e.value(i));
             }
@@ -204,7 +204,7 @@ impl GroupsAccumulator for IntervalGroups {
     fn convert_to_state(&self, values: &[ArrayRef], opt_filter: Option<&BooleanArray>) -> DfResult<Vec<ArrayRef>> {
         let (s, e) = (bounds(&values[0])?, bounds(&values[1])?);
         let (s, e) = (s.as_primitive::<Float64Type>(), e.as_primitive::<Float64Type>());
-        let keep = |i: usize| valid(s, e, i) && opt_filter.is_none_or(|f| f.is_valid(i) && f.value(i));
+        let keep = |i: usize| valid(s, e, i) && passes(opt_filter, i);
         let one = |a: &Float64Array, i: usize| if keep(i) { vec![a.value(i)] } else { Vec::new() };
         Ok(vec![list_of((0..s.len()).map(|i| one(s, i)).collect()), list_of((0..e.len()).map(|i| one(e, i)).collect())])
     }

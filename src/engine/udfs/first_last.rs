@@ -10,7 +10,6 @@
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, Int64Array};
-use arrow::compute::cast;
 use arrow::datatypes::{DataType, Field, FieldRef, Int64Type};
 use datafusion::common::{plan_err, ScalarValue};
 use datafusion::error::Result as DfResult;
@@ -19,7 +18,7 @@ use datafusion::logical_expr::{
     Accumulator, AggregateUDF, AggregateUDFImpl, EmitTo, GroupsAccumulator, Signature, Volatility,
 };
 
-use super::constant_arg;
+use super::{constant_arg, int64s, passes};
 
 const NAME: &str = "first_last_by";
 
@@ -232,11 +231,6 @@ impl Groups {
     }
 }
 
-/// The key column as 64-bit integers.
-fn int_keys(keys: &ArrayRef) -> DfResult<Int64Array> {
-    Ok(cast(keys, &DataType::Int64)?.as_primitive::<Int64Type>().clone())
-}
-
 impl GroupsAccumulator for Groups {
     fn update_batch(
         &mut self,
@@ -246,8 +240,8 @@ impl GroupsAccumulator for Groups {
         total_num_groups: usize,
     ) -> DfResult<()> {
         self.resize(total_num_groups)?;
-        let keys = int_keys(&values[1])?;
-        let rows = (0..group_indices.len()).filter(|&i| opt_filter.is_none_or(|f| f.is_valid(i) && f.value(i)));
+        let keys = int64s(&values[1])?;
+        let rows = (0..group_indices.len()).filter(|&i| passes(opt_filter, i));
         self.offer(&values[0], &keys, group_indices, rows)
     }
     fn evaluate(&mut self, emit_to: EmitTo) -> DfResult<ArrayRef> {
@@ -266,9 +260,8 @@ impl GroupsAccumulator for Groups {
         self.offer(&values[0], &keys, group_indices, rows)
     }
     fn convert_to_state(&self, values: &[ArrayRef], opt_filter: Option<&BooleanArray>) -> DfResult<Vec<ArrayRef>> {
-        let set: BooleanArray =
-            (0..values[0].len()).map(|i| Some(opt_filter.is_none_or(|f| f.is_valid(i) && f.value(i)))).collect();
-        Ok(vec![Arc::clone(&values[0]), Arc::new(int_keys(&values[1])?), Arc::new(set)])
+        let set: BooleanArray = (0..values[0].len()).map(|i| Some(passes(opt_filter, i))).collect();
+        Ok(vec![Arc::clone(&values[0]), Arc::new(int64s(&values[1])?), Arc::new(set)])
     }
     fn size(&self) -> usize {
         size_of_val(self)

@@ -7,7 +7,6 @@
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, Int64Array};
-use arrow::compute::cast;
 use arrow::datatypes::{DataType, Field, FieldRef, Int64Type};
 use datafusion::common::{plan_err, ScalarValue};
 use datafusion::error::Result as DfResult;
@@ -16,7 +15,7 @@ use datafusion::logical_expr::{
     Accumulator, AggregateUDF, AggregateUDFImpl, EmitTo, GroupsAccumulator, Signature, Volatility,
 };
 
-use super::int_list_of;
+use super::{int64s, int_list_of, passes};
 
 /// The longest-run aggregate.
 pub fn longest_run() -> AggregateUDF {
@@ -78,11 +77,6 @@ impl AggregateUDFImpl for LongestRun {
     }
 }
 
-/// The argument as 64-bit integers (an unsigned value past `i64::MAX` becomes null).
-fn integers(array: &ArrayRef) -> DfResult<Int64Array> {
-    Ok(cast(array, &DataType::Int64)?.as_primitive::<Int64Type>().clone())
-}
-
 /// The integers of the list at row `i` of a state column.
 fn listed(state: &ArrayRef, i: usize) -> impl Iterator<Item = i64> + '_ {
     let lists = state.as_list::<i32>();
@@ -99,7 +93,7 @@ struct ValuesAcc {
 
 impl Accumulator for ValuesAcc {
     fn update_batch(&mut self, values: &[ArrayRef]) -> DfResult<()> {
-        self.values.extend(integers(&values[0])?.iter().flatten());
+        self.values.extend(int64s(&values[0])?.iter().flatten());
         Ok(())
     }
     fn merge_batch(&mut self, states: &[ArrayRef]) -> DfResult<()> {
@@ -135,9 +129,9 @@ impl GroupsAccumulator for ValueGroups {
         total_num_groups: usize,
     ) -> DfResult<()> {
         self.groups.resize_with(total_num_groups, Vec::new);
-        let values = integers(&values[0])?;
+        let values = int64s(&values[0])?;
         for (i, &g) in group_indices.iter().enumerate() {
-            if values.is_valid(i) && opt_filter.is_none_or(|f| f.is_valid(i) && f.value(i)) {
+            if values.is_valid(i) && passes(opt_filter, i) {
                 self.groups[g].push(values.value(i));
             }
         }
@@ -162,8 +156,8 @@ impl GroupsAccumulator for ValueGroups {
     }
     fn convert_to_state(&self, values: &[ArrayRef], opt_filter: Option<&BooleanArray>) -> DfResult<Vec<ArrayRef>> {
         // One list per row: its value, or none (null or filtered out).
-        let values = integers(&values[0])?;
-        let keep = |i: usize| values.is_valid(i) && opt_filter.is_none_or(|f| f.is_valid(i) && f.value(i));
+        let values = int64s(&values[0])?;
+        let keep = |i: usize| values.is_valid(i) && passes(opt_filter, i);
         Ok(vec![int_list_of(
             (0..values.len()).map(|i| if keep(i) { vec![values.value(i)] } else { Vec::new() }).collect(),
         )])
