@@ -700,9 +700,7 @@ fn lists_of<T: ArrowPrimitiveType>(values: Vec<Vec<T::Native>>) -> ArrayRef {
     for v in &values {
         flat.extend_from_slice(v);
     }
-    let item = Arc::new(Field::new_list_field(T::DATA_TYPE, true));
-    let flat = PrimitiveArray::<T>::new(flat.into(), None);
-    Arc::new(ListArray::new(item, OffsetBuffer::from_lengths(lengths), Arc::new(flat), None))
+    Arc::new(primitive_lists(PrimitiveArray::<T>::new(flat.into(), None), lengths))
 }
 
 /// The type of a list of floats: the collecting aggregates' state, and `quantiles_cont`'s result.
@@ -710,19 +708,28 @@ fn float_list_type() -> DataType {
     DataType::List(Arc::new(Field::new_list_field(DataType::Float64, true)))
 }
 
+/// State field `what` of aggregate `name`: a list of `item`s (`{name}[{what}]`).
+pub(crate) fn list_state_field(name: &str, what: &str, item: DataType) -> FieldRef {
+    Arc::new(Field::new(format!("{name}[{what}]"), DataType::List(Arc::new(Field::new_list_field(item, true))), true))
+}
+
 /// The state of an aggregate that collects its values: one list of them.
 fn values_state_field(name: &str) -> FieldRef {
-    Arc::new(Field::new(format!("{name}[values]"), float_list_type(), true))
+    list_state_field(name, "values", DataType::Float64)
 }
 
 /// Lists of `lengths[i]` floats each, taken in order from `values` (no null lists).
 fn float_lists(values: Float64Array, lengths: impl IntoIterator<Item = usize>) -> ListArray {
-    ListArray::new(
-        Arc::new(Field::new_list_field(DataType::Float64, true)),
-        OffsetBuffer::from_lengths(lengths),
-        Arc::new(values),
-        None,
-    )
+    primitive_lists(values, lengths)
+}
+
+/// Lists of `lengths[i]` values each, taken in order from `values` (no null lists).
+fn primitive_lists<T: ArrowPrimitiveType>(
+    values: PrimitiveArray<T>,
+    lengths: impl IntoIterator<Item = usize>,
+) -> ListArray {
+    let item = Arc::new(Field::new_list_field(T::DATA_TYPE, true));
+    ListArray::new(item, OffsetBuffer::from_lengths(lengths), Arc::new(values), None)
 }
 
 impl GroupsAccumulator for QuantileGroups {

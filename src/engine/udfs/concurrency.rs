@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, Float64Array, Int64Array};
 use arrow::compute::cast;
-use arrow::datatypes::{DataType, Field, FieldRef, Float64Type};
+use arrow::datatypes::{DataType, FieldRef, Float64Type};
 use datafusion::common::{plan_err, ScalarValue};
 use datafusion::error::Result as DfResult;
 use datafusion::logical_expr::function::{AccumulatorArgs, StateFieldsArgs};
@@ -14,7 +14,7 @@ use datafusion::logical_expr::{
     Accumulator, AggregateUDF, AggregateUDFImpl, EmitTo, GroupsAccumulator, Signature, Volatility,
 };
 
-use super::{list_of, passes};
+use super::{list_of, list_state_field, passes};
 
 /// The peak-concurrency aggregate.
 pub fn max_overlap() -> AggregateUDF {
@@ -47,11 +47,6 @@ struct MaxOverlap {
     signature: Signature,
 }
 
-fn state_list(name: &str, what: &str) -> FieldRef {
-    let item = Field::new_list_field(DataType::Float64, true);
-    Arc::new(Field::new(format!("{name}[{what}]"), DataType::List(Arc::new(item)), true))
-}
-
 impl AggregateUDFImpl for MaxOverlap {
     fn name(&self) -> &str {
         "max_overlap"
@@ -74,7 +69,10 @@ impl AggregateUDFImpl for MaxOverlap {
         false
     }
     fn state_fields(&self, args: StateFieldsArgs) -> DfResult<Vec<FieldRef>> {
-        Ok(vec![state_list(args.name, "starts"), state_list(args.name, "ends")])
+        Ok(vec![
+            list_state_field(args.name, "starts", DataType::Float64),
+            list_state_field(args.name, "ends", DataType::Float64),
+        ])
     }
     fn accumulator(&self, _args: AccumulatorArgs) -> DfResult<Box<dyn Accumulator>> {
         Ok(Box::new(IntervalsAcc::default()))

@@ -255,8 +255,9 @@ impl GroupsAccumulator for Groups {
     fn merge_batch(&mut self, values: &[ArrayRef], group_indices: &[usize], total_num_groups: usize) -> DfResult<()> {
         self.resize(total_num_groups)?;
         let keys = values[1].as_primitive::<Int64Type>().clone();
-        let set = values[2].as_boolean();
-        let rows = (0..group_indices.len()).filter(|&i| set.is_valid(i) && set.value(i));
+        // A state row counts when its group had a row (`is_set`): the flag filters like a FILTER.
+        let set = Some(values[2].as_boolean());
+        let rows = (0..group_indices.len()).filter(|&i| passes(set, i));
         self.offer(&values[0], &keys, group_indices, rows)
     }
     fn convert_to_state(&self, values: &[ArrayRef], opt_filter: Option<&BooleanArray>) -> DfResult<Vec<ArrayRef>> {

@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, Int64Array};
-use arrow::datatypes::{DataType, Field, FieldRef, Int64Type};
+use arrow::datatypes::{DataType, FieldRef, Int64Type};
 use datafusion::common::{plan_err, ScalarValue};
 use datafusion::error::Result as DfResult;
 use datafusion::logical_expr::function::{AccumulatorArgs, StateFieldsArgs};
@@ -15,7 +15,7 @@ use datafusion::logical_expr::{
     Accumulator, AggregateUDF, AggregateUDFImpl, EmitTo, GroupsAccumulator, Signature, Volatility,
 };
 
-use super::{int64s, int_list_of, passes};
+use super::{int64s, int_list_of, list_state_field, passes};
 
 /// The longest-run aggregate.
 pub fn longest_run() -> AggregateUDF {
@@ -60,8 +60,7 @@ impl AggregateUDFImpl for LongestRun {
         false
     }
     fn state_fields(&self, args: StateFieldsArgs) -> DfResult<Vec<FieldRef>> {
-        let item = Field::new_list_field(DataType::Int64, true);
-        Ok(vec![Arc::new(Field::new(format!("{}[values]", args.name), DataType::List(Arc::new(item)), true))])
+        Ok(vec![list_state_field(args.name, "values", DataType::Int64)])
     }
     fn accumulator(&self, _args: AccumulatorArgs) -> DfResult<Box<dyn Accumulator>> {
         Ok(Box::new(ValuesAcc::default()))
