@@ -1,30 +1,31 @@
 -- jitter: decode jitter per model x context bin, from per-token timings.
 -- Columns and formulas: docs/metrics.md#jitter
 -- First-token and last-token latency are kept apart: averages hide both.
--- Gateway token rows only (engine decode steps: the gateway_engine job).
-WITH per_request AS (
+-- Each request's jitter and token times are columns of `requests`, derived at
+-- ingest from its own per-token data, so the job reads no token rows.
+WITH timed AS (
   SELECT
-    request_id,
-    {{> itl_std_ms}},
+    model,
+    context_bin,
+    context_bin_lo,
+    itl_std_ms,
     {{> first_token_ms}},
     {{> last_token_ms}}
-  FROM tokens
-  WHERE source = 'gateway'
-  GROUP BY request_id
+  FROM requests
+  WHERE output_token_count IS NOT NULL
 )
 SELECT
-  r.model,
-  r.context_bin,
-  count(*)                                                  AS requests,
-  quantile_cont(p.itl_std_ms, 0.50)                         AS itl_std_p50_ms,
-  quantile_cont(p.itl_std_ms, 0.95)                         AS itl_std_p95_ms,
-  quantile_cont(coalesce(p.first_token_ms, r.ttft_ms), 0.50) AS first_token_p50_ms,
-  quantile_cont(coalesce(p.first_token_ms, r.ttft_ms), 0.95) AS first_token_p95_ms,
-  quantile_cont(coalesce(p.first_token_ms, r.ttft_ms), 0.99) AS first_token_p99_ms,
-  quantile_cont(coalesce(p.last_token_ms, r.latency_ms), 0.50) AS last_token_p50_ms,
-  quantile_cont(coalesce(p.last_token_ms, r.latency_ms), 0.95) AS last_token_p95_ms,
-  quantile_cont(coalesce(p.last_token_ms, r.latency_ms), 0.99) AS last_token_p99_ms
-FROM per_request p
-JOIN requests r ON r.request_id = p.request_id
-GROUP BY r.model, r.context_bin, r.context_bin_lo
-ORDER BY r.model, r.context_bin_lo
+  model,
+  context_bin,
+  count(*)                             AS requests,
+  quantile_cont(itl_std_ms, 0.50)      AS itl_std_p50_ms,
+  quantile_cont(itl_std_ms, 0.95)      AS itl_std_p95_ms,
+  quantile_cont(first_token_ms, 0.50)  AS first_token_p50_ms,
+  quantile_cont(first_token_ms, 0.95)  AS first_token_p95_ms,
+  quantile_cont(first_token_ms, 0.99)  AS first_token_p99_ms,
+  quantile_cont(last_token_ms, 0.50)   AS last_token_p50_ms,
+  quantile_cont(last_token_ms, 0.95)   AS last_token_p95_ms,
+  quantile_cont(last_token_ms, 0.99)   AS last_token_p99_ms
+FROM timed
+GROUP BY model, context_bin, context_bin_lo
+ORDER BY model, context_bin_lo

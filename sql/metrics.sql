@@ -1,5 +1,5 @@
--- Aggregate metrics shared by several jobs, each defined once here (their
--- meaning: docs/metrics.md). A job includes one as `{{> name}}`, which
+-- Metrics shared by several jobs (most of them aggregates), each defined once
+-- here (their meaning: docs/metrics.md). A job includes one as `{{> name}}`, which
 -- expands to `<expression> AS name`; `tokscope job NAME --show-sql` prints a
 -- job with every include expanded. Metrics over `priced` rows need the
 -- column `price` from `{{> price}}`. A job over `request_counts` includes a
@@ -84,11 +84,8 @@ sum(price['output_usd']) / NULLIF(sum(price['total_usd']), 0)
 -- metric: tokens
 sum(prompt_tokens + completion_tokens)
 
--- metric: itl_std_ms
-stddev_samp(itl_ms)
-
 -- metric: first_token_ms
-first_value(emitted_ms ORDER BY position)
+coalesce(first_token_emitted_ms, ttft_ms)
 
 -- metric: last_token_ms
-last_value(emitted_ms ORDER BY position)
+coalesce(last_token_emitted_ms, latency_ms)

@@ -113,7 +113,7 @@ fn missing_datasets_tables_and_inputs_are_errors_not_empty_results() {
     assert_eq!(common::query(&data, "SELECT count(*) AS n FROM rejects")[0]["n"], 0);
     // ...but a job over a table without rows refuses to print an empty report.
     let out = run(&["job", "jitter", "--data", d]);
-    assert_fails(&out, "job jitter reads `tokens`, and the dataset holds no rows of it", Some("`tokscope ingest`"));
+    assert_fails(&out, "job jitter needs rows of `tokens`, and the dataset holds none", Some("`tokscope ingest`"));
     // Ingest: a glob that matches nothing, an empty directory, a missing file.
     let out_ds = dir.path().join("new");
     let o = out_ds.to_str().unwrap();

@@ -265,7 +265,7 @@ fn gateway_and_engine_token_rows_of_one_request_are_both_kept() {
     // The key (request_id, source, position) is unique.
     let dup = query(&out, "SELECT count(*) AS n FROM (SELECT request_id, source, position FROM tokens GROUP BY 1, 2, 3 HAVING count(*) > 1)");
     assert_eq!(dup[0]["n"], 0);
-    // The token jobs read the gateway's rows only: jitter of the gateway ITLs {10, 15}.
+    // The jitter columns come from the gateway's rows only: the gateway ITLs {10, 15}.
     let jitter = job_rows(&out, "jitter_requests");
     assert_eq!(jitter[0]["tokens"], 3);
     assert!((jitter[0]["itl_std_ms"].as_f64().unwrap() - 12.5f64.sqrt()).abs() < 1e-12);

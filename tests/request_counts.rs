@@ -162,5 +162,5 @@ fn a_run_without_requests_writes_no_counts() {
     assert!(!ds.join("request_counts").exists());
     let o = common::tokscope_output(&["job", "eos", "--data", ds.to_str().unwrap()]);
     assert!(!o.status.success());
-    assert!(String::from_utf8_lossy(&o.stderr).contains("holds no rows"), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("holds none"), "{}", String::from_utf8_lossy(&o.stderr));
 }

@@ -121,3 +121,69 @@ fn redundancy_bound_and_is_eos_marker_in_sql() {
     assert!(r.get("none").is_none_or(|v| v.is_null()));
     assert_eq!((r["m1"].as_bool(), r["m2"].as_bool()), (Some(true), Some(false)));
 }
+
+/// The jitter jobs read each request's timings from `requests` columns derived
+/// at ingest; DuckDB computes the same tables from the token rows
+/// (`bench/duckdb/jitter*.sql`: `stddev_samp`, `first`/`last` by position), on
+/// generated requests plus hand-made edge cases: token rows without times, a
+/// single token, and a request without per-token data (left out).
+#[test]
+fn jitter_columns_agree_with_duckdb_over_the_token_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("gen.jsonl");
+    tokscope(&["generate", "--requests", "400", "--token-data", "--seed", "5", "--out", log.to_str().unwrap()]);
+    let edge = [
+        // Logprobs without times: no ITLs, first/last fall back to ttft_ms and latency_ms.
+        r#"{"ts":"2024-06-01T00:00:00Z","request_id":"untimed","model":"m","prompt_tokens":10,"completion_tokens":2,"ttft_ms":40,"latency_ms":70,"logprobs":[{"token":"a","logprob":-0.1},{"token":"b","logprob":-0.2}]}"#,
+        // One token: one emission time, no ITL to spread.
+        r#"{"ts":"2024-06-01T00:00:01Z","request_id":"single","model":"m","prompt_tokens":10,"completion_tokens":1,"ttft_ms":30,"latency_ms":30,"token_times_ms":[31]}"#,
+        // No per-token data: not a row of either job.
+        r#"{"ts":"2024-06-01T00:00:02Z","request_id":"plain","model":"m","prompt_tokens":10,"completion_tokens":3,"ttft_ms":20,"latency_ms":50}"#,
+    ];
+    let hand = write_file(dir.path(), "edge.jsonl", edge.join("\n") + "\n");
+    let out = dir.path().join("ds");
+    ingest(&[log.to_str().unwrap(), &hand], &out, &[]);
+    let bench = common::repo().join("bench/duckdb");
+    let script = format!(
+        r#"
+import duckdb, json
+con = duckdb.connect()
+for t in ("requests", "tokens"):
+    con.execute(f"CREATE VIEW {{t}} AS SELECT * FROM read_parquet('{ds}/{{t}}/*/*.parquet', hive_partitioning=true)")
+out = {{}}
+for name in ("jitter", "jitter_requests"):
+    cur = con.execute(open(f"{bench}/{{name}}.sql").read())
+    cols = [d[0] for d in cur.description]
+    out[name] = [dict(zip(cols, row)) for row in cur.fetchall()]
+print(json.dumps(out, default=float))
+"#,
+        ds = out.display(),
+        bench = bench.display(),
+    );
+    let oracle: serde_json::Value = serde_json::from_str(common::python(&script).trim()).unwrap();
+    for name in ["jitter", "jitter_requests"] {
+        let ours = job(&out, name, &[]);
+        let theirs = oracle[name].as_array().unwrap();
+        assert_eq!(ours.len(), theirs.len(), "{name}: row count");
+        for (o, t) in ours.iter().zip(theirs) {
+            for (k, tv) in t.as_object().unwrap() {
+                let ov = &o[k];
+                let same = match (ov.as_f64(), tv.as_f64()) {
+                    (Some(a), Some(b)) => (a - b).abs() <= 1e-9 * b.abs().max(1e-12),
+                    _ => ov == tv,
+                };
+                assert!(same, "{name} column {k}: tokscope {ov}, duckdb {tv} (row {t})");
+            }
+        }
+    }
+    let per = job(&out, "jitter_requests", &[]);
+    let row = |id: &str| per.iter().find(|r| r["request_id"] == id).cloned();
+    let untimed = row("untimed").expect("untimed request listed");
+    assert!(untimed["itl_std_ms"].is_null());
+    assert_eq!((untimed["first_token_ms"].as_f64(), untimed["last_token_ms"].as_f64()), (Some(40.0), Some(70.0)));
+    let single = row("single").expect("single-token request listed");
+    assert!(single["itl_std_ms"].is_null());
+    assert_eq!((single["tokens"].as_i64(), single["first_token_ms"].as_f64()), (Some(1), Some(31.0)));
+    assert!(row("plain").is_none(), "a request without per-token data is not a jitter row");
+    assert_eq!(per.len(), 402);
+}

@@ -32,7 +32,8 @@ pub struct Job {
     pub sql: &'static str,
     /// Parameters and their defaults, set with `--param name=value`.
     pub params: &'static [Param],
-    /// Tables it reads: the job runs only where they hold rows (see [`Job::tables`]).
+    /// Tables whose rows it needs (those it reads, and `tokens` for the columns
+    /// derived from per-token data): the job runs only where they hold rows.
     pub tables: &'static [&'static str],
     /// The columns a terminal table shows by default (`--wide`: all); empty: all.
     pub key_columns: &'static [&'static str],
@@ -147,8 +148,10 @@ pub const JOBS: &[Job] = &[
               "ttft_p50_ms", "tpot_p50_ms", "latency_p95_ms", "cost_usd", "cost_per_1k_tokens"]
     ),
     job!("daily", "cost, EOS compliance, truncation and TTFT per UTC day x model (the dashboard's trends)", tables: ["requests"]),
-    job!("jitter", "inter-token latency jitter, first- and last-token latency per model x context bin", tables: ["tokens"]),
-    job!("jitter_requests", "per-request itl_std_ms, first_token_ms, last_token_ms", tables: ["tokens"]),
+    // The jitter jobs read columns of `requests` that ingest derives from per-token data: without
+    // token rows there is nothing to report.
+    job!("jitter", "inter-token latency jitter, first- and last-token latency per model x context bin", tables: ["requests", "tokens"]),
+    job!("jitter_requests", "per-request itl_std_ms, first_token_ms, last_token_ms", tables: ["requests", "tokens"]),
     job!(
         "confidence",
         "logprob / entropy confidence and low-confidence spans per model x context bin x eos_status",
@@ -359,7 +362,7 @@ pub async fn run_job_with(ctx: &SessionContext, job: &Job, params: &[(String, St
         if any.is::<EmptyTable>() {
             let written_by = CATALOG.iter().find(|t| t.name == name).map(|t| (t.written_by, t.description()));
             return Err(Error::NotFound {
-                what: format!("job {} reads `{name}`, and the dataset holds no rows of it", job.name),
+                what: format!("job {} needs rows of `{name}`, and the dataset holds none", job.name),
                 hint: match written_by {
                     Some((command, about)) => {
                         format!("`{command}` writes it ({})", engine::lowercase_first(about.trim_end_matches('.')))

@@ -354,6 +354,17 @@ pub fn timing(
     (tpot, decode_tps, e2e_tps)
 }
 
+/// A request's own decode timings from its per-token data (docs/metrics.md):
+/// `(itl_std_ms, first_token_emitted_ms, last_token_emitted_ms)`. The sample
+/// standard deviation of the tokens' `itl_ms` (null ones left out; `None` with
+/// fewer than two), and the `emitted_ms` of the first and of the last token
+/// (`None` without tokens or when that token has no time).
+pub fn token_timing(tokens: &[TokenRecord<'_>]) -> (Option<f64>, Option<f64>, Option<f64>) {
+    let itl_std = crate::stats::sample_std_dev(tokens.iter().filter_map(|t| t.itl_ms));
+    let emitted = |t: Option<&TokenRecord<'_>>| t.and_then(|t| t.emitted_ms);
+    (itl_std, emitted(tokens.first()), emitted(tokens.last()))
+}
+
 /// Shannon entropy in bits of the top-k distribution renormalised to sum to 1
 /// (a lower-resolution estimate of the full distribution's entropy).
 pub fn topk_entropy_bits(logprobs: &[f64]) -> Option<f64> {
@@ -489,6 +500,12 @@ pub struct RequestDerived<'r> {
     pub redaction: &'r Redactor,
     /// Per-token rows written for the request; null without per-token data.
     pub output_token_count: Option<i64>,
+    /// [`token_timing`]: the standard deviation of the request's inter-token latencies.
+    pub itl_std_ms: Option<f64>,
+    /// [`token_timing`]: when its first token was emitted.
+    pub first_token_emitted_ms: Option<f64>,
+    /// [`token_timing`]: when its last token was emitted.
+    pub last_token_emitted_ms: Option<f64>,
     /// The parser's issue codes followed by [`token_issues`].
     pub token_issues: Vec<&'r str>,
     /// [`day_of`] `ts`: the `date` partition.
@@ -511,6 +528,7 @@ pub fn derive_request<'r>(
     let has_eos_marker = has_eos_marker(&settings.markers, rec);
     let (context_bin, context_bin_lo) = settings.bins.bin(rec.prompt_tokens);
     let (tpot_ms, decode_tps, e2e_tps) = timing(rec.completion_tokens, rec.ttft_ms, rec.latency_ms);
+    let (itl_std_ms, first_token_emitted_ms, last_token_emitted_ms) = token_timing(&rec.tokens);
     let mut issues: Vec<&'r str> = rec.token_issues.iter().map(String::as_str).collect();
     issues.extend(token_issues(rec.completion_tokens, &rec.tokens));
     RequestDerived {
@@ -531,6 +549,9 @@ pub fn derive_request<'r>(
         extra: settings.redaction.text(rec.extra.as_deref()),
         redaction: &settings.redaction,
         output_token_count: (!rec.tokens.is_empty()).then_some(rec.tokens.len() as i64),
+        itl_std_ms,
+        first_token_emitted_ms,
+        last_token_emitted_ms,
         token_issues: issues,
         day: day_of(rec.ts_micros),
         variant: rec.variant.as_deref().or_else(|| settings.variants.arm(&rec.model, rec.model_version.as_deref())),
@@ -696,6 +717,22 @@ mod tests {
         assert_eq!(timing(1, Some(100.0), Some(600.0)), (None, None, Some(1000.0 / 600.0)));
         assert_eq!(timing(5, None, Some(0.0)), (None, None, None));
         assert_eq!(timing(5, Some(700.0), Some(600.0)).0, None);
+    }
+
+    #[test]
+    fn token_timing_definitions() {
+        let tok = |t: Option<f64>, itl: Option<f64>| TokenRecord { emitted_ms: t, itl_ms: itl, ..Default::default() };
+        // Times 100, 110, 130, 160: ITLs (null), 10, 20, 30 -> sample std 10.
+        let tokens = [
+            tok(Some(100.0), None),
+            tok(Some(110.0), Some(10.0)),
+            tok(Some(130.0), Some(20.0)),
+            tok(Some(160.0), Some(30.0)),
+        ];
+        assert_eq!(token_timing(&tokens), (Some(10.0), Some(100.0), Some(160.0)));
+        // One ITL: no deviation; the last token without a time has none.
+        assert_eq!(token_timing(&[tok(Some(5.0), Some(5.0)), tok(None, None)]), (None, Some(5.0), None));
+        assert_eq!(token_timing(&[]), (None, None, None));
     }
 
     #[test]

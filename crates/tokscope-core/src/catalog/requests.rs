@@ -88,6 +88,12 @@ table! {
         model_output_bytes: Int64 nullable = d.model_output_bytes,
         /// Number of per-token rows in `tokens` for this request.
         output_token_count: Int64 nullable = d.output_token_count,
+        /// Sample standard deviation of the request's per-token itl_ms; null with fewer than two.
+        itl_std_ms: Float64 nullable = d.itl_std_ms,
+        /// emitted_ms of the request's first per-token row; null without one.
+        first_token_emitted_ms: Float64 nullable = d.first_token_emitted_ms,
+        /// emitted_ms of its last per-token row; null without one.
+        last_token_emitted_ms: Float64 nullable = d.last_token_emitted_ms,
         /// Problems in the per-token data (codes in docs/metrics.md); null when none. The request is always kept.
         token_issues: Utf8List nullable = Some(d.token_issues.as_slice()),
         /// Unknown input keys as a JSON object (redacted like prompt).
