@@ -9,8 +9,8 @@
 #      confidence), each first checked to give the same table (target:
 #      tokscope no slower). DuckDB runs bench/duckdb/<name>.sql where the job
 #      calls an aggregate DuckDB lacks (confidence) or reads columns ingest
-#      derives (jitter, jitter_requests: DuckDB computes them from the token
-#      rows, and is also timed over tokscope's derived columns).
+#      derives (jitter, jitter_requests, eos_logprob: DuckDB computes them from
+#      the token rows, and is also timed over tokscope's derived columns).
 #      Each job's SQL is `tokscope job NAME --show-sql` (sql/<name>.sql with its
 #      shared metrics from sql/metrics.sql expanded), saved to $WORK/<name>.sql.
 # DuckDB runs report.sql unchanged: `price_usd` is a DuckDB macro with the same
@@ -198,7 +198,7 @@ for f in $B_JOBS; do
     T_DC=$(best duck "$COUNTS_FILES_VIEW" "$WORK/$f.sql")
     python3 -c "print(f'job eos: duckdb over tokscope\'s request_counts files {$T_DC:.3f}s  ratio duckdb/tokscope {$T_DC/$T_Q:.2f} (whole process {$T_DC/$T_P:.2f})')"
   fi
-  case "$f" in jitter | jitter_requests)
+  case "$f" in jitter | jitter_requests | eos_logprob)
     T_DC=$(best duck "$DUCK_MACROS$PARQUET_VIEW" "$WORK/$f.sql")
     python3 -c "print(f'job $f: duckdb over the same derived requests columns {$T_DC:.3f}s  ratio duckdb/tokscope {$T_DC/$T_Q:.2f} (whole process {$T_DC/$T_P:.2f})')"
   esac

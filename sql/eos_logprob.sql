@@ -2,25 +2,17 @@
 -- last token is an EOS marker, the distribution of its logprob; for
 -- implicit_truncation requests, the logprob of the last token logged.
 -- Columns and formulas: docs/metrics.md#eos_logprob
-WITH last_tokens AS (
+-- Each request's last token is a column of `requests`, derived at ingest from
+-- its own per-token data, so the job reads no token rows.
+WITH classified AS (
   SELECT
-    request_id,
-    last_value(logprob ORDER BY position)    AS logprob,
-    last_value(token ORDER BY position)      AS token,
-    last_value(is_special ORDER BY position) AS is_special
-  FROM tokens
-  WHERE source = 'gateway'
-  GROUP BY request_id
-),
-classified AS (
-  SELECT
-    r.model, r.context_bin, r.context_bin_lo, l.logprob,
+    model, context_bin, context_bin_lo, last_token_logprob AS logprob,
     CASE
-      WHEN coalesce(l.is_special, false) OR is_eos_marker(l.token, r.model) THEN 'eos_token'
-      WHEN r.eos_status = 'implicit_truncation' THEN 'implicit_truncation'
+      WHEN coalesce(last_token_is_special, false) OR is_eos_marker(last_token, model) THEN 'eos_token'
+      WHEN eos_status = 'implicit_truncation' THEN 'implicit_truncation'
     END AS last_token_kind
-  FROM last_tokens l
-  JOIN requests r ON r.request_id = l.request_id
+  FROM requests
+  WHERE output_token_count IS NOT NULL
 )
 SELECT
   model,

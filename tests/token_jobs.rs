@@ -122,13 +122,14 @@ fn redundancy_bound_and_is_eos_marker_in_sql() {
     assert_eq!((r["m1"].as_bool(), r["m2"].as_bool()), (Some(true), Some(false)));
 }
 
-/// The jitter jobs read each request's timings from `requests` columns derived
-/// at ingest; DuckDB computes the same tables from the token rows
-/// (`bench/duckdb/jitter*.sql`: `stddev_samp`, `first`/`last` by position), on
-/// generated requests plus hand-made edge cases: token rows without times, a
-/// single token, and a request without per-token data (left out).
+/// The jitter jobs and eos_logprob read each request's timings and last token
+/// from `requests` columns derived at ingest; DuckDB computes the same from the
+/// token rows (`bench/duckdb/jitter*.sql`: `stddev_samp`, `first`/`last` by
+/// position; the last token's columns by `last`), on generated requests plus
+/// hand-made edge cases: token rows without times, a single token, and a
+/// request without per-token data (left out).
 #[test]
-fn jitter_columns_agree_with_duckdb_over_the_token_rows() {
+fn per_token_columns_agree_with_duckdb_over_the_token_rows() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("gen.jsonl");
     tokscope(&["generate", "--requests", "400", "--token-data", "--seed", "5", "--out", log.to_str().unwrap()]);
@@ -155,14 +156,23 @@ for name in ("jitter", "jitter_requests"):
     cur = con.execute(open(f"{bench}/{{name}}.sql").read())
     cols = [d[0] for d in cur.description]
     out[name] = [dict(zip(cols, row)) for row in cur.fetchall()]
+cur = con.execute("""SELECT request_id, last(token ORDER BY position) AS last_token,
+  last(logprob ORDER BY position) AS last_token_logprob, last(is_special ORDER BY position) AS last_token_is_special
+  FROM tokens WHERE source = 'gateway' GROUP BY request_id ORDER BY request_id""")
+out["last_token"] = [dict(zip([d[0] for d in cur.description], row)) for row in cur.fetchall()]
 print(json.dumps(out, default=float))
 "#,
         ds = out.display(),
         bench = bench.display(),
     );
     let oracle: serde_json::Value = serde_json::from_str(common::python(&script).trim()).unwrap();
-    for name in ["jitter", "jitter_requests"] {
-        let ours = job(&out, name, &[]);
+    let last_tokens = query(
+        &out,
+        "SELECT request_id, last_token, last_token_logprob, last_token_is_special FROM requests \
+         WHERE output_token_count IS NOT NULL ORDER BY request_id",
+    );
+    for name in ["jitter", "jitter_requests", "last_token"] {
+        let ours = if name == "last_token" { last_tokens.clone() } else { job(&out, name, &[]) };
         let theirs = oracle[name].as_array().unwrap();
         assert_eq!(ours.len(), theirs.len(), "{name}: row count");
         for (o, t) in ours.iter().zip(theirs) {

@@ -148,8 +148,8 @@ pub const JOBS: &[Job] = &[
               "ttft_p50_ms", "tpot_p50_ms", "latency_p95_ms", "cost_usd", "cost_per_1k_tokens"]
     ),
     job!("daily", "cost, EOS compliance, truncation and TTFT per UTC day x model (the dashboard's trends)", tables: ["requests"]),
-    // The jitter jobs read columns of `requests` that ingest derives from per-token data: without
-    // token rows there is nothing to report.
+    // The jitter jobs and eos_logprob read columns of `requests` that ingest derives from
+    // per-token data: without token rows there is nothing to report.
     job!("jitter", "inter-token latency jitter, first- and last-token latency per model x context bin", tables: ["requests", "tokens"]),
     job!("jitter_requests", "per-request itl_std_ms, first_token_ms, last_token_ms", tables: ["requests", "tokens"]),
     job!(
@@ -158,7 +158,7 @@ pub const JOBS: &[Job] = &[
         tables: ["tokens"],
         params: [("low_logprob", "-0.6931471805599453"), ("high_entropy_bits", "1.0")]
     ),
-    job!("eos_logprob", "logprob of the last token: EOS tokens vs silent truncations, per model x context bin", tables: ["tokens"]),
+    job!("eos_logprob", "logprob of the last token: EOS tokens vs silent truncations, per model x context bin", tables: ["requests", "tokens"]),
     job!("replay", "replay verdicts (natural stop / confirmed truncation / ...) per model x context bin", tables: ["replay_verdicts"]),
     job!(
         "mediation",

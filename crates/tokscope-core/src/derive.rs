@@ -506,6 +506,12 @@ pub struct RequestDerived<'r> {
     pub first_token_emitted_ms: Option<f64>,
     /// [`token_timing`]: when its last token was emitted.
     pub last_token_emitted_ms: Option<f64>,
+    /// The text of the request's last per-token row, as `tokens.token` stores it (redacted alike).
+    pub last_token: Option<Cow<'r, str>>,
+    /// Its logprob.
+    pub last_token_logprob: Option<f64>,
+    /// Its `is_special` flag.
+    pub last_token_is_special: Option<bool>,
     /// The parser's issue codes followed by [`token_issues`].
     pub token_issues: Vec<&'r str>,
     /// [`day_of`] `ts`: the `date` partition.
@@ -529,6 +535,7 @@ pub fn derive_request<'r>(
     let (context_bin, context_bin_lo) = settings.bins.bin(rec.prompt_tokens);
     let (tpot_ms, decode_tps, e2e_tps) = timing(rec.completion_tokens, rec.ttft_ms, rec.latency_ms);
     let (itl_std_ms, first_token_emitted_ms, last_token_emitted_ms) = token_timing(&rec.tokens);
+    let last = rec.tokens.last();
     let mut issues: Vec<&'r str> = rec.token_issues.iter().map(String::as_str).collect();
     issues.extend(token_issues(rec.completion_tokens, &rec.tokens));
     RequestDerived {
@@ -552,6 +559,9 @@ pub fn derive_request<'r>(
         itl_std_ms,
         first_token_emitted_ms,
         last_token_emitted_ms,
+        last_token: settings.redaction.text(last.and_then(|t| t.token.as_deref())),
+        last_token_logprob: last.and_then(|t| t.logprob),
+        last_token_is_special: last.and_then(|t| t.is_special),
         token_issues: issues,
         day: day_of(rec.ts_micros),
         variant: rec.variant.as_deref().or_else(|| settings.variants.arm(&rec.model, rec.model_version.as_deref())),

@@ -94,6 +94,12 @@ table! {
         first_token_emitted_ms: Float64 nullable = d.first_token_emitted_ms,
         /// emitted_ms of its last per-token row; null without one.
         last_token_emitted_ms: Float64 nullable = d.last_token_emitted_ms,
+        /// Text of its last per-token row, as tokens.token stores it (redacted alike); null without one.
+        last_token: Utf8 nullable [Dictionary] = d.last_token.as_deref(),
+        /// logprob of its last per-token row.
+        last_token_logprob: Float64 nullable = d.last_token_logprob,
+        /// is_special of its last per-token row (TGI).
+        last_token_is_special: Boolean nullable = d.last_token_is_special,
         /// Problems in the per-token data (codes in docs/metrics.md); null when none. The request is always kept.
         token_issues: Utf8List nullable = Some(d.token_issues.as_slice()),
         /// Unknown input keys as a JSON object (redacted like prompt).
