@@ -123,11 +123,11 @@ fn redundancy_bound_and_is_eos_marker_in_sql() {
 }
 
 /// The jitter jobs and eos_logprob read each request's timings and last token
-/// from `requests` columns derived at ingest; DuckDB computes the same from the
-/// token rows (`bench/duckdb/jitter*.sql`: `stddev_samp`, `first`/`last` by
-/// position; the last token's columns by `last`), on generated requests plus
-/// hand-made edge cases: token rows without times, a single token, and a
-/// request without per-token data (left out).
+/// from `requests` columns derived at ingest. DuckDB computes the same columns
+/// from the token rows (`bench/duckdb/requests_from_tokens.sql`, the bench's
+/// `requests` for these jobs) and runs the jitter jobs' own SQL over them, on
+/// generated requests plus hand-made edge cases: token rows without times, a
+/// single token, and a request without per-token data (left out of the jobs).
 #[test]
 fn per_token_columns_agree_with_duckdb_over_the_token_rows() {
     let dir = tempfile::tempdir().unwrap();
@@ -144,35 +144,34 @@ fn per_token_columns_agree_with_duckdb_over_the_token_rows() {
     let hand = write_file(dir.path(), "edge.jsonl", edge.join("\n") + "\n");
     let out = dir.path().join("ds");
     ingest(&[log.to_str().unwrap(), &hand], &out, &[]);
-    let bench = common::repo().join("bench/duckdb");
+    let columns = "request_id, output_token_count, itl_std_ms, first_token_emitted_ms, last_token_emitted_ms, \
+                   last_token, last_token_logprob, last_token_is_special";
+    let sql = |name: &str| tokscope(&["job", name, "--show-sql"]);
     let script = format!(
         r#"
 import duckdb, json
 con = duckdb.connect()
-for t in ("requests", "tokens"):
-    con.execute(f"CREATE VIEW {{t}} AS SELECT * FROM read_parquet('{ds}/{{t}}/*/*.parquet', hive_partitioning=true)")
+for view, table in (("requests_files", "requests"), ("tokens", "tokens")):
+    con.execute(f"CREATE VIEW {{view}} AS SELECT * FROM read_parquet('{ds}/{{table}}/*/*.parquet', hive_partitioning=true)")
+con.execute("CREATE VIEW requests AS " + open({view:?}).read())
 out = {{}}
-for name in ("jitter", "jitter_requests"):
-    cur = con.execute(open(f"{bench}/{{name}}.sql").read())
+for name, sql in (("columns", {columns_sql:?}), ("jitter", {jitter:?}), ("jitter_requests", {jitter_requests:?})):
+    cur = con.execute(sql)
     cols = [d[0] for d in cur.description]
     out[name] = [dict(zip(cols, row)) for row in cur.fetchall()]
-cur = con.execute("""SELECT request_id, last(token ORDER BY position) AS last_token,
-  last(logprob ORDER BY position) AS last_token_logprob, last(is_special ORDER BY position) AS last_token_is_special
-  FROM tokens WHERE source = 'gateway' GROUP BY request_id ORDER BY request_id""")
-out["last_token"] = [dict(zip([d[0] for d in cur.description], row)) for row in cur.fetchall()]
 print(json.dumps(out, default=float))
 "#,
         ds = out.display(),
-        bench = bench.display(),
+        view = common::repo().join("bench/duckdb/requests_from_tokens.sql").display().to_string(),
+        columns_sql = format!("SELECT {columns} FROM requests ORDER BY request_id"),
+        jitter = sql("jitter"),
+        jitter_requests = sql("jitter_requests"),
     );
     let oracle: serde_json::Value = serde_json::from_str(common::python(&script).trim()).unwrap();
-    let last_tokens = query(
-        &out,
-        "SELECT request_id, last_token, last_token_logprob, last_token_is_special FROM requests \
-         WHERE output_token_count IS NOT NULL ORDER BY request_id",
-    );
-    for name in ["jitter", "jitter_requests", "last_token"] {
-        let ours = if name == "last_token" { last_tokens.clone() } else { job(&out, name, &[]) };
+    let stored = query(&out, &format!("SELECT {columns} FROM requests ORDER BY request_id"));
+    assert_eq!(stored.len(), 403, "every request, with per-token data or not");
+    for name in ["columns", "jitter", "jitter_requests"] {
+        let ours = if name == "columns" { stored.clone() } else { job(&out, name, &[]) };
         let theirs = oracle[name].as_array().unwrap();
         assert_eq!(ours.len(), theirs.len(), "{name}: row count");
         for (o, t) in ours.iter().zip(theirs) {
