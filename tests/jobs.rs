@@ -775,18 +775,7 @@ print(json.dumps(out, default=float))
     let oracle: Value = serde_json::from_str(python(&script).trim()).unwrap();
     for (name, extra) in [("eos", vec![]), ("latency", vec![]), ("cost", vec!["--pricing", pricing.as_str()])] {
         let ours = job(name, &ds, &extra);
-        let theirs = oracle[name].as_array().unwrap();
-        assert_eq!(ours.len(), theirs.len(), "{name}: row count");
         assert!(ours.len() > 8, "{name}: several models x bins");
-        for (o, t) in ours.iter().zip(theirs) {
-            for (k, tv) in t.as_object().unwrap() {
-                let ov = col(o, k);
-                let same = match (ov.as_f64(), tv.as_f64()) {
-                    (Some(a), Some(b)) => (a - b).abs() <= 1e-9 * b.abs().max(1e-12),
-                    _ => ov == *tv,
-                };
-                assert!(same, "{name} {}/{} column {k}: tokscope {ov}, duckdb {tv}", t["model"], t["context_bin"]);
-            }
-        }
+        common::assert_rows_match(name, &ours, oracle[name].as_array().unwrap(), 1e-9);
     }
 }

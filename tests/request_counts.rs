@@ -90,17 +90,7 @@ fn ingest_counts_every_request_run_after_run() {
         ),
     );
     let ours: Vec<Value> = eos.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
-    assert_eq!(ours.len(), oracle.len());
-    for (o, t) in ours.iter().zip(&oracle) {
-        for (k, tv) in t.as_object().unwrap() {
-            let ov = &o[k];
-            let same = match (ov.as_f64(), tv.as_f64()) {
-                (Some(x), Some(y)) => (x - y).abs() <= 1e-12 * y.abs().max(1e-12),
-                _ => ov == tv,
-            };
-            assert!(same, "eos {k}: tokscope {ov}, duckdb {tv}");
-        }
-    }
+    common::assert_rows_match("eos", &ours, &oracle, 1e-12);
 }
 
 /// Removes `request_counts` from a dataset as if an older tokscope wrote it.

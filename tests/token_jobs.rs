@@ -172,18 +172,7 @@ print(json.dumps(out, default=float))
     assert_eq!(stored.len(), 403, "every request, with per-token data or not");
     for name in ["columns", "jitter", "jitter_requests"] {
         let ours = if name == "columns" { stored.clone() } else { job(&out, name, &[]) };
-        let theirs = oracle[name].as_array().unwrap();
-        assert_eq!(ours.len(), theirs.len(), "{name}: row count");
-        for (o, t) in ours.iter().zip(theirs) {
-            for (k, tv) in t.as_object().unwrap() {
-                let ov = &o[k];
-                let same = match (ov.as_f64(), tv.as_f64()) {
-                    (Some(a), Some(b)) => (a - b).abs() <= 1e-9 * b.abs().max(1e-12),
-                    _ => ov == tv,
-                };
-                assert!(same, "{name} column {k}: tokscope {ov}, duckdb {tv} (row {t})");
-            }
-        }
+        common::assert_rows_match(name, &ours, oracle[name].as_array().unwrap(), 1e-9);
     }
     let per = job(&out, "jitter_requests", &[]);
     let row = |id: &str| per.iter().find(|r| r["request_id"] == id).cloned();

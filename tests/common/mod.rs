@@ -84,6 +84,24 @@ pub fn query(data: &Path, sql: &str) -> Vec<serde_json::Value> {
     out.lines().filter(|l| !l.trim().is_empty()).map(|l| serde_json::from_str(l).expect("json row")).collect()
 }
 
+/// Asserts that `ours` (rows as tokscope's JSON output gives them) holds the
+/// rows of an oracle's `theirs`, in order: every column of each oracle row,
+/// numbers within `rel` of the oracle's (relative), anything else equal (an
+/// absent cell is null).
+pub fn assert_rows_match(what: &str, ours: &[serde_json::Value], theirs: &[serde_json::Value], rel: f64) {
+    assert_eq!(ours.len(), theirs.len(), "{what}: row count");
+    for (o, t) in ours.iter().zip(theirs) {
+        for (k, tv) in t.as_object().expect("oracle rows are objects") {
+            let ov = o.get(k).unwrap_or(&serde_json::Value::Null);
+            let same = match (ov.as_f64(), tv.as_f64()) {
+                (Some(a), Some(b)) => (a - b).abs() <= rel * b.abs().max(1e-12),
+                _ => ov == tv,
+            };
+            assert!(same, "{what} column {k}: tokscope {ov}, oracle {tv} (oracle row {t})");
+        }
+    }
+}
+
 /// Runs a Python script (pyarrow / DuckDB as independent oracles); returns stdout.
 pub fn python(script: &str) -> String {
     let out = Command::new("python3").arg("-c").arg(script).output().expect("python3 is needed for oracle tests");
