@@ -1004,10 +1004,13 @@ impl ScalarUDFImpl for IsEosMarker {
     }
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
         let arrays = ColumnarValue::values_to_arrays(&args.args)?;
-        let tokens = cast(&arrays[0], &DataType::Utf8)?;
-        let tokens = tokens.as_string::<i32>();
-        let models = arrays.get(1).map(|m| cast(m, &DataType::Utf8)).transpose()?;
-        let models = models.as_ref().map(|m| m.as_string::<i32>());
+        // Tables scan strings as views: read them where they are (a cast of a
+        // view column is the same column; other string types get views over
+        // their own buffers), not copied into a new string column.
+        let tokens = cast(&arrays[0], &DataType::Utf8View)?;
+        let tokens = tokens.as_string_view();
+        let models = arrays.get(1).map(|m| cast(m, &DataType::Utf8View)).transpose()?;
+        let models = models.as_ref().map(|m| m.as_string_view());
         let out: BooleanArray = (0..tokens.len())
             .map(|i| {
                 let model = models.filter(|m| m.is_valid(i)).map(|m| m.value(i));
