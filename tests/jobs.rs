@@ -752,30 +752,18 @@ SELECT model, context_bin, count(*) AS requests, count(*) FILTER (WHERE r_in IS 
   sum(out_usd) / NULLIF(sum(in_usd + cached_usd + out_usd), 0) AS output_share
 FROM c GROUP BY model, context_bin, context_bin_lo ORDER BY model, context_bin_lo
 "#;
-    let script = format!(
-        r#"
-import duckdb, json, math
-con = duckdb.connect()
-con.execute("CREATE VIEW requests AS SELECT * FROM read_parquet('{ds}/requests/*/*.parquet', hive_partitioning=true)")
-# eos reads request_counts: here counted by DuckDB from the requests rows (docs/metrics.md#request_counts).
-con.execute("""CREATE VIEW request_counts AS SELECT date, model, variant, context_bin, context_bin_lo, eos_status,
-  has_eos_marker, count(*) AS requests FROM requests GROUP BY ALL""")
-out = {{}}
-for name, sql in [("eos", {eos:?}), ("latency", {lat:?}), ("cost", {cost:?})]:
-    cur = con.execute(sql)
-    cols = [d[0] for d in cur.description]
-    out[name] = [dict(zip(cols, row)) for row in cur.fetchall()]
-print(json.dumps(out, default=float))
-"#,
-        ds = ds.display(),
-        eos = eos_sql,
-        lat = latency_sql,
-        cost = cost_sql
-    );
-    let oracle: Value = serde_json::from_str(python(&script).trim()).unwrap();
-    for (name, extra) in [("eos", vec![]), ("latency", vec![]), ("cost", vec!["--pricing", pricing.as_str()])] {
+    let setup = [
+        common::parquet_view(&ds, "requests", "requests"),
+        // eos reads request_counts: here counted by DuckDB from the requests rows (docs/metrics.md#request_counts).
+        "CREATE VIEW request_counts AS SELECT date, model, variant, context_bin, context_bin_lo, eos_status, \
+         has_eos_marker, count(*) AS requests FROM requests GROUP BY ALL"
+            .to_string(),
+    ];
+    let oracle = common::duckdb_rows(&setup, &[eos_sql, latency_sql, cost_sql.to_string()]);
+    let jobs = [("eos", vec![]), ("latency", vec![]), ("cost", vec!["--pricing", pricing.as_str()])];
+    for ((name, extra), theirs) in jobs.into_iter().zip(&oracle) {
         let ours = job(name, &ds, &extra);
         assert!(ours.len() > 8, "{name}: several models x bins");
-        common::assert_rows_match(name, &ours, oracle[name].as_array().unwrap(), 1e-9);
+        common::assert_rows_match(name, &ours, theirs, 1e-9);
     }
 }

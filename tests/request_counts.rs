@@ -7,7 +7,7 @@ mod common;
 
 use std::path::Path;
 
-use common::{ingest, python, query, tokscope};
+use common::{ingest, query, tokscope};
 use serde_json::Value;
 
 const KEYS: &str = "date, model, variant, context_bin, context_bin_lo, eos_status, has_eos_marker";
@@ -34,19 +34,8 @@ fn generate(dir: &Path, name: &str, requests: &str, seed: &str, days: &str) -> S
 /// DuckDB's rows of `sql`, over views of the dataset's Parquet files
 /// (`requests` and `request_counts`) with hive partitions, as JSON.
 fn duckdb(ds: &Path, sql: &str) -> Vec<Value> {
-    let script = format!(
-        r#"
-import duckdb, json
-con = duckdb.connect()
-for t in ["requests", "request_counts"]:
-    con.execute(f"CREATE VIEW {{t}} AS SELECT * FROM read_parquet('{ds}/{{t}}/*/*.parquet', hive_partitioning=true)")
-cur = con.execute({sql:?})
-cols = [d[0] for d in cur.description]
-print(json.dumps([dict(zip(cols, row)) for row in cur.fetchall()], default=str))
-"#,
-        ds = ds.display()
-    );
-    serde_json::from_str(python(&script).trim()).unwrap()
+    let views = ["requests", "request_counts"].map(|t| common::parquet_view(ds, t, t));
+    common::duckdb_rows(&views, &[sql.to_string()]).remove(0)
 }
 
 /// The rows of request_counts in key order, as DuckDB reads the files ingest wrote,

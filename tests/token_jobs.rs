@@ -147,32 +147,20 @@ fn per_token_columns_agree_with_duckdb_over_the_token_rows() {
     let columns = "request_id, output_token_count, itl_std_ms, first_token_emitted_ms, last_token_emitted_ms, \
                    last_token, last_token_logprob, last_token_is_special";
     let sql = |name: &str| tokscope(&["job", name, "--show-sql"]);
-    let script = format!(
-        r#"
-import duckdb, json
-con = duckdb.connect()
-for view, table in (("requests_files", "requests"), ("tokens", "tokens")):
-    con.execute(f"CREATE VIEW {{view}} AS SELECT * FROM read_parquet('{ds}/{{table}}/*/*.parquet', hive_partitioning=true)")
-con.execute("CREATE VIEW requests AS " + open({view:?}).read())
-out = {{}}
-for name, sql in (("columns", {columns_sql:?}), ("jitter", {jitter:?}), ("jitter_requests", {jitter_requests:?})):
-    cur = con.execute(sql)
-    cols = [d[0] for d in cur.description]
-    out[name] = [dict(zip(cols, row)) for row in cur.fetchall()]
-print(json.dumps(out, default=float))
-"#,
-        ds = out.display(),
-        view = common::repo().join("bench/duckdb/requests_from_tokens.sql").display().to_string(),
-        columns_sql = format!("SELECT {columns} FROM requests ORDER BY request_id"),
-        jitter = sql("jitter"),
-        jitter_requests = sql("jitter_requests"),
-    );
-    let oracle: serde_json::Value = serde_json::from_str(common::python(&script).trim()).unwrap();
+    let view = std::fs::read_to_string(common::repo().join("bench/duckdb/requests_from_tokens.sql")).unwrap();
+    let setup = [
+        common::parquet_view(&out, "requests_files", "requests"),
+        common::parquet_view(&out, "tokens", "tokens"),
+        format!("CREATE VIEW requests AS {view}"),
+    ];
+    let queries =
+        [format!("SELECT {columns} FROM requests ORDER BY request_id"), sql("jitter"), sql("jitter_requests")];
+    let oracle = common::duckdb_rows(&setup, &queries);
     let stored = query(&out, &format!("SELECT {columns} FROM requests ORDER BY request_id"));
     assert_eq!(stored.len(), 403, "every request, with per-token data or not");
-    for name in ["columns", "jitter", "jitter_requests"] {
+    for (name, theirs) in ["columns", "jitter", "jitter_requests"].into_iter().zip(&oracle) {
         let ours = if name == "columns" { stored.clone() } else { job(&out, name, &[]) };
-        common::assert_rows_match(name, &ours, oracle[name].as_array().unwrap(), 1e-9);
+        common::assert_rows_match(name, &ours, theirs, 1e-9);
     }
     let per = job(&out, "jitter_requests", &[]);
     let row = |id: &str| per.iter().find(|r| r["request_id"] == id).cloned();

@@ -102,6 +102,38 @@ pub fn assert_rows_match(what: &str, ours: &[serde_json::Value], theirs: &[serde
     }
 }
 
+/// DuckDB's `CREATE VIEW {view}` over the Parquet files of `table` in dataset
+/// `ds`, with its hive partitions.
+pub fn parquet_view(ds: &Path, view: &str, table: &str) -> String {
+    format!(
+        "CREATE VIEW {view} AS SELECT * FROM read_parquet('{}/{table}/*/*.parquet', hive_partitioning=true)",
+        ds.display()
+    )
+}
+
+/// DuckDB as an independent oracle: runs the `setup` statements, then each of
+/// `queries`, in one connection; returns each query's rows as JSON objects
+/// (decimals as numbers, dates and other values as text).
+pub fn duckdb_rows(setup: &[String], queries: &[String]) -> Vec<Vec<serde_json::Value>> {
+    let payload = serde_json::to_string(&(setup, queries)).expect("statements as JSON");
+    let script = format!(
+        r#"
+import decimal, duckdb, json
+setup, queries = json.loads({payload:?})
+con = duckdb.connect()
+for statement in setup:
+    con.execute(statement)
+out = []
+for sql in queries:
+    cur = con.execute(sql)
+    cols = [d[0] for d in cur.description]
+    out.append([dict(zip(cols, row)) for row in cur.fetchall()])
+print(json.dumps(out, default=lambda v: float(v) if isinstance(v, decimal.Decimal) else str(v)))
+"#
+    );
+    serde_json::from_str(python(&script).trim()).expect("DuckDB's rows as JSON")
+}
+
 /// Runs a Python script (pyarrow / DuckDB as independent oracles); returns stdout.
 pub fn python(script: &str) -> String {
     let out = Command::new("python3").arg("-c").arg(script).output().expect("python3 is needed for oracle tests");
