@@ -116,20 +116,22 @@ SELECT model, ts, prompt_tokens, completion_tokens, ct AS cached_tokens, cwt AS 
   CASE WHEN latency_ms > 0 THEN completion_tokens * 1000.0 / latency_ms END AS e2e_tps
 FROM raw;
 "
-PARQUET_VIEW="CREATE VIEW requests AS SELECT * FROM read_parquet('$DS/requests/*/*.parquet', hive_partitioning=true);"
+# DuckDB's view $1 over the Parquet files of table $2 (hive partitions).
+parquet_view() { echo "CREATE VIEW $1 AS SELECT * FROM read_parquet('$DS/$2/*/*.parquet', hive_partitioning=true);"; }
+PARQUET_VIEW=$(parquet_view requests requests)
 # eos reads request_counts: DuckDB computes it from the requests rows with the
 # table's own definition (sql/views/request_counts.sql), which is the work a
 # reader without the table does; (b) also times DuckDB over tokscope's files.
 PARQUET_VIEW="$PARQUET_VIEW
 CREATE VIEW request_counts AS $(grep -v '^--' sql/views/request_counts.sql);"
 [ -n "$TOKEN_DATA" ] && PARQUET_VIEW="$PARQUET_VIEW
-CREATE VIEW tokens AS SELECT * FROM read_parquet('$DS/tokens/*/*.parquet', hive_partitioning=true);"
-COUNTS_FILES_VIEW="CREATE VIEW request_counts AS SELECT * FROM read_parquet('$DS/request_counts/*/*.parquet', hive_partitioning=true);"
+$(parquet_view tokens tokens)"
+COUNTS_FILES_VIEW=$(parquet_view request_counts request_counts)
 # The jobs over the per-token columns of `requests`: DuckDB computes them from
 # the token rows, as a reader without them does.
 DERIVED_JOBS="jitter jitter_requests eos_logprob"
-TOKEN_VIEW="CREATE VIEW requests_files AS SELECT * FROM read_parquet('$DS/requests/*/*.parquet', hive_partitioning=true);
-CREATE VIEW tokens AS SELECT * FROM read_parquet('$DS/tokens/*/*.parquet', hive_partitioning=true);
+TOKEN_VIEW="$(parquet_view requests_files requests)
+$(parquet_view tokens tokens)
 CREATE VIEW requests AS $(grep -v '^--' bench/duckdb/requests_from_tokens.sql);"
 duck_setup() { # DuckDB's tables for job $1
   case " $DERIVED_JOBS " in *" $1 "*) echo "$DUCK_MACROS$TOKEN_VIEW" ;; *) echo "$DUCK_MACROS$PARQUET_VIEW" ;; esac
