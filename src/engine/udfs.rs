@@ -1011,10 +1011,11 @@ impl ScalarUDFImpl for IsEosMarker {
         let tokens = tokens.as_string_view();
         let models = arrays.get(1).map(|m| cast(m, &DataType::Utf8View)).transpose()?;
         let models = models.as_ref().map(|m| m.as_string_view());
+        let matcher = self.markers.matcher();
         let out: BooleanArray = (0..tokens.len())
             .map(|i| {
                 let model = models.filter(|m| m.is_valid(i)).map(|m| m.value(i));
-                tokens.is_valid(i).then(|| self.markers.is_marker(model, tokens.value(i)))
+                tokens.is_valid(i).then(|| matcher.is_marker(model, tokens.value(i)))
             })
             .collect();
         Ok(ColumnarValue::Array(Arc::new(out)))

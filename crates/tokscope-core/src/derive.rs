@@ -145,8 +145,44 @@ impl EosMarkers {
     /// Whether `token`, trimmed of whitespace, is one of `model`'s markers
     /// (with no model, one of every model's markers).
     pub fn is_marker(&self, model: Option<&str>, token: &str) -> bool {
-        let token = token.trim();
-        self.for_model(model).any(|m| m == token)
+        self.matcher().is_marker(model, token)
+    }
+
+    /// [`Self::is_marker`] for many tokens (a column): built once, it turns
+    /// most tokens away by their first byte before comparing any marker.
+    pub fn matcher(&self) -> MarkerMatcher<'_> {
+        let mut first_bytes = [false; 256];
+        for m in self.default.iter().chain(self.per_model.values().flatten()) {
+            if let Some(&b) = m.as_bytes().first() {
+                first_bytes[usize::from(b)] = true;
+            }
+        }
+        MarkerMatcher { markers: self, first_bytes }
+    }
+}
+
+/// [`EosMarkers::is_marker`] with the markers' first bytes at hand.
+#[derive(Debug)]
+pub struct MarkerMatcher<'a> {
+    markers: &'a EosMarkers,
+    /// Whether some marker of some model starts with this byte.
+    first_bytes: [bool; 256],
+}
+
+impl MarkerMatcher<'_> {
+    /// Whether `token`, trimmed of whitespace, is one of `model`'s markers
+    /// (with no model, one of every model's markers).
+    pub fn is_marker(&self, model: Option<&str>, token: &str) -> bool {
+        // A token that starts and ends with a printable ASCII character is
+        // its own trim (`str::trim` decodes characters from both ends).
+        let bytes = token.as_bytes();
+        let own_trim =
+            bytes.first().is_some_and(u8::is_ascii_graphic) && bytes.last().is_some_and(u8::is_ascii_graphic);
+        let token = if own_trim { token } else { token.trim() };
+        if token.as_bytes().first().is_some_and(|&b| !self.first_bytes[usize::from(b)]) {
+            return false;
+        }
+        self.markers.for_model(model).any(|m| m == token)
     }
 }
 
@@ -694,6 +730,46 @@ mod tests {
         assert!(m.ends_with_marker("any", "x<｜end▁of▁sentence｜>"));
         assert!(!m.ends_with_marker("any", "</s> and more"));
         assert!(!m.ends_with_marker("any", ""));
+    }
+
+    #[test]
+    fn marker_tokens_trimmed_and_per_model() {
+        let mut m = EosMarkers::default();
+        m.per_model.insert("m1".into(), vec!["<eom>".into(), "".into(), "终".into()]);
+        // The definition, without the first-byte shortcut or the ASCII trim.
+        let reference = |model: Option<&str>, token: &str| m.for_model(model).any(|x| x == token.trim());
+        let tokens = [
+            "</s>",
+            " </s>",
+            "</s>\n",
+            "\u{3000}</s>\u{3000}",
+            "</s",
+            "<",
+            "x",
+            "",
+            "  ",
+            "<|eot_id|>",
+            "[EOS]",
+            "<eom>",
+            " <eom> ",
+            "终",
+            " 终",
+            "é",
+            "<|end▁of▁sentence|>",
+            "<｜end▁of▁sentence｜>",
+        ];
+        let matcher = m.matcher();
+        for model in [None, Some("m1"), Some("m2")] {
+            for t in tokens {
+                assert_eq!(matcher.is_marker(model, t), reference(model, t), "{model:?} {t:?}");
+                assert_eq!(m.is_marker(model, t), reference(model, t), "{model:?} {t:?}");
+            }
+        }
+        // By hand: a model's own markers only with that model; an empty
+        // marker matches a token of whitespace only.
+        assert!(matcher.is_marker(Some("m1"), " <eom> ") && !matcher.is_marker(None, "<eom>"));
+        assert!(matcher.is_marker(Some("m1"), "  ") && !matcher.is_marker(Some("m2"), "  "));
+        assert!(matcher.is_marker(None, "\u{3000}</s>\u{3000}") && !matcher.is_marker(None, "</s"));
     }
 
     #[test]
