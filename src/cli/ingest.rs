@@ -59,6 +59,8 @@ pub struct IngestFlags {
     force: bool,
     /// Parquet codec of the files written: zstd(N) with N from 1 to 22, lz4,
     /// snappy or none (docs/PERFORMANCE.md compares sizes and speeds).
+    /// Floating-point columns with full mantissas (logprobs, ratios) are
+    /// written uncompressed whatever the codec.
     #[arg(long, default_value = "zstd(1)", value_name = "CODEC")]
     compression: String,
     /// Most memory ingest may hold: bytes, or with a unit (512M, 1G), or

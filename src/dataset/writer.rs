@@ -14,9 +14,9 @@ use std::path::{Path, PathBuf};
 use arrow::array::{RecordBatch, UInt32Array};
 use arrow::compute::take_record_batch;
 use parquet::arrow::{ArrowSchemaConverter, ArrowWriter};
-use parquet::basic::{Compression, ZstdLevel};
+use parquet::basic::{Compression, Type as PhysicalType, ZstdLevel};
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
-use parquet::schema::types::ColumnPath;
+use parquet::schema::types::{ColumnPath, SchemaDescriptor};
 use tokscope_core::catalog::{ColumnFlag, Partition, TableDef, DATE_PARTITION};
 use tokscope_core::reader::DatedBatch;
 
@@ -37,8 +37,9 @@ const BUFFER_OVERHEAD: usize = 3;
 /// with the row group, and its zstd codec creates a decompression context
 /// (95,992 bytes in zstd 1.5.7) beside the compression context (5,280 bytes
 /// until its first page) up front. A log spread over many days keeps a row
-/// group in progress per day and writer: with 39 columns, 3.8 MiB each.
-/// The other codecs keep no state between pages.
+/// group in progress per day and writer: with `requests`' 39 zstd columns,
+/// 3.8 MiB each. The other codecs keep no state between pages, and a column
+/// written uncompressed has no codec.
 fn codec_bytes_per_column(compression: Compression) -> usize {
     match compression {
         Compression::ZSTD(_) => 100 << 10,
@@ -85,8 +86,10 @@ pub fn parse_compression(name: &str) -> Result<Compression> {
 /// row groups, and the catalog's per-column hints: dictionaries only where a
 /// column has few distinct values (a dictionary attempt on nearly unique
 /// values fails and falls back after doing the work: about a tenth of ingest
-/// time when it was on everywhere), no statistics on long text.
-pub fn writer_props(table: &TableDef, compression: Compression) -> WriterProperties {
+/// time when it was on everywhere), no statistics on long text, no codec on
+/// floating-point values with full mantissas. `leaves` is the table's Parquet
+/// schema, whose leaf columns the last hint names.
+pub fn writer_props(table: &TableDef, leaves: &SchemaDescriptor, compression: Compression) -> WriterProperties {
     let mut b = WriterProperties::builder()
         .set_compression(compression)
         .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
@@ -98,6 +101,13 @@ pub fn writer_props(table: &TableDef, compression: Compression) -> WriterPropert
         }
         if col.has(ColumnFlag::NoStatistics) {
             b = b.set_column_statistics_enabled(ColumnPath::from(col.name), EnabledStatistics::None);
+        }
+    }
+    for leaf in leaves.columns() {
+        let root = leaf.path().parts().first().map(String::as_str);
+        let flagged = table.columns.iter().any(|c| Some(c.name) == root && c.has(ColumnFlag::Incompressible));
+        if flagged && matches!(leaf.physical_type(), PhysicalType::DOUBLE | PhysicalType::FLOAT) {
+            b = b.set_column_compression(leaf.path().clone(), Compression::UNCOMPRESSED);
         }
     }
     b.build()
@@ -166,9 +176,11 @@ impl OpenFile {
             source: parquet::errors::ParquetError::External(Box::new(e)),
         })?;
         let schema = table.schema();
-        let columns = ArrowSchemaConverter::new().convert(&schema)?.num_columns();
-        let writer = ArrowWriter::try_new(file, schema, Some(writer_props(table, compression)))?;
-        let codec_state = columns * codec_bytes_per_column(compression);
+        let leaves = ArrowSchemaConverter::new().convert(&schema)?;
+        let props = writer_props(table, &leaves, compression);
+        let codec_state =
+            leaves.columns().iter().map(|leaf| codec_bytes_per_column(props.compression(leaf.path()))).sum();
+        let writer = ArrowWriter::try_new(file, schema, Some(props))?;
         Ok(OpenFile { writer: Some(writer), tmp, dest, codec_state, held: 0 })
     }
 

@@ -57,11 +57,11 @@ table! {
         /// Prefill time when logged.
         prefill_latency_ms: Float64 nullable = r.prefill_latency_ms,
         /// (latency_ms - ttft_ms) / (completion_tokens - 1).
-        tpot_ms: Float64 nullable = d.tpot_ms,
+        tpot_ms: Float64 nullable [Incompressible] = d.tpot_ms,
         /// 1000 / tpot_ms.
-        decode_tps: Float64 nullable = d.decode_tps,
+        decode_tps: Float64 nullable [Incompressible] = d.decode_tps,
         /// completion_tokens * 1000 / latency_ms.
-        e2e_tps: Float64 nullable = d.e2e_tps,
+        e2e_tps: Float64 nullable [Incompressible] = d.e2e_tps,
         /// Share of the prompt served from the KV cache, when logged.
         kv_cache_hit_ratio: Float64 nullable = r.kv_cache_hit_ratio,
         /// Cost the gateway or tracing tool logged, USD (LiteLLM, Langfuse, Helicone); null when not logged.
@@ -89,7 +89,7 @@ table! {
         /// Number of per-token rows in `tokens` for this request.
         output_token_count: Int64 nullable = d.output_token_count,
         /// Sample standard deviation of the request's per-token itl_ms; null with fewer than two.
-        itl_std_ms: Float64 nullable = d.itl_std_ms,
+        itl_std_ms: Float64 nullable [Incompressible] = d.itl_std_ms,
         /// emitted_ms of the request's first per-token row; null without one.
         first_token_emitted_ms: Float64 nullable = d.first_token_emitted_ms,
         /// emitted_ms of its last per-token row; null without one.
@@ -97,7 +97,7 @@ table! {
         /// Text of its last per-token row, as tokens.token stores it (redacted alike); null without one.
         last_token: Utf8 nullable [Dictionary] = d.last_token.as_deref(),
         /// logprob of its last per-token row.
-        last_token_logprob: Float64 nullable = d.last_token_logprob,
+        last_token_logprob: Float64 nullable [Incompressible] = d.last_token_logprob,
         /// is_special of its last per-token row (TGI).
         last_token_is_special: Boolean nullable = d.last_token_is_special,
         /// Problems in the per-token data (codes in docs/metrics.md); null when none. The request is always kept.

@@ -80,13 +80,13 @@ table! {
         /// UTF-8 bytes when logged (null under redaction).
         token_bytes: Binary nullable = t.token_bytes.as_deref().filter(|_| o.redaction.keeps_text()),
         /// Natural-log probability of the token.
-        logprob: Float64 nullable = t.logprob,
+        logprob: Float64 nullable [Incompressible] = t.logprob,
         /// Top alternatives.
-        top_logprobs: TopLogprobs nullable = t.top_logprobs.as_deref().map(|alternatives| Alternatives { alternatives, redaction: o.redaction }),
+        top_logprobs: TopLogprobs nullable [Incompressible] = t.top_logprobs.as_deref().map(|alternatives| Alternatives { alternatives, redaction: o.redaction }),
         /// Entropy of the renormalised top-k distribution, bits.
-        entropy_bits: Float64 nullable = t.top_logprobs.as_deref().and_then(derive::alternatives_entropy_bits),
+        entropy_bits: Float64 nullable [Incompressible] = t.top_logprobs.as_deref().and_then(derive::alternatives_entropy_bits),
         /// logprob(top1) - logprob(top2).
-        top1_margin: Float64 nullable = t.top_logprobs.as_deref().and_then(derive::alternatives_top1_margin),
+        top1_margin: Float64 nullable [Incompressible] = t.top_logprobs.as_deref().and_then(derive::alternatives_top1_margin),
         /// Special token (TGI).
         is_special: Boolean nullable = t.is_special,
         /// Emission time since arrival.
