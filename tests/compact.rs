@@ -138,6 +138,27 @@ fn compact_merges_each_partitions_small_files_and_keeps_every_row() {
     );
     let expect = format!("(9000, 9000, {}, {}, {})", ours[0]["p"], ours[0]["c"], before.len());
     assert_eq!(duck.trim(), expect, "DuckDB over the merged files");
+    // Compaction writes one file at a time, so its integer columns without a
+    // dictionary are delta-encoded (ingest's are plain); pyarrow finds the
+    // encoding and the same sum.
+    let arrow = common::python(&format!(
+        r#"
+import glob, pyarrow.parquet as pq
+enc, total = set(), 0
+for f in glob.glob({glob:?}):
+    pf = pq.ParquetFile(f)
+    total += sum(pf.read(columns=["prompt_tokens"]).column(0).to_pylist())
+    for g in range(pf.metadata.num_row_groups):
+        for c in range(pf.metadata.num_columns):
+            col = pf.metadata.row_group(g).column(c)
+            if col.path_in_schema in ("ts", "source_line", "prompt_tokens", "completion_tokens", "output_token_count"):
+                enc.add(col.path_in_schema + ":" + ("DELTA_BINARY_PACKED" in col.encodings and "delta" or "other"))
+print(total, ",".join(sorted(enc)))
+"#,
+        glob = glob.display().to_string()
+    ));
+    let delta = "completion_tokens:delta,output_token_count:delta,prompt_tokens:delta,source_line:delta,ts:delta";
+    assert_eq!(arrow.trim(), format!("{} {delta}", ours[0]["p"]), "pyarrow over the merged files");
 
     // Nothing left to merge: a second compaction changes nothing.
     let again = tokscope(&["compact", "--data", data.to_str().unwrap(), "--json", "--quiet"]);

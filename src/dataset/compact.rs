@@ -27,7 +27,7 @@ use tokscope_core::catalog::{TableDef, CATALOG};
 use super::commit::{self, Commit};
 use super::files::FileList;
 use super::lease::{Lease, LeaseOptions};
-use super::writer::{OpenFile, WrittenFile};
+use super::writer::{Integers, OpenFile, WrittenFile};
 use super::DatasetRoot;
 use crate::error::{Error, Result};
 
@@ -244,7 +244,7 @@ impl Merge<'_> {
         for part in self.dir.split('/').filter(|p| !p.is_empty()) {
             dest.push(part);
         }
-        OpenFile::create(self.table, dest.join(name), self.opts.compression)
+        OpenFile::create(self.table, dest.join(name), self.opts.compression, Integers::Delta)
     }
 
     /// Closes the open file (still under its temporary name).

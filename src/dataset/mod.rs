@@ -386,7 +386,7 @@ impl DatasetRoot {
         let (batches, replace) = rows(store.as_ref(), &paths)?;
         let staging = self.staging_dir()?;
         let dest = staging.join(table.name).join(format!("part-{run_id}.parquet"));
-        let mut file = writer::OpenFile::create(table, dest, writer::default_compression())?;
+        let mut file = writer::OpenFile::create(table, dest, writer::default_compression(), writer::Integers::Delta)?;
         for batch in batches.iter().filter(|b| b.num_rows() > 0) {
             file.write(batch)?;
         }

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use arrow::array::{RecordBatch, UInt32Array};
 use arrow::compute::take_record_batch;
 use parquet::arrow::{ArrowSchemaConverter, ArrowWriter};
-use parquet::basic::{Compression, Type as PhysicalType, ZstdLevel};
+use parquet::basic::{Compression, Encoding, Type as PhysicalType, ZstdLevel};
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::schema::types::{ColumnPath, SchemaDescriptor};
 use tokscope_core::catalog::{ColumnFlag, Partition, TableDef, DATE_PARTITION};
@@ -43,6 +43,18 @@ const BUFFER_OVERHEAD: usize = 3;
 fn codec_bytes_per_column(compression: Compression) -> usize {
     match compression {
         Compression::ZSTD(_) => 100 << 10,
+        _ => 0,
+    }
+}
+
+/// What parquet-rs's delta encoder reserves for each delta-encoded column of
+/// a row group in progress: a 1 MiB buffer (`DEFAULT_BIT_WRITER_SIZE`), inside
+/// arrow-rs's estimate. It is resident (peak RSS grows by about that much per
+/// column and open file) but does not grow with the rows, so it is counted
+/// once, not times [`BUFFER_OVERHEAD`].
+fn encoder_reserve_per_column(encoding: Option<Encoding>) -> usize {
+    match encoding {
+        Some(Encoding::DELTA_BINARY_PACKED) => 1 << 20,
         _ => 0,
     }
 }
@@ -82,14 +94,35 @@ pub fn parse_compression(name: &str) -> Result<Compression> {
     })
 }
 
+/// How a file's integer columns without a dictionary are encoded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Integers {
+    /// PLAIN, for writers that keep many files open at once (ingest: a file
+    /// per day and writer thread).
+    Plain,
+    /// DELTA_BINARY_PACKED, for files written one at a time (compaction, a
+    /// command's own table): as small as plain values under the codec and a
+    /// quarter of the instructions to read, but parquet-rs's encoder holds a
+    /// 1 MiB buffer per column while a row group is open (see
+    /// [`encoder_reserve_per_column`]): over 90 open days, 2.7 GiB where
+    /// plain ingest peaks at 0.64 GiB (docs/PERFORMANCE.md).
+    Delta,
+}
+
 /// Writer properties of every tokscope Parquet file: `compression`, bounded
 /// row groups, and the catalog's per-column hints: dictionaries only where a
 /// column has few distinct values (a dictionary attempt on nearly unique
 /// values fails and falls back after doing the work: about a tenth of ingest
 /// time when it was on everywhere), no statistics on long text, no codec on
-/// floating-point values with full mantissas. `leaves` is the table's Parquet
-/// schema, whose leaf columns the last hint names.
-pub fn writer_props(table: &TableDef, leaves: &SchemaDescriptor, compression: Compression) -> WriterProperties {
+/// floating-point values with full mantissas; and the other integers as
+/// `integers` says. `leaves` is the table's Parquet schema, whose leaf
+/// columns the last two name.
+pub fn writer_props(
+    table: &TableDef,
+    leaves: &SchemaDescriptor,
+    compression: Compression,
+    integers: Integers,
+) -> WriterProperties {
     let mut b = WriterProperties::builder()
         .set_compression(compression)
         .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
@@ -105,9 +138,17 @@ pub fn writer_props(table: &TableDef, leaves: &SchemaDescriptor, compression: Co
     }
     for leaf in leaves.columns() {
         let root = leaf.path().parts().first().map(String::as_str);
-        let flagged = table.columns.iter().any(|c| Some(c.name) == root && c.has(ColumnFlag::Incompressible));
-        if flagged && matches!(leaf.physical_type(), PhysicalType::DOUBLE | PhysicalType::FLOAT) {
-            b = b.set_column_compression(leaf.path().clone(), Compression::UNCOMPRESSED);
+        let flagged = |flag| table.columns.iter().any(|c| Some(c.name) == root && c.has(flag));
+        match leaf.physical_type() {
+            PhysicalType::DOUBLE | PhysicalType::FLOAT if flagged(ColumnFlag::Incompressible) => {
+                b = b.set_column_compression(leaf.path().clone(), Compression::UNCOMPRESSED);
+            }
+            PhysicalType::INT32 | PhysicalType::INT64
+                if integers == Integers::Delta && !flagged(ColumnFlag::Dictionary) =>
+            {
+                b = b.set_column_encoding(leaf.path().clone(), Encoding::DELTA_BINARY_PACKED);
+            }
+            _ => {}
         }
     }
     b.build()
@@ -149,10 +190,14 @@ pub struct OpenFile {
     dest: PathBuf,
     /// The codec state of a row group in progress (see [`codec_bytes_per_column`]).
     codec_state: usize,
+    /// The encoders' reserved buffers of a row group in progress, inside
+    /// arrow-rs's estimate (see [`encoder_reserve_per_column`]).
+    encoder_reserve: usize,
     /// Memory of the buffered row group after the last write or flush:
-    /// arrow-rs's estimate times [`BUFFER_OVERHEAD`], plus `codec_state`
-    /// while a row group is in progress; kept so a writer sums its files
-    /// without asking every column of every file again.
+    /// arrow-rs's estimate, less `encoder_reserve`, times [`BUFFER_OVERHEAD`],
+    /// plus `encoder_reserve` and `codec_state` while a row group is in
+    /// progress; kept so a writer sums its files without asking every column
+    /// of every file again.
     held: usize,
 }
 
@@ -167,7 +212,7 @@ impl Drop for OpenFile {
 
 impl OpenFile {
     /// Opens `.<name>.tmp` beside `dest`.
-    pub fn create(table: &TableDef, dest: PathBuf, compression: Compression) -> Result<Self> {
+    pub fn create(table: &TableDef, dest: PathBuf, compression: Compression, integers: Integers) -> Result<Self> {
         let dir = dest.parent().ok_or_else(|| internal_err!("{} has no parent directory", dest.display()))?;
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir.display(), e))?;
         let tmp = temporary_path(&dest);
@@ -177,17 +222,18 @@ impl OpenFile {
         })?;
         let schema = table.schema();
         let leaves = ArrowSchemaConverter::new().convert(&schema)?;
-        let props = writer_props(table, &leaves, compression);
-        let codec_state =
-            leaves.columns().iter().map(|leaf| codec_bytes_per_column(props.compression(leaf.path()))).sum();
+        let props = writer_props(table, &leaves, compression, integers);
+        let per_leaf = |f: &dyn Fn(&ColumnPath) -> usize| leaves.columns().iter().map(|leaf| f(leaf.path())).sum();
+        let codec_state = per_leaf(&|path| codec_bytes_per_column(props.compression(path)));
+        let encoder_reserve = per_leaf(&|path| encoder_reserve_per_column(props.encoding(path)));
         let writer = ArrowWriter::try_new(file, schema, Some(props))?;
-        Ok(OpenFile { writer: Some(writer), tmp, dest, codec_state, held: 0 })
+        Ok(OpenFile { writer: Some(writer), tmp, dest, codec_state, encoder_reserve, held: 0 })
     }
 
     /// What `writer` holds now (see `held`).
-    fn holds(writer: &ArrowWriter<File>, codec_state: usize) -> usize {
-        let in_progress = if writer.in_progress_rows() > 0 { codec_state } else { 0 };
-        BUFFER_OVERHEAD * writer.memory_size() + in_progress
+    fn holds(writer: &ArrowWriter<File>, codec_state: usize, encoder_reserve: usize) -> usize {
+        let (reserve, codec) = if writer.in_progress_rows() > 0 { (encoder_reserve, codec_state) } else { (0, 0) };
+        BUFFER_OVERHEAD * writer.memory_size().saturating_sub(reserve) + reserve + codec
     }
 
     fn failed(&self) -> impl FnOnce(parquet::errors::ParquetError) -> Error + '_ {
@@ -207,7 +253,7 @@ impl OpenFile {
                     }
                 },
             );
-        self.held = Self::holds(writer, self.codec_state);
+        self.held = Self::holds(writer, self.codec_state, self.encoder_reserve);
         result.map_err(self.failed())
     }
 
@@ -215,7 +261,7 @@ impl OpenFile {
     fn flush(&mut self) -> Result<()> {
         let Some(writer) = self.writer.as_mut() else { return Err(internal_err!("flush after close")) };
         let result = writer.flush();
-        self.held = Self::holds(writer, self.codec_state);
+        self.held = Self::holds(writer, self.codec_state, self.encoder_reserve);
         result.map_err(self.failed())
     }
 
@@ -257,7 +303,7 @@ impl TableWriter {
             };
             *seq += 1;
             let dest = dir.join(format!("part-{}-{seq:05}.parquet", run.run_id));
-            self.open.insert(day, OpenFile::create(self.table, dest, run.compression)?);
+            self.open.insert(day, OpenFile::create(self.table, dest, run.compression, Integers::Plain)?);
         }
         self.open.get_mut(&day).ok_or_else(|| internal_err!("partition writer vanished"))
     }
