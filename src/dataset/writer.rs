@@ -223,9 +223,9 @@ impl OpenFile {
         let schema = table.schema();
         let leaves = ArrowSchemaConverter::new().convert(&schema)?;
         let props = writer_props(table, &leaves, compression, integers);
-        let per_leaf = |f: &dyn Fn(&ColumnPath) -> usize| leaves.columns().iter().map(|leaf| f(leaf.path())).sum();
-        let codec_state = per_leaf(&|path| codec_bytes_per_column(props.compression(path)));
-        let encoder_reserve = per_leaf(&|path| encoder_reserve_per_column(props.encoding(path)));
+        let leaf_paths = || leaves.columns().iter().map(|leaf| leaf.path());
+        let codec_state = leaf_paths().map(|path| codec_bytes_per_column(props.compression(path))).sum();
+        let encoder_reserve = leaf_paths().map(|path| encoder_reserve_per_column(props.encoding(path))).sum();
         let writer = ArrowWriter::try_new(file, schema, Some(props))?;
         Ok(OpenFile { writer: Some(writer), tmp, dest, codec_state, encoder_reserve, held: 0 })
     }

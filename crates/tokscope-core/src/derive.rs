@@ -142,14 +142,9 @@ impl EosMarkers {
         self.for_model(Some(model)).any(|m| out.ends_with(m.as_str()))
     }
 
-    /// Whether `token`, trimmed of whitespace, is one of `model`'s markers
-    /// (with no model, one of every model's markers).
-    pub fn is_marker(&self, model: Option<&str>, token: &str) -> bool {
-        self.matcher().is_marker(model, token)
-    }
-
-    /// [`Self::is_marker`] for many tokens (a column): built once, it turns
-    /// most tokens away by their first byte before comparing any marker.
+    /// What answers whether a token is a marker ([`MarkerMatcher::is_marker`]),
+    /// built once for many tokens (a column): it turns most tokens away by
+    /// their first byte before comparing any marker.
     pub fn matcher(&self) -> MarkerMatcher<'_> {
         let mut first_bytes = [false; 256];
         for m in self.default.iter().chain(self.per_model.values().flatten()) {
@@ -161,7 +156,7 @@ impl EosMarkers {
     }
 }
 
-/// [`EosMarkers::is_marker`] with the markers' first bytes at hand.
+/// [`EosMarkers`] with the markers' first bytes at hand.
 #[derive(Debug)]
 pub struct MarkerMatcher<'a> {
     markers: &'a EosMarkers,
@@ -762,7 +757,6 @@ mod tests {
         for model in [None, Some("m1"), Some("m2")] {
             for t in tokens {
                 assert_eq!(matcher.is_marker(model, t), reference(model, t), "{model:?} {t:?}");
-                assert_eq!(m.is_marker(model, t), reference(model, t), "{model:?} {t:?}");
             }
         }
         // By hand: a model's own markers only with that model; an empty
