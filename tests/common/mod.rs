@@ -134,6 +134,32 @@ print(json.dumps(out, default=lambda v: float(v) if isinstance(v, decimal.Decima
     serde_json::from_str(python(&script).trim()).expect("DuckDB's rows as JSON")
 }
 
+/// What pyarrow finds in the footers of dataset `ds`'s Parquet files:
+/// `rows` per table, and per leaf column (`table.path`) the `codecs` of its
+/// column chunks and their `encodings` (each chunk's list, comma-joined), as
+/// sorted sets.
+pub fn parquet_chunks(ds: &Path) -> serde_json::Value {
+    let script = format!(
+        r#"
+import glob, json, os, pyarrow.parquet as pq
+rows, leaves = {{}}, {{}}
+for f in glob.glob({root:?} + "/**/*.parquet", recursive=True):
+    md = pq.ParquetFile(f).metadata
+    table = os.path.relpath(f, {root:?}).split(os.sep)[0]
+    rows[table] = rows.get(table, 0) + md.num_rows
+    for g in range(md.num_row_groups):
+        for c in range(md.num_columns):
+            col = md.row_group(g).column(c)
+            leaf = leaves.setdefault(table + "." + col.path_in_schema, dict(codecs=set(), encodings=set()))
+            leaf["codecs"].add(col.compression)
+            leaf["encodings"].add(",".join(sorted(col.encodings)))
+print(json.dumps(dict(rows=rows, leaves={{k: {{n: sorted(v) for n, v in l.items()}} for k, l in leaves.items()}})))
+"#,
+        root = ds.display().to_string()
+    );
+    serde_json::from_str(python(&script).trim()).expect("pyarrow's footers as JSON")
+}
+
 /// Runs a Python script (pyarrow / DuckDB as independent oracles); returns stdout.
 pub fn python(script: &str) -> String {
     let out = Command::new("python3").arg("-c").arg(script).output().expect("python3 is needed for oracle tests");
