@@ -10,7 +10,8 @@
 #
 # Limits on every run: 10 s per input (a hang), 2048 MB RSS, 512 MB per
 # allocation; a crash leaves its input in fuzz/artifacts/<target>/ and the
-# script fails. Keep a reproducer in fuzz/regressions/<target>/: the core's
+# script fails, printing libFuzzer's report and the input in base64 (so a CI
+# log alone reproduces it). Keep a reproducer in fuzz/regressions/<target>/: the core's
 # tests replay it on stable (crates/tokscope-core/tests/fuzz_corpus.rs).
 # FUZZ_TARGET_DIR (default fuzz/target) holds the instrumented build.
 #
@@ -39,6 +40,22 @@ targets() {
     if [ $# -gt 0 ]; then printf '%s\n' "$@"; else ls fuzz/src/bin | sed 's/\.rs$//' | sort; fi
 }
 
+# A failed run: libFuzzer's report (from its first error line, so a CI log
+# shows the cause however long the run's output was) and each new artifact,
+# base64-encoded, so the input can be rebuilt from the log alone:
+#   base64 -d > crash && fuzz/fuzz.sh ... or cargo fuzz run TARGET crash
+report_failure() {
+    local t=$1 log=$2 first
+    first=$(grep -n -m1 -E '^==[0-9]+==|ERROR: libFuzzer|panicked at|^SUMMARY|deadly signal|Test unit written' "$log" | cut -d: -f1 || true)
+    echo "fuzz: $t FAILED; its report:" >&2
+    if [ -n "$first" ]; then tail -n "+$(( first > 20 ? first - 20 : 1 ))" "$log" | head -n 200 >&2; else tail -n 200 "$log" >&2; fi
+    for a in "fuzz/artifacts/$t"/*; do
+        [ -f "$a" ] || continue
+        echo "fuzz: artifact $a ($(wc -c <"$a") bytes), base64:" >&2
+        head -c 65536 "$a" | base64 >&2
+    done
+}
+
 mode=${1:-}
 shift || true
 case "$mode" in
@@ -55,8 +72,13 @@ run | grow)
         mkdir -p "fuzz/corpus/$t" "$scratch/$t"
         if [ "$mode" = grow ]; then dirs=("fuzz/corpus/$t"); else dirs=("$scratch/$t" "fuzz/corpus/$t"); fi
         start=$(date +%s)
-        "${fuzz[@]}" run "${build_flags[@]}" --fuzz-dir fuzz --target-dir "$target_dir" "$t" "${dirs[@]}" -- \
-            -max_total_time="$seconds" "${limits[@]}" -print_final_stats=1 2>&1 | tail -n 12
+        log="$scratch/$t.log"
+        if ! "${fuzz[@]}" run "${build_flags[@]}" --fuzz-dir fuzz --target-dir "$target_dir" "$t" "${dirs[@]}" -- \
+            -max_total_time="$seconds" "${limits[@]}" -print_final_stats=1 >"$log" 2>&1; then
+            report_failure "$t" "$log"
+            exit 1
+        fi
+        tail -n 12 "$log"
         echo "fuzz: $t ran $(( $(date +%s) - start ))s without a crash"
     done
     ;;
@@ -66,7 +88,7 @@ cmin)
     done
     ;;
 *)
-    sed -n '2,22p' "$0"
+    sed -n '2,23p' "$0"
     exit 2
     ;;
 esac
