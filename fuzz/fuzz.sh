@@ -41,16 +41,15 @@ targets() {
 }
 
 # A failed run: libFuzzer's report (from its first error line, so a CI log
-# shows the cause however long the run's output was) and each new artifact,
-# base64-encoded, so the input can be rebuilt from the log alone:
-#   base64 -d > crash && fuzz/fuzz.sh ... or cargo fuzz run TARGET crash
+# shows the cause however long the run's output was) and each artifact newer
+# than the run's start stamp, base64-encoded, so the input can be rebuilt
+# from the log alone (base64 -d > crash; cargo fuzz run TARGET crash).
 report_failure() {
-    local t=$1 log=$2 first
+    local t=$1 log=$2 stamp=$3 first
     first=$(grep -n -m1 -E '^==[0-9]+==|ERROR: libFuzzer|panicked at|^SUMMARY|deadly signal|Test unit written' "$log" | cut -d: -f1 || true)
     echo "fuzz: $t FAILED; its report:" >&2
     if [ -n "$first" ]; then tail -n "+$(( first > 20 ? first - 20 : 1 ))" "$log" | head -n 200 >&2; else tail -n 200 "$log" >&2; fi
-    for a in "fuzz/artifacts/$t"/*; do
-        [ -f "$a" ] || continue
+    find "fuzz/artifacts/$t" -maxdepth 1 -type f -newer "$stamp" 2>/dev/null | sort | while read -r a; do
         echo "fuzz: artifact $a ($(wc -c <"$a") bytes), base64:" >&2
         head -c 65536 "$a" | base64 >&2
     done
@@ -73,9 +72,10 @@ run | grow)
         if [ "$mode" = grow ]; then dirs=("fuzz/corpus/$t"); else dirs=("$scratch/$t" "fuzz/corpus/$t"); fi
         start=$(date +%s)
         log="$scratch/$t.log"
+        touch "$scratch/$t.start"
         if ! "${fuzz[@]}" run "${build_flags[@]}" --fuzz-dir fuzz --target-dir "$target_dir" "$t" "${dirs[@]}" -- \
             -max_total_time="$seconds" "${limits[@]}" -print_final_stats=1 >"$log" 2>&1; then
-            report_failure "$t" "$log"
+            report_failure "$t" "$log" "$scratch/$t.start"
             exit 1
         fi
         tail -n 12 "$log"
