@@ -49,9 +49,13 @@ fn tune_memory() {
 
 #[cfg(target_os = "linux")]
 fn disable_transparent_huge_pages() {
+    // prctl is variadic and the kernel reads its four arguments as unsigned
+    // longs (PR_SET_THP_DISABLE refuses non-zero third to fifth ones), so
+    // they are passed as such, not as 32-bit literals.
+    let (on, unused): (libc::c_ulong, libc::c_ulong) = (1, 0);
     // SAFETY: PR_SET_THP_DISABLE takes integers only and sets one flag of
     // this process. A kernel without it returns an error: nothing changes.
-    unsafe { libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0) };
+    unsafe { libc::prctl(libc::PR_SET_THP_DISABLE, on, unused, unused, unused) };
 }
 
 #[cfg(not(target_os = "linux"))]
