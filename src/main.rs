@@ -88,11 +88,9 @@ mod tests {
     /// `/proc/self/status` (Linux 5.0 and later).
     #[test]
     fn transparent_huge_pages_turned_off_for_the_process() {
-        let thp = || {
-            let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
-            status.lines().find_map(|l| l.strip_prefix("THP_enabled:").map(|v| v.trim().to_string()))
-        };
         super::disable_transparent_huge_pages();
-        assert_eq!(thp().as_deref(), Some("0"));
+        let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
+        let thp = status.lines().find_map(|l| l.strip_prefix("THP_enabled:")).map(str::trim);
+        assert_eq!(thp, Some("0"));
     }
 }
