@@ -1,7 +1,7 @@
 //! Writes a randomly initialised Llama checkpoint in Hugging Face layout
 //! (config.json + model.safetensors, lm_head tied to the embeddings: ~100M parameters at the
 //! defaults) for `bench/decode.sh`, stored as f32, bf16 or f16 (values rounded to nearest even).
-//! Weights are normal(0, 0.02) (xorshift + Box-Muller, fixed seed), norms 1.
+//! Weights are normal(0, 0.02) (xorshift + Box-Muller, fixed seeds, filled in parallel), norms 1.
 //!
 //! (also used by `bench/gpu_check.sh`; no tokenizer: `tokscope decode-bench` takes ids).
 //!
@@ -12,6 +12,7 @@
 
 use std::io::Write;
 
+use rayon::prelude::*;
 use safetensors::tensor::TensorView;
 use safetensors::Dtype;
 
@@ -57,33 +58,40 @@ fn main() -> anyhow::Result<()> {
     }
     shapes.push(("model.norm.weight".into(), vec![h]));
 
-    let mut state: u64 = 0x2545_F491_4F6C_DD1D;
-    let mut uniform = move || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        ((state >> 11) as f64 + 0.5) / (1u64 << 53) as f64
-    };
-    let mut params = 0usize;
+    // Values come in chunks of CHUNK, each from its own xorshift stream seeded
+    // by (tensor, chunk), so rayon fills them in parallel and the checkpoint
+    // is the same on any number of threads.
+    const CHUNK: usize = 1 << 20;
+    let value_bytes = dtype.bitsize() / 8;
+    let params: usize = shapes.iter().map(|(_, shape)| shape.iter().product::<usize>()).sum();
     let bytes: Vec<Vec<u8>> = shapes
         .iter()
-        .map(|(name, shape)| {
+        .enumerate()
+        .map(|(t, (name, shape))| {
             let len: usize = shape.iter().product();
-            params += len;
-            let mut out = Vec::with_capacity(len * dtype.bitsize() / 8);
-            for _ in 0..len {
-                let v = if name.ends_with("norm.weight") {
-                    1.0f32
-                } else {
-                    let (u1, u2) = (uniform(), uniform());
-                    ((-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos() * 0.02) as f32
+            let mut out = vec![0u8; len * value_bytes];
+            out.par_chunks_mut(CHUNK * value_bytes).enumerate().for_each(|(c, chunk)| {
+                let mut state = splitmix64(((t as u64) << 32) | c as u64) | 1;
+                let mut uniform = move || {
+                    state ^= state << 13;
+                    state ^= state >> 7;
+                    state ^= state << 17;
+                    ((state >> 11) as f64 + 0.5) / (1u64 << 53) as f64
                 };
-                match dtype {
-                    Dtype::BF16 => out.extend_from_slice(&half::bf16::from_f32(v).to_le_bytes()),
-                    Dtype::F16 => out.extend_from_slice(&half::f16::from_f32(v).to_le_bytes()),
-                    _ => out.extend_from_slice(&v.to_le_bytes()),
+                for out in chunk.chunks_exact_mut(value_bytes) {
+                    let v = if name.ends_with("norm.weight") {
+                        1.0f32
+                    } else {
+                        let (u1, u2) = (uniform(), uniform());
+                        ((-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos() * 0.02) as f32
+                    };
+                    match dtype {
+                        Dtype::BF16 => out.copy_from_slice(&half::bf16::from_f32(v).to_le_bytes()),
+                        Dtype::F16 => out.copy_from_slice(&half::f16::from_f32(v).to_le_bytes()),
+                        _ => out.copy_from_slice(&v.to_le_bytes()),
+                    }
                 }
-            }
+            });
             out
         })
         .collect();
@@ -95,4 +103,12 @@ fn main() -> anyhow::Result<()> {
     safetensors::serialize_to_file(views, None, &dir.join("model.safetensors"))?;
     eprintln!("wrote {} ({:.1}M params, {dtype:?})", dir.display(), params as f64 / 1e6);
     Ok(())
+}
+
+/// A well-mixed 64-bit seed from a counter (Steele et al.'s SplitMix64 finaliser).
+fn splitmix64(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
 }
