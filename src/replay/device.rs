@@ -85,6 +85,17 @@ impl DeviceRequest {
 #[cfg(feature = "cuda")]
 fn cuda_probe() -> std::result::Result<Device, String> {
     super::cuda::probe()?;
+    // cudarc panics at the first call into a library it cannot load: say which is missing instead.
+    if !super::cuda::nvrtc_available() {
+        return Err("a GPU is present but NVRTC (libnvrtc.so.13) was not found: pip install nvidia-cuda-nvrtc and \
+                    put site-packages/nvidia/cu13/lib on LD_LIBRARY_PATH, or install the CUDA toolkit"
+            .into());
+    }
+    if !super::cuda::cublas_available() {
+        return Err("a GPU is present but cuBLAS (libcublas.so.13) was not found: pip install nvidia-cublas and \
+                    put site-packages/nvidia/cu13/lib on LD_LIBRARY_PATH, or install the CUDA toolkit"
+            .into());
+    }
     if !super::cuda::forward_enabled() {
         return Err(format!(
             "a GPU is present but the CUDA forward pass is not enabled yet (not implemented as the default until it passes \
