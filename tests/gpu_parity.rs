@@ -151,3 +151,77 @@ fn full_model_logits_match_the_cpu_on_tiny_stories_a() {
     assert!(lp < 1e-3, "teacher-forced logprobs differ by {lp}");
     eprintln!("full-model parity: max abs logit diff {worst:e}, P(EOS) {p_eos:e}, logprob {lp:e}");
 }
+
+/// Relative L2 error allowed between the GPU and CPU logits of the large
+/// checkpoint: both compute in f32 from the same (exactly widened) weights and
+/// differ only in summation order over up to `intermediate_size` terms.
+const LARGE_RELATIVE_TOLERANCE: f64 = 1e-4;
+
+/// `‖a - b‖ / ‖a‖` in f64.
+fn relative_error(reference: &[f32], other: &[f32]) -> f64 {
+    let (mut diff, mut norm) = (0.0f64, 0.0f64);
+    for (r, o) in reference.iter().zip(other) {
+        diff += (f64::from(*r) - f64::from(*o)).powi(2);
+        norm += f64::from(*r).powi(2);
+    }
+    (diff / norm).sqrt()
+}
+
+/// The whole model on the GPU against the CPU on the checkpoint in the
+/// directory `TOKSCOPE_GPU_PARITY_MODEL` names (`bench/gpu_check.sh` writes a
+/// random one with Llama-3.2-1B's shape in bf16; the CPU keeps bf16, the GPU
+/// widens to f32 at upload). Prefill logits at every position of the ids
+/// `1..=32`, then 16 decode steps fed the CPU's argmax: every row within
+/// [`LARGE_RELATIVE_TOLERANCE`], and the GPU's argmax the CPU's wherever the
+/// CPU's top two logits are further apart than twice the row's largest
+/// difference (a closer pair may swap under any summation order). Skips when
+/// unset.
+#[test]
+fn full_model_logits_match_the_cpu_on_a_large_checkpoint() {
+    let Some(dir) = std::env::var_os("TOKSCOPE_GPU_PARITY_MODEL") else {
+        eprintln!("skip: TOKSCOPE_GPU_PARITY_MODEL names no checkpoint");
+        return;
+    };
+    if context().is_none() {
+        return;
+    }
+    use tokscope::replay::{Decoder, LlamaModel, LogitsFor};
+    let cpu_model = LlamaModel::from_dir(std::path::Path::new(&dir)).expect("checkpoint");
+    let gpu_model = cuda::CudaModel::upload(&cpu_model, 0).expect("upload");
+    let (mut worst_relative, mut worst_abs, mut argmax_checked) = (0.0f64, 0.0f32, 0usize);
+    let mut check = |what: &str, cpu: &[Vec<f32>], gpu: &[Vec<f32>]| {
+        assert_eq!(cpu.len(), gpu.len(), "{what}: row count");
+        for (i, (c, g)) in cpu.iter().zip(gpu).enumerate() {
+            assert!(g.iter().all(|v| v.is_finite()), "{what} row {i}: non-finite GPU logit");
+            let (relative, abs) = (relative_error(c, g), max_diff(c, g));
+            assert!(relative < LARGE_RELATIVE_TOLERANCE, "{what} row {i}: relative logit error {relative:e}");
+            worst_relative = worst_relative.max(relative);
+            worst_abs = worst_abs.max(abs);
+            let mut sorted = c.clone();
+            sorted.sort_by(|a, b| b.total_cmp(a));
+            if sorted[0] - sorted[1] > 2.0 * abs {
+                let (a, b) = (tokscope::replay::decode::argmax(c), tokscope::replay::decode::argmax(g));
+                assert_eq!(a, b, "{what} row {i}: argmax differs");
+                argmax_checked += 1;
+            }
+        }
+    };
+    let prompt: Vec<u32> = (1..=32).collect();
+    let (mut cpu_cache, mut gpu_cache) = (Decoder::new_cache(&cpu_model), gpu_model.new_cache());
+    let cpu = cpu_model.logits(&prompt, &mut cpu_cache, LogitsFor::AllPositions).unwrap();
+    let gpu = gpu_model.logits(&prompt, &mut gpu_cache, LogitsFor::AllPositions).unwrap();
+    check("prefill", &cpu, &gpu);
+    let mut next = tokscope::replay::decode::argmax(cpu.last().unwrap());
+    for step in 0..16 {
+        let cpu = cpu_model.logits(&[next], &mut cpu_cache, LogitsFor::LastPosition).unwrap();
+        let gpu = gpu_model.logits(&[next], &mut gpu_cache, LogitsFor::LastPosition).unwrap();
+        check(&format!("decode step {step}"), &cpu, &gpu);
+        next = tokscope::replay::decode::argmax(&cpu[0]);
+    }
+    assert!(argmax_checked >= 24, "only {argmax_checked} of 48 rows had a clear argmax");
+    eprintln!(
+        "large-checkpoint parity ({} parameters): worst relative logit error {worst_relative:e}, \
+         max abs logit diff {worst_abs:e}, argmax equal on {argmax_checked} of 48 rows",
+        cpu_model.parameter_count()
+    );
+}

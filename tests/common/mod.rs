@@ -18,9 +18,11 @@ pub fn data_dir() -> PathBuf {
     repo().join("tests/data")
 }
 
-/// The repository root.
-pub fn repo() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
+/// The repository root: `CARGO_MANIFEST_DIR` as cargo sets it when it runs the
+/// tests, else where the tests were built (a test binary copied to another
+/// machine, as `bench/gpu_check.sh` does, is run with the variable set).
+pub fn repo() -> PathBuf {
+    std::env::var_os("CARGO_MANIFEST_DIR").map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from)
 }
 
 /// Compares `actual` with the file `path` (under the repository), writing it
