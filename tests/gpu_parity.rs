@@ -102,6 +102,30 @@ fn device_cuda_on_a_gpu_follows_the_forward_switch() {
 /// cuBLAS sums in another order (and fuses multiply-adds), nothing else differs.
 const LOGITS_TOLERANCE: f32 = 1e-3;
 
+/// Runs `prompt` through both models (logits at every position), then `steps`
+/// cached one-token steps, each fed the CPU's argmax, and hands every pair of
+/// logits rows to `check` with a label (`prefill`, `decode step N`).
+fn prefill_then_decode(
+    cpu_model: &tokscope::replay::LlamaModel,
+    gpu_model: &cuda::CudaModel,
+    prompt: &[u32],
+    steps: usize,
+    mut check: impl FnMut(&str, &[Vec<f32>], &[Vec<f32>]),
+) {
+    use tokscope::replay::{decode::argmax, Decoder, LogitsFor};
+    let (mut cpu_cache, mut gpu_cache) = (Decoder::new_cache(cpu_model), gpu_model.new_cache());
+    let cpu = cpu_model.logits(prompt, &mut cpu_cache, LogitsFor::AllPositions).unwrap();
+    let gpu = gpu_model.logits(prompt, &mut gpu_cache, LogitsFor::AllPositions).unwrap();
+    check("prefill", &cpu, &gpu);
+    let mut next = argmax(cpu.last().unwrap());
+    for step in 0..steps {
+        let cpu = cpu_model.logits(&[next], &mut cpu_cache, LogitsFor::LastPosition).unwrap();
+        let gpu = gpu_model.logits(&[next], &mut gpu_cache, LogitsFor::LastPosition).unwrap();
+        check(&format!("decode step {step}"), &cpu, &gpu);
+        next = argmax(&cpu[0]);
+    }
+}
+
 /// The whole model on the GPU against the CPU on the reference checkpoint:
 /// prefill logits at every position, then cached greedy decoding (ids must be
 /// identical, logits within [`LOGITS_TOLERANCE`]), then teacher-forced scoring.
@@ -110,7 +134,7 @@ fn full_model_logits_match_the_cpu_on_tiny_stories_a() {
     if context().is_none() {
         return;
     }
-    use tokscope::replay::{Decoder, LlamaModel, LogitsFor};
+    use tokscope::replay::LlamaModel;
     let dir = common::data_dir().join("models/tiny-stories-a");
     let cpu_model = LlamaModel::from_dir(&dir).expect("reference model");
     let gpu_model = cuda::CudaModel::upload(&cpu_model, 0).expect("upload");
@@ -125,20 +149,12 @@ fn full_model_logits_match_the_cpu_on_tiny_stories_a() {
             worst = worst.max(d);
             assert!(d < LOGITS_TOLERANCE, "{what} row {i}: max abs logit diff {d}");
         }
+        if what.starts_with("decode") {
+            let (a, b) = (tokscope::replay::decode::argmax(&a[0]), tokscope::replay::decode::argmax(&b[0]));
+            assert_eq!(a, b, "greedy id differs at {what}");
+        }
     };
-    let (mut cpu_cache, mut gpu_cache) = (Decoder::new_cache(&cpu_model), gpu_model.new_cache());
-    let cpu = cpu_model.logits(&prompt, &mut cpu_cache, LogitsFor::AllPositions).unwrap();
-    let gpu = gpu_model.logits(&prompt, &mut gpu_cache, LogitsFor::AllPositions).unwrap();
-    check("prefill", &cpu, &gpu);
-    let mut next = tokscope::replay::decode::argmax(cpu.last().unwrap());
-    for step in 0..24 {
-        let cpu = cpu_model.logits(&[next], &mut cpu_cache, LogitsFor::LastPosition).unwrap();
-        let gpu = gpu_model.logits(&[next], &mut gpu_cache, LogitsFor::LastPosition).unwrap();
-        check(&format!("decode step {step}"), &cpu, &gpu);
-        let (a, b) = (tokscope::replay::decode::argmax(&cpu[0]), tokscope::replay::decode::argmax(&gpu[0]));
-        assert_eq!(a, b, "greedy id differs at step {step}");
-        next = a;
-    }
+    prefill_then_decode(&cpu_model, &gpu_model, &prompt, 24, &mut check);
     let cpu_greedy = tokscope::replay::greedy_decode(&cpu_model, &prompt, 16).unwrap();
     let gpu_greedy = tokscope::replay::greedy_decode(&gpu_model, &prompt, 16).unwrap();
     assert_eq!(cpu_greedy.greedy_ids, gpu_greedy.greedy_ids);
@@ -185,7 +201,7 @@ fn full_model_logits_match_the_cpu_on_a_large_checkpoint() {
     if context().is_none() {
         return;
     }
-    use tokscope::replay::{Decoder, LlamaModel, LogitsFor};
+    use tokscope::replay::LlamaModel;
     let cpu_model = LlamaModel::from_dir(std::path::Path::new(&dir)).expect("checkpoint");
     let gpu_model = cuda::CudaModel::upload(&cpu_model, 0).expect("upload");
     let (mut worst_relative, mut worst_abs, mut argmax_checked) = (0.0f64, 0.0f32, 0usize);
@@ -207,17 +223,7 @@ fn full_model_logits_match_the_cpu_on_a_large_checkpoint() {
         }
     };
     let prompt: Vec<u32> = (1..=32).collect();
-    let (mut cpu_cache, mut gpu_cache) = (Decoder::new_cache(&cpu_model), gpu_model.new_cache());
-    let cpu = cpu_model.logits(&prompt, &mut cpu_cache, LogitsFor::AllPositions).unwrap();
-    let gpu = gpu_model.logits(&prompt, &mut gpu_cache, LogitsFor::AllPositions).unwrap();
-    check("prefill", &cpu, &gpu);
-    let mut next = tokscope::replay::decode::argmax(cpu.last().unwrap());
-    for step in 0..16 {
-        let cpu = cpu_model.logits(&[next], &mut cpu_cache, LogitsFor::LastPosition).unwrap();
-        let gpu = gpu_model.logits(&[next], &mut gpu_cache, LogitsFor::LastPosition).unwrap();
-        check(&format!("decode step {step}"), &cpu, &gpu);
-        next = tokscope::replay::decode::argmax(&cpu[0]);
-    }
+    prefill_then_decode(&cpu_model, &gpu_model, &prompt, 16, &mut check);
     assert!(argmax_checked >= 24, "only {argmax_checked} of 48 rows had a clear argmax");
     eprintln!(
         "large-checkpoint parity ({} parameters): worst relative logit error {worst_relative:e}, \
