@@ -85,17 +85,8 @@ impl DeviceRequest {
 #[cfg(feature = "cuda")]
 fn cuda_probe() -> std::result::Result<Device, String> {
     super::cuda::probe()?;
-    // cudarc panics at the first call into a library it cannot load: say which is missing instead.
-    if !super::cuda::nvrtc_available() {
-        return Err("a GPU is present but NVRTC (libnvrtc.so.13) was not found: pip install nvidia-cuda-nvrtc and \
-                    put site-packages/nvidia/cu13/lib on LD_LIBRARY_PATH, or install the CUDA toolkit"
-            .into());
-    }
-    if !super::cuda::cublas_available() {
-        return Err("a GPU is present but cuBLAS (libcublas.so.13) was not found: pip install nvidia-cublas and \
-                    put site-packages/nvidia/cu13/lib on LD_LIBRARY_PATH, or install the CUDA toolkit"
-            .into());
-    }
+    require_library(super::cuda::nvrtc_available(), "NVRTC", "libnvrtc.so.13", "nvidia-cuda-nvrtc")?;
+    require_library(super::cuda::cublas_available(), "cuBLAS", "libcublas.so.13", "nvidia-cublas")?;
     if !super::cuda::forward_enabled() {
         return Err(format!(
             "a GPU is present but the CUDA forward pass is not enabled yet (not implemented as the default until it passes \
@@ -104,6 +95,18 @@ fn cuda_probe() -> std::result::Result<Device, String> {
         ));
     }
     Ok(Device::Cuda(0))
+}
+
+/// cudarc panics at the first call into a library it cannot load: say which one is missing instead.
+#[cfg(feature = "cuda")]
+fn require_library(present: bool, name: &str, soname: &str, wheel: &str) -> std::result::Result<(), String> {
+    if present {
+        return Ok(());
+    }
+    Err(format!(
+        "a GPU is present but {name} ({soname}) was not found: pip install {wheel} and \
+         put site-packages/nvidia/cu13/lib on LD_LIBRARY_PATH, or install the CUDA toolkit"
+    ))
 }
 
 #[cfg(not(feature = "cuda"))]
@@ -124,5 +127,17 @@ mod tests {
     fn cuda_without_the_feature_says_how_to_fix_it() {
         let message = DeviceRequest::Cuda.resolve().unwrap_err().to_string();
         assert!(message.contains("built without the cuda feature; rebuild with --features cuda or use --device cpu"));
+    }
+}
+
+#[cfg(all(test, feature = "cuda"))]
+mod cuda_tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_cuda_library_is_named_with_its_wheel() {
+        assert!(require_library(true, "NVRTC", "libnvrtc.so.13", "nvidia-cuda-nvrtc").is_ok());
+        let message = require_library(false, "cuBLAS", "libcublas.so.13", "nvidia-cublas").unwrap_err();
+        assert!(message.contains("cuBLAS (libcublas.so.13) was not found: pip install nvidia-cublas and put"));
     }
 }
