@@ -78,18 +78,7 @@ else
 fi
 
 # NVRTC and cuBLAS: the pip wheels' directories (nvidia/cu13/lib, ...) and the toolkit's.
-libdirs=$(python3 -c '
-import glob, os
-try:
-    import nvidia
-    bases = list(nvidia.__path__)
-except ImportError:
-    bases = []
-dirs = [d for b in bases for d in sorted(glob.glob(os.path.join(b, "*", "lib")))
-        if glob.glob(os.path.join(d, "libnvrtc.so*")) or glob.glob(os.path.join(d, "libcublas.so*"))]
-dirs += [d for d in ("/usr/local/cuda/lib64", "/usr/local/cuda/targets/x86_64-linux/lib", "/usr/local/nvidia/lib64")
-         if os.path.isdir(d)]
-print(":".join(dirs))')
+libdirs=$(python3 tests/support/cuda_lib_dirs.py --toolkit nvrtc cublas)
 export LD_LIBRARY_PATH="${libdirs}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 # Test binaries find tests/data through it when not run by cargo.
 export CARGO_MANIFEST_DIR=$PWD

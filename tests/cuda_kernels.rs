@@ -7,6 +7,8 @@
 //! message when NVRTC is missing, unless `TOKSCOPE_REQUIRE_NVRTC` is set.
 #![cfg(feature = "cuda")]
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::process::Command;
 
@@ -15,15 +17,12 @@ use tokscope::replay::cuda::{self, kernels};
 
 const RERUN_MARKER: &str = "TOKSCOPE_NVRTC_RERUN";
 
-/// `site-packages/nvidia/cu13/lib` (or `cuda_nvrtc/lib` of the CUDA 12 wheels), via python3.
+/// The pip wheel's directories holding NVRTC (`site-packages/nvidia/cu13/lib`,
+/// or `cuda_nvrtc/lib` of the CUDA 12 wheels), found by the helper script that
+/// `bench/gpu_check.sh` uses too.
 fn pip_nvrtc_dir() -> Option<String> {
-    let script = "import os, nvidia\n\
-        for base in nvidia.__path__:\n\
-        \x20   for sub in ('cu13/lib', 'cuda_nvrtc/lib'):\n\
-        \x20       d = os.path.join(base, sub)\n\
-        \x20       if any(f.startswith('libnvrtc.so') for f in (os.listdir(d) if os.path.isdir(d) else [])):\n\
-        \x20           print(d); raise SystemExit\n";
-    let out = Command::new("python3").arg("-c").arg(script).output().ok()?;
+    let script = common::repo().join("tests/support/cuda_lib_dirs.py");
+    let out = Command::new("python3").arg(script).arg("nvrtc").output().ok()?;
     let dir = String::from_utf8(out.stdout).ok()?.trim().to_string();
     (!dir.is_empty()).then_some(dir)
 }
