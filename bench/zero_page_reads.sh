@@ -36,9 +36,10 @@ python3 - "$WORK/faults.txt" <<'EOF'
 import collections, re, sys
 
 HEADER = re.compile(r"address=(0x[0-9a-f]+) ip=0x[0-9a-f]+ error_code=(0x[0-9a-f]+)")
+# Frames of the fault itself, of Vec growth and of the allocator, and inlined ones.
 SKIP = re.compile(
-    r"exc_page_fault|raw_vec|finish_grow|grow_impl|grow\b|realloc|\bmi_|_mi_|memmove|memcpy"
-    r"|__rust|Global|(inlined\)$)"
+    r"exc_page_fault|raw_vec|grow_impl|grow\b|realloc|\bmi_|_mi_|memmove|memcpy"
+    r"|__rust|Global|\(inlined\)$"
 )
 
 faults = []  # (page, error code, frames)
@@ -52,15 +53,15 @@ for line in open(sys.argv[1]):
         faults[-1][2].append(parts[1].strip())
 
 UNWOUND = "(stack not unwound past the allocator)"
-first_read = {}
+last_read = {}  # page -> frames of the latest read fault that mapped it
 write_protect, after_read = 0, 0
 readers = collections.Counter()
 for page, code, frames in faults:
     if code == 0x4:
-        first_read[page] = frames
+        last_read[page] = frames
     elif code == 0x7:
         write_protect += 1
-        frames_read = first_read.pop(page, None)
+        frames_read = last_read.pop(page, None)
         if frames_read is None:
             continue
         after_read += 1
