@@ -25,6 +25,7 @@ pub mod mediation;
 pub mod pipeline;
 pub mod progress;
 pub mod replay;
+pub mod resources;
 pub mod samples;
 pub mod size;
 pub mod store;

@@ -33,13 +33,15 @@ pub struct ExecutorArgs {
     /// gRPC port (give each executor on a host its own).
     #[arg(long, default_value_t = 50052)]
     grpc_port: u16,
-    /// Tasks run at once (0: one per core).
+    /// Tasks run at once (0: one per thread of --threads, fewer when --memory
+    /// would give each less than 64 MiB).
     #[arg(long, default_value_t = 0)]
     slots: usize,
     /// Directory for shuffle files and spills (one per executor).
     #[arg(long)]
     work_dir: Option<PathBuf>,
-    /// Memory for task execution in bytes (default: unbounded, as the local engine).
+    /// Memory for task execution in bytes, shared by the slots (default: half
+    /// the memory available, cgroup limit included, as a local query; 0: unbounded).
     #[arg(long)]
     memory: Option<u64>,
 }

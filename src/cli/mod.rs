@@ -15,8 +15,11 @@ mod replay;
 mod shell;
 
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::OnceLock;
 
 use clap::{Parser, Subcommand};
+use tokscope::resources;
 
 /// Token-level analytics for LLM serving logs.
 #[derive(Parser)]
@@ -24,6 +27,51 @@ use clap::{Parser, Subcommand};
 pub struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Threads for parallel work: ingest's parsing and writing, a query's
+    /// partitions, compaction, the CPU decoder (default: TOKSCOPE_THREADS,
+    /// else the cores the process may use, cgroup quota included).
+    #[arg(long, global = true, value_name = "N")]
+    threads: Option<usize>,
+    /// Print what the command chose from the machine (threads, memory) on stderr.
+    #[arg(long, short, global = true)]
+    verbose: bool,
+}
+
+/// `--threads` as given, for commands that read a run file first.
+static THREADS_FLAG: OnceLock<Option<usize>> = OnceLock::new();
+static VERBOSE: AtomicBool = AtomicBool::new(false);
+
+/// Whether `--verbose` was given.
+pub fn verbose() -> bool {
+    VERBOSE.load(Ordering::Relaxed)
+}
+
+/// Sets the process's thread count from `--threads`, else `file` (a run
+/// file's `threads`), else the environment or the machine; with
+/// `--verbose`, says what the machine offers and what was chosen.
+pub fn configure_threads(file: Option<usize>) -> anyhow::Result<()> {
+    let flag = THREADS_FLAG.get().copied().flatten().or(file);
+    let (threads, from) = resources::choose_threads(flag)?;
+    resources::configure_threads(threads)?;
+    if verbose() {
+        let m = resources::machine();
+        let gib = |b: u64| b as f64 / f64::from(1 << 30);
+        eprintln!(
+            "machine: {} cores{}, {:.1} GiB memory{} ({:.1} GiB available); threads: {threads} ({})",
+            m.cores,
+            if m.cores_limited_by_cgroup { " (cgroup quota)" } else { "" },
+            gib(m.memory_total),
+            if m.memory_limited_by_cgroup { " (cgroup limit)" } else { "" },
+            gib(m.memory_available),
+            match from {
+                resources::ThreadsFrom::Flag => "--threads",
+                resources::ThreadsFrom::Environment => resources::THREADS_VAR,
+                resources::ThreadsFrom::Rayon => "RAYON_NUM_THREADS",
+                resources::ThreadsFrom::Machine => "the machine's cores",
+            }
+        );
+    }
+    Ok(())
 }
 
 #[derive(Subcommand)]
@@ -71,9 +119,15 @@ enum Command {
 /// Runs the parsed command; the exit code of a command that succeeded.
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let out = &mut std::io::stdout().lock();
+    VERBOSE.store(cli.verbose, Ordering::Relaxed);
+    let _ = THREADS_FLAG.set(cli.threads);
     if let Command::Run(args) = &cli.command {
+        if !args.is_scheduled() {
+            configure_threads(None)?;
+        }
         return ingest::run_run(args);
     }
+    configure_threads(None)?;
     match cli.command {
         Command::Ingest(args) => ingest::run_ingest(&args),
         Command::Query(args) => query::run_query(&args),

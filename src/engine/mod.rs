@@ -67,6 +67,25 @@ const METADATA_SIZE_HINT_VAR: &str = "DATAFUSION_EXECUTION_PARQUET_METADATA_SIZE
 /// 14.5 ms, for the same execution (docs/PERFORMANCE.md).
 const LEAF_PUSHDOWN_VAR: &str = "DATAFUSION_OPTIMIZER_ENABLE_LEAF_EXPRESSION_PUSHDOWN";
 
+/// The least of the pool each partition of a query gets: DataFusion gives
+/// every partition's sort its own reservation (10 MiB to merge what it
+/// spilled, `sort_spill_reservation_bytes`) out of the pool, so a small pool
+/// split among many partitions fails sorts that would spill fine with fewer.
+const POOL_BYTES_PER_PARTITION: usize = 64 << 20;
+
+/// The variable that sets the partitions of a query, as in DataFusion.
+const TARGET_PARTITIONS_VAR: &str = "DATAFUSION_EXECUTION_TARGET_PARTITIONS";
+
+/// A query's partitions: the thread count (`--threads`), fewer when the
+/// pool would give each less than [`POOL_BYTES_PER_PARTITION`].
+pub fn target_partitions(pool_bytes: usize) -> usize {
+    let threads = crate::resources::threads();
+    if pool_bytes == 0 {
+        return threads;
+    }
+    threads.min(pool_bytes / POOL_BYTES_PER_PARTITION).max(1)
+}
+
 /// The session's list-files cache: 64 MiB, the lists of ~300k files.
 const LIST_CACHE_BYTES: usize = 64 << 20;
 
@@ -82,13 +101,10 @@ pub struct MemoryLimit {
 }
 
 impl MemoryLimit {
-    /// The default pool: half the machine's memory (`MemTotal` in
-    /// `/proc/meminfo`), or 4 GiB where that cannot be read.
+    /// The default pool: half the memory available to the process (its
+    /// cgroup's limit included: `resources::Machine`), at least 256 MiB.
     pub fn default_bytes() -> usize {
-        let total_kib = std::fs::read_to_string("/proc/meminfo").ok().and_then(|m| {
-            m.lines().find_map(|l| l.strip_prefix("MemTotal:")?.trim().strip_suffix("kB")?.trim().parse::<usize>().ok())
-        });
-        total_kib.map_or(4 << 30, |kib| kib.saturating_mul(1024) / 2)
+        crate::resources::memory_share(0.5, 256 << 20, u64::MAX) as usize
     }
 
     /// The pool size in bytes; 0 for none.
@@ -103,6 +119,10 @@ impl MemoryLimit {
 /// process being killed.
 pub fn new_session_with(limit: &MemoryLimit) -> Result<SessionContext> {
     let mut config = SessionConfig::from_env()?.with_information_schema(true);
+    let bytes = limit.pool_bytes();
+    if std::env::var_os(TARGET_PARTITIONS_VAR).is_none() {
+        config = config.with_target_partitions(target_partitions(bytes));
+    }
     if std::env::var_os(METADATA_SIZE_HINT_VAR).is_none() {
         config.options_mut().execution.parquet.metadata_size_hint = Some(METADATA_SIZE_HINT);
     }
@@ -113,7 +133,6 @@ pub fn new_session_with(limit: &MemoryLimit) -> Result<SessionContext> {
     // ~5k files), which `register_dataset_with` puts there.
     let mut runtime =
         datafusion::execution::runtime_env::RuntimeEnvBuilder::new().with_object_list_cache_limit(LIST_CACHE_BYTES);
-    let bytes = limit.pool_bytes();
     if bytes > 0 {
         runtime = runtime.with_memory_pool(Arc::new(datafusion::execution::memory_pool::FairSpillPool::new(bytes)));
     }

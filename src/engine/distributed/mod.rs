@@ -118,11 +118,13 @@ pub struct ExecutorOptions {
     pub advertise: Option<String>,
     /// The gRPC port (used by push scheduling only; give each executor on a host its own).
     pub grpc_port: u16,
-    /// Tasks run at once (0: one per core).
+    /// Tasks run at once (0: one per thread, `--threads`, fewer where the
+    /// memory would give each task less than a local query's partition gets).
     pub slots: usize,
     /// Shuffle files and spills (default: a directory under the system temp dir named after the port).
     pub work_dir: Option<PathBuf>,
-    /// Memory for task execution, bytes (`None`: unbounded, as the local engine).
+    /// Memory for task execution, bytes, shared evenly by the slots (`None`:
+    /// as the local engine's default pool; `Some(0)`: unbounded).
     pub memory: Option<u64>,
 }
 
@@ -187,6 +189,11 @@ pub async fn run_executor(options: ExecutorOptions) -> Result<()> {
         .unwrap_or_else(|| std::env::temp_dir().join(format!("tokscope-executor-{}", options.bind.port())));
     std::fs::create_dir_all(&work_dir).map_err(|e| Error::io(work_dir.display(), e))?;
     let spill_dir = work_dir.clone();
+    let memory = options.memory.unwrap_or_else(|| crate::engine::MemoryLimit::default_bytes() as u64);
+    let slots = match options.slots {
+        0 => crate::engine::target_partitions(usize::try_from(memory).unwrap_or(usize::MAX)),
+        n => n,
+    };
     let config = ExecutorProcessConfig {
         bind_host: options.bind.ip().to_string(),
         // Bound to every interface and not told a name: the scheduler takes
@@ -199,10 +206,10 @@ pub async fn run_executor(options: ExecutorOptions) -> Result<()> {
         scheduler_host: options.scheduler.0,
         scheduler_port: options.scheduler.1,
         scheduler_connect_timeout_seconds: 30,
-        vcores: options.slots,
+        vcores: slots,
         task_scheduling_policy: TaskSchedulingPolicy::PullStaged,
         work_dir: Some(work_dir.display().to_string()),
-        memory_pool_size: Some(options.memory.unwrap_or(0)),
+        memory_pool_size: Some(memory),
         override_logical_codec: Some(Arc::new(LogicalCodec::default())),
         override_physical_codec: Some(Arc::new(PhysicalCodec::default())),
         override_function_registry: Some(Arc::new(executor_functions())),
