@@ -63,11 +63,12 @@ pub struct IngestFlags {
     /// written uncompressed whatever the codec.
     #[arg(long, default_value = "zstd(1)", value_name = "CODEC")]
     compression: String,
-    /// Most memory ingest may hold: bytes, or with a unit (512M, 1G), or
-    /// `none`. Beyond what the reading pipeline holds (twelve 4 MiB chunks and
-    /// the longest line), the writers flush their largest buffered row groups
-    /// (smaller row groups, the same rows) to stay under it.
-    #[arg(long, default_value = "512M", value_name = "SIZE")]
+    /// Most memory ingest may hold: `auto` (a quarter of the memory
+    /// available to the process, cgroup limits included, between 256 MiB and
+    /// 8 GiB), bytes or a size with a unit (512M, 1G), or `none`. The
+    /// writer threads and the rows waiting for their row group share it;
+    /// over it, rows wait on local disk (same row groups, slower).
+    #[arg(long, default_value = "auto", value_name = "SIZE")]
     memory_limit: String,
     /// Lines longer than this many bytes are rejected without being buffered.
     #[arg(long, default_value_t = 64 << 20)]
@@ -164,6 +165,11 @@ pub struct RunArgs {
 }
 
 fn print_summary(s: &IngestSummary) {
+    if super::verbose() {
+        if let Some(m) = &s.memory {
+            eprintln!("{}", memory_line(m, s.spilled_bytes));
+        }
+    }
     let t = &s.totals.counts;
     eprintln!(
         "ingested {} file(s) into {} ({} skipped as already ingested): lines_read={} lines_ingested={} rows_written={} lines_rejected={} lines_skipped={} records_skipped={} records_rejected={} tokens_written={} profiles_written={} in {:.2}s",
@@ -175,6 +181,22 @@ fn print_summary(s: &IngestSummary) {
             s.dataset
         );
     }
+}
+
+/// How an ingest shared its memory, for `--verbose`.
+fn memory_line(m: &ingest::MemoryPlan, spilled: u64) -> String {
+    let mib = |b: usize| format!("{:.0} MiB", b as f64 / f64::from(1 << 20));
+    let limit = m.limit.map_or_else(|| "none".to_string(), |b| format!("{} ({})", mib(b), m.limit_from));
+    let buffer = m.buffer_bytes.map_or_else(|| "unlimited".to_string(), mib);
+    format!(
+        "ingest memory: limit {limit}; {} parse threads, {} writer threads ({} each); pipeline {}; \
+         buffered rows {buffer}; spilled {}",
+        m.parse_threads,
+        m.writer_threads,
+        mib(m.writer_bytes),
+        mib(m.pipeline_bytes),
+        mib(spilled as usize)
+    )
 }
 
 /// Ingests, prints the summary, and fails when the counts do not reconcile.
@@ -196,6 +218,13 @@ pub fn run_ingest(args: &IngestArgs) -> anyhow::Result<()> {
         println!("{}", serde_json::to_string_pretty(&summary)?);
     }
     Ok(())
+}
+
+impl RunArgs {
+    /// Whether this is a scheduled run (`--config`), whose file may set the threads.
+    pub fn is_scheduled(&self) -> bool {
+        self.config.is_some()
+    }
 }
 
 /// Runs `tokscope run`: a scheduled run with `--config`, else ingest (the
@@ -230,6 +259,7 @@ pub const EXIT_PARTIAL: u8 = 4;
 /// `tokscope run --config`: one line on stdout, details on stderr.
 fn run_scheduled(path: &std::path::Path, args: &RunArgs) -> anyhow::Result<ExitCode> {
     let config = RunConfig::load(path)?;
+    super::configure_threads(config.threads)?;
     let options = RunOptions { dry_run: args.dry_run, progress: !args.flags.quiet, date: args.date };
     let report = pipeline::run(&config, &options)?;
     if let Some(summary) = report.ingest.as_ref().filter(|_| !args.flags.quiet) {
@@ -297,6 +327,10 @@ pub struct CompactArgs {
     /// Parquet codec of the merged files (as ingest's --compression).
     #[arg(long, default_value = "zstd(1)", value_name = "CODEC")]
     compression: String,
+    /// Most memory the partitions merged at once may hold together: `auto`
+    /// (as ingest's), a size, or `none`; fewer merge in parallel under it.
+    #[arg(long, default_value = "auto", value_name = "SIZE")]
+    memory_limit: String,
     /// Wait up to this many seconds for another run's lease on the dataset
     /// instead of failing at once.
     #[arg(long, default_value_t = 0, value_name = "SECONDS")]
@@ -316,6 +350,7 @@ pub fn run_compact(args: &CompactArgs) -> anyhow::Result<()> {
         target_bytes: compact::parse_target_size(&args.target_size).context("--target-size")?,
         compression: tokscope::dataset::writer::parse_compression(&args.compression)?,
         lease: LeaseOptions { wait: Duration::from_secs(args.lease_wait), ..Default::default() },
+        memory_limit: tokscope::resources::MemoryBudget::parse(&args.memory_limit).context("--memory-limit")?,
     };
     let rt = tokscope::store::io_runtime()?;
     let dataset = tokscope::dataset::DatasetRoot::parse(&args.data)?;

@@ -30,6 +30,7 @@ use super::lease::{Lease, LeaseOptions};
 use super::writer::{Integers, OpenFile, WrittenFile};
 use super::DatasetRoot;
 use crate::error::{Error, Result};
+use crate::resources::MemoryBudget;
 
 /// Files at least this large are left as they are, and merged files are cut
 /// at about this size (`--target-size`).
@@ -55,6 +56,8 @@ pub struct CompactOptions {
     pub compression: Compression,
     /// How the dataset's writer lease is taken.
     pub lease: LeaseOptions,
+    /// Most memory the merges in parallel may hold together (`--memory-limit`).
+    pub memory_limit: MemoryBudget,
 }
 
 impl Default for CompactOptions {
@@ -64,8 +67,22 @@ impl Default for CompactOptions {
             target_bytes: DEFAULT_TARGET_BYTES,
             compression: super::writer::default_compression(),
             lease: LeaseOptions::default(),
+            memory_limit: MemoryBudget::Auto,
         }
     }
+}
+
+/// What one partition's merge holds besides the file it reads (whole, in
+/// memory): the decoded batch, the row group it is encoding (up to 64 MiB
+/// before it is flushed) with a page and an encoder buffer per column.
+const MERGE_FIXED_BYTES: u64 = 192 << 20;
+
+/// Partitions merged at once: one per thread, fewer when `budget` would not
+/// hold that many merges of files up to `largest` bytes (at least one).
+pub fn parallel_merges(budget: Option<usize>, largest: u64, threads: usize) -> usize {
+    let Some(budget) = budget else { return threads.max(1) };
+    let each = largest + MERGE_FIXED_BYTES;
+    ((budget as u64 / each) as usize).clamp(1, threads.max(1))
 }
 
 /// What a compaction did.
@@ -126,25 +143,32 @@ pub fn compact_held(
                 .map(move |(dir, files)| (table, dir, files))
         })
         .collect();
-    // Partitions are merged in parallel, one per core: each is read, decoded,
-    // encoded and compressed on its own.
+    // Partitions are merged in parallel, one per thread as the memory budget
+    // allows: each is read, decoded, encoded and compressed on its own.
+    let largest = jobs.iter().flat_map(|(_, _, files)| files.iter().map(|(_, size)| *size)).max().unwrap_or(0);
+    let merges = parallel_merges(opts.memory_limit.bytes(), largest, rayon::current_num_threads());
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(merges)
+        .build()
+        .map_err(|e| internal_err!("compaction's thread pool: {e}"))?;
     let seq = AtomicUsize::new(0);
-    let merged: Vec<(Vec<WrittenFile>, Result<u64>)> = jobs
-        .par_iter()
-        .map(|(table, dir, files)| {
-            let mut merge =
-                Merge { table, dir, run_id, opts, staging: &staging, seq: &seq, written: Vec::new(), open: None };
-            let rows = (|| {
-                let mut rows = 0;
-                for (rel, _) in files {
-                    rows += merge.copy(store.as_ref(), &commit::object(&root, rel), rt)?;
-                }
-                merge.close()?;
-                Ok(rows)
-            })();
-            (std::mem::take(&mut merge.written), rows)
-        })
-        .collect();
+    let merged: Vec<(Vec<WrittenFile>, Result<u64>)> = pool.install(|| {
+        jobs.par_iter()
+            .map(|(table, dir, files)| {
+                let mut merge =
+                    Merge { table, dir, run_id, opts, staging: &staging, seq: &seq, written: Vec::new(), open: None };
+                let rows = (|| {
+                    let mut rows = 0;
+                    for (rel, _) in files {
+                        rows += merge.copy(store.as_ref(), &commit::object(&root, rel), rt)?;
+                    }
+                    merge.close()?;
+                    Ok(rows)
+                })();
+                (std::mem::take(&mut merge.written), rows)
+            })
+            .collect()
+    });
     let written: Vec<WrittenFile> = merged.iter().flat_map(|(w, _)| w.iter().cloned()).collect();
     let mut replaces = Vec::new();
     let mut failed = None;

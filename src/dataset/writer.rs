@@ -2,10 +2,10 @@
 //! `requests/date=YYYY-MM-DD/part-<run>-<n>.parquet`, the same for `tokens`,
 //! and `rejects/part-<run>-<n>.parquet`. Files are written under a hidden
 //! temporary name and renamed when complete, so readers never see half a file.
-//! Memory stays bounded: row groups are flushed by size, not by file, and a
-//! writer given a budget flushes its largest buffered row groups when all of
-//! its open partitions together hold more than the budget (see
-//! [`OpenFile`]'s `held` for how a row group in progress is counted).
+//! Ingest decides where its row groups end (`ingest::partitions`) and hands
+//! each to one writer thread's [`DatasetWriter`], which appends it to that
+//! thread's file for the partition: a row group is encoded only while it is
+//! written, so an open file holds no codec or page buffers between groups.
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -22,42 +22,18 @@ use tokscope_core::reader::DatedBatch;
 
 use crate::error::{Error, Result};
 
-/// Rows per Parquet row group (also bounded by [`FLUSH_BYTES`]).
+/// Rows per Parquet row group (also bounded by [`FLUSH_BYTES`]); ingest
+/// cuts its own at the same count (`ingest::budget::ROW_GROUP_ROWS`).
 const ROW_GROUP_ROWS: usize = 128 * 1024;
-/// A partition's buffered row group is flushed once it holds this many bytes.
+/// A file written with [`OpenFile::write`] flushes its row group once it
+/// holds this many bytes.
 const FLUSH_BYTES: usize = 64 * 1024 * 1024;
 
-/// What a buffered row group occupies, as a multiple of arrow-rs's estimate
-/// of it (`ArrowWriter::memory_size`), rounded up from the 2.3 measured once
-/// its vectors' spare capacity and the allocator's pages are counted.
-const BUFFER_OVERHEAD: usize = 3;
-
-/// What each column of a row group in progress holds outside arrow-rs's
-/// estimate: parquet-rs gives every column writer a codec of its own, created
-/// with the row group, and its zstd codec creates a decompression context
-/// (95,992 bytes in zstd 1.5.7) beside the compression context (5,280 bytes
-/// until its first page) up front. A log spread over many days keeps a row
-/// group in progress per day and writer: with `requests`' 39 zstd columns,
-/// 3.8 MiB each. The other codecs keep no state between pages, and a column
-/// written uncompressed has no codec.
-fn codec_bytes_per_column(compression: Compression) -> usize {
-    match compression {
-        Compression::ZSTD(_) => 100 << 10,
-        _ => 0,
-    }
-}
-
-/// What parquet-rs's delta encoder reserves for each delta-encoded column of
-/// a row group in progress: a 1 MiB buffer (`DEFAULT_BIT_WRITER_SIZE`), inside
-/// arrow-rs's estimate. It is resident (peak RSS grows by about that much per
-/// column and open file) but does not grow with the rows, so it is counted
-/// once, not times [`BUFFER_OVERHEAD`].
-fn encoder_reserve_per_column(encoding: Option<Encoding>) -> usize {
-    match encoding {
-        Some(Encoding::DELTA_BINARY_PACKED) => 1 << 20,
-        _ => 0,
-    }
-}
+/// Files a [`DatasetWriter`] keeps open at once (all of them together, over
+/// every writer thread: each thread gets its share); the least recently
+/// used is finished when another is needed. Keeps ingest of a log over
+/// hundreds of days under the usual limit of 1,024 open descriptors.
+pub const MAX_OPEN_FILES: usize = 512;
 
 /// Formats days since the epoch as `YYYY-MM-DD`.
 pub fn date_string(day: i32) -> String {
@@ -97,15 +73,12 @@ pub fn parse_compression(name: &str) -> Result<Compression> {
 /// How a file's integer columns without a dictionary are encoded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Integers {
-    /// PLAIN, for writers that keep many files open at once (ingest: a file
-    /// per day and writer thread).
+    /// PLAIN, for ingest's files.
     Plain,
     /// DELTA_BINARY_PACKED, for files written one at a time (compaction, a
     /// command's own table): as small as plain values under the codec and a
-    /// quarter of the instructions to read, but parquet-rs's encoder holds a
-    /// 1 MiB buffer per column while a row group is open (see
-    /// [`encoder_reserve_per_column`]): over 90 open days, 2.7 GiB where
-    /// plain ingest peaks at 0.64 GiB (docs/PERFORMANCE.md).
+    /// quarter of the instructions to read; parquet-rs's encoder holds a
+    /// 1 MiB buffer per column while a row group is open.
     Delta,
 }
 
@@ -188,17 +161,6 @@ pub struct OpenFile {
     writer: Option<ArrowWriter<File>>,
     tmp: PathBuf,
     dest: PathBuf,
-    /// The codec state of a row group in progress (see [`codec_bytes_per_column`]).
-    codec_state: usize,
-    /// The encoders' reserved buffers of a row group in progress, inside
-    /// arrow-rs's estimate (see [`encoder_reserve_per_column`]).
-    encoder_reserve: usize,
-    /// Memory of the buffered row group after the last write or flush:
-    /// arrow-rs's estimate, less `encoder_reserve`, times [`BUFFER_OVERHEAD`],
-    /// plus `encoder_reserve` and `codec_state` while a row group is in
-    /// progress; kept so a writer sums its files without asking every column
-    /// of every file again.
-    held: usize,
 }
 
 impl Drop for OpenFile {
@@ -223,17 +185,8 @@ impl OpenFile {
         let schema = table.schema();
         let leaves = ArrowSchemaConverter::new().convert(&schema)?;
         let props = writer_props(table, &leaves, compression, integers);
-        let leaf_paths = || leaves.columns().iter().map(|leaf| leaf.path());
-        let codec_state = leaf_paths().map(|path| codec_bytes_per_column(props.compression(path))).sum();
-        let encoder_reserve = leaf_paths().map(|path| encoder_reserve_per_column(props.encoding(path))).sum();
         let writer = ArrowWriter::try_new(file, schema, Some(props))?;
-        Ok(OpenFile { writer: Some(writer), tmp, dest, codec_state, encoder_reserve, held: 0 })
-    }
-
-    /// What `writer` holds now (see `held`).
-    fn holds(writer: &ArrowWriter<File>, codec_state: usize, encoder_reserve: usize) -> usize {
-        let (reserve, codec) = if writer.in_progress_rows() > 0 { (encoder_reserve, codec_state) } else { (0, 0) };
-        BUFFER_OVERHEAD * writer.memory_size().saturating_sub(reserve) + reserve + codec
+        Ok(OpenFile { writer: Some(writer), tmp, dest })
     }
 
     fn failed(&self) -> impl FnOnce(parquet::errors::ParquetError) -> Error + '_ {
@@ -242,26 +195,26 @@ impl OpenFile {
 
     /// Appends `batch`, flushing a row group when the buffered one is large.
     pub fn write(&mut self, batch: &RecordBatch) -> Result<()> {
+        self.append(batch)?;
+        let large = self.writer.as_ref().is_some_and(|w| w.in_progress_size() > FLUSH_BYTES);
+        if large {
+            self.end_row_group()?;
+        }
+        Ok(())
+    }
+
+    /// Appends `batch` to the row group in progress (a new one after
+    /// [`ROW_GROUP_ROWS`] rows), whatever its size.
+    pub fn append(&mut self, batch: &RecordBatch) -> Result<()> {
         let Some(writer) = self.writer.as_mut() else { return Err(internal_err!("write after close")) };
-        let result =
-            writer.write(batch).and_then(
-                |()| {
-                    if writer.in_progress_size() > FLUSH_BYTES {
-                        writer.flush()
-                    } else {
-                        Ok(())
-                    }
-                },
-            );
-        self.held = Self::holds(writer, self.codec_state, self.encoder_reserve);
+        let result = writer.write(batch);
         result.map_err(self.failed())
     }
 
-    /// Writes the buffered row group out, freeing its buffers.
-    fn flush(&mut self) -> Result<()> {
+    /// Writes the row group in progress out, freeing its buffers and codecs.
+    pub fn end_row_group(&mut self) -> Result<()> {
         let Some(writer) = self.writer.as_mut() else { return Err(internal_err!("flush after close")) };
         let result = writer.flush();
-        self.held = Self::holds(writer, self.codec_state, self.encoder_reserve);
         result.map_err(self.failed())
     }
 
@@ -287,130 +240,105 @@ impl OpenFile {
     }
 }
 
-/// One table's open files, one per partition value.
-struct TableWriter {
-    table: &'static TableDef,
-    dir: PathBuf,
-    open: BTreeMap<i32, OpenFile>,
+/// The files one writer thread has open, one per table and partition (the
+/// least recently used finished when more than its share of
+/// [`MAX_OPEN_FILES`] would be open), and the ones it finished.
+pub struct DatasetWriter {
+    root: PathBuf,
+    run_id: String,
+    compression: Compression,
+    seq: usize,
+    max_open: usize,
+    /// Open files by (table, partition), with when each was last used.
+    open: BTreeMap<(&'static str, i32), (u64, OpenFile)>,
+    clock: u64,
+    finished: Vec<WrittenFile>,
 }
 
-impl TableWriter {
-    fn file_for(&mut self, day: i32, run: &RunSettings, seq: &mut usize) -> Result<&mut OpenFile> {
-        if !self.open.contains_key(&day) {
-            let dir = match self.table.partition {
-                Partition::Date => self.dir.join(format!("{DATE_PARTITION}={}", date_string(day))),
-                Partition::None => self.dir.clone(),
-            };
-            *seq += 1;
-            let dest = dir.join(format!("part-{}-{seq:05}.parquet", run.run_id));
-            self.open.insert(day, OpenFile::create(self.table, dest, run.compression, Integers::Plain)?);
+impl DatasetWriter {
+    /// A writer for `root`; `run_id` makes this run's file names unique.
+    /// `max_open` files are open at most (at least one).
+    pub fn new(root: &Path, run_id: &str, compression: Compression, max_open: usize) -> Self {
+        Self {
+            root: root.to_path_buf(),
+            run_id: run_id.to_string(),
+            compression,
+            seq: 0,
+            max_open: max_open.max(1),
+            open: BTreeMap::new(),
+            clock: 0,
+            finished: Vec::new(),
         }
-        self.open.get_mut(&day).ok_or_else(|| internal_err!("partition writer vanished"))
     }
 
-    fn write(&mut self, dated: DatedBatch, run: &RunSettings, seq: &mut usize) -> Result<()> {
+    /// The open file of `table`'s partition `day` (days since the epoch;
+    /// ignored for a table without partitions), opened if needed.
+    pub fn file(&mut self, table: &'static TableDef, day: i32) -> Result<&mut OpenFile> {
+        let day = if table.partition == Partition::None { 0 } else { day };
+        let key = (table.name, day);
+        self.clock += 1;
+        if !self.open.contains_key(&key) {
+            if self.open.len() >= self.max_open {
+                let oldest = self.open.iter().min_by_key(|(_, (used, _))| *used).map(|(k, _)| *k);
+                if let Some((_, file)) = oldest.and_then(|k| self.open.remove(&k)) {
+                    self.finished.push(file.finish()?);
+                }
+            }
+            let dir = match table.partition {
+                Partition::Date => self.root.join(table.name).join(format!("{DATE_PARTITION}={}", date_string(day))),
+                Partition::None => self.root.join(table.name),
+            };
+            self.seq += 1;
+            let dest = dir.join(format!("part-{}-{:05}.parquet", self.run_id, self.seq));
+            let file = OpenFile::create(table, dest, self.compression, Integers::Plain)?;
+            self.open.insert(key, (self.clock, file));
+        }
+        let (used, file) = self.open.get_mut(&key).ok_or_else(|| internal_err!("partition writer vanished"))?;
+        *used = self.clock;
+        Ok(file)
+    }
+
+    /// Appends rows of `table`, each to its day's file (`dated.days`), in
+    /// row groups of [`ROW_GROUP_ROWS`].
+    pub fn write(&mut self, table: &'static TableDef, dated: DatedBatch) -> Result<()> {
         let DatedBatch { batch, days } = dated;
         if batch.num_rows() == 0 {
             return Ok(());
         }
         let first = days.first().copied().unwrap_or(0);
-        if self.table.partition == Partition::None || days.iter().all(|&d| d == first) {
-            return self.write_to(first, &batch, run, seq);
+        if table.partition == Partition::None || days.iter().all(|&d| d == first) {
+            return self.file(table, first)?.write(&batch);
         }
-        let mut groups: BTreeMap<i32, Vec<u32>> = BTreeMap::new();
-        for (i, d) in days.iter().enumerate() {
-            groups.entry(*d).or_default().push(i as u32);
-        }
-        for (day, idx) in groups {
-            let part = take_record_batch(&batch, &UInt32Array::from(idx))?;
-            self.write_to(day, &part, run, seq)?;
-        }
-        Ok(())
-    }
-
-    fn write_to(&mut self, day: i32, batch: &RecordBatch, run: &RunSettings, seq: &mut usize) -> Result<()> {
-        self.file_for(day, run, seq)?.write(batch)
-    }
-
-    fn finish(self) -> Result<Vec<WrittenFile>> {
-        self.open.into_values().map(OpenFile::finish).collect()
-    }
-}
-
-/// What every file of one run shares: the run id in its name and its codec.
-struct RunSettings {
-    run_id: String,
-    compression: Compression,
-}
-
-/// Writes the tables of one ingest run under a local dataset root.
-pub struct DatasetWriter {
-    root: PathBuf,
-    run: RunSettings,
-    seq: usize,
-    tables: BTreeMap<&'static str, TableWriter>,
-    /// Most bytes the buffered row groups of all open files may hold (as
-    /// `OpenFile` counts them); 0: no limit.
-    budget: usize,
-}
-
-impl DatasetWriter {
-    /// A writer for `root`; `run_id` makes this run's file names unique.
-    /// `budget` bounds the memory of the row groups buffered in all its open
-    /// files together, their codec state included (0: only each file's own
-    /// [`FLUSH_BYTES`]).
-    pub fn new(root: &Path, run_id: &str, compression: Compression, budget: usize) -> Self {
-        let run = RunSettings { run_id: run_id.to_string(), compression };
-        Self { root: root.to_path_buf(), run, seq: 0, tables: BTreeMap::new(), budget }
-    }
-
-    /// Appends rows of `table`.
-    pub fn write(&mut self, table: &'static TableDef, batch: DatedBatch) -> Result<()> {
-        let root = &self.root;
-        let writer = self.tables.entry(table.name).or_insert_with(|| TableWriter {
-            table,
-            dir: root.join(table.name),
-            open: BTreeMap::new(),
-        });
-        writer.write(batch, &self.run, &mut self.seq)?;
-        self.hold_budget()
-    }
-
-    /// Over the budget, flushes the largest buffered row groups until what
-    /// stays buffered fits half of it (a log spread over many days keeps a
-    /// file open per day, each with its own row group in memory).
-    fn hold_budget(&mut self) -> Result<()> {
-        if self.budget == 0 {
-            return Ok(());
-        }
-        let files =
-            || self.tables.iter().flat_map(|(name, t)| t.open.iter().map(move |(day, f)| (f.held, *name, *day)));
-        let mut total: usize = files().map(|h| h.0).sum();
-        if total <= self.budget {
-            return Ok(());
-        }
-        let mut held: Vec<(usize, &'static str, i32)> = files().collect();
-        held.sort_unstable_by_key(|h| std::cmp::Reverse(h.0));
-        for (size, name, day) in held {
-            if total <= self.budget / 2 {
-                break;
-            }
-            let file = self.tables.get_mut(name).and_then(|t| t.open.get_mut(&day));
-            file.ok_or_else(|| internal_err!("partition writer vanished"))?.flush()?;
-            total -= size;
+        for (day, part) in split_by_day(&batch, &days)? {
+            self.file(table, day)?.write(&part)?;
         }
         Ok(())
     }
 
     /// Closes every file, still under its temporary name (the commit gives
     /// it its final one: `dataset::commit`).
-    pub fn finish(self) -> Result<Vec<WrittenFile>> {
-        let mut files = Vec::new();
-        for (_, t) in self.tables {
-            files.extend(t.finish()?);
+    pub fn finish(mut self) -> Result<Vec<WrittenFile>> {
+        for (_, (_, file)) in std::mem::take(&mut self.open) {
+            self.finished.push(file.finish()?);
         }
-        Ok(files)
+        Ok(std::mem::take(&mut self.finished))
     }
+}
+
+/// The rows of `batch` grouped by their day (`days`, one per row), in
+/// order of day, each group in input order.
+pub fn split_by_day(batch: &RecordBatch, days: &[i32]) -> Result<Vec<(i32, RecordBatch)>> {
+    if days.len() != batch.num_rows() {
+        return Err(internal_err!("a batch of {} rows with {} days", batch.num_rows(), days.len()));
+    }
+    let mut groups: BTreeMap<i32, Vec<u32>> = BTreeMap::new();
+    for (i, d) in days.iter().enumerate() {
+        groups.entry(*d).or_default().push(i as u32);
+    }
+    if groups.len() == 1 {
+        return Ok(groups.into_keys().map(|day| (day, batch.clone())).collect());
+    }
+    groups.into_iter().map(|(day, idx)| Ok((day, take_record_batch(batch, &UInt32Array::from(idx))?))).collect()
 }
 
 #[cfg(test)]

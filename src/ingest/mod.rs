@@ -3,19 +3,27 @@
 //! Per input object: [`source`] resolves and decompresses it; the core's
 //! [`Reader`](tokscope_core::reader::Reader) splits it into chunks of lines
 //! and parses each chunk in parallel into `requests`, `tokens` and `rejects`
-//! batches; a pool of writer threads streams them into the partitioned
-//! dataset ([`crate::dataset::writer`]) under temporary names, and one commit
+//! batches, split by partition (day) on the same threads; [`partitions`]
+//! buffers each partition's rows until they make a row group (spilling to
+//! disk over the budget [`budget`] sets), and a pool of writer threads
+//! encodes the row groups into the partitioned dataset
+//! ([`crate::dataset::writer`]) under temporary names, and one commit
 //! ([`crate::dataset::commit`]) publishes them and records the inputs in the
 //! manifest, under the dataset's lease ([`crate::dataset::lease`]). Every
 //! line ends up as a row, a reject, or a counted skip (blank line, CSV
 //! header), so the summary reconciles exactly.
 
+pub mod budget;
+mod partitions;
 pub mod source;
+mod spill;
 
 use std::path::Path;
 use std::sync::mpsc::sync_channel;
 use std::time::Instant;
 
+use arrow::array::RecordBatch;
+use rayon::prelude::*;
 use serde::Serialize;
 use tokscope_core::catalog::request_counts::{RequestCounts, RequestCountsBuilder};
 use tokscope_core::catalog::requests::RequestsBuilder;
@@ -26,12 +34,14 @@ use crate::dataset::commit::{self, Commit};
 use crate::dataset::files::FileList;
 use crate::dataset::lease::{Lease, LeaseOptions};
 use crate::dataset::manifest::{Manifest, ManifestEntry};
-use crate::dataset::writer::{DatasetWriter, WrittenFile};
+use crate::dataset::writer::{split_by_day, DatasetWriter, OpenFile, WrittenFile, MAX_OPEN_FILES};
 use crate::dataset::DatasetRoot;
 use crate::engine::{TableTypes, UdfConfig};
 use crate::error::{Error, Result};
 use crate::progress::Progress;
 use crate::store::StoreOptions;
+pub use budget::{MemoryLimit, MemoryPlan};
+use partitions::{Partitions, RowGroupJob, RowGroupSink};
 use source::InputObject;
 pub use tokscope_core::derive::DeriveSettings;
 pub use tokscope_core::formats::Format;
@@ -52,61 +62,8 @@ pub struct IngestOptions {
     pub lease: LeaseOptions,
     /// The Parquet codec of the files written (`--compression`).
     pub compression: parquet::basic::Compression,
-    /// Most bytes the run may hold (`--memory-limit`); 0: no limit. See
-    /// [`writer_budget`].
-    pub memory_limit: usize,
-}
-
-/// Ingest's default `--memory-limit`: peak RSS stays under 1 GiB with room
-/// for the program itself and the allocator's slack.
-pub const DEFAULT_MEMORY_LIMIT: usize = 512 << 20;
-
-/// Parsed slices queued for each writer thread. Slices go to the writers in
-/// turn, so the files an ingest writes do not depend on thread timing; with
-/// few queued, the parser often waits on one writer busy with a flush while
-/// the other idles (CPU/wall on 2 cores, one-day bench file: 1.73-1.82 with
-/// two, 1.71-1.91 with four, 1.84-1.94 with eight; docs/PERFORMANCE.md).
-const WRITER_QUEUE: usize = 8;
-
-/// The least a writer thread's budget may be (a few row groups' pages).
-const MIN_WRITER_BYTES: usize = 24 << 20;
-
-/// What ingest holds besides its writers' buffered row groups: the raw and
-/// parsed chunks in flight (the splitter's queue, the chunk being parsed, the
-/// writers' queues) with the free pages the allocator keeps for reuse, and the
-/// longest line the splitter may hold. Measured with 4 MiB chunks, 2 threads
-/// and four queued slices per writer: about 185 MiB above the program's own
-/// footprint, most of it retained free pages (docs/RELIABILITY.md, "Bounded
-/// memory"). The writers' queues hold `WRITER_QUEUE / 2` chunks in all (a
-/// chunk is parsed into two slices per thread), counted apart.
-pub fn pipeline_bytes(reader: &ReaderBuilder, threads: usize) -> usize {
-    let chunk = reader.chunk_bytes();
-    (30 + 8 * threads) * chunk + WRITER_QUEUE * chunk / 2 + reader.max_line_bytes()
-}
-
-/// Each writer thread's budget for its buffered row groups under `limit`
-/// (0: none): what the pipeline does not hold, shared evenly (the writer
-/// counts a row group's memory with its codec state: `dataset::writer`).
-/// A limit too small for the pipeline and a few pages per writer is an error.
-pub fn writer_budget(limit: usize, reader: &ReaderBuilder, writers: usize) -> Result<usize> {
-    if limit == 0 {
-        return Ok(0);
-    }
-    let writers = writers.max(1);
-    let fixed = pipeline_bytes(reader, writers);
-    let least = fixed + writers * MIN_WRITER_BYTES;
-    if limit < least {
-        let mib = |b: usize| format!("{:.0} MiB", b as f64 / f64::from(1 << 20));
-        return Err(config_err!(
-            "--memory-limit {} is below what ingest needs: {} ({} for the chunks in flight and the longest line, \
-             set by --max-line-bytes, plus {} for each of {writers} writer threads); raise the limit or lower --max-line-bytes",
-            mib(limit),
-            mib(least),
-            mib(fixed),
-            mib(MIN_WRITER_BYTES)
-        ));
-    }
-    Ok((limit - fixed) / writers)
+    /// Most bytes the run may hold (`--memory-limit`): see [`MemoryPlan`].
+    pub memory_limit: MemoryLimit,
 }
 
 impl Default for IngestOptions {
@@ -118,7 +75,7 @@ impl Default for IngestOptions {
             store: Default::default(),
             lease: Default::default(),
             compression: crate::dataset::writer::default_compression(),
-            memory_limit: DEFAULT_MEMORY_LIMIT,
+            memory_limit: MemoryLimit::Auto,
         }
     }
 }
@@ -157,6 +114,11 @@ pub struct IngestSummary {
     pub commits_recovered: Vec<String>,
     /// Temporary files of runs that died before their commit point, removed by this run.
     pub orphans_removed: Vec<String>,
+    /// How the run shared its memory and threads (none when nothing was read).
+    pub memory: Option<MemoryPlan>,
+    /// Arrow bytes of rows that waited for their row group on disk (the
+    /// budget was too small to hold them).
+    pub spilled_bytes: u64,
     /// Wall-clock seconds.
     pub elapsed_s: f64,
 }
@@ -170,71 +132,119 @@ impl IngestSummary {
 
 /// Writer threads, each with its own Parquet files. Encoding and zstd are the
 /// most expensive steps of ingest, so one writer would leave the other cores
-/// idle; each parsed slice goes to the next writer in turn. Each writer also
-/// counts the `requests` rows it writes ([`RequestCounts`]).
+/// idle; each row group goes to the next writer in turn, so the files depend
+/// only on the input and the number of writers, not on thread timing.
 struct WriterPool {
-    senders: Vec<std::sync::mpsc::SyncSender<(&'static TableDef, DatedBatch)>>,
-    handles: Vec<std::thread::JoinHandle<WriterOutput>>,
+    senders: Vec<std::sync::mpsc::SyncSender<RowGroupJob>>,
+    handles: Vec<std::thread::JoinHandle<Result<Vec<WrittenFile>>>>,
     next: usize,
 }
 
-/// What one writer thread produced: its files and the requests it counted.
-type WriterOutput = Result<(Vec<WrittenFile>, RequestCounts)>;
+impl RowGroupSink for OpenFile {
+    fn append(&mut self, batch: &RecordBatch) -> Result<()> {
+        OpenFile::append(self, batch)
+    }
 
-/// What the writers of a run produced: their files, the requests they counted,
-/// and the first error of any of them.
-struct Written {
-    files: Vec<WrittenFile>,
-    counts: RequestCounts,
-    error: Option<Error>,
+    fn end_row_group(&mut self) -> Result<()> {
+        OpenFile::end_row_group(self)
+    }
 }
 
 impl WriterPool {
-    fn new(n: usize, root: &Path, run_id: &str, compression: parquet::basic::Compression, budget: usize) -> Self {
+    fn new(n: usize, root: &Path, run_id: &str, compression: parquet::basic::Compression) -> Self {
         let (mut senders, mut handles) = (Vec::with_capacity(n), Vec::with_capacity(n));
         for i in 0..n {
-            let (tx, rx) = sync_channel::<(&'static TableDef, DatedBatch)>(WRITER_QUEUE);
+            // One job waiting per writer: what waits is counted in the budget.
+            let (tx, rx) = sync_channel::<RowGroupJob>(1);
             let (root, run) = (root.to_path_buf(), format!("{run_id}-w{i}"));
-            handles.push(std::thread::spawn(move || -> WriterOutput {
-                let mut w = DatasetWriter::new(&root, &run, compression, budget);
-                let mut counts = RequestCounts::default();
-                for (table, batch) in rx {
-                    if table.name == RequestsBuilder::DEF.name {
-                        counts.add(&batch)?;
-                    }
-                    w.write(table, batch)?;
+            handles.push(std::thread::spawn(move || -> Result<Vec<WrittenFile>> {
+                let mut w = DatasetWriter::new(&root, &run, compression, MAX_OPEN_FILES / n);
+                for job in rx {
+                    let file = w.file(job.table, job.day)?;
+                    job.write(file)?;
                 }
-                Ok((w.finish()?, counts))
+                w.finish()
             }));
             senders.push(tx);
         }
         Self { senders, handles, next: 0 }
     }
 
-    /// Hands one slice's batches to the next writer.
-    fn send(&mut self, slice: ParsedSlice) -> Result<()> {
+    /// Hands `job` to the next writer (waiting while it is busy).
+    fn send(&mut self, job: RowGroupJob) -> Result<()> {
         let tx = &self.senders[self.next % self.senders.len()];
         self.next += 1;
-        for (table, batch) in slice.into_batches() {
-            tx.send((table, batch)).map_err(|_| internal_err!("a writer thread stopped"))?;
+        tx.send(job).map_err(|_| internal_err!("a writer thread stopped"))
+    }
+
+    /// Closes every writer and waits for all of them: their files, and the
+    /// first error of any of them.
+    fn finish(self) -> (Vec<WrittenFile>, Option<Error>) {
+        drop(self.senders);
+        let (mut files, mut error) = (Vec::new(), None);
+        for h in self.handles {
+            match h.join().map_err(|_| internal_err!("a writer thread panicked")).and_then(|r| r) {
+                Ok(written) => files.extend(written),
+                Err(e) => error = error.or(Some(e)),
+            }
+        }
+        (files, error)
+    }
+}
+
+/// A parsed slice split by partition, on the parsing threads: its rows per
+/// (table, day), its `requests` counted, its accounting.
+struct SplitSlice {
+    parts: Vec<(&'static TableDef, i32, RecordBatch)>,
+    counts: RequestCounts,
+    lines: LineCounts,
+    bytes: u64,
+}
+
+fn split_slice(slice: ParsedSlice) -> Result<SplitSlice> {
+    let (lines, bytes) = (slice.counts.clone(), slice.bytes);
+    let mut split = SplitSlice { parts: Vec::new(), counts: RequestCounts::default(), lines, bytes };
+    for (table, dated) in slice.into_batches() {
+        if table.name == RequestsBuilder::DEF.name {
+            split.counts.add(&dated)?;
+        }
+        if dated.days.is_empty() {
+            split.parts.push((table, 0, dated.batch));
+        } else {
+            split.parts.extend(split_by_day(&dated.batch, &dated.days)?.into_iter().map(|(d, b)| (table, d, b)));
+        }
+    }
+    Ok(split)
+}
+
+/// Where a run's rows go: partition buffers, writer threads, the requests counted.
+struct Sink {
+    partitions: Partitions,
+    writers: WriterPool,
+    counts: RequestCounts,
+}
+
+impl Sink {
+    fn push(&mut self, split: SplitSlice) -> Result<()> {
+        self.counts.merge(split.counts);
+        for (table, day, batch) in split.parts {
+            for job in self.partitions.push(table, day, batch)? {
+                self.writers.send(job)?;
+            }
         }
         Ok(())
     }
 
-    /// Closes every writer and waits for all of them.
-    fn finish(self) -> Written {
-        drop(self.senders);
-        let mut written = Written { files: Vec::new(), counts: RequestCounts::default(), error: None };
-        for h in self.handles {
-            match h.join().map_err(|_| internal_err!("a writer thread panicked")).and_then(|r| r) {
-                Ok((files, counts)) => {
-                    written.files.extend(files);
-                    written.counts.merge(counts);
-                }
-                Err(e) => written.error = written.error.or(Some(e)),
-            }
-        }
-        written
+    /// Writes what the partitions still hold and waits for the writers.
+    fn finish(mut self) -> (Vec<WrittenFile>, RequestCounts, u64, Result<()>) {
+        let last = self.partitions.finish().and_then(|jobs| jobs.into_iter().try_for_each(|j| self.writers.send(j)));
+        let spilled = self.partitions.spilled_bytes();
+        let (files, error) = self.writers.finish();
+        let result = match (last, error) {
+            (_, Some(e)) | (Err(e), None) => Err(e),
+            (Ok(()), None) => Ok(()),
+        };
+        (files, self.counts, spilled, result)
     }
 }
 
@@ -256,7 +266,7 @@ fn write_request_counts(
     {
         counts.merge(rt.block_on(count_existing_requests(dataset))?);
     }
-    let mut writer = DatasetWriter::new(staging, &format!("{run_id}-counts"), opts.compression, 0);
+    let mut writer = DatasetWriter::new(staging, &format!("{run_id}-counts"), opts.compression, MAX_OPEN_FILES);
     for batch in counts.into_batches()? {
         writer.write(table, batch)?;
     }
@@ -335,8 +345,7 @@ pub fn ingest_into(
     rt: &tokio::runtime::Runtime,
 ) -> Result<IngestSummary> {
     let started = Instant::now();
-    let threads = rayon::current_num_threads().max(1);
-    let budget = writer_budget(opts.memory_limit, &opts.reader, threads)?;
+    let memory = MemoryPlan::new(opts.memory_limit, &opts.reader, rayon::current_num_threads())?;
     let recovery = commit::recover(dataset, rt)?;
     let Plan { todo, skipped } = plan(dataset, objects, opts, rt)?;
     let mut summary = IngestSummary {
@@ -355,10 +364,15 @@ pub fn ingest_into(
 
     let staging = dataset.staging_dir()?;
     let progress = Progress::bytes(opts.progress, todo.iter().map(|o| o.size).sum());
-    let mut writers = WriterPool::new(threads, &staging, run_id, opts.compression, budget);
+    summary.memory = Some(memory);
+    let mut sink = Sink {
+        partitions: Partitions::new(&memory, run_id),
+        writers: WriterPool::new(memory.writer_threads, &staging, run_id, opts.compression),
+        counts: RequestCounts::default(),
+    };
     let mut result = Ok(());
     for obj in &todo {
-        match ingest_object(obj, opts, rt, &mut writers, &progress) {
+        match ingest_object(obj, opts, rt, &mut sink, &progress) {
             Ok(fs) => {
                 summary.totals.counts.add(&fs.counts);
                 summary.totals.bytes_read += fs.bytes_read;
@@ -370,8 +384,9 @@ pub fn ingest_into(
             }
         }
     }
-    let Written { mut files, counts, error } = writers.finish();
-    let result = match error.map(Err).unwrap_or(result) {
+    let (mut files, counts, spilled, written) = sink.finish();
+    summary.spilled_bytes = spilled;
+    let result = match result.and(written) {
         Ok(()) => write_request_counts(dataset, &staging, run_id, counts, opts, rt).map(|more| files.extend(more)),
         Err(e) => Err(e),
     };
@@ -406,17 +421,18 @@ fn ingest_object(
     obj: &InputObject,
     opts: &IngestOptions,
     rt: &tokio::runtime::Runtime,
-    writers: &mut WriterPool,
+    sink: &mut Sink,
     progress: &Progress,
 ) -> Result<FileSummary> {
     let mut reader = opts.reader.clone().build(obj.open(rt)?, &obj.location);
     let mut fs = FileSummary { location: obj.location.clone(), size: obj.size, ..Default::default() };
     for slices in &mut reader {
         let mut chunk_bytes = 0;
-        for slice in slices? {
-            fs.counts.add(&slice.counts);
+        let split: Vec<SplitSlice> = slices?.into_par_iter().map(split_slice).collect::<Result<_>>()?;
+        for slice in split {
+            fs.counts.add(&slice.lines);
             chunk_bytes += slice.bytes;
-            writers.send(slice)?;
+            sink.push(slice)?;
         }
         progress.inc(chunk_bytes);
         if progress.is_shown() {

@@ -41,6 +41,9 @@ pub struct RunConfig {
     /// The dataset's writer lease.
     #[serde(default)]
     pub lease: LeaseConfig,
+    /// Threads for the run's parallel work (default: `--threads`,
+    /// `TOKSCOPE_THREADS`, else the cores the process may use).
+    pub threads: Option<usize>,
 }
 
 /// `[ingest]`.
@@ -67,7 +70,9 @@ pub struct IngestConfig {
     pub variants: Option<PathBuf>,
     /// Parquet codec: `zstd(N)`, `lz4`, `snappy` or `none` (default zstd(1)).
     pub compression: Option<String>,
-    /// Most memory the ingest may hold (`512M`, `1G`, `none`; default 512M).
+    /// Most memory the ingest (and the compaction after it) may hold
+    /// (`512M`, `1G`, `none`; default `auto`: a quarter of the memory
+    /// available, between 256 MiB and 8 GiB).
     pub memory_limit: Option<String>,
 }
 
@@ -205,6 +210,7 @@ impl RunConfig {
         let mut opts = crate::dataset::compact::CompactOptions {
             compression: self.ingest.compression()?,
             lease: self.lease_options(),
+            memory_limit: self.ingest.memory_limit()?,
             ..Default::default()
         };
         if let Some(size) = &self.compact.target_size {
@@ -263,8 +269,8 @@ wait_s = 10
         assert_eq!(c.store_options().max_retries, 2);
         assert_eq!(c.store_options().timeout, Duration::from_millis(1500));
         assert_eq!(c.lease_options().wait, Duration::from_secs(10));
-        assert_eq!(c.ingest.memory_limit().unwrap(), 3 << 29);
-        assert_eq!(IngestConfig::default().memory_limit().unwrap(), crate::ingest::DEFAULT_MEMORY_LIMIT);
+        assert_eq!(c.ingest.memory_limit().unwrap(), crate::ingest::MemoryLimit::Bytes(3 << 29));
+        assert_eq!(IngestConfig::default().memory_limit().unwrap(), crate::ingest::MemoryLimit::Auto);
         let lots = IngestConfig { memory_limit: Some("lots".into()), ..Default::default() };
         assert!(lots.memory_limit().unwrap_err().to_string().contains("is not a size"));
         std::fs::write(&path, "dataset = \"d\"\nsources = [\"x\"]\nsurprise = 1\n").unwrap();

@@ -87,12 +87,12 @@ impl IngestConfig {
         }
     }
 
-    /// The memory limit these settings name (default
-    /// [`ingest::DEFAULT_MEMORY_LIMIT`](crate::ingest::DEFAULT_MEMORY_LIMIT); `none`: 0).
-    pub fn memory_limit(&self) -> Result<usize> {
+    /// The memory limit these settings name (default `auto`: a share of
+    /// the machine's memory, see [`crate::ingest::MemoryPlan`]).
+    pub fn memory_limit(&self) -> Result<crate::ingest::MemoryLimit> {
         match &self.memory_limit {
-            Some(size) => crate::size::parse_size(size),
-            None => Ok(crate::ingest::DEFAULT_MEMORY_LIMIT),
+            Some(size) => crate::ingest::MemoryLimit::parse(size),
+            None => Ok(crate::ingest::MemoryLimit::Auto),
         }
     }
 
