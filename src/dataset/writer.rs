@@ -105,7 +105,8 @@ pub enum Integers {
     /// quarter of the instructions to read, but parquet-rs's encoder holds a
     /// 1 MiB buffer per column while a row group is open (see
     /// [`encoder_reserve_per_column`]): over 90 open days, 2.7 GiB where
-    /// plain ingest peaks at 0.64 GiB (docs/PERFORMANCE.md).
+    /// plain ingest peaks at 0.64 GiB (docs/performance-history.md, "Integers
+    /// delta-encoded by compaction, plain at ingest").
     Delta,
 }
 

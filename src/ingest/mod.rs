@@ -65,7 +65,8 @@ pub const DEFAULT_MEMORY_LIMIT: usize = 512 << 20;
 /// turn, so the files an ingest writes do not depend on thread timing; with
 /// few queued, the parser often waits on one writer busy with a flush while
 /// the other idles (CPU/wall on 2 cores, one-day bench file: 1.73-1.82 with
-/// two, 1.71-1.91 with four, 1.84-1.94 with eight; docs/PERFORMANCE.md).
+/// two, 1.71-1.91 with four, 1.84-1.94 with eight; docs/performance-history.md,
+/// "Figures with huge pages (one-day, 30-day and 2.3 GB files; CPU time over wall time)").
 const WRITER_QUEUE: usize = 8;
 
 /// The least a writer thread's budget may be (a few row groups' pages).
