@@ -5,7 +5,8 @@
 # FILES inputs (default 100), each ingested on its own into one dataset of at
 # least FILES Parquet files. Prints each side's
 # best of REPEAT runs, the ratio, and rows/s (the figure the cluster-size
-# projection in docs/PERFORMANCE.md starts from).
+# projection in docs/performance-history.md, "Projection: 1 TB of logs a day,
+# in a one-hour nightly window", starts from).
 # Usage: bench/distributed.sh [REQUESTS=5000000] [FILES=100]   (TOKSCOPE_BIN=path skips the build)
 # Builds release into BENCH_TARGET_DIR when set, else into CARGO_TARGET_DIR (or ./target).
 # SLOTS: task slots per executor (default: half the cores, at least 1).

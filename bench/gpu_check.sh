@@ -2,7 +2,8 @@
 # GPU check for the CUDA replay backend: one prepared script for a machine with
 # an NVIDIA GPU and driver, run from the repository root. A failed step does not
 # stop the others; the script exits non-zero at the end if any failed, after a
-# table of the figures (what docs/PERFORMANCE.md, "GPU", records).
+# table of the figures (what docs/PERFORMANCE.md's GPU row and
+# docs/performance-history.md, "Decode on the GPU (CUDA)", record).
 #
 #   bench/gpu_check.sh                    build (release) with cargo, then check
 #   bench/gpu_check.sh --pack DIR         only build, and pack the binaries into

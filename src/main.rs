@@ -11,7 +11,8 @@ use clap::Parser;
 // mimalloc instead of glibc malloc: the engine allocates and frees many
 // short-lived, batch-sized buffers; with glibc about half of a latency-job
 // query went to the kernel (page faults and page zeroing after memory went
-// back to the OS). datafusion-cli makes the same choice. docs/PERFORMANCE.md.
+// back to the OS). datafusion-cli makes the same choice. docs/performance-history.md,
+// "Earlier figures (mimalloc, quantile_cont fast paths)".
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
@@ -20,7 +21,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 
 /// Two memory settings, each overridden by its `MIMALLOC_*` variable in the
-/// environment (docs/PERFORMANCE.md, "Memory settings").
+/// environment (docs/performance-history.md, "Memory settings: no transparent huge pages").
 ///
 /// Freed memory is kept for reuse instead of going back to the OS after
 /// mimalloc's purge delay (1 s in the bundled v3): ingest frees and
