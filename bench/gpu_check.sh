@@ -12,9 +12,9 @@
 #   GPU_CHECK_BIN=DIR bench/gpu_check.sh  check with the binaries packed in DIR
 #
 # Steps:
-# 1. kernels: the NVRTC-compiled kernels against the CPU (tests/cuda_kernels.rs;
+# 1. kernels: the NVRTC-compiled kernels against the CPU (tests/model/cuda_kernels.rs;
 #    TOKSCOPE_REQUIRE_NVRTC=1 makes a missing NVRTC fail instead of skip);
-# 2. parity: the whole model on the GPU against the CPU (tests/gpu_parity.rs)
+# 2. parity: the whole model on the GPU against the CPU (tests/model/gpu_parity.rs)
 #    on tiny-stories-a (logits within 1e-3, the same greedy ids, P(EOS),
 #    teacher-forced log-probs) and on a random checkpoint with Llama-3.2-1B's
 #    shape in bf16 (relative logit error under 1e-4, the same argmax);
@@ -45,7 +45,7 @@ build_bins() {
   cargo build --release --bin tokscope --example random_checkpoint || return 1
   strip -o "$dest/tokscope" "$release/tokscope" || return 1
   strip -o "$dest/random_checkpoint" "$release/examples/random_checkpoint" || return 1
-  cargo test --release --no-run --test cuda_kernels --test gpu_parity --message-format=json \
+  cargo test --release --no-run --test model --message-format=json \
     | python3 -c '
 import json, sys
 for line in sys.stdin:
@@ -117,9 +117,9 @@ no_skips() {
   fi
   return $rc
 }
-step kernels no_skips "$bin/cuda_kernels" --nocapture --test-threads=1
+step kernels no_skips "$bin/model" cuda_kernels:: --nocapture --test-threads=1
 export TOKSCOPE_GPU_PARITY_MODEL=$large
-step parity no_skips "$bin/gpu_parity" --nocapture --test-threads=1
+step parity no_skips "$bin/model" gpu_parity:: --nocapture --test-threads=1
 
 bandwidth() {
   python3 - "$work/bandwidth.json" <<'PY'

@@ -202,7 +202,7 @@ struct SplitSlice {
 }
 
 fn split_slice(slice: ParsedSlice) -> Result<SplitSlice> {
-    let (lines, bytes) = (slice.counts.clone(), slice.bytes);
+    let (lines, bytes) = (slice.counts, slice.bytes);
     let mut split = SplitSlice { parts: Vec::new(), counts: RequestCounts::default(), lines, bytes };
     for (table, dated) in slice.into_batches() {
         if table.name == RequestsBuilder::DEF.name {

@@ -333,3 +333,36 @@ pub fn export_priced(data: &Path, site: &Path, date: &str) -> PathBuf {
     tokscope(&["export", "--data", data, "--to", to, "--pricing", pricing, "--date", date]);
     site.join("latest")
 }
+
+/// Whether this system has `/proc` to read a child's peak RSS from (says so
+/// when not: the test is skipped).
+pub fn can_read_peak_rss() -> bool {
+    let yes = Path::new("/proc/self/status").exists();
+    if !yes {
+        eprintln!("skipped: no /proc to read a child's peak RSS from");
+    }
+    yes
+}
+
+/// Runs `cmd` to its end; returns the high-water mark of its resident set
+/// in KiB (`VmHWM`, kept by the kernel for the program's own memory, read
+/// until it exits) and whether it succeeded. (`wait4`'s `ru_maxrss` would
+/// count the test process's own memory: Linux keeps it across `exec`.)
+pub fn peak_rss_kib(mut cmd: Command) -> (u64, bool) {
+    let mut child = cmd.spawn().expect("spawn");
+    let status_path = format!("/proc/{}/status", child.id());
+    let mut peak = 0;
+    loop {
+        if let Ok(s) = std::fs::read_to_string(&status_path) {
+            if let Some(kib) =
+                s.lines().find_map(|l| l.strip_prefix("VmHWM:")?.trim().strip_suffix("kB")?.trim().parse().ok())
+            {
+                peak = peak.max(kib);
+            }
+        }
+        if let Some(status) = child.try_wait().expect("wait") {
+            return (peak, status.success());
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}

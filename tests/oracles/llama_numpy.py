@@ -1,4 +1,4 @@
-"""Independent Llama forward pass in float64 NumPy, for tests/decoder_golden.rs.
+"""Independent Llama forward pass in float64 NumPy, for tests/model/decoder_golden.rs.
 
 Reads config.json and model.safetensors itself (8-byte header length, JSON
 header, raw little-endian data: no safetensors/torch/transformers), widens

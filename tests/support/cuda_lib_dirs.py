@@ -7,7 +7,7 @@ Looks in the NVIDIA pip wheels (site-packages/nvidia/*/lib: cu13/lib for the
 CUDA 13 wheels, cuda_nvrtc/lib and friends for CUDA 12) and, with --toolkit,
 adds the CUDA toolkit's and the container driver's usual directories that
 exist. A directory is listed when it holds lib<NAME>.so* for any NAME given.
-Prints an empty line when nothing is found. Used by tests/cuda_kernels.rs (to
+Prints an empty line when nothing is found. Used by tests/model/cuda_kernels.rs (to
 rerun itself with NVRTC on LD_LIBRARY_PATH) and by bench/gpu_check.sh.
 """
 

@@ -11,7 +11,7 @@ pub use forward::{CudaKvCache, CudaModel};
 
 /// Whether the cuBLAS forward pass ([`CudaModel`]) is used for `--device
 /// cuda|auto`. It is implemented and wired in, but has not yet passed the
-/// full-model parity test (`tests/gpu_parity.rs`, run by `bench/gpu_check.sh`)
+/// full-model parity test (`tests/model/gpu_parity.rs`, run by `bench/gpu_check.sh`)
 /// on a real GPU; until it has, `auto` stays on the CPU and `--device cuda`
 /// refuses, unless `TOKSCOPE_CUDA_FORWARD=1` opts in (what the GPU check does).
 pub const FORWARD_AVAILABLE: bool = false;

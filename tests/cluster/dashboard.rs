@@ -1,0 +1,494 @@
+//! The dashboard page (src/export/dashboard), read as a user and a reviewer would: which charts are there,
+//! what the notes say, how numbers read, that user data is escaped, and its size.
+
+use crate::common;
+use crate::dashboard_support as support;
+
+use std::io::Write;
+use std::sync::Arc;
+
+use arrow::array::{ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray};
+use tokscope::export::dashboard::{
+    render, Axis, ChartKind, ChartSpec, DashboardInput, Unit, ValueColumn, BUILTIN_CHARTS,
+};
+
+fn batch(columns: Vec<(&str, ArrayRef)>) -> RecordBatch {
+    RecordBatch::try_from_iter(columns).unwrap()
+}
+
+fn strings(values: &[&str]) -> ArrayRef {
+    Arc::new(StringArray::from(values.to_vec()))
+}
+
+fn floats(values: &[Option<f64>]) -> ArrayRef {
+    Arc::new(Float64Array::from(values.to_vec()))
+}
+
+fn ints(values: &[i64]) -> ArrayRef {
+    Arc::new(Int64Array::from(values.to_vec()))
+}
+
+fn empty_input() -> DashboardInput {
+    DashboardInput::new("t", "d", "2025-06-01", "now")
+}
+
+/// A one-row `report` (sql/report.sql columns) for `model` in bin `0-1K`.
+fn one_row_report(model: &str) -> RecordBatch {
+    let f = |v: f64| floats(&[Some(v)]);
+    batch(vec![
+        ("model", strings(&[model])),
+        ("context_bin", strings(&["0-1K"])),
+        ("requests", ints(&[1000])),
+        ("eos", ints(&[900])),
+        ("length", ints(&[20])),
+        ("implicit_truncation", ints(&[80])),
+        ("unknown", ints(&[0])),
+        ("eos_compliance_rate", f(900.0 / 980.0)),
+        ("implicit_truncation_rate", f(0.12345)),
+        ("ttft_p50_ms", f(182.449)),
+        ("ttft_p95_ms", f(640.0)),
+        ("ttft_p99_ms", f(900.0)),
+        ("tpot_p50_ms", f(21.06)),
+        ("tpot_p95_ms", f(30.0)),
+        ("latency_p50_ms", f(2000.0)),
+        ("latency_p95_ms", f(4000.0)),
+        ("decode_tps_p50", f(47.0)),
+        ("e2e_tps_mean", f(40.0)),
+        ("unpriced_requests", ints(&[0])),
+        ("cost_usd", f(1234.5678)),
+        ("cost_per_1k_tokens", f(0.0012345678)),
+        ("input_share", f(0.5)),
+        ("cached_share", f(0.2)),
+        ("output_share", f(0.3)),
+    ])
+}
+
+fn chart_ids(html: &str) -> Vec<String> {
+    let mut ids: Vec<String> =
+        html.split("data-chart=\"").skip(1).map(|rest| rest[..rest.find('"').unwrap()].to_string()).collect();
+    ids.dedup();
+    ids
+}
+
+#[test]
+fn every_builtin_chart_is_drawn_from_a_full_dataset() {
+    let html = render(&support::realistic(&support::model_names(3), 30)).unwrap();
+    let ids = chart_ids(&html);
+    for spec in BUILTIN_CHARTS {
+        assert!(ids.iter().any(|id| id == spec.id), "chart {} missing; drawn: {ids:?}", spec.id);
+    }
+    assert!(!html.contains("Not in this dataset"));
+}
+
+#[test]
+fn each_chart_has_a_wide_and_a_narrow_svg_with_a_viewbox() {
+    let html = render(&support::realistic(&support::model_names(3), 30)).unwrap();
+    let wide = html.matches(r#"data-layout="wide" viewBox="0 0 640 "#).count();
+    let narrow = html.matches(r#"data-layout="narrow" viewBox="0 0 360 "#).count();
+    assert_eq!(wide, narrow);
+    // 27 specs; replay verdicts are per model (3 figures), mediation per metric (2).
+    assert_eq!(wide, 27 + 2 + 1);
+    assert!(!html.contains(r#"<svg width="#), "plotters' fixed-size root must be replaced");
+}
+
+#[test]
+fn absent_tables_become_not_in_this_dataset_notes() {
+    let html = render(&empty_input().with_table("report", vec![one_row_report("m")])).unwrap();
+    assert!(html.contains("Not in this dataset (no `daily` table)."));
+    assert!(html.contains("Not in this dataset (no `kv_cache` table)."));
+    assert!(html.contains("Not in this dataset (no `mediation_heatmap` table)."));
+    assert!(html.contains(r#"data-chart="cost_per_1k""#), "cost falls back to the report table");
+    assert!(html.contains(r#"data-chart="ttft""#), "latency falls back to the report table");
+}
+
+#[test]
+fn an_empty_dataset_still_renders_a_page() {
+    let html = render(&empty_input()).unwrap();
+    assert!(html.starts_with("<!doctype html>"));
+    assert_eq!(chart_ids(&html), Vec::<String>::new());
+}
+
+#[test]
+fn table_cells_are_rounded_for_reading() {
+    let html = render(&empty_input().with_table("report", vec![one_row_report("m")])).unwrap();
+    assert!(html.contains("<td>12.3%"), "rate as a percentage with one decimal");
+    assert!(html.contains("<td>91.8%"), "EOS compliance 900/980");
+    assert!(html.contains("<td>182.4"), "ms with one decimal");
+    assert!(html.contains("<td>21.1"), "ms with one decimal");
+    assert!(html.contains("<td>0.001235"), "USD with 4 significant digits");
+    assert!(html.contains("<td>1235"), "USD with 4 significant digits");
+}
+
+#[test]
+fn headline_numbers_sum_over_the_report() {
+    let html = render(&empty_input().with_table("report", vec![one_row_report("m")])).unwrap();
+    assert!(html.contains("<b>1000</b>"), "requests");
+    assert!(html.contains("<b>$1235</b>"), "cost");
+    assert!(html.contains("<b>8.0%</b>"), "implicit truncation 80 / 1000");
+}
+
+#[test]
+fn model_names_are_escaped_everywhere() {
+    let hostile = "<script>alert('x')</script>";
+    let mut input = support::realistic(&[hostile.to_string(), "ok-model".to_string()], 10);
+    input.title = "<b>title</b>".into();
+    let html = render(&input).unwrap();
+    assert!(!html.contains("<script"), "a model name became markup");
+    assert!(!html.contains("<b>title</b>"));
+    assert!(html.contains("&lt;script&gt;"), "the escaped name is shown");
+}
+
+#[test]
+fn category_labels_drawn_inside_svg_are_escaped() {
+    let cost = batch(vec![
+        ("model", strings(&["m"])),
+        ("context_bin", strings(&["<img src=x onerror=alert(1)>"])),
+        ("requests", ints(&[1])),
+        ("cost_usd", floats(&[Some(1.0)])),
+        ("cost_per_1k_tokens", floats(&[Some(0.5)])),
+        ("unpriced_requests", ints(&[0])),
+    ]);
+    let html = render(&empty_input().with_table("cost", vec![cost])).unwrap();
+    assert!(!html.contains("<img"));
+    assert!(html.contains("&lt;img src=x"));
+}
+
+#[test]
+fn a_table_without_values_gives_a_note_instead_of_an_empty_chart() {
+    let cost = batch(vec![
+        ("model", strings(&["m", "m"])),
+        ("context_bin", strings(&["0-1K", "1K-2K"])),
+        ("requests", ints(&[3, 4])),
+        ("unpriced_requests", ints(&[3, 4])),
+        ("cost_usd", floats(&[None, None])),
+        ("cost_per_1k_tokens", floats(&[None, None])),
+    ]);
+    let html = render(&empty_input().with_table("cost", vec![cost])).unwrap();
+    assert!(html.contains("Table `cost` has no values in cost_per_1k_tokens."));
+    assert!(!html.contains(r#"data-chart="cost_per_1k""#));
+}
+
+#[test]
+fn a_missing_column_is_an_error_naming_table_and_column() {
+    let cost = batch(vec![("model", strings(&["m"])), ("context_bin", strings(&["0-1K"]))]);
+    let error = render(&empty_input().with_table("cost", vec![cost])).unwrap_err();
+    assert!(matches!(&error, tokscope::Error::Config(_)), "{error}");
+    assert!(error.to_string().contains("dashboard: table `cost` has no column `cost_per_1k_tokens`"), "{error}");
+}
+
+#[test]
+fn daily_charts_show_the_last_trend_days_only() {
+    let mut input = support::realistic(&support::model_names(2), 40);
+    input.trend_days = 30;
+    let html = render(&input).unwrap();
+    assert!(html.contains("Data: 30 rows from <code>daily</code>"), "one row per date, one column per model");
+    assert!(html.contains("2025-06-01 to 2025-06-30 (UTC)."));
+}
+
+#[test]
+fn charts_draw_at_most_eight_series_and_say_so() {
+    let html = render(&support::realistic(&support::model_names(11), 5)).unwrap();
+    assert!(html.contains("Showing the 8 series with the most requests; 3 more are in the table only."));
+    assert!(html.contains("Data: 99 rows from <code>report</code>"), "the table keeps every model");
+}
+
+#[test]
+fn a_new_table_gets_its_chart_from_one_spec_entry() {
+    const HEAD_WASTE: ChartSpec = ChartSpec {
+        id: "waste_share",
+        section: "Attention heads",
+        tables: &["attention_waste"],
+        title: "Wasted attention per head",
+        kind: ChartKind::Heatmap { rows: Axis { column: "layer", label: "Layer", unit: Unit::Index } },
+        x: Axis { column: "head", label: "Head", unit: Unit::Index },
+        series: None,
+        values: &[ValueColumn::new("waste_share", "waste")],
+        value_label: "Wasted attention",
+        unit: Unit::Rate,
+        ..ChartSpec::BASE
+    };
+    let head_waste = batch(vec![
+        ("layer", ints(&[0, 0, 1, 1])),
+        ("head", ints(&[0, 1, 0, 1])),
+        ("waste_share", floats(&[Some(0.1), Some(0.4), Some(0.05), None])),
+    ]);
+    let html = render(&empty_input().with_chart(HEAD_WASTE).with_table("attention_waste", vec![head_waste])).unwrap();
+    assert!(html.contains(r#"data-chart="waste_share""#));
+    assert!(html.contains("<td>40.0%"));
+    assert!(html.contains("Wasted attention (%)"));
+}
+
+#[test]
+fn ab_points_are_filled_when_significant_after_holm_and_ratios_are_read_against_one() {
+    let f = |values: &[f64]| floats(&values.iter().map(|v| Some(*v)).collect::<Vec<_>>());
+    let ab = batch(vec![
+        ("context_bin", strings(&["0-1K", "16K+", "0-1K", "16K+"])),
+        (
+            "metric",
+            strings(&[
+                "implicit_truncation_rate",
+                "implicit_truncation_rate",
+                "cost_per_1k_tokens",
+                "cost_per_1k_tokens",
+            ]),
+        ),
+        ("effect", strings(&["difference", "difference", "ratio", "ratio"])),
+        ("diff", f(&[0.001, 0.05, 1.02, 0.7])),
+        ("ci_low", f(&[-0.01, 0.03, 0.95, 0.6])),
+        ("ci_high", f(&[0.012, 0.07, 1.09, 0.8])),
+        // The second row's interval excludes 0, but Holm's correction says no.
+        ("p_value_holm", f(&[0.8, 0.09, 0.6, 0.001])),
+    ]);
+    let html = render(&empty_input().with_table("ab", vec![ab])).unwrap();
+    assert_eq!(html.matches(r#"data-chart="ab_diff" data-layout="wide""#).count(), 2, "one chart per metric");
+    assert_eq!(html.matches("Ratios of B to A: the reference line is at 1.").count(), 1, "only the cost chart");
+    assert!(html.contains("significant (p_value_holm &lt; 0.05)"), "the legend names the test");
+    assert!(html.contains("<td>ratio"), "the table shows each row's effect");
+}
+
+#[test]
+fn a_spec_id_must_be_a_plain_identifier() {
+    const SPEC: ChartSpec =
+        ChartSpec { id: "bad id\"", tables: &["x"], values: &[ValueColumn::new("v", "v")], ..ChartSpec::BASE };
+    let spec = SPEC;
+    let error = render(&empty_input().with_chart(spec)).unwrap_err();
+    assert!(error.to_string().contains("dashboard chart `bad id\"`"), "{error}");
+}
+
+#[test]
+fn the_page_is_self_contained() {
+    let html = render(&support::realistic(&support::model_names(3), 30)).unwrap();
+    for forbidden in ["<script", "<link", "<img", "src=", "@import", "url("] {
+        assert!(!html.contains(forbidden), "page contains {forbidden}");
+    }
+    let external = html.matches("http").count();
+    let svg_namespace = html.matches("http://www.w3.org/2000/svg").count();
+    assert_eq!(external, svg_namespace, "only the SVG namespace may be a URL");
+}
+
+#[test]
+fn page_for_50_models_9_bins_90_days_is_under_2_mib() {
+    let mut input = support::realistic(&support::model_names(50), 90);
+    input.trend_days = 90;
+    let html = render(&input).unwrap();
+    // Kept for a look in a browser, under the build directory (never in the source tree).
+    let page = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("dashboard-50-models.html");
+    std::fs::write(&page, &html).unwrap();
+    println!("50 models x 9 bins x 90 days: {} bytes ({})", html.len(), page.display());
+    assert!(html.len() < 2_000_000, "page is {} bytes", html.len());
+}
+
+// ---------------------------------------------------------------- exported studies
+
+/// The charts of the load-test, A/B and model-internals studies.
+const STUDY_CHARTS: [&str; 14] = [
+    "throughput_qps",
+    "throughput_tokens",
+    "concurrency_mean",
+    "concurrency_peak",
+    "load_summary",
+    "gateway_engine",
+    "ab_diff",
+    "head_waste",
+    "moe_load",
+    "quality",
+    "composite",
+    "drift_kl",
+    "drift_share",
+    "kv_cache",
+];
+
+/// Generates 20,000 requests over 3 days (`arms`: `--arms` if any, the candidate
+/// truncating 12% above 16K), adds `extra` inputs from tests/data, ingests with
+/// bins 0, 1K, 4K, 16K and exports with prices; returns `site/latest`.
+fn export_dataset(dir: &std::path::Path, arms: Option<&str>, extra: &[&str]) -> std::path::PathBuf {
+    let log = dir.join("requests.jsonl");
+    let mut args = vec!["generate", "--requests", "20000", "--seed", "11", "--days", "3", "--output-chars", "40"];
+    if let Some(arms) = arms {
+        args.extend(["--arms", arms]);
+        if arms.contains("candidate") {
+            args.extend(["--arm-truncation", "candidate:0.12:16K"]);
+        }
+    }
+    args.extend(["--out", log.to_str().unwrap()]);
+    common::tokscope(&args);
+    let extra: Vec<String> = extra.iter().map(|p| common::data_dir().join(p).display().to_string()).collect();
+    let mut inputs = vec![log.to_str().unwrap()];
+    inputs.extend(extra.iter().map(String::as_str));
+    let data = dir.join("ds");
+    common::ingest(&inputs, &data, &["--bins", "0,1K,4K,16K"]);
+    common::export_priced(&data, &dir.join("site"), "2024-06-03")
+}
+
+/// A job's CSV as header -> column of cells (quoted cells may hold commas).
+fn read_csv(path: &std::path::Path) -> std::collections::HashMap<String, Vec<String>> {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let split = |line: &str| -> Vec<String> {
+        let (mut cells, mut cell, mut quoted) = (Vec::new(), String::new(), false);
+        for c in line.chars() {
+            match c {
+                '"' => quoted = !quoted,
+                ',' if !quoted => cells.push(std::mem::take(&mut cell)),
+                c => cell.push(c),
+            }
+        }
+        cells.push(cell);
+        cells
+    };
+    let mut lines = text.lines();
+    let header = split(lines.next().unwrap_or_default());
+    let rows: Vec<Vec<String>> = lines.map(split).collect();
+    header.iter().enumerate().map(|(i, name)| (name.clone(), rows.iter().map(|r| r[i].clone()).collect())).collect()
+}
+
+/// Cells of `columns` that hold a number, over all rows: one bar each.
+fn filled_cells(table: &std::collections::HashMap<String, Vec<String>>, columns: &[&str]) -> usize {
+    columns.iter().map(|c| table[*c].iter().filter(|v| v.parse::<f64>().is_ok()).count()).sum()
+}
+
+fn distinct(cells: &[String]) -> Vec<String> {
+    let mut seen: Vec<String> = Vec::new();
+    for cell in cells {
+        if !seen.contains(cell) {
+            seen.push(cell.clone());
+        }
+    }
+    seen
+}
+
+#[test]
+fn exported_studies_draw_one_mark_per_row_of_their_job_in_chromium() {
+    let dir = tempfile::tempdir().unwrap();
+    let latest = export_dataset(
+        dir.path(),
+        Some("control,candidate"),
+        &[
+            "profile/gateway.jsonl",
+            "profile/profile.jsonl",
+            "formats/eval.sample.jsonl",
+            "formats/kernel_trace.sample.json",
+            "formats/moe_routing.sample.csv",
+        ],
+    );
+    let page = latest.join("index.html");
+    let html = std::fs::read_to_string(&page).unwrap();
+    for id in STUDY_CHARTS {
+        assert!(html.contains(&format!(r#"data-chart="{id}""#)), "chart {id} is not drawn");
+    }
+    let size = html.len();
+    assert!(size < 2_000_000, "the page is {size} bytes");
+
+    if !common::chromium_available() {
+        return;
+    }
+    let counts_path = dir.path().join("counts.json");
+    let out = common::browser_check(&page, &STUDY_CHARTS, dir.path(), &[format!("--counts={}", counts_path.display())]);
+    assert!(
+        out.status.success(),
+        "browser check failed:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let counts: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&counts_path).unwrap()).unwrap();
+    // The wide SVGs, as Chromium parsed them at desktop width, in page order.
+    let drawn = |id: &str| -> Vec<serde_json::Value> {
+        counts["desktop"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["id"] == id && c["layout"] == "wide")
+            .cloned()
+            .collect()
+    };
+    let n = |v: &serde_json::Value, key: &str| v[key].as_u64().unwrap() as usize;
+    let csv = |job: &str| read_csv(&latest.join(format!("{job}.csv")));
+
+    // Bars: one rect per number in the value columns (at most 8 series: all are drawn here).
+    for (id, job, columns) in [
+        ("load_summary", "load_summary", &["e2e_p50_ms", "e2e_p95_ms", "e2e_p99_ms"][..]),
+        ("gateway_engine", "gateway_engine", &["prefill_ms_p50", "decode_ms_p50", "overhead_ms_p50"]),
+        ("moe_load", "moe_load", &["imbalance_max_mean", "load_cv"]),
+        ("quality", "quality", &["bleu4_mean", "factscore_mean", "f1_fact"]),
+        ("composite", "composite", &["composite"]),
+        ("drift_kl", "drift", &["kl_bits_mean", "kl_bits_p95"]),
+        ("drift_share", "drift", &["drift_share"]),
+        ("kv_cache", "kv_cache", &["kv_cache_gib_mean", "kv_cache_gib_max", "kv_cache_gib_per_gpu_mean"]),
+    ] {
+        let figures = drawn(id);
+        assert_eq!(figures.len(), 1, "{id}: {figures:?}");
+        let expected = filled_cells(&csv(job), columns);
+        assert!(expected > 0, "{id}: the job's table has no values to draw");
+        assert_eq!(n(&figures[0], "rects"), expected, "{id}: one bar per value of {job}.csv");
+    }
+    assert!(csv("gateway_engine")["matched"].iter().any(|m| m != "0"), "engine profiles joined no request");
+
+    // Heatmap: one cell per layer x head, missing pairs drawn grey.
+    let head_waste = csv("head_waste");
+    let cells = distinct(&head_waste["layer"]).len() * distinct(&head_waste["head"]).len();
+    assert_eq!(n(&drawn("head_waste")[0], "rects"), cells, "head_waste: layers x heads");
+
+    // Lines: one vertex per window with a value (a lone point is a circle).
+    let throughput = csv("throughput");
+    for (id, column) in [
+        ("throughput_qps", "qps"),
+        ("throughput_tokens", "output_tokens_per_s"),
+        ("concurrency_mean", "mean_concurrency"),
+        ("concurrency_peak", "peak_concurrency"),
+    ] {
+        let figure = &drawn(id)[0];
+        let expected = filled_cells(&throughput, &[column]);
+        assert_eq!(n(figure, "points") + n(figure, "circles"), expected, "{id}: one vertex per row of throughput.csv");
+        assert_eq!(n(figure, "polylines"), distinct(&throughput["model"]).len(), "{id}: one line per model");
+    }
+
+    // Intervals: per metric (in the order of ab.csv), a point (white disc + mark)
+    // per row, filled when Holm's p < 0.05, whiskers of 3 strokes, and the zero line.
+    let ab = csv("ab");
+    let metrics = distinct(&ab["metric"]);
+    let figures = drawn("ab_diff");
+    assert_eq!(figures.len(), metrics.len(), "one A/B chart per metric");
+    let mut significant_total = 0;
+    for (metric, figure) in metrics.iter().zip(&figures) {
+        let rows: Vec<usize> = (0..ab["metric"].len()).filter(|&r| &ab["metric"][r] == metric).collect();
+        let num = |column: &str, r: usize| ab[column][r].parse::<f64>().ok();
+        let points = rows.iter().filter(|&&r| num("diff", r).is_some()).count();
+        let whiskers = rows
+            .iter()
+            .filter(|&&r| num("diff", r).is_some() && num("ci_low", r).is_some() && num("ci_high", r).is_some());
+        let significant =
+            rows.iter().filter(|&&r| num("diff", r).is_some() && num("p_value_holm", r).is_some_and(|p| p < 0.05));
+        let significant = significant.count();
+        significant_total += significant;
+        assert_eq!(n(figure, "circles"), 2 * points, "{metric}: a point per row");
+        assert_eq!(n(figure, "filled_circles"), significant, "{metric}: filled = significant after Holm");
+        assert_eq!(n(figure, "polylines"), 1 + 3 * whiskers.count(), "{metric}: whiskers and the zero line");
+    }
+    assert!(significant_total > 0, "the candidate's truncation above 16K must show as significant");
+    std::io::stdout().write_all(&out.stdout).unwrap();
+}
+
+#[test]
+fn studies_whose_tables_are_absent_are_left_out_of_the_export() {
+    // One arm only, and no profiles, kernels, routing or evaluations.
+    let dir = tempfile::tempdir().unwrap();
+    let latest = export_dataset(dir.path(), Some("control"), &[]);
+    let html = std::fs::read_to_string(latest.join("index.html")).unwrap();
+    for id in ["gateway_engine", "ab_diff", "head_waste", "moe_load", "quality", "composite", "drift_kl", "drift_share"]
+    {
+        assert!(!html.contains(&format!(r#"data-chart="{id}""#)), "{id} drawn without its table");
+    }
+    for table in ["gateway_engine", "ab", "head_waste", "moe_load", "quality", "composite", "drift"] {
+        assert!(!latest.join(format!("{table}.csv")).exists(), "{table} ran without its input");
+    }
+    for note in [
+        "Not in this dataset (no `gateway_engine` table).",
+        "Not in this dataset (no `ab` table).",
+        "Not in this dataset (no `composite` or `drift` or `head_waste` or `moe_load` or `quality` table).",
+    ] {
+        assert!(html.contains(note), "missing note: {note}");
+    }
+    // The load test needs requests only.
+    for id in ["throughput_qps", "concurrency_peak", "load_summary"] {
+        assert!(html.contains(&format!(r#"data-chart="{id}""#)), "{id} missing");
+    }
+}

@@ -1,0 +1,769 @@
+//! SQL jobs end to end: small hand-made datasets whose expected values are
+//! written out here, every column of every job; pricing (tiers, history,
+//! cache tokens, LiteLLM import, unpriced); DuckDB as an independent oracle on
+//! a generated dataset; output formats; a dataset on S3; the SQL shell.
+
+use crate::common;
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use common::{data_dir, ingest, python, repo, tokscope, tokscope_with_env, S3Server};
+use serde_json::Value;
+
+fn write(dir: &Path, name: &str, text: &str) -> String {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p.to_str().unwrap().to_string()
+}
+
+/// Runs `tokscope job NAME --format json` with `extra` flags; returns the rows.
+fn job(name: &str, data: &Path, extra: &[&str]) -> Vec<Value> {
+    let mut args = vec!["job", name, "--format", "json", "--data", data.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    let out = tokscope(&args);
+    out.lines().filter(|l| !l.trim().is_empty()).map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+/// A column of a JSON row (the JSON writer leaves null columns out).
+fn col(row: &Value, c: &str) -> Value {
+    row.get(c).cloned().unwrap_or(Value::Null)
+}
+
+/// Expected value of one cell: an integer, a float (relative 1e-12), a string, or null.
+#[derive(Debug, Clone, Copy)]
+enum V {
+    I(i64),
+    F(f64),
+    S(&'static str),
+    Null,
+}
+
+fn check(rows: &[Value], columns: &[&str], want: &[Vec<V>], what: &str) {
+    assert_eq!(rows.len(), want.len(), "{what}: rows {rows:#?}");
+    for (r, (row, w)) in rows.iter().zip(want).enumerate() {
+        assert_eq!(
+            row.as_object().unwrap().keys().filter(|k| !columns.contains(&k.as_str())).count(),
+            0,
+            "{what}: unexpected columns in {row}"
+        );
+        for (c, v) in columns.iter().zip(w) {
+            let got = col(row, c);
+            let ok = match v {
+                V::I(i) => got.as_i64() == Some(*i),
+                V::F(f) => got.as_f64().is_some_and(|g| (g - f).abs() <= 1e-12 * f.abs().max(1e-300)),
+                V::S(s) => got.as_str() == Some(*s),
+                V::Null => got.is_null(),
+            };
+            assert!(ok, "{what}: row {r} column {c}: got {got}, want {v:?}\nrow: {row}");
+        }
+    }
+}
+
+/// Requests with hand-checked statuses and timings (see the comments per line).
+const HAND: &[&str] = &[
+    // a1: eos (marker). tpot = (600 - 100) / 10 = 50, decode 20, e2e = 11000 / 600.
+    r#"{"ts":"2024-06-01T00:00:00Z","request_id":"a1","model":"a","prompt_tokens":100,"completion_tokens":11,"max_tokens":100,"ttft_ms":100,"latency_ms":600,"model_output":"x<|eot_id|>"}"#,
+    // a2: implicit truncation. tpot = (1400 - 200) / 20 = 60, decode 1000/60, e2e = 21000 / 1400 = 15.
+    r#"{"ts":"2024-06-01T00:00:01Z","request_id":"a2","model":"a","prompt_tokens":200,"completion_tokens":21,"max_tokens":100,"ttft_ms":200,"latency_ms":1400,"model_output":"cut"}"#,
+    // a3: length (at the cap). tpot = (2280 - 300) / 99 = 20, decode 50, e2e = 100000 / 2280.
+    r#"{"ts":"2024-06-01T00:00:02Z","request_id":"a3","model":"a","prompt_tokens":300,"completion_tokens":100,"max_tokens":100,"ttft_ms":300,"latency_ms":2280,"model_output":"long"}"#,
+    // a4: eos from finish_reason (no raw output). One token: no tpot; e2e = 1000 / 400 = 2.5.
+    r#"{"ts":"2024-06-01T00:00:03Z","request_id":"a4","model":"a","prompt_tokens":400,"completion_tokens":1,"ttft_ms":400,"latency_ms":400,"finish_reason":"stop"}"#,
+    // a5: unknown; no timings at all.
+    r#"{"ts":"2024-06-01T00:00:04Z","request_id":"a5","model":"a","prompt_tokens":500,"completion_tokens":2}"#,
+    // b1: 1K-2K, eos. tpot = 900 / 9 = 100, decode 10, e2e = 10000 / 950.
+    r#"{"ts":"2024-06-01T00:00:05Z","request_id":"b1","model":"b","prompt_tokens":1500,"completion_tokens":10,"max_tokens":100,"ttft_ms":50,"latency_ms":950,"model_output":"ok</s>"}"#,
+    // c1: length only: eos + implicit_truncation = 0, so the compliance rate is null.
+    r#"{"ts":"2024-06-01T00:00:06Z","request_id":"c1","model":"c","prompt_tokens":10,"completion_tokens":5,"max_tokens":5,"model_output":"abc"}"#,
+];
+
+fn hand_dataset(dir: &Path) -> std::path::PathBuf {
+    let input = write(dir, "hand.jsonl", &(HAND.join("\n") + "\n"));
+    let out = dir.join("ds");
+    ingest(&[&input], &out, &[]);
+    out
+}
+
+const EOS_COLS: &[&str] = &[
+    "model",
+    "context_bin",
+    "requests",
+    "eos",
+    "length",
+    "implicit_truncation",
+    "unknown",
+    "eos_compliance_rate",
+    "eos_marker_rate",
+    "implicit_truncation_rate",
+];
+const LATENCY_COLS: &[&str] = &[
+    "model",
+    "context_bin",
+    "ttft_p50_ms",
+    "ttft_p95_ms",
+    "ttft_p99_ms",
+    "tpot_p50_ms",
+    "tpot_p95_ms",
+    "latency_p50_ms",
+    "latency_p95_ms",
+    "decode_tps_p50",
+    "e2e_tps_mean",
+];
+const COST_COLS: &[&str] = &[
+    "model",
+    "context_bin",
+    "requests",
+    "unpriced_requests",
+    "cost_usd",
+    "cost_per_1k_tokens",
+    "input_share",
+    "cached_share",
+    "output_share",
+];
+
+fn eos_want() -> Vec<Vec<V>> {
+    use V::*;
+    vec![
+        // a: 5 requests; compliance = 2 / (2 + 1); of the 3 raw outputs (a1, a2, a3) one
+        // ends with a marker: marker rate 1/3 (a4 is eos by its finish reason, without raw
+        // output, so it is not counted); truncation rate = 1 / 5.
+        vec![S("a"), S("0-1K"), I(5), I(2), I(1), I(1), I(1), F(2.0 / 3.0), F(1.0 / 3.0), F(0.2)],
+        vec![S("b"), S("1K-2K"), I(1), I(1), I(0), I(0), I(0), F(1.0), F(1.0), F(0.0)],
+        // c: a length stop with raw output and no marker: compliance null, marker rate 0.
+        vec![S("c"), S("0-1K"), I(1), I(0), I(1), I(0), I(0), Null, F(0.0), F(0.0)],
+    ]
+}
+
+fn latency_want() -> Vec<Vec<V>> {
+    use V::*;
+    // Type-7 quantiles: h = p * (n - 1), x[floor h] + frac(h) * (x[floor h + 1] - x[floor h]).
+    // a: ttft [100, 200, 300, 400]: p50 h=1.5 -> 250; p95 h=2.85 -> 385; p99 h=2.97 -> 397.
+    //    tpot [20, 50, 60]: p50 = 50; p95 h=1.9 -> 59. latency [400, 600, 1400, 2280]:
+    //    p50 h=1.5 -> 1000; p95 h=2.85 -> 1400 + 0.85 * 880 = 2148. decode [16.67, 20, 50]: p50 20.
+    vec![
+        vec![
+            S("a"),
+            S("0-1K"),
+            F(250.0),
+            F(385.0),
+            F(397.0),
+            F(50.0),
+            F(59.0),
+            F(1000.0),
+            F(2148.0),
+            F(20.0),
+            F((11000.0 / 600.0 + 15.0 + 100000.0 / 2280.0 + 2.5) / 4.0),
+        ],
+        // b: a single request: every quantile is its value.
+        vec![
+            S("b"),
+            S("1K-2K"),
+            F(50.0),
+            F(50.0),
+            F(50.0),
+            F(100.0),
+            F(100.0),
+            F(950.0),
+            F(950.0),
+            F(10.0),
+            F(10000.0 / 950.0),
+        ],
+        // c: no timings: all null.
+        vec![S("c"), S("0-1K"), Null, Null, Null, Null, Null, Null, Null, Null, Null],
+    ]
+}
+
+#[test]
+fn eos_and_latency_jobs_match_hand_computed_values() {
+    let dir = tempfile::tempdir().unwrap();
+    let ds = hand_dataset(dir.path());
+    check(&job("eos", &ds, &[]), EOS_COLS, &eos_want(), "eos");
+    check(&job("latency", &ds, &[]), LATENCY_COLS, &latency_want(), "latency");
+}
+
+#[test]
+fn report_is_eos_latency_and_cost_side_by_side() {
+    let dir = tempfile::tempdir().unwrap();
+    let ds = hand_dataset(dir.path());
+    let pricing = write(dir.path(), "p.toml", "[[model]]\nmodel = \"a\"\ninput = 1.0\noutput = 2.0\n");
+    let report = job("report", &ds, &["--pricing", &pricing]);
+    let (eos, lat, cost) = (job("eos", &ds, &[]), job("latency", &ds, &[]), job("cost", &ds, &["--pricing", &pricing]));
+    assert_eq!(report.len(), 3);
+    for (i, r) in report.iter().enumerate() {
+        // Every column of the three jobs, same value, and nothing else (null columns are left out of JSON).
+        let mut union = serde_json::Map::new();
+        for part in [&eos[i], &lat[i], &cost[i]] {
+            union.extend(part.as_object().unwrap().clone());
+        }
+        // The report leaves out the eos job's plain eos_marker_rate.
+        union.remove("eos_marker_rate");
+        assert_eq!(r.as_object().unwrap(), &union, "report row {i}");
+    }
+    let header = tokscope(&["job", "report", "--format", "csv", "--data", ds.to_str().unwrap()]);
+    let mut want: Vec<&str> = EOS_COLS.iter().copied().filter(|c| *c != "eos_marker_rate").collect();
+    want.extend(&LATENCY_COLS[2..]);
+    want.extend(&COST_COLS[3..]);
+    assert_eq!(header.lines().next().unwrap(), want.join(","));
+    // a: (100+200+300+400+500 prompt) * 1 + (11+21+100+1+2) * 2 = 1500 + 270 = 1770 per 1M.
+    assert!((col(&report[0], "cost_usd").as_f64().unwrap() - 1770e-6).abs() < 1e-15);
+    assert_eq!(col(&report[1], "unpriced_requests"), 1);
+}
+
+/// The report reads `price_usd(..)`'s fields straight from the struct: the
+/// session turns DataFusion's leaf-expression pushdown off (no table has a
+/// struct column for it to prune), and its environment variable turns it back on.
+#[test]
+fn report_plan_reads_price_fields_without_leaf_pushdown_unless_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let ds = hand_dataset(dir.path());
+    let explain = format!("EXPLAIN {}", tokscope(&["job", "report", "--show-sql"]));
+    let args = ["query", "--wide", "--format", "csv", "--data", ds.to_str().unwrap(), &explain];
+    let plan = tokscope(&args);
+    assert!(plan.contains("price_usd(") && !plan.contains("__datafusion_extracted"), "{plan}");
+    let on = tokscope_with_env(&[("DATAFUSION_OPTIMIZER_ENABLE_LEAF_EXPRESSION_PUSHDOWN", "true")], &args);
+    assert!(on.contains("__datafusion_extracted"), "{on}");
+}
+
+/// The report's quantiles of one column share one accumulator: TTFT's three
+/// percentiles, TPOT's and latency's two each become one `quantiles_cont`
+/// per column (engine::merge_quantiles); decode TPS's one stays as it is.
+#[test]
+fn report_plan_keeps_one_quantile_accumulator_per_column() {
+    let dir = tempfile::tempdir().unwrap();
+    let ds = hand_dataset(dir.path());
+    let explain = format!("EXPLAIN {}", tokscope(&["job", "report", "--show-sql"]));
+    let plan = tokscope(&["query", "--wide", "--format", "csv", "--data", ds.to_str().unwrap(), &explain]);
+    let logical = &plan[..plan.find("physical_plan").unwrap_or(plan.len())];
+    for merged in [
+        "quantiles_cont(priced.ttft_ms,Float64(0.5),Float64(0.95),Float64(0.99))",
+        "quantiles_cont(priced.tpot_ms,Float64(0.5),Float64(0.95))",
+        "quantiles_cont(priced.latency_ms,Float64(0.5),Float64(0.95))",
+    ] {
+        assert!(logical.contains(merged), "{merged} not in {logical}");
+    }
+    assert!(logical.contains("quantile_cont(priced.decode_tps, Float64(0.5))"), "{logical}");
+    assert!(!logical.contains("quantile_cont(priced.ttft_ms, Float64("), "{logical}");
+}
+
+/// Pricing cases: each model is one group, so each row is one hand-priced case.
+#[test]
+fn cost_job_prices_tiers_history_cache_tokens_and_counts_unpriced() {
+    let dir = tempfile::tempdir().unwrap();
+    let pricing = write(
+        dir.path(),
+        "pricing.toml",
+        r#"
+[[model]]
+model = "flat"
+input = 2.0
+output = 8.0
+cached_input = 0.5
+cache_write = 2.5
+
+[[model]]
+model = "defaults"
+input = 1.0
+output = 2.0
+
+[[model]]
+pattern = "tiered-.*"
+input = 1.0
+output = 2.0
+cached_input = 0.25
+  [[model.tier]]
+  above_prompt_tokens = 1000
+  input = 3.0
+  output = 6.0
+
+[[model]]
+model = "hist"
+input = 1.0
+output = 1.0
+
+[[model]]
+model = "hist"
+effective_from = 2024-07-01
+input = 2.0
+output = 2.0
+
+[[model]]
+model = "late"
+effective_from = "2025-01-01"
+input = 1.0
+output = 1.0
+"#,
+    );
+    let line = |id: &str, ts: &str, model: &str, p: i64, c: i64, cw: i64, out: i64| {
+        format!(
+            r#"{{"ts":"{ts}","request_id":"{id}","model":"{model}","prompt_tokens":{p},"cached_tokens":{c},"cache_write_tokens":{cw},"completion_tokens":{out}}}"#
+        )
+    };
+    let t = "2024-06-01T00:00:00Z";
+    let lines = [
+        line("f", t, "flat", 1000, 200, 100, 500),
+        line("d", t, "defaults", 1000, 400, 100, 10),
+        line("ta", t, "tiered-at", 1000, 0, 0, 100),
+        line("to", t, "tiered-over", 1001, 1, 0, 100),
+        line("h1", "2024-06-30T23:59:59Z", "hist", 100, 0, 0, 0),
+        line("h2", "2024-07-01T00:00:00Z", "hist", 2000, 0, 0, 0),
+        line("l1", "2024-12-31T23:59:59Z", "late", 100, 0, 0, 100),
+        line("l2", "2025-01-02T00:00:00Z", "late", 300, 0, 0, 100),
+        line("n1", t, "nobody", 10, 0, 0, 10),
+        line("n2", t, "nobody", 20, 0, 0, 10),
+    ];
+    let input = write(dir.path(), "cost.jsonl", &(lines.join("\n") + "\n"));
+    let ds = dir.path().join("ds");
+    ingest(&[&input], &ds, &[]);
+    use V::*;
+    let m = 1e-6;
+    let want = vec![
+        // prompt includes cache tokens: uncached = 1000 - 400 - 100 = 500; rates default to input 1.
+        // (500 + 400 + 100) * 1 + 10 * 2 = 1020; input share counts cache writes: (500 + 100) / 1020.
+        vec![
+            S("defaults"),
+            S("0-1K"),
+            I(1),
+            I(0),
+            F(1020.0 * m),
+            F(1000.0 * 1020.0 * m / 1010.0),
+            F(600.0 / 1020.0),
+            F(400.0 / 1020.0),
+            F(20.0 / 1020.0),
+        ],
+        // 700 * 2 + 200 * 0.5 + 100 * 2.5 + 500 * 8 = 1400 + 100 + 250 + 4000 = 5750.
+        vec![
+            S("flat"),
+            S("0-1K"),
+            I(1),
+            I(0),
+            F(5750.0 * m),
+            F(1000.0 * 5750.0 * m / 1500.0),
+            F(1650.0 / 5750.0),
+            F(100.0 / 5750.0),
+            F(4000.0 / 5750.0),
+        ],
+        // History: before 2024-07-01 at 1/1: 100 * 1.
+        vec![S("hist"), S("0-1K"), I(1), I(0), F(100.0 * m), F(1000.0 * 100.0 * m / 100.0), F(1.0), F(0.0), F(0.0)],
+        // From 2024-07-01 at 2/2: 2000 * 2.
+        vec![S("hist"), S("1K-2K"), I(1), I(0), F(4000.0 * m), F(1000.0 * 4000.0 * m / 2000.0), F(1.0), F(0.0), F(0.0)],
+        // l1 predates the only price: unpriced; l2 = 300 + 100; per-1K over priced tokens only.
+        vec![S("late"), S("0-1K"), I(2), I(1), F(400.0 * m), F(1000.0 * 400.0 * m / 400.0), F(0.75), F(0.0), F(0.25)],
+        // No price: counted, never 0.
+        vec![S("nobody"), S("0-1K"), I(2), I(2), Null, Null, Null, Null, Null],
+        // prompt = 1000 is not above the tier: base 1000 * 1 + 100 * 2 = 1200.
+        vec![
+            S("tiered-at"),
+            S("0-1K"),
+            I(1),
+            I(0),
+            F(1200.0 * m),
+            F(1000.0 * 1200.0 * m / 1100.0),
+            F(1000.0 / 1200.0),
+            F(0.0),
+            F(200.0 / 1200.0),
+        ],
+        // prompt = 1001 > 1000: tier rates on ALL tokens: 1000 * 3 + 1 * 0.25 (tier keeps base cached) + 100 * 6.
+        vec![
+            S("tiered-over"),
+            S("0-1K"),
+            I(1),
+            I(0),
+            F(3600.25 * m),
+            F(1000.0 * 3600.25 * m / 1101.0),
+            F(3000.0 / 3600.25),
+            F(0.25 / 3600.25),
+            F(600.0 / 3600.25),
+        ],
+    ];
+    check(&job("cost", &ds, &["--pricing", &pricing]), COST_COLS, &want, "cost");
+    // Without --pricing every request is unpriced.
+    let none = job("cost", &ds, &[]);
+    assert!(none.iter().all(|r| col(r, "unpriced_requests") == col(r, "requests") && col(r, "cost_usd").is_null()));
+}
+
+#[test]
+fn litellm_prices_import_with_the_200k_tier_and_ad_hoc_sql_sees_the_udfs() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = data_dir().join("real_logs/litellm_pricing/model_prices_and_context_window_backup.json");
+    let spec = format!("litellm:{}", json.display());
+    // From the file: input 3e-6, output 1.5e-5, cache read 3e-7, cache creation 3.75e-6;
+    // above 200k: 6e-6, 2.25e-5, 6e-7, 7.5e-6 (per token).
+    let model = "anthropic.claude-sonnet-4-20250514-v1:0";
+    let lines = [
+        format!(
+            r#"{{"ts":"2025-06-01T00:00:00Z","request_id":"at","model":"{model}","prompt_tokens":200000,"cached_tokens":50000,"cache_write_tokens":10000,"completion_tokens":1000}}"#
+        ),
+        format!(
+            r#"{{"ts":"2025-06-01T00:00:01Z","request_id":"over","model":"{model}","prompt_tokens":200001,"cached_tokens":50000,"cache_write_tokens":10000,"completion_tokens":1000}}"#
+        ),
+    ];
+    let input = write(dir.path(), "l.jsonl", &(lines.join("\n") + "\n"));
+    let ds = dir.path().join("ds");
+    ingest(&[&input], &ds, &[]);
+    // at:   140000 * 3e-6 + 50000 * 3e-7 + 10000 * 3.75e-6 + 1000 * 1.5e-5  = 0.42 + 0.015 + 0.0375 + 0.015 = 0.4875
+    // over: 140001 * 6e-6 + 50000 * 6e-7 + 10000 * 7.5e-6 + 1000 * 2.25e-5 = 0.840006 + 0.03 + 0.075 + 0.0225 = 0.967506
+    let out = tokscope(&[
+        "query", "--format", "json", "--pricing", &spec, "--data", ds.to_str().unwrap(),
+        "SELECT request_id, price_usd(model, ts, prompt_tokens, cached_tokens, cache_write_tokens, completion_tokens)['total_usd'] AS c, \
+         quantile_cont(prompt_tokens, 0.5) OVER () AS q FROM requests ORDER BY request_id",
+    ]);
+    let rows: Vec<Value> = out.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(rows[0]["request_id"], "at");
+    assert!((rows[0]["c"].as_f64().unwrap() - 0.4875).abs() < 1e-12, "{rows:?}");
+    assert!((rows[1]["c"].as_f64().unwrap() - 0.967506).abs() < 1e-12, "{rows:?}");
+    assert_eq!(rows[0]["q"].as_f64(), Some(200000.5));
+    let cost = job("cost", &ds, &["--pricing", &spec]);
+    assert!((col(&cost[0], "cost_usd").as_f64().unwrap() - (0.4875 + 0.967506)).abs() < 1e-12);
+    assert_eq!(col(&cost[0], "unpriced_requests"), 0);
+}
+
+#[test]
+fn kv_cache_job_uses_bundled_and_given_architectures() {
+    let dir = tempfile::tempdir().unwrap();
+    let hf = data_dir().join("models/tiny-stories-a/config.json");
+    let arch = write(
+        dir.path(),
+        "arch.toml",
+        &format!(
+            "[[model]]\nmodel = \"tiny\"\nconfig = {:?}\n\n[[model]]\npattern = \"custom-.*\"\nlayers = 10\nkv_heads = 4\nhead_dim = 64\ndtype = \"fp8\"\ntensor_parallel = 2\n",
+            hf.display().to_string()
+        ),
+    );
+    let line = |id: &str, model: &str, p: i64, c: i64| {
+        format!(
+            r#"{{"ts":"2024-06-01T00:00:00Z","request_id":"{id}","model":"{model}","prompt_tokens":{p},"completion_tokens":{c}}}"#
+        )
+    };
+    let lines = [
+        line("c", "custom-1", 100, 28),
+        line("l1", "llama-3.1-8b-instruct", 1000, 24),
+        line("l2", "llama-3.1-8b-instruct", 1000, 1048),
+        line("t", "tiny", 1000, 48),
+        line("u", "unknown-model", 10, 10),
+    ];
+    let input = write(dir.path(), "kv.jsonl", &(lines.join("\n") + "\n"));
+    let ds = dir.path().join("ds");
+    ingest(&[&input], &ds, &[]);
+    use V::*;
+    let gib = (1u64 << 30) as f64;
+    let (custom, tiny) = (5120.0 * 128.0 / gib, 512.0 * 1048.0 / gib);
+    let want = vec![
+        // custom: 2 * 10 * 4 * 64 * 1 byte = 5120 B/token, 128 tokens; served on 2 GPUs
+        // (tensor_parallel = 2): 2 of the 4 KV heads each, half the bytes.
+        vec![S("custom-1"), S("0-1K"), I(1), I(0), I(2), F(custom), F(custom), F(custom / 2.0), F(custom / 2.0)],
+        // bundled llama-3.1-8b: 2 * 32 * 8 * 128 * 2 = 131072 B/token: 1024 tokens = 0.125 GiB, 2048 = 0.25 GiB; one GPU.
+        vec![S("llama-3.1-8b-instruct"), S("0-1K"), I(2), I(0), I(1), F(0.1875), F(0.25), F(0.1875), F(0.25)],
+        // tiny-stories-a config.json: 2 layers, 2 KV heads, head_dim 16, float32: 512 B/token * 1048.
+        vec![S("tiny"), S("0-1K"), I(1), I(0), I(1), F(tiny), F(tiny), F(tiny), F(tiny)],
+        vec![S("unknown-model"), S("0-1K"), I(1), I(1), Null, Null, Null, Null, Null],
+    ];
+    let cols = [
+        "model",
+        "context_bin",
+        "requests",
+        "unknown_architecture_requests",
+        "tensor_parallel",
+        "kv_cache_gib_mean",
+        "kv_cache_gib_max",
+        "kv_cache_gib_per_gpu_mean",
+        "kv_cache_gib_per_gpu_max",
+    ];
+    check(&job("kv_cache", &ds, &["--architectures", &arch]), &cols, &want, "kv_cache");
+    // --param tp=4 overrides the file: custom 1 of 4 heads per GPU, llama 2 of 8,
+    // tiny's 2 heads replicated: 1 per GPU (half).
+    let want_tp4 = vec![
+        vec![S("custom-1"), S("0-1K"), I(1), I(0), I(4), F(custom), F(custom), F(custom / 4.0), F(custom / 4.0)],
+        vec![S("llama-3.1-8b-instruct"), S("0-1K"), I(2), I(0), I(4), F(0.1875), F(0.25), F(0.046875), F(0.0625)],
+        vec![S("tiny"), S("0-1K"), I(1), I(0), I(4), F(tiny), F(tiny), F(tiny / 2.0), F(tiny / 2.0)],
+        vec![S("unknown-model"), S("0-1K"), I(1), I(1), Null, Null, Null, Null, Null],
+    ];
+    check(&job("kv_cache", &ds, &["--architectures", &arch, "--param", "tp=4"]), &cols, &want_tp4, "kv_cache tp=4");
+}
+
+#[test]
+fn every_output_format_and_unknown_job() {
+    let dir = tempfile::tempdir().unwrap();
+    let ds = hand_dataset(dir.path());
+    let d = ds.to_str().unwrap();
+    let table = tokscope(&["job", "eos", "--data", d]);
+    assert!(table.starts_with("model ") && table.lines().any(|l| l.starts_with("a ")), "{table}");
+    let csv = tokscope(&["job", "eos", "--data", d, "--format", "csv"]);
+    assert_eq!(csv.lines().next().unwrap(), EOS_COLS.join(","));
+    assert!(
+        csv.lines().nth(1).unwrap().starts_with("a,0-1K,5,2,1,1,1,0.6666666666666666,0.3333333333333333,0.2"),
+        "{csv}"
+    );
+    let pq = dir.path().join("eos.parquet");
+    tokscope(&["job", "eos", "--data", d, "--format", "parquet", "--output", pq.to_str().unwrap()]);
+    let back = python(&format!(
+        "import pyarrow.parquet as pq, json\nt = pq.read_table({:?})\nprint(json.dumps(t.to_pylist()))",
+        pq.display().to_string()
+    ));
+    let rows: Vec<Value> = serde_json::from_str(back.trim()).unwrap();
+    let want = eos_want();
+    assert_eq!(rows.len(), 3);
+    assert_eq!(rows[2]["eos_compliance_rate"], Value::Null);
+    check(
+        &rows
+            .iter()
+            .map(|r| {
+                // pyarrow writes explicit nulls; drop them so `check` sees what the JSON writer gives.
+                Value::Object(
+                    r.as_object()
+                        .unwrap()
+                        .iter()
+                        .filter(|(_, v)| !v.is_null())
+                        .map(|(k, v)| (k.clone(), v.clone()))
+                        .collect(),
+                )
+            })
+            .collect::<Vec<_>>(),
+        EOS_COLS,
+        &want,
+        "parquet",
+    );
+    let csv_out = dir.path().join("eos.csv");
+    tokscope(&["job", "eos", "--data", d, "--format", "csv", "--output", csv_out.to_str().unwrap()]);
+    assert_eq!(std::fs::read_to_string(&csv_out).unwrap(), csv);
+    let o = common::tokscope_output(&["job", "nope", "--data", d]);
+    assert!(
+        !o.status.success()
+            && String::from_utf8_lossy(&o.stderr).contains("jobs: eos, latency, cost, kv_cache, report")
+    );
+    let o = common::tokscope_output(&["job", "eos", "--data", d, "--format", "parquet"]);
+    assert!(!o.status.success(), "parquet needs --output");
+}
+
+#[test]
+fn query_runs_a_sql_file_verbatim_and_times_it() {
+    // Job SQL starts with a `--` comment: `query` must take it as SQL, not as
+    // flags (bench/jobs.sh runs `job --show-sql` output this way and in DuckDB).
+    let dir = tempfile::tempdir().unwrap();
+    let ds = hand_dataset(dir.path());
+    let d = ds.to_str().unwrap();
+    let sql = tokscope(&["job", "eos", "--show-sql"]);
+    assert!(sql.starts_with("--"));
+    let o = common::tokscope_output(&["query", "--data", d, "--format", "csv", "--timing", &sql]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(String::from_utf8(o.stdout).unwrap(), tokscope(&["job", "eos", "--data", d, "--format", "csv"]));
+    let err = String::from_utf8_lossy(&o.stderr);
+    let secs: f64 = err
+        .strip_prefix("elapsed: ")
+        .and_then(|r| r.split(' ').next())
+        .and_then(|t| t.parse().ok())
+        .unwrap_or_else(|| panic!("no timing line on stderr: {err}"));
+    assert!(secs > 0.0 && err.contains("(3 rows; planning ") && err.contains("opening the dataset before it"), "{err}");
+    // Planning is part of the elapsed time.
+    let planning: f64 =
+        err.split("planning ").nth(1).and_then(|r| r.split(' ').next()).and_then(|t| t.parse().ok()).unwrap();
+    assert!(planning > 0.0 && planning <= secs, "{err}");
+    // --repeat: the same query again in the same session, one timing line each, the output once.
+    let o = common::tokscope_output(&["query", "--data", d, "--format", "csv", "--timing", "--repeat", "3", &sql]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(String::from_utf8(o.stdout).unwrap(), tokscope(&["job", "eos", "--data", d, "--format", "csv"]));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(err.lines().filter(|l| l.starts_with("elapsed: ")).count(), 3, "{err}");
+    assert_eq!(err.matches("run again in the same session").count(), 2, "{err}");
+}
+
+#[test]
+fn sql_shell_runs_piped_statements_with_udfs_and_history() {
+    let dir = tempfile::tempdir().unwrap();
+    let ds = hand_dataset(dir.path());
+    let hist = dir.path().join("history");
+    let run = |stdin: &str| {
+        let mut child = Command::new(common::bin())
+            .args(["sql", "--format", "csv", "--data", ds.to_str().unwrap(), "--history", hist.to_str().unwrap()])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
+        child.wait_with_output().unwrap()
+    };
+    let o = run("SELECT count(*) AS n\n  FROM requests;\n\nSELECT quantile_cont(ttft_ms, 0.5) AS q FROM requests WHERE model = 'a';\nSELECT nope FROM requests;\n\\q\nSELECT 1;\n");
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(stdout, "n\n7\nq\n250.0\n", "stderr: {}", String::from_utf8_lossy(&o.stderr));
+    assert!(!o.status.success(), "a failed statement makes the exit status non-zero");
+    assert!(String::from_utf8_lossy(&o.stderr).contains("nope"));
+    let h = std::fs::read_to_string(&hist).unwrap();
+    assert_eq!(h.lines().next().unwrap(), "SELECT count(*) AS n FROM requests;");
+    // History survives the session: `!1` re-runs the first statement; writes stay refused.
+    let o = run("!1\nCREATE TABLE x AS SELECT 1;\n");
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(stdout.contains("n\n7\n"), "{stdout}");
+    assert!(!o.status.success());
+}
+
+#[test]
+fn sql_shell_on_a_terminal_edits_lines_and_recalls_statements() {
+    // A real pseudo-terminal (Python's pty): the shell must switch to the line
+    // editor, which handles backspace, the up arrow, Ctrl-C and Ctrl-D.
+    let dir = tempfile::tempdir().unwrap();
+    let ds = hand_dataset(dir.path());
+    let hist = dir.path().join("history");
+    std::fs::write(&hist, "SELECT count(*) AS n FROM requests;\n").unwrap();
+    let script = format!(
+        r#"
+import os, pty, select, sys, time
+pid, fd = pty.fork()
+if pid == 0:
+    os.execv({bin:?}, [{bin:?}, "sql", "--format", "csv", "--data", {ds:?}, "--history", {hist:?}])
+seen = b""
+def until(pattern, timeout=60):
+    # Consumes the output up to and including `pattern`; exits with what it saw if it never comes.
+    global seen
+    end = time.time() + timeout
+    while pattern not in seen:
+        if time.time() > end:
+            sys.exit("timed out waiting for %r; got %r" % (pattern, seen))
+        if select.select([fd], [], [], 0.2)[0]:
+            try:
+                seen += os.read(fd, 4096)
+            except OSError:
+                break
+    seen = seen.split(pattern, 1)[1]
+# Each step waits for its result and then for the next prompt (the editor also
+# redraws the prompt while recalling, so the prompt alone is no sync point).
+until(b"tokscope> ")
+os.write(fd, b"SELECT 40 + 3x\x7f\x7f2 AS answer;\r")  # two backspaces: 40 + 2
+until(b"answer\r\n42\r\n"); until(b"tokscope> ")
+print("edited")
+os.write(fd, b"\x1b[A\r")                             # up arrow: the same statement again
+until(b"answer\r\n42\r\n"); until(b"tokscope> ")
+print("recalled")
+os.write(fd, b"\x1b[A\x1b[A\r")                       # two up: the statement from the history file
+until(b"n\r\n7\r\n"); until(b"tokscope> ")
+print("from file")
+os.write(fd, b"SELECT nope_column +\r")
+until(b"     -> ")
+os.write(fd, b"\x03")                                 # Ctrl-C drops the unfinished statement
+until(b"tokscope> ")
+os.write(fd, b"\x04")                                 # Ctrl-D ends the session
+_, status = os.waitpid(pid, 0)
+print("exit:", os.waitstatus_to_exitcode(status))
+"#,
+        bin = common::bin(),
+        ds = ds.to_str().unwrap(),
+        hist = hist.to_str().unwrap()
+    );
+    let out = common::python(&script);
+    assert_eq!(out, "edited\nrecalled\nfrom file\nexit: 0\n", "{out}");
+    let h = std::fs::read_to_string(&hist).unwrap();
+    let lines: Vec<&str> = h.lines().collect();
+    assert_eq!(
+        lines,
+        [
+            "SELECT count(*) AS n FROM requests;",
+            "SELECT 40 + 2 AS answer;",
+            "SELECT 40 + 2 AS answer;",
+            "SELECT count(*) AS n FROM requests;"
+        ],
+        "the cancelled statement is neither run nor kept"
+    );
+}
+
+#[test]
+fn jobs_over_a_dataset_on_s3_match_the_local_dataset() {
+    let s3 = S3Server::start();
+    let samples = repo().join("sample_logs");
+    s3.put(
+        "logs",
+        &[
+            ("in/canonical.jsonl", &samples.join("canonical.jsonl")),
+            ("in/anthropic.jsonl", &samples.join("anthropic.jsonl")),
+        ],
+    );
+    s3.put("lake", &[]);
+    s3.tokscope(&["ingest", "--quiet", "--out", "s3://lake/ds", "s3://logs/in/"]);
+    let dir = tempfile::tempdir().unwrap();
+    let local = dir.path().join("ds");
+    ingest(
+        &[samples.join("canonical.jsonl").to_str().unwrap(), samples.join("anthropic.jsonl").to_str().unwrap()],
+        &local,
+        &[],
+    );
+    let pricing = repo().join("config/pricing.example.toml");
+    let p = pricing.to_str().unwrap();
+    let remote = s3.tokscope(&["job", "report", "--format", "csv", "--pricing", p, "--data", "s3://lake/ds"]);
+    let here = tokscope(&["job", "report", "--format", "csv", "--pricing", p, "--data", local.to_str().unwrap()]);
+    assert!(remote.lines().count() > 20, "{remote}");
+    assert_eq!(remote, here);
+}
+
+/// DuckDB computes eos, latency and cost from the same Parquet; every cell must agree.
+#[test]
+fn eos_latency_and_cost_agree_with_duckdb_on_generated_logs() {
+    let dir = tempfile::tempdir().unwrap();
+    let gen = dir.path().join("gen.jsonl");
+    tokscope(&["generate", "--requests", "2000", "--seed", "11", "--out", gen.to_str().unwrap()]);
+    let ds = dir.path().join("ds");
+    ingest(&[gen.to_str().unwrap()], &ds, &[]);
+    // mistral-7b-instruct has no price: unpriced in both.
+    let pricing = write(
+        dir.path(),
+        "p.toml",
+        r#"
+[[model]]
+model = "llama-3.1-8b-instruct"
+input = 0.1
+output = 0.2
+cached_input = 0.05
+[[model]]
+pattern = "qwen2\\.5-.*"
+input = 1.0
+output = 3.0
+cached_input = 0.5
+  [[model.tier]]
+  above_prompt_tokens = 4096
+  input = 2.0
+  output = 6.0
+[[model]]
+model = "deepseek-v3"
+input = 0.27
+output = 1.1
+cached_input = 0.07
+"#,
+    );
+    // The jobs' own SQL, shared metrics expanded, run by DuckDB on the same Parquet.
+    let eos_sql = tokscope(&["job", "eos", "--show-sql"]);
+    let latency_sql = tokscope(&["job", "latency", "--show-sql"]);
+    // The cost formula written independently for DuckDB (docs/metrics.md#cost).
+    let cost_sql = r#"
+WITH r AS (
+  SELECT *,
+    CASE WHEN model = 'llama-3.1-8b-instruct' THEN 0.1 WHEN model LIKE 'qwen2.5-%' AND prompt_tokens > 4096 THEN 2.0
+         WHEN model LIKE 'qwen2.5-%' THEN 1.0 WHEN model = 'deepseek-v3' THEN 0.27 END AS r_in,
+    CASE WHEN model = 'llama-3.1-8b-instruct' THEN 0.2 WHEN model LIKE 'qwen2.5-%' AND prompt_tokens > 4096 THEN 6.0
+         WHEN model LIKE 'qwen2.5-%' THEN 3.0 WHEN model = 'deepseek-v3' THEN 1.1 END AS r_out,
+    CASE WHEN model = 'llama-3.1-8b-instruct' THEN 0.05 WHEN model LIKE 'qwen2.5-%' THEN 0.5 WHEN model = 'deepseek-v3' THEN 0.07 END AS r_cached
+  FROM requests),
+c AS (SELECT *,
+    greatest(prompt_tokens - cached_tokens - cache_write_tokens, 0) * r_in / 1e6 + cache_write_tokens * r_in / 1e6 AS in_usd,
+    cached_tokens * r_cached / 1e6 AS cached_usd, completion_tokens * r_out / 1e6 AS out_usd FROM r)
+SELECT model, context_bin, count(*) AS requests, count(*) FILTER (WHERE r_in IS NULL) AS unpriced_requests,
+  sum(in_usd + cached_usd + out_usd) AS cost_usd,
+  1000 * sum(in_usd + cached_usd + out_usd) / NULLIF(sum(prompt_tokens + completion_tokens) FILTER (WHERE r_in IS NOT NULL), 0) AS cost_per_1k_tokens,
+  sum(in_usd) / NULLIF(sum(in_usd + cached_usd + out_usd), 0) AS input_share,
+  sum(cached_usd) / NULLIF(sum(in_usd + cached_usd + out_usd), 0) AS cached_share,
+  sum(out_usd) / NULLIF(sum(in_usd + cached_usd + out_usd), 0) AS output_share
+FROM c GROUP BY model, context_bin, context_bin_lo ORDER BY model, context_bin_lo
+"#;
+    let setup = [
+        common::parquet_view(&ds, "requests", "requests"),
+        // eos reads request_counts: here counted by DuckDB from the requests rows (docs/metrics.md#request_counts).
+        "CREATE VIEW request_counts AS SELECT date, model, variant, context_bin, context_bin_lo, eos_status, \
+         has_eos_marker, count(*) AS requests FROM requests GROUP BY ALL"
+            .to_string(),
+    ];
+    let oracle = common::duckdb_rows(&setup, &[eos_sql, latency_sql, cost_sql.to_string()]);
+    let jobs = [("eos", vec![]), ("latency", vec![]), ("cost", vec!["--pricing", pricing.as_str()])];
+    for ((name, extra), theirs) in jobs.into_iter().zip(&oracle) {
+        let ours = job(name, &ds, &extra);
+        assert!(ours.len() > 8, "{name}: several models x bins");
+        common::assert_rows_match(name, &ours, theirs, 1e-9);
+    }
+}
