@@ -101,6 +101,10 @@ pub struct LineCounts {
     pub tokens_written: u64,
     /// Engine profiling records written (`profiles` rows).
     pub profiles_written: u64,
+    /// Requests whose logged finish reason is not in the finish-reason table
+    /// (`derive::FINISH_REASONS`): written with `finish_reason = 'other'` and
+    /// the value kept in `finish_reason_raw`; counted so that a new value shows.
+    pub finish_reasons_unmapped: u64,
 }
 
 impl LineCounts {
@@ -115,6 +119,7 @@ impl LineCounts {
         self.records_rejected += other.records_rejected;
         self.tokens_written += other.tokens_written;
         self.profiles_written += other.profiles_written;
+        self.finish_reasons_unmapped += other.finish_reasons_unmapped;
     }
 
     /// True when every line read was ingested or rejected.
@@ -688,6 +693,7 @@ impl SliceBuilders {
         let derived = derive_request(rec, origin, settings);
         self.counts.rows_written += 1;
         self.counts.tokens_written += rec.tokens.len() as u64;
+        self.counts.finish_reasons_unmapped += u64::from(derived.finish_reason_unmapped);
         self.requests.append(rec, &derived, origin);
         self.request_days.push(derived.day);
         let owner = TokenOwner::of_request(rec, &derived);
@@ -781,11 +787,36 @@ mod tests {
                 records_skipped: 0,
                 records_rejected: 0,
                 tokens_written: 0,
-                profiles_written: 0
+                profiles_written: 0,
+                finish_reasons_unmapped: 0
             }
         );
         assert_eq!(requests.iter().map(RecordBatch::num_rows).sum::<usize>(), 2);
         assert_eq!(rejects.iter().map(RecordBatch::num_rows).sum::<usize>(), 1);
+    }
+
+    #[test]
+    fn finish_reasons_outside_the_table_are_counted() {
+        let line = |f: &str| {
+            format!(
+                "{{\"ts\":0,\"model\":\"m\",\"prompt_tokens\":1,\"completion_tokens\":2,\"finish_reason\":\"{f}\"}}\n"
+            )
+        };
+        let log = ["stop", "FINISH_REASON_WHATEVER", "", "tool_call", "weird"].map(line).concat();
+        let (counts, requests, _) = read_all(&log, ReaderBuilder::new());
+        assert_eq!((counts.rows_written, counts.finish_reasons_unmapped), (5, 2));
+        let finish: Vec<Option<&str>> = requests
+            .iter()
+            .flat_map(|b| {
+                b.column_by_name("finish_reason")
+                    .unwrap()
+                    .as_any()
+                    .downcast_ref::<arrow_array::StringArray>()
+                    .unwrap()
+                    .iter()
+            })
+            .collect();
+        assert_eq!(finish, [Some("stop"), Some("other"), None, Some("tool_calls"), Some("other")]);
     }
 
     #[test]
@@ -870,7 +901,8 @@ mod tests {
                 records_skipped: 0,
                 records_rejected: 0,
                 tokens_written: 0,
-                profiles_written: 0
+                profiles_written: 0,
+                finish_reasons_unmapped: 0
             }
         );
         assert_eq!(kernels.iter().map(RecordBatch::num_rows).sum::<usize>(), 9);
@@ -920,7 +952,8 @@ mod tests {
                 records_skipped: 5,
                 records_rejected: 1,
                 tokens_written: 0,
-                profiles_written: 0
+                profiles_written: 0,
+                finish_reasons_unmapped: 0
             }
         );
         assert!(counts.reconciles());

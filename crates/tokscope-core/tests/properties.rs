@@ -209,15 +209,16 @@ fn reference_bin(prompt_tokens: i64) -> (String, i64) {
 }
 
 /// Reference finish-reason normalisation for the raw values generated here.
-fn reference_finish(raw: &str) -> &'static str {
-    match raw {
-        "stop" | "eos_token" | "end_turn" | "stop_sequence" => "stop",
-        "length" | "max_tokens" | "max_new_tokens" => "length",
-        "tool_calls" | "tool_use" => "tool_calls",
-        "content_filter" => "content_filter",
+fn reference_finish(raw: &str) -> Option<&'static str> {
+    Some(match raw {
+        "stop" | "eos_token" | "end_turn" | "stop_sequence" | "STOP" => "stop",
+        "length" | "max_tokens" | "max_new_tokens" | "MAX_TOKENS" => "length",
+        "tool_calls" | "tool_use" | "tool_call" | "tool-calls" | "function_call" => "tool_calls",
+        "content_filter" | "SAFETY" => "content_filter",
         "error" | "cancelled" => "error",
+        "" => return None,
         _ => "other",
-    }
+    })
 }
 
 /// Reference `eos_status` (docs/metrics.md).
@@ -268,6 +269,12 @@ fn req() -> impl Strategy<Value = Req> {
         "content_filter",
         "error",
         "cancelled",
+        "tool_call",
+        "tool-calls",
+        "function_call",
+        "STOP",
+        "MAX_TOKENS",
+        "SAFETY",
         "weird",
         "",
     ]));
@@ -333,7 +340,7 @@ proptest! {
             let r = &reqs[i];
             let (want_bin, want_lo) = reference_bin(r.prompt_tokens);
             prop_assert_eq!((bin.value(row), lo.value(row)), (want_bin.as_str(), want_lo), "{:?}", r);
-            let norm = r.finish.as_deref().map(|f| reference_finish(f.trim()));
+            let norm = r.finish.as_deref().and_then(|f| reference_finish(f.trim()));
             prop_assert_eq!(finish.is_valid(row).then(|| finish.value(row)), norm, "{:?}", r);
             let (want_marker, want_status) = reference_eos(r.output.as_deref(), norm, r.completion_tokens, r.max_tokens);
             prop_assert_eq!(marker.is_valid(row).then(|| marker.value(row)), want_marker, "{:?}", r);
