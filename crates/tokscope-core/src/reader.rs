@@ -3,7 +3,9 @@
 //!
 //! A thread splits the input into chunks of whole lines ([`crate::lines`]),
 //! or, for a format whose input is one JSON document of events, into chunks
-//! of events ([`crate::event_array`]; an event counts as a line); each chunk
+//! of events ([`crate::event_array`]; an event counts as a line), or, for
+//! JSON that is not JSON lines (pretty-printed documents, arrays of records),
+//! into chunks of records (each counts as a line); each chunk
 //! is parsed in parallel with rayon, one slice of lines per task, into
 //! batches of the catalog's tables (`requests`, `tokens`,
 //! `profiles`, `kernels`, `moe_routing`, `evals`, `rejects`) ([`crate::catalog`]). Every data line is
@@ -54,7 +56,7 @@ use crate::catalog::tokens::{TokenOwner, TokensBuilder};
 use crate::catalog::TableDef;
 use crate::derive::{derive_profile, derive_request, DeriveSettings};
 use crate::error::Result;
-use crate::event_array::EventSplitter;
+use crate::event_array::{is_json_document, EventSplitter};
 use crate::formats::kernel_trace::{self, SpanEvent};
 use crate::formats::{CsvHeader, Format, Framing, LineContext, Parsed, Row, TimeUnit, HEAD_BYTES};
 use crate::lines::{LineChunk, LineSplitter};
@@ -267,10 +269,13 @@ impl ReaderBuilder {
         if self.format.is_none() {
             self.format = Format::detect_head(&head);
         }
+        let framing = match self.format.map(Format::framing).unwrap_or(Framing::Lines) {
+            Framing::Lines if is_json_document(&head, head.len() < HEAD_BYTES) => Framing::JsonRecords,
+            framing => framing,
+        };
         let input = std::io::Cursor::new(head).chain(input);
         let (tx, chunks) = sync_channel::<LineChunk>(2);
         let (chunk_bytes, max_line) = (self.chunk_bytes, self.max_line_bytes);
-        let framing = self.format.map(Format::framing).unwrap_or(Framing::Lines);
         let splitter = std::thread::spawn(move || -> u64 {
             // Chunks go out until the input ends or the reader is dropped.
             let send_all = |mut next: Box<dyn FnMut() -> Option<LineChunk> + '_>| {
@@ -291,11 +296,17 @@ impl ReaderBuilder {
                     send_all(Box::new(|| split.next_chunk()));
                     split.bytes_read()
                 }
+                Framing::JsonRecords => {
+                    let mut split = EventSplitter::records(input, chunk_bytes, max_line, REJECT_SNIPPET_BYTES);
+                    send_all(Box::new(|| split.next_chunk()));
+                    split.bytes_read()
+                }
             }
         });
         let pairing = SpanPairing { redaction: self.settings.redaction.clone(), open: HashMap::new() };
         Reader {
             config: self,
+            framing,
             location: location.to_string(),
             chunks,
             splitter: Some(splitter),
@@ -349,6 +360,8 @@ impl<R: Read> Read for ReplayError<R> {
 /// input order. See [`ReaderBuilder`].
 pub struct Reader {
     config: ReaderBuilder,
+    /// How the input is cut into records.
+    framing: Framing,
     location: String,
     chunks: Receiver<LineChunk>,
     splitter: Option<JoinHandle<u64>>,
@@ -368,6 +381,12 @@ impl Reader {
     /// The format used so far: forced, detected, or `None` while undetected.
     pub fn format(&self) -> Option<Format> {
         self.config.format
+    }
+
+    /// How the input is cut into records: the format's framing, or JSON
+    /// records for a JSON file that is not JSON lines.
+    pub fn framing(&self) -> Framing {
+        self.framing
     }
 
     /// Waits for the splitting thread; returns the decompressed bytes it read.
@@ -793,6 +812,64 @@ mod tests {
         );
         assert_eq!(requests.iter().map(RecordBatch::num_rows).sum::<usize>(), 2);
         assert_eq!(rejects.iter().map(RecordBatch::num_rows).sum::<usize>(), 1);
+    }
+
+    /// `lines` of a sample, each parsed and written back pretty-printed.
+    fn pretty(sample: &str, lines: std::ops::Range<usize>) -> Vec<String> {
+        sample
+            .lines()
+            .skip(lines.start)
+            .take(lines.len())
+            .map(|l| {
+                let v: serde_json::Value = serde_json::from_str(l).expect("sample line is JSON");
+                serde_json::to_string_pretty(&v).expect("serialises")
+            })
+            .collect()
+    }
+
+    #[test]
+    fn pretty_printed_documents_and_arrays_are_read_record_by_record() {
+        let litellm = include_str!("../../../sample_logs/litellm.jsonl");
+        let otel = include_str!("../../../sample_logs/otel.jsonl");
+        // An indented array of four payloads: four records, each a line.
+        let array = format!("[\n{}\n]\n", pretty(litellm, 0..4).join(",\n"));
+        let mut reader =
+            ReaderBuilder::new().with_chunk_bytes(300).build(std::io::Cursor::new(array.into_bytes()), "x.json");
+        let mut counts = LineCounts::default();
+        for slices in &mut reader {
+            slices.expect("chunk parses").iter().for_each(|s| counts.add(&s.counts));
+        }
+        assert_eq!(reader.format().map(Format::name), Some("litellm"));
+        assert_eq!(
+            (counts.lines_read, counts.lines_ingested, counts.rows_written, counts.lines_rejected),
+            (4, 4, 4, 0)
+        );
+        // Two indented OTLP documents one after the other (a saved export, twice).
+        let docs = pretty(otel, 0..2).join("\n");
+        let (counts, requests, _) = read_all(&docs, ReaderBuilder::new());
+        assert_eq!(
+            (counts.lines_read, counts.rows_written, counts.records_skipped, counts.lines_rejected),
+            (2, 2, 3, 0)
+        );
+        let lines: Vec<u64> = requests
+            .iter()
+            .flat_map(|b| {
+                b.column_by_name("source_line")
+                    .unwrap()
+                    .as_any()
+                    .downcast_ref::<arrow_array::UInt64Array>()
+                    .unwrap()
+                    .values()
+                    .to_vec()
+            })
+            .collect();
+        let second = pretty(otel, 0..1)[0].lines().count() as u64 + 1;
+        assert_eq!(lines, [1, second], "each record's line is the line it starts on");
+        // Cut short: the complete document is kept, the rest is one reject.
+        let cut = &docs[..docs.len() - 40];
+        let (counts, requests, rejects) = read_all(cut, ReaderBuilder::new());
+        assert_eq!((counts.lines_read, counts.rows_written, counts.lines_rejected), (2, 1, 1));
+        assert_eq!((requests.len(), rejects.iter().map(RecordBatch::num_rows).sum::<usize>()), (1, 1));
     }
 
     #[test]

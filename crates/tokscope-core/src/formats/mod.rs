@@ -122,6 +122,12 @@ pub enum Framing {
         /// The top-level key whose value is the array of records.
         key: &'static str,
     },
+    /// JSON that is not JSON lines (pretty-printed documents, one after
+    /// another, or arrays of records): each top-level value is a record, and
+    /// each element of a top-level array ([`crate::event_array::EventSplitter::records`]).
+    /// Chosen by the reader from a file's head ([`crate::event_array::is_json_document`])
+    /// for every format framed by lines, so every JSON-based format reads it.
+    JsonRecords,
 }
 
 /// One line offered to [`LogFormat::detect`], parsed as JSON at most once
