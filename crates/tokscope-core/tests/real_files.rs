@@ -168,3 +168,36 @@ fn openllmetry_spans_of_the_openai_client() {
     assert_eq!(r.text("finish_reason"), [s("stop"), s("length"), s("tool_calls")]);
     assert_eq!(r.text("model_output"), [s("Paris."), s("Once upon a time"), None]);
 }
+
+#[test]
+fn langfuse_public_api_observations_in_camel_case() {
+    // langfuse_api_observations.json: a page of the public API's
+    // observations (langfuse 5.2.0's models and serialiser), indented: one
+    // document, one record holding a span, a generation and a failed generation.
+    let r = read("langfuse_api_observations.json");
+    assert_eq!(r.format, Some("langfuse"));
+    let c = r.counts;
+    assert_eq!((c.lines_read, c.lines_ingested, c.rows_written, c.lines_rejected), (1, 1, 1, 0));
+    assert_eq!((c.records_skipped, c.records_rejected), (1, 1), "the span skipped, the failed generation rejected");
+    assert!(
+        r.errors[0].contains("without usage_details") && r.errors[0].contains("429 Rate limit reached"),
+        "{:?}",
+        r.errors
+    );
+    assert_eq!(r.text("request_id"), [s("obs-gen-1")]);
+    assert_eq!(r.ts(), [1_737_710_446_857_371]);
+    assert_eq!(r.text("model"), [s("gpt-4o-mini-2024-07-18")]);
+    assert_eq!(r.text("session_id"), [s("session-real-1")]);
+    // usageDetails input 1014 + input_cached_tokens 1024; output 2 (total 2040).
+    assert_eq!(
+        (r.int("prompt_tokens"), r.int("cached_tokens"), r.int("completion_tokens")),
+        (vec![Some(2038)], vec![Some(1024)], vec![Some(2)])
+    );
+    assert_eq!(r.int("max_tokens"), [Some(256)]);
+    assert_eq!(r.float("logged_cost_usd"), [Some(0.0002301)]);
+    assert_ms(&r.float("ttft_ms"), &[Some(442.0)], "ttft_ms");
+    assert_ms(&r.float("latency_ms"), &[Some(1300.0)], "latency_ms");
+    assert_eq!(r.text("finish_reason_raw"), [s("stop")]);
+    assert_eq!(r.text("prompt"), [s(r#"[{"role":"user","content":"What is the capital of France?"}]"#)]);
+    assert_eq!(r.text("model_output"), [s("Paris.")]);
+}

@@ -399,9 +399,34 @@ pub fn text_or_json<'a>(raw: &'a RawValue) -> Result<Option<Cow<'a, str>>, serde
     } else if text.starts_with('"') {
         let s: Text<'a> = serde_json::from_str(text)?;
         Ok(Some(s.0))
+    } else if text.contains('\n') {
+        // From a pretty-printed document: kept compact, keys in their order.
+        Ok(Some(Cow::Owned(compact_json(text))))
     } else {
         Ok(Some(Cow::Borrowed(text)))
     }
+}
+
+/// JSON text without the whitespace between its tokens (strings untouched,
+/// keys kept in their order, unlike a round trip through `Value`).
+pub fn compact_json(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let (mut in_string, mut escaped) = (false, false);
+    for c in text.chars() {
+        if in_string {
+            out.push(c);
+            match (escaped, c) {
+                (true, _) => escaped = false,
+                (false, '\\') => escaped = true,
+                (false, '"') => in_string = false,
+                _ => {}
+            }
+        } else if !matches!(c, ' ' | '\t' | '\n' | '\r') {
+            in_string = c == '"';
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// The keys that name an experiment arm, in order of precedence: the
@@ -587,6 +612,14 @@ mod tests {
         assert!(token_count("p", -1.0).is_err());
         assert!(token_count("p", 1.5).is_err());
         assert!(token_count("p", 1e12).is_err());
+    }
+
+    #[test]
+    fn pretty_printed_json_text_is_kept_compact_in_order() {
+        let raw: Box<RawValue> =
+            serde_json::from_str("[\n  {\"role\": \"user\",\n   \"content\": \"a \\\" b \\n c\"}\n]").unwrap();
+        assert_eq!(text_or_json(&raw).unwrap().as_deref(), Some(r#"[{"role":"user","content":"a \" b \n c"}]"#));
+        assert_eq!(compact_json("{ \"z\" : 1 ,\n \"a\": [ ] }"), r#"{"z":1,"a":[]}"#);
     }
 
     #[test]
