@@ -5,6 +5,7 @@
 use std::borrow::Cow;
 
 use serde::Deserialize;
+use serde_json::Value;
 
 use super::envelope;
 use super::fields::{self};
@@ -103,9 +104,15 @@ impl LogFormat for Anthropic {
     }
 
     fn detect(&self, line: &Probe<'_>) -> bool {
+        // `type: message` is a Messages response's own discriminator; without
+        // it (a gateway that dropped it), content blocks with Anthropic's
+        // usage, and none of a Responses object's keys.
         line.response().is_some_and(|r| {
             r.get("type").and_then(|t| t.as_str()) == Some("message")
-                || r.get("usage").is_some_and(|u| u.get("input_tokens").is_some())
+                || (r.get("usage").is_some_and(|u| u.get("input_tokens").is_some())
+                    && r.get("content").is_some_and(Value::is_array)
+                    && !r.contains_key("output")
+                    && !r.contains_key("object"))
         })
     }
 
