@@ -403,9 +403,11 @@ impl Reader {
     fn parse(&mut self, chunk: &LineChunk) -> Result<Vec<ParsedSlice>> {
         if self.config.format.is_none() {
             self.config.format = detect_format(chunk);
-            if let (Some(f), None) = (self.config.format, &self.config.default_model) {
-                self.config.default_model = Some(default_model_for(f, &self.location));
-            }
+        }
+        // Forced, recognised by the head or by the lines: every format that
+        // logs no model gets `--model`, else `<format>:<file stem>`.
+        if let (Some(f), None) = (self.config.format, &self.config.default_model) {
+            self.config.default_model = Some(default_model_for(f, &self.location));
         }
         if !self.started {
             self.started = true;
@@ -1044,6 +1046,21 @@ mod tests {
             })
             .collect();
         assert_eq!(records, vec![Some("6e0c63257de34c93".to_string()), None]);
+    }
+
+    #[test]
+    fn a_forced_format_without_a_model_gets_the_default_model_too() {
+        let line = "{\"ts\":\"2024-06-01T00:00:00Z\",\"response\":{\"generated_text\":\"x\",\"details\":{\"finish_reason\":\"eos_token\",\"generated_tokens\":1,\"prefill\":[{\"id\":1}]}}}\n";
+        for (builder, want) in [
+            (ReaderBuilder::new().with_format("tgi".parse().ok()), "tgi:x"),
+            (ReaderBuilder::new().with_format("tgi".parse().ok()).with_default_model(Some("llama".into())), "llama"),
+        ] {
+            let (counts, requests, _) = read_all(line, builder);
+            assert_eq!(counts.rows_written, 1);
+            let model = requests[0].column_by_name("model").unwrap();
+            let model = model.as_any().downcast_ref::<arrow_array::StringArray>().unwrap();
+            assert_eq!(model.value(0), want);
+        }
     }
 
     #[test]

@@ -44,7 +44,7 @@ struct Usage {
 }
 
 /// Parses one Messages response line.
-pub fn parse(line: &[u8]) -> Result<RequestRecord<'_>, String> {
+pub fn parse<'a>(line: &'a [u8], ctx: &LineContext<'_>) -> Result<RequestRecord<'a>, String> {
     let (env, body) = envelope::open(line)?;
     let msg: Message<'_> = fields::from_json(body).map_err(|e| format!("invalid Anthropic message: {e}"))?;
     let usage = msg.usage.ok_or("missing required field usage")?;
@@ -67,7 +67,7 @@ pub fn parse(line: &[u8]) -> Result<RequestRecord<'_>, String> {
     let model = msg
         .model
         .or_else(|| env.request.as_ref().and_then(|r| r.model.clone()))
-        .ok_or("missing required field model")?;
+        .unwrap_or_else(|| Cow::Owned(ctx.default_model.to_string()));
     let (ttft_ms, latency_ms) = env.timings()?;
     Ok(RequestRecord {
         request_id: env.request_id.clone().or(msg.id),
@@ -116,8 +116,8 @@ impl LogFormat for Anthropic {
         })
     }
 
-    fn parse<'a>(&self, line: &'a [u8], _ctx: &LineContext<'_>) -> Result<Parsed<'a>, String> {
-        parse(line).map(Parsed::Request)
+    fn parse<'a>(&self, line: &'a [u8], ctx: &LineContext<'_>) -> Result<Parsed<'a>, String> {
+        parse(line, ctx).map(Parsed::Request)
     }
 }
 
@@ -128,7 +128,7 @@ mod tests {
     #[test]
     fn cache_tokens_fold_into_prompt_tokens() {
         let line = br#"{"ts":1717236000000,"latency_ms":1500,"request":{"max_tokens":1024},"response":{"id":"msg_1","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[{"type":"text","text":"Hi "},{"type":"text","text":"there"}],"stop_reason":"end_turn","usage":{"input_tokens":100,"output_tokens":20,"cache_creation_input_tokens":30,"cache_read_input_tokens":500}}}"#;
-        let r = parse(line).unwrap();
+        let r = parse(line, &LineContext::default()).unwrap();
         assert_eq!((r.prompt_tokens, r.cached_tokens, r.cache_write_tokens, r.completion_tokens), (630, 500, 30, 20));
         assert_eq!(r.model_output.as_deref(), Some("Hi there"));
         assert_eq!(r.max_tokens, Some(1024));
@@ -137,6 +137,6 @@ mod tests {
     #[test]
     fn bare_message_without_ts_is_rejected() {
         let line = br#"{"id":"msg_1","type":"message","model":"claude","content":[],"stop_reason":"end_turn","usage":{"input_tokens":1,"output_tokens":2}}"#;
-        assert!(parse(line).unwrap_err().contains("ts"));
+        assert!(parse(line, &LineContext::default()).unwrap_err().contains("ts"));
     }
 }
