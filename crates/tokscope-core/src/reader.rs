@@ -319,6 +319,48 @@ impl ReaderBuilder {
     }
 }
 
+/// What reading one input gave, for a conformance report over a folder of
+/// files (`tokscope formats --check DIR`): the format detected (or forced),
+/// how the input was cut, the line accounting, and the first reject's error.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FileCheck {
+    /// The format used; `None` when none was recognised.
+    pub format: Option<&'static str>,
+    /// `lines`, `json_records` or `json_event_array`.
+    pub framing: &'static str,
+    /// Lines read, ingested, rejected, skipped; rows and records.
+    #[serde(flatten)]
+    pub counts: LineCounts,
+    /// The error of the first `rejects` row (a line or a record), if any.
+    pub first_error: Option<String>,
+}
+
+/// Reads `input` whole with `builder` (batches are dropped as they come) and
+/// reports what it gave ([`FileCheck`]).
+pub fn check_input<R: Read + Send + 'static>(builder: ReaderBuilder, input: R, location: &str) -> Result<FileCheck> {
+    let mut reader = builder.build(input, location);
+    let (mut counts, mut first_error) = (LineCounts::default(), None);
+    for slices in &mut reader {
+        for slice in slices? {
+            counts.add(&slice.counts);
+            if first_error.is_none() {
+                first_error = slice.rejects.as_ref().and_then(|r| {
+                    let errors = r.column_by_name("error")?.as_any().downcast_ref::<arrow_array::StringArray>()?;
+                    (arrow_array::Array::len(errors) > 0).then(|| errors.value(0).to_string())
+                });
+            }
+        }
+    }
+    let framing = match reader.framing() {
+        Framing::Lines => "lines",
+        Framing::JsonRecords => "json_records",
+        Framing::JsonEventArray { .. } => "json_event_array",
+    };
+    let format = reader.format().map(Format::name);
+    reader.finish()?;
+    Ok(FileCheck { format, framing, counts, first_error })
+}
+
 /// Reads up to `limit` bytes of `input` (fewer at its end); a read error
 /// stops the head there and is replayed to whoever reads on, so the splitter
 /// reports it where it happened.

@@ -201,3 +201,39 @@ fn langfuse_public_api_observations_in_camel_case() {
     assert_eq!(r.text("prompt"), [s(r#"[{"role":"user","content":"What is the capital of France?"}]"#)]);
     assert_eq!(r.text("model_output"), [s("Paris.")]);
 }
+
+#[test]
+fn conformance_over_the_folder_of_real_files() {
+    // What `tokscope formats --check tests/data/real` reports, file by file.
+    let mut report = Vec::new();
+    let mut names: Vec<String> = std::fs::read_dir(real(""))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".json") || n.ends_with(".jsonl") || n.ends_with(".ndjson"))
+        .collect();
+    names.sort();
+    for name in names {
+        let file = std::fs::File::open(real(&name)).unwrap();
+        let c = tokscope_core::reader::check_input(ReaderBuilder::new(), file, &name).unwrap();
+        report.push((
+            name,
+            c.format,
+            c.framing,
+            c.counts.rows_written,
+            c.counts.lines_rejected,
+            c.first_error.map(|e| e.contains("429")),
+        ));
+    }
+    let row = |n: &str, f: &'static str, framing: &'static str, rows: u64, first_error: Option<bool>| {
+        (n.to_string(), Some(f), framing, rows, 0, first_error)
+    };
+    assert_eq!(
+        report,
+        [
+            row("langfuse_api_observations.json", "langfuse", "json_records", 1, Some(true)),
+            row("litellm_gcs.ndjson", "litellm", "lines", 4, None),
+            row("otel_openinference.jsonl", "otel", "lines", 3, None),
+            row("otel_openllmetry.jsonl", "otel", "lines", 3, None),
+        ]
+    );
+}
