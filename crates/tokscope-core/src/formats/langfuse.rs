@@ -20,7 +20,7 @@ use serde_json::{Map, Value};
 
 use super::csv::{CsvHeader, CsvRow};
 use super::fields::{self, TimeUnit, TsValue};
-use super::{parse_array_line, LineContext, LogFormat, Parsed, Probe, RecordReject, Row};
+use super::{parse_array_line, parse_records, LineContext, LogFormat, Parsed, Probe};
 use crate::record::RequestRecord;
 
 /// An observation as JSON: a blob-storage export row (snake_case), or an
@@ -429,22 +429,7 @@ fn parse_object<'a>(raw: &'a [u8], ctx: &LineContext<'_>) -> Result<Parsed<'a>, 
 /// or of an API response page (`{"data": [...], "meta": ...}`): each one a
 /// request, a skip, or a reject named `<key>[i]` while the others are kept.
 fn parse_observations<'a>(items: Vec<&'a RawValue>, key: &str, ctx: &LineContext<'_>) -> Result<Parsed<'a>, String> {
-    let (mut rows, mut skipped) = (Vec::new(), 0);
-    for (i, item) in items.into_iter().enumerate() {
-        let raw = item.get().as_bytes();
-        match Observation::from_json(raw).and_then(|o| o.into_parsed(ctx)) {
-            Ok(Parsed::Request(rec)) => rows.push(Row::Request(rec)),
-            Ok(Parsed::Rows { rows: more, skipped: s }) => {
-                rows.extend(more);
-                skipped += s;
-            }
-            Ok(Parsed::Skip) => skipped += 1,
-            Err(error) => {
-                rows.push(Row::Reject(RecordReject { record: format!("{key}[{i}]"), error, raw: Cow::Borrowed(raw) }))
-            }
-        }
-    }
-    Ok(Parsed::Rows { rows, skipped })
+    Ok(parse_records(items, |i| format!("{key}[{i}]"), |raw| Observation::from_json(raw)?.into_parsed(ctx)))
 }
 
 /// Whether a JSON object is an observation: a blob export row, or an API one (camelCase).

@@ -418,6 +418,17 @@ pub fn parse_array_line<'a>(
 ) -> Result<Parsed<'a>, String> {
     let items: Vec<&'a RawValue> =
         fields::from_json(line).map_err(|e| format!("invalid JSON array of records: {e}"))?;
+    Ok(parse_records(items, |i| format!("[{i}]"), parse_record))
+}
+
+/// Parses the records `items` of one line with `parse_record`: each
+/// record's rows are kept, and a record that fails is a [`Row::Reject`]
+/// named `name(i)` while the others are kept.
+pub fn parse_records<'a>(
+    items: Vec<&'a RawValue>,
+    name: impl Fn(usize) -> String,
+    parse_record: impl Fn(&'a [u8]) -> Result<Parsed<'a>, String>,
+) -> Parsed<'a> {
     let (mut rows, mut skipped) = (Vec::new(), 0);
     for (i, item) in items.into_iter().enumerate() {
         let raw = item.get().as_bytes();
@@ -428,12 +439,10 @@ pub fn parse_array_line<'a>(
                 skipped += s;
             }
             Ok(Parsed::Skip) => skipped += 1,
-            Err(error) => {
-                rows.push(Row::Reject(RecordReject { record: format!("[{i}]"), error, raw: Cow::Borrowed(raw) }))
-            }
+            Err(error) => rows.push(Row::Reject(RecordReject { record: name(i), error, raw: Cow::Borrowed(raw) })),
         }
     }
-    Ok(Parsed::Rows { rows, skipped })
+    Parsed::Rows { rows, skipped }
 }
 
 /// Per-file settings a parser may need.
