@@ -313,26 +313,102 @@ pub mod finish {
     pub const OTHER: &str = "other";
 }
 
-/// Maps the finish reasons of OpenAI, Anthropic, TGI, vLLM, Gemini and others
-/// onto `stop|length|tool_calls|content_filter|error|other`.
-pub fn normalize_finish_reason(raw: &str) -> &'static str {
-    match raw.trim().to_ascii_lowercase().as_str() {
-        "stop" | "eos" | "eos_token" | "stop_sequence" | "end_turn" | "end" | "complete" | "finished"
-        | "pause_turn" => finish::STOP,
-        "length"
-        | "max_tokens"
-        | "max_length"
-        | "max_new_tokens"
-        | "model_length"
-        | "max_output_tokens"
-        | "model_context_window_exceeded" => finish::LENGTH,
-        "tool_calls" | "tool_use" | "function_call" => finish::TOOL_CALLS,
-        "content_filter" | "safety" | "refusal" | "recitation" | "blocklist" | "prohibited_content" => {
-            finish::CONTENT_FILTER
+/// The one finish-reason mapping every format uses (the table in
+/// docs/metrics.md, "Finish reasons"): each value producers are known to log,
+/// compared after trimming and ASCII lowercasing, and the normalised value it
+/// maps to. `""` (logged empty) maps to no reason at all.
+pub const FINISH_REASONS: &[(&str, Option<&str>)] = &[
+    // Natural stops: EOS token, stop sequence, end of turn.
+    ("stop", Some(finish::STOP)),
+    ("eos", Some(finish::STOP)),
+    ("eos_token", Some(finish::STOP)),
+    ("stop_sequence", Some(finish::STOP)),
+    ("end_turn", Some(finish::STOP)),
+    ("end", Some(finish::STOP)),
+    ("complete", Some(finish::STOP)),
+    ("completed", Some(finish::STOP)),
+    ("finished", Some(finish::STOP)),
+    ("pause_turn", Some(finish::STOP)),
+    ("finish_reason_stop", Some(finish::STOP)),
+    // The output cap.
+    ("length", Some(finish::LENGTH)),
+    ("max_tokens", Some(finish::LENGTH)),
+    ("max_length", Some(finish::LENGTH)),
+    ("max_new_tokens", Some(finish::LENGTH)),
+    ("max_output_tokens", Some(finish::LENGTH)),
+    ("model_length", Some(finish::LENGTH)),
+    ("model_context_window_exceeded", Some(finish::LENGTH)),
+    ("finish_reason_max_tokens", Some(finish::LENGTH)),
+    // A tool or function call.
+    ("tool_calls", Some(finish::TOOL_CALLS)),
+    ("tool_call", Some(finish::TOOL_CALLS)),
+    ("tool-calls", Some(finish::TOOL_CALLS)),
+    ("tool_use", Some(finish::TOOL_CALLS)),
+    ("function_call", Some(finish::TOOL_CALLS)),
+    ("function_calls", Some(finish::TOOL_CALLS)),
+    // A safety or policy filter.
+    ("content_filter", Some(finish::CONTENT_FILTER)),
+    ("content-filter", Some(finish::CONTENT_FILTER)),
+    ("safety", Some(finish::CONTENT_FILTER)),
+    ("refusal", Some(finish::CONTENT_FILTER)),
+    ("recitation", Some(finish::CONTENT_FILTER)),
+    ("blocklist", Some(finish::CONTENT_FILTER)),
+    ("prohibited_content", Some(finish::CONTENT_FILTER)),
+    ("spii", Some(finish::CONTENT_FILTER)),
+    ("image_safety", Some(finish::CONTENT_FILTER)),
+    // The request failed or was stopped from outside.
+    ("error", Some(finish::ERROR)),
+    ("abort", Some(finish::ERROR)),
+    ("aborted", Some(finish::ERROR)),
+    ("cancelled", Some(finish::ERROR)),
+    ("canceled", Some(finish::ERROR)),
+    ("timeout", Some(finish::ERROR)),
+    // Reasons producers log that are none of the above.
+    ("other", Some(finish::OTHER)),
+    ("unknown", Some(finish::OTHER)),
+    ("finish_reason_unspecified", Some(finish::OTHER)),
+    ("language", Some(finish::OTHER)),
+    ("malformed_function_call", Some(finish::OTHER)),
+    ("unexpected_tool_call", Some(finish::OTHER)),
+    ("incomplete", Some(finish::OTHER)),
+    // Logged, but empty: no reason.
+    ("", None),
+];
+
+/// A logged finish reason looked up in [`FINISH_REASONS`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FinishReason {
+    /// In the table: its normalised value (`None` for a reason logged empty).
+    Mapped(Option<&'static str>),
+    /// Not in the table: stored as `other`, and counted per file
+    /// (`LineCounts::finish_reasons_unmapped`) so that a new value shows.
+    Unmapped,
+}
+
+impl FinishReason {
+    /// The `finish_reason` column's value.
+    pub fn normalized(self) -> Option<&'static str> {
+        match self {
+            FinishReason::Mapped(v) => v,
+            FinishReason::Unmapped => Some(finish::OTHER),
         }
-        "error" | "abort" | "aborted" | "cancelled" | "canceled" | "timeout" => finish::ERROR,
-        _ => finish::OTHER,
     }
+}
+
+/// Looks `raw` up in [`FINISH_REASONS`] (trimmed, ASCII lowercased).
+pub fn map_finish_reason(raw: &str) -> FinishReason {
+    let key = raw.trim();
+    FINISH_REASONS
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case(key))
+        .map_or(FinishReason::Unmapped, |(_, v)| FinishReason::Mapped(*v))
+}
+
+/// Maps the finish reasons of OpenAI, Anthropic, TGI, vLLM, Gemini and others
+/// onto `stop|length|tool_calls|content_filter|error|other` ([`FINISH_REASONS`]);
+/// a value not in the table is `other`, an empty one `None`.
+pub fn normalize_finish_reason(raw: &str) -> Option<&'static str> {
+    map_finish_reason(raw).normalized()
 }
 
 /// The values of `eos_status`.
@@ -501,6 +577,8 @@ pub struct RequestDerived<'r> {
     pub request_id: Cow<'r, str>,
     /// [`normalize_finish_reason`] of the logged reason.
     pub finish_reason: Option<&'static str>,
+    /// The logged reason is not in [`FINISH_REASONS`] (stored as `other`).
+    pub finish_reason_unmapped: bool,
     /// [`has_eos_marker`].
     pub has_eos_marker: Option<bool>,
     /// [`eos_status`].
@@ -561,7 +639,8 @@ pub fn derive_request<'r>(
         Some(id) => Cow::Borrowed(id),
         None => Cow::Owned(format!("{}:{}", origin.file, origin.line_no)),
     };
-    let finish_reason = rec.finish_reason_raw.as_deref().map(normalize_finish_reason);
+    let mapped = rec.finish_reason_raw.as_deref().map(map_finish_reason);
+    let finish_reason = mapped.and_then(FinishReason::normalized);
     let has_eos_marker = has_eos_marker(&settings.markers, rec);
     let (context_bin, context_bin_lo) = settings.bins.bin(rec.prompt_tokens);
     let (tpot_ms, decode_tps, e2e_tps) = timing(rec.completion_tokens, rec.ttft_ms, rec.latency_ms);
@@ -572,6 +651,7 @@ pub fn derive_request<'r>(
     RequestDerived {
         request_id,
         finish_reason,
+        finish_reason_unmapped: mapped == Some(FinishReason::Unmapped),
         has_eos_marker,
         eos_status: eos_status(has_eos_marker, finish_reason, rec.completion_tokens, rec.max_tokens),
         context_bin,
@@ -783,12 +863,37 @@ mod tests {
 
     #[test]
     fn finish_reasons_normalise() {
-        assert_eq!(normalize_finish_reason("end_turn"), "stop");
-        assert_eq!(normalize_finish_reason("eos_token"), "stop");
-        assert_eq!(normalize_finish_reason("max_tokens"), "length");
-        assert_eq!(normalize_finish_reason("tool_use"), "tool_calls");
-        assert_eq!(normalize_finish_reason("SAFETY"), "content_filter");
-        assert_eq!(normalize_finish_reason("weird"), "other");
+        // The values issue 42 names, each by hand.
+        for (raw, want) in [
+            ("stop", Some("stop")),
+            ("length", Some("length")),
+            ("tool_calls", Some("tool_calls")),
+            ("tool_call", Some("tool_calls")),
+            ("tool-calls", Some("tool_calls")),
+            ("function_call", Some("tool_calls")),
+            ("content_filter", Some("content_filter")),
+            ("end_turn", Some("stop")),
+            ("max_tokens", Some("length")),
+            ("stop_sequence", Some("stop")),
+            ("eos_token", Some("stop")),
+            ("STOP", Some("stop")),
+            ("MAX_TOKENS", Some("length")),
+            ("SAFETY", Some("content_filter")),
+            (" Tool_Use ", Some("tool_calls")),
+            ("", None),
+            ("  ", None),
+        ] {
+            assert_eq!(map_finish_reason(raw), FinishReason::Mapped(want), "{raw:?}");
+            assert_eq!(normalize_finish_reason(raw), want, "{raw:?}");
+        }
+        assert_eq!(map_finish_reason("weird"), FinishReason::Unmapped);
+        assert_eq!(normalize_finish_reason("weird"), Some("other"));
+        assert_eq!(map_finish_reason("other"), FinishReason::Mapped(Some("other")), "a known other is not counted");
+        // Every key is lowercase and trimmed, and listed once.
+        for (i, (k, _)) in FINISH_REASONS.iter().enumerate() {
+            assert_eq!(*k, k.trim().to_ascii_lowercase(), "{k:?}");
+            assert!(FINISH_REASONS[..i].iter().all(|(o, _)| o != k), "{k:?} listed twice");
+        }
     }
 
     #[test]

@@ -17,6 +17,14 @@
 //! every complete event before that point, then one last record holding the
 //! rest, rejected with the reason and its offset ([`LineChunk::stream_error`]).
 //! A bare array may end without its `]` (the Trace Event Format allows it).
+//!
+//! The same scanner cuts any JSON file that is not JSON lines into records
+//! ([`EventSplitter::records`]): a pretty-printed document, several
+//! documents one after another (`jq .` output, concatenated bucket objects),
+//! or an array of records, pretty-printed or longer than the file's head.
+//! Each top-level value is a record, except a top-level array, whose
+//! elements are. [`is_json_document`] tells such a file from JSON lines by
+//! its head.
 
 use std::io::Read;
 
@@ -39,6 +47,34 @@ enum State {
     Trailing,
     /// Nothing more to read.
     Done,
+}
+
+/// What the splitter cuts out: the events of one trace document, or the
+/// records of a stream of JSON values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// The array under a key of one top-level object (or a bare array).
+    Events,
+    /// Every top-level value; the elements of a top-level array.
+    Records,
+}
+
+impl Mode {
+    /// What a record is called in messages.
+    fn record(self) -> &'static str {
+        match self {
+            Mode::Events => "event",
+            Mode::Records => "record",
+        }
+    }
+
+    /// What the input is called in messages.
+    fn document(self) -> &'static str {
+        match self {
+            Mode::Events => "a trace document",
+            Mode::Records => "JSON",
+        }
+    }
 }
 
 /// What stopped the scan of one value.
@@ -140,6 +176,7 @@ pub struct EventSplitter<R> {
     /// 1-based line of `buf[pos]`.
     line: u64,
     state: State,
+    mode: Mode,
     /// True when the events array is the value of a key of the top-level object.
     in_object: bool,
     key: Vec<u8>,
@@ -163,12 +200,19 @@ impl<R: Read> EventSplitter<R> {
             offset: 0,
             line: 1,
             state: State::Start,
+            mode: Mode::Events,
             in_object: false,
             key: key.as_bytes().to_vec(),
             chunk_bytes,
             max_event_bytes,
             keep_when_cut,
         }
+    }
+
+    /// A splitter of a stream of JSON values into records: each top-level
+    /// value is one, and each element of a top-level array (sizes as in [`EventSplitter::new`]).
+    pub fn records(reader: R, chunk_bytes: usize, max_record_bytes: usize, keep_when_cut: usize) -> Self {
+        EventSplitter { mode: Mode::Records, ..Self::new(reader, "", chunk_bytes, max_record_bytes, keep_when_cut) }
     }
 
     /// Total decompressed bytes consumed so far.
@@ -236,10 +280,10 @@ impl<R: Read> EventSplitter<R> {
                 if scan.complete_at_eof() && self.error.is_none() {
                     return Ok((ScanEnd::Complete, len));
                 }
-                let why = self
-                    .error
-                    .clone()
-                    .unwrap_or_else(|| "the document ends inside this event (truncated trace)".into());
+                let why = self.error.clone().unwrap_or_else(|| match self.mode {
+                    Mode::Events => "the document ends inside this event (truncated trace)".into(),
+                    Mode::Records => "the input ends inside this record (truncated JSON)".into(),
+                });
                 return Ok((ScanEnd::Truncated(why), len));
             }
             let (n, done) = scan.advance(&self.buf[self.pos..self.filled])?;
@@ -290,8 +334,11 @@ impl<R: Read> EventSplitter<R> {
     /// rest of the document is one rejected record.
     fn unexpected(&mut self, chunk: &mut LineChunk, found: u8, expected: &str) {
         let why = format!(
-            "not a trace document at byte {} (line {}): expected {expected}, found {:?}; the rest of the input is not read",
-            self.offset, self.line, found as char
+            "not {} at byte {} (line {}): expected {expected}, found {:?}; the rest of the input is not read",
+            self.mode.document(),
+            self.offset,
+            self.line,
+            found as char
         );
         self.fail(chunk, why);
     }
@@ -313,12 +360,12 @@ impl<R: Read> EventSplitter<R> {
             Ok((ScanEnd::Complete, _)) => self.state = State::AfterValue,
             // No event is lost when the document ends inside metadata, unless the stream failed.
             Ok((ScanEnd::Truncated(_), _)) => self.at_end(chunk),
-            Err(e) => self.fail(chunk, format!("not a trace document at byte {}: {e}", self.offset)),
+            Err(e) => self.fail(chunk, format!("not {} at byte {}: {e}", self.mode.document(), self.offset)),
         }
     }
 
-    /// Scans one event into the chunk.
-    fn event(&mut self, chunk: &mut LineChunk) {
+    /// Scans one event (or record) into the chunk; `then` is the state after it.
+    fn event(&mut self, chunk: &mut LineChunk, then: State) {
         let (line_no, byte_offset, at) = (self.line, self.offset, chunk.data.len());
         let keep = self.max_event_bytes;
         let result = self.scan_value(Some(&mut chunk.data), keep);
@@ -332,20 +379,31 @@ impl<R: Read> EventSplitter<R> {
                 }
                 let end = chunk.data.len();
                 chunk.lines.push(LineSpan { start: at, end, line_no, byte_offset, original_len: len });
-                self.state = State::AfterElement;
+                self.state = then;
             }
             Ok((ScanEnd::Truncated(why), _)) => {
                 self.take_stream_error();
                 chunk.data.truncate(at + self.keep_when_cut.min(end - at));
                 let end = chunk.data.len();
                 chunk.lines.push(LineSpan { start: at, end, line_no, byte_offset, original_len: (end - at) as u64 });
-                chunk.stream_error = Some(format!("{why}; the event starts at byte {byte_offset}"));
+                chunk.stream_error = Some(format!("{why}; the {} starts at byte {byte_offset}", self.mode.record()));
                 self.state = State::Done;
             }
             Err(e) => {
                 chunk.data.truncate(at);
-                self.fail(chunk, format!("not a trace document at byte {byte_offset}: {e}"));
+                self.fail(chunk, format!("not {} at byte {byte_offset}: {e}", self.mode.document()));
             }
+        }
+    }
+
+    /// In a stream of records, at the next top-level value (first byte `b`):
+    /// an array's elements are records, any other value is one.
+    fn record_or_array(&mut self, chunk: &mut LineChunk, b: u8) {
+        if b == b'[' {
+            self.consume(1);
+            self.state = State::Element;
+        } else {
+            self.event(chunk, State::Trailing);
         }
     }
 
@@ -360,6 +418,7 @@ impl<R: Read> EventSplitter<R> {
                     }
                     match self.peek_non_space() {
                         None => self.at_end(&mut chunk),
+                        Some(b) if self.mode == Mode::Records => self.record_or_array(&mut chunk, b),
                         Some(b'{') => {
                             self.consume(1);
                             self.in_object = true;
@@ -437,7 +496,7 @@ impl<R: Read> EventSplitter<R> {
                         self.consume(1);
                         self.state = if self.in_object { State::AfterValue } else { State::Trailing };
                     }
-                    Some(_) => self.event(&mut chunk),
+                    Some(_) => self.event(&mut chunk, State::AfterElement),
                 },
                 State::AfterElement => match self.peek_non_space() {
                     None => self.at_end(&mut chunk),
@@ -449,16 +508,46 @@ impl<R: Read> EventSplitter<R> {
                         self.consume(1);
                         self.state = if self.in_object { State::AfterValue } else { State::Trailing };
                     }
-                    Some(b) => self.unexpected(&mut chunk, b, "`,` or `]` after an event"),
+                    Some(b) => {
+                        let expected = match self.mode {
+                            Mode::Events => "`,` or `]` after an event",
+                            Mode::Records => "`,` or `]` after a record",
+                        };
+                        self.unexpected(&mut chunk, b, expected)
+                    }
                 },
                 State::Trailing => match self.peek_non_space() {
                     None => self.at_end(&mut chunk),
+                    Some(b) if self.mode == Mode::Records => self.record_or_array(&mut chunk, b),
                     Some(b) => self.unexpected(&mut chunk, b, "the end of the document"),
                 },
                 State::Done => {}
             }
         }
         (!chunk.lines.is_empty()).then_some(chunk)
+    }
+}
+
+/// Whether a file whose first bytes are `head` holds JSON that is not JSON
+/// lines, to be cut into records by [`EventSplitter::records`]: its first
+/// value is an object or array that spans lines (pretty-printed), or runs
+/// past a full `head` (`whole`: the head is the whole input) over several
+/// lines, or is an array longer than `head` on one line. A first value that
+/// ends on its first line is JSON lines (a one-line array included: the
+/// formats read it as one line of records), and so is a head that is not
+/// valid JSON from its start (JSON lines whose first line is cut or broken).
+pub fn is_json_document(head: &[u8], whole: bool) -> bool {
+    let head = head.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(head);
+    let Some(start) = head.iter().position(|b| !matches!(b, b' ' | b'\t' | b'\n' | b'\r')) else { return false };
+    let rest = &head[start..];
+    if !matches!(rest[0], b'{' | b'[') {
+        return false;
+    }
+    let mut values = serde_json::Deserializer::from_slice(rest).into_iter::<serde::de::IgnoredAny>();
+    match values.next() {
+        Some(Ok(_)) => memchr::memchr(b'\n', &rest[..values.byte_offset()]).is_some(),
+        Some(Err(e)) if e.is_eof() && !whole => rest[0] == b'[' || memchr::memchr(b'\n', rest).is_some(),
+        _ => false,
     }
 }
 
@@ -609,6 +698,84 @@ mod tests {
         let mut s = EventSplitter::new(big.as_bytes(), "traceEvents", 1 << 20, 1000, 64 * 1024);
         let chunk = s.next_chunk().unwrap();
         assert!(chunk.lines[0].is_cut() && !chunk.lines[1].is_cut());
+    }
+
+    /// Every record of a stream of JSON values with `(line_no, byte_offset, text)`, and the error.
+    fn records(doc: &[u8], chunk_bytes: usize) -> (Vec<(u64, u64, String)>, Option<String>) {
+        let mut s = EventSplitter::records(doc, chunk_bytes, 1 << 20, 64);
+        let (mut out, mut error) = (Vec::new(), None);
+        while let Some(chunk) = s.next_chunk() {
+            for l in &chunk.lines {
+                let text = String::from_utf8_lossy(&chunk.data[l.start..l.end]).into_owned();
+                out.push((l.line_no, l.byte_offset, text));
+            }
+            error = error.or(chunk.stream_error);
+        }
+        assert_eq!(s.bytes_read(), doc.len() as u64);
+        (out, error)
+    }
+
+    #[test]
+    fn pretty_documents_one_after_another_are_records() {
+        let doc = b"\xEF\xBB\xBF{\n  \"a\": [1, 2],\n  \"b\": \"}\"\n}\n{\"c\": 3}\n\n  {\n \"d\": {}\n}";
+        for chunk_bytes in [1, 1 << 20] {
+            let (recs, error) = records(doc, chunk_bytes);
+            assert_eq!(
+                recs,
+                [
+                    (1, 3, "{\n  \"a\": [1, 2],\n  \"b\": \"}\"\n}".to_string()),
+                    (5, 33, "{\"c\": 3}".to_string()),
+                    (7, 45, "{\n \"d\": {}\n}".to_string())
+                ]
+            );
+            assert_eq!(error, None);
+        }
+    }
+
+    #[test]
+    fn arrays_give_their_elements_as_records() {
+        let doc = b"[\n  {\"a\": 1},\n  {\"b\": [2]}\n]\n[{\"c\": 3}]\n";
+        let (recs, error) = records(doc, 1);
+        let texts: Vec<&str> = recs.iter().map(|r| r.2.as_str()).collect();
+        assert_eq!(texts, ["{\"a\": 1}", "{\"b\": [2]}", "{\"c\": 3}"]);
+        assert_eq!((recs[1].0, recs[1].1, recs[2].0), (3, 16, 5));
+        assert_eq!(error, None);
+        assert_eq!(records(b"[]", 1), (vec![], None));
+    }
+
+    #[test]
+    fn a_truncated_or_broken_stream_ends_with_one_rejected_record() {
+        let (recs, error) = records(b"{\"a\": 1}\n{\"b\": ", 1 << 20);
+        assert_eq!(recs.len(), 2);
+        assert_eq!(recs[1].1, 9);
+        let error = error.unwrap();
+        assert!(error.contains("truncated JSON") && error.contains("record starts at byte 9"), "{error}");
+        let (recs, error) = records(b"[{\"a\": 1} {\"b\": 2}]", 1 << 20);
+        assert_eq!(recs.len(), 2);
+        assert!(error.unwrap().contains("not JSON at byte 10"));
+    }
+
+    #[test]
+    fn json_documents_are_told_from_json_lines_by_their_head() {
+        let whole = |head: &[u8]| is_json_document(head, true);
+        let part = |head: &[u8]| is_json_document(head, false);
+        assert!(whole(b"{\n  \"resourceSpans\": []\n}\n"));
+        assert!(whole(b"\xEF\xBB\xBF  [\n {\"a\": 1}\n]"));
+        assert!(whole(b"{\"trace\": {\"id\": \"t\",\n \"x\": 1}}"));
+        // A document longer than the head: pretty-printed, or an array on one line.
+        assert!(part(b"{\n  \"observations\": [\n    {\"id\": "));
+        assert!(part(b"[{\"a\": 1}, {\"b\": "));
+        // JSON lines: one-line values, a one-line array, a first line longer
+        // than the head, a file that ends inside its first value, a broken first line.
+        assert!(!whole(b"{\"a\": 1}\n{\"a\": 2}\n"));
+        assert!(!whole(b"[{\"a\": 1}, {\"a\": 2}]\n"));
+        assert!(!part(b"{\"a\": 1, \"b\": \"long line beyond the head"));
+        assert!(!whole(b"{\"a\": 1,\n\n"));
+        assert!(!part(b"{\"a\": 1, \"b\": \"cut\n{\"a\": 2}\n"));
+        assert!(!part(b"{\"a\": 1,\n{\"a\": 2}\n"));
+        assert!(!whole(b"id,model\n1,m\n"));
+        assert!(!whole(b"data: {}\n\n"));
+        assert!(!whole(b""));
     }
 
     #[test]

@@ -200,10 +200,10 @@ pub fn read_checked(input: &[u8], format: Option<Format>, chunk_bytes: usize, ma
                 .sum::<u64>();
         }
     }
+    let framing = reader.framing();
     let bytes = reader.finish().ok();
     assert_eq!(bytes, Some(input.len() as u64));
     assert!(counts.reconciles(), "{counts:?}");
-    let framing = format.map(Format::framing).unwrap_or(Framing::Lines);
     if framing == Framing::Lines {
         let n_lines =
             input.iter().filter(|&&b| b == b'\n').count() as u64 + (input.last().is_some_and(|&b| b != b'\n')) as u64;

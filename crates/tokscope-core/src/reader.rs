@@ -3,7 +3,9 @@
 //!
 //! A thread splits the input into chunks of whole lines ([`crate::lines`]),
 //! or, for a format whose input is one JSON document of events, into chunks
-//! of events ([`crate::event_array`]; an event counts as a line); each chunk
+//! of events ([`crate::event_array`]; an event counts as a line), or, for
+//! JSON that is not JSON lines (pretty-printed documents, arrays of records),
+//! into chunks of records (each counts as a line); each chunk
 //! is parsed in parallel with rayon, one slice of lines per task, into
 //! batches of the catalog's tables (`requests`, `tokens`,
 //! `profiles`, `kernels`, `moe_routing`, `evals`, `rejects`) ([`crate::catalog`]). Every data line is
@@ -54,7 +56,7 @@ use crate::catalog::tokens::{TokenOwner, TokensBuilder};
 use crate::catalog::TableDef;
 use crate::derive::{derive_profile, derive_request, DeriveSettings};
 use crate::error::Result;
-use crate::event_array::EventSplitter;
+use crate::event_array::{is_json_document, EventSplitter};
 use crate::formats::kernel_trace::{self, SpanEvent};
 use crate::formats::{CsvHeader, Format, Framing, LineContext, Parsed, Row, TimeUnit, HEAD_BYTES};
 use crate::lines::{LineChunk, LineSplitter};
@@ -101,6 +103,10 @@ pub struct LineCounts {
     pub tokens_written: u64,
     /// Engine profiling records written (`profiles` rows).
     pub profiles_written: u64,
+    /// Requests whose logged finish reason is not in the finish-reason table
+    /// (`derive::FINISH_REASONS`): written with `finish_reason = 'other'` and
+    /// the value kept in `finish_reason_raw`; counted so that a new value shows.
+    pub finish_reasons_unmapped: u64,
 }
 
 impl LineCounts {
@@ -115,6 +121,7 @@ impl LineCounts {
         self.records_rejected += other.records_rejected;
         self.tokens_written += other.tokens_written;
         self.profiles_written += other.profiles_written;
+        self.finish_reasons_unmapped += other.finish_reasons_unmapped;
     }
 
     /// True when every line read was ingested or rejected.
@@ -262,10 +269,13 @@ impl ReaderBuilder {
         if self.format.is_none() {
             self.format = Format::detect_head(&head);
         }
+        let framing = match self.format.map(Format::framing).unwrap_or(Framing::Lines) {
+            Framing::Lines if is_json_document(&head, head.len() < HEAD_BYTES) => Framing::JsonRecords,
+            framing => framing,
+        };
         let input = std::io::Cursor::new(head).chain(input);
         let (tx, chunks) = sync_channel::<LineChunk>(2);
         let (chunk_bytes, max_line) = (self.chunk_bytes, self.max_line_bytes);
-        let framing = self.format.map(Format::framing).unwrap_or(Framing::Lines);
         let splitter = std::thread::spawn(move || -> u64 {
             // Chunks go out until the input ends or the reader is dropped.
             let send_all = |mut next: Box<dyn FnMut() -> Option<LineChunk> + '_>| {
@@ -286,11 +296,17 @@ impl ReaderBuilder {
                     send_all(Box::new(|| split.next_chunk()));
                     split.bytes_read()
                 }
+                Framing::JsonRecords => {
+                    let mut split = EventSplitter::records(input, chunk_bytes, max_line, REJECT_SNIPPET_BYTES);
+                    send_all(Box::new(|| split.next_chunk()));
+                    split.bytes_read()
+                }
             }
         });
         let pairing = SpanPairing { redaction: self.settings.redaction.clone(), open: HashMap::new() };
         Reader {
             config: self,
+            framing,
             location: location.to_string(),
             chunks,
             splitter: Some(splitter),
@@ -301,6 +317,48 @@ impl ReaderBuilder {
             sizes: SliceSizes::default(),
         }
     }
+}
+
+/// What reading one input gave, for a conformance report over a folder of
+/// files (`tokscope formats --check DIR`): the format detected (or forced),
+/// how the input was cut, the line accounting, and the first reject's error.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FileCheck {
+    /// The format used; `None` when none was recognised.
+    pub format: Option<&'static str>,
+    /// `lines`, `json_records` or `json_event_array`.
+    pub framing: &'static str,
+    /// Lines read, ingested, rejected, skipped; rows and records.
+    #[serde(flatten)]
+    pub counts: LineCounts,
+    /// The error of the first `rejects` row (a line or a record), if any.
+    pub first_error: Option<String>,
+}
+
+/// Reads `input` whole with `builder` (batches are dropped as they come) and
+/// reports what it gave ([`FileCheck`]).
+pub fn check_input<R: Read + Send + 'static>(builder: ReaderBuilder, input: R, location: &str) -> Result<FileCheck> {
+    let mut reader = builder.build(input, location);
+    let (mut counts, mut first_error) = (LineCounts::default(), None);
+    for slices in &mut reader {
+        for slice in slices? {
+            counts.add(&slice.counts);
+            if first_error.is_none() {
+                first_error = slice.rejects.as_ref().and_then(|r| {
+                    let errors = r.column_by_name("error")?.as_any().downcast_ref::<arrow_array::StringArray>()?;
+                    (arrow_array::Array::len(errors) > 0).then(|| errors.value(0).to_string())
+                });
+            }
+        }
+    }
+    let framing = match reader.framing() {
+        Framing::Lines => "lines",
+        Framing::JsonRecords => "json_records",
+        Framing::JsonEventArray { .. } => "json_event_array",
+    };
+    let format = reader.format().map(Format::name);
+    reader.finish()?;
+    Ok(FileCheck { format, framing, counts, first_error })
 }
 
 /// Reads up to `limit` bytes of `input` (fewer at its end); a read error
@@ -344,6 +402,8 @@ impl<R: Read> Read for ReplayError<R> {
 /// input order. See [`ReaderBuilder`].
 pub struct Reader {
     config: ReaderBuilder,
+    /// How the input is cut into records.
+    framing: Framing,
     location: String,
     chunks: Receiver<LineChunk>,
     splitter: Option<JoinHandle<u64>>,
@@ -365,6 +425,12 @@ impl Reader {
         self.config.format
     }
 
+    /// How the input is cut into records: the format's framing, or JSON
+    /// records for a JSON file that is not JSON lines.
+    pub fn framing(&self) -> Framing {
+        self.framing
+    }
+
     /// Waits for the splitting thread; returns the decompressed bytes it read.
     pub fn finish(mut self) -> Result<u64> {
         // Dropping the receiver stops a splitter that is still reading.
@@ -379,9 +445,11 @@ impl Reader {
     fn parse(&mut self, chunk: &LineChunk) -> Result<Vec<ParsedSlice>> {
         if self.config.format.is_none() {
             self.config.format = detect_format(chunk);
-            if let (Some(f), None) = (self.config.format, &self.config.default_model) {
-                self.config.default_model = Some(default_model_for(f, &self.location));
-            }
+        }
+        // Forced, recognised by the head or by the lines: every format that
+        // logs no model gets `--model`, else `<format>:<file stem>`.
+        if let (Some(f), None) = (self.config.format, &self.config.default_model) {
+            self.config.default_model = Some(default_model_for(f, &self.location));
         }
         if !self.started {
             self.started = true;
@@ -688,6 +756,7 @@ impl SliceBuilders {
         let derived = derive_request(rec, origin, settings);
         self.counts.rows_written += 1;
         self.counts.tokens_written += rec.tokens.len() as u64;
+        self.counts.finish_reasons_unmapped += u64::from(derived.finish_reason_unmapped);
         self.requests.append(rec, &derived, origin);
         self.request_days.push(derived.day);
         let owner = TokenOwner::of_request(rec, &derived);
@@ -781,11 +850,94 @@ mod tests {
                 records_skipped: 0,
                 records_rejected: 0,
                 tokens_written: 0,
-                profiles_written: 0
+                profiles_written: 0,
+                finish_reasons_unmapped: 0
             }
         );
         assert_eq!(requests.iter().map(RecordBatch::num_rows).sum::<usize>(), 2);
         assert_eq!(rejects.iter().map(RecordBatch::num_rows).sum::<usize>(), 1);
+    }
+
+    /// `lines` of a sample, each parsed and written back pretty-printed.
+    fn pretty(sample: &str, lines: std::ops::Range<usize>) -> Vec<String> {
+        sample
+            .lines()
+            .skip(lines.start)
+            .take(lines.len())
+            .map(|l| {
+                let v: serde_json::Value = serde_json::from_str(l).expect("sample line is JSON");
+                serde_json::to_string_pretty(&v).expect("serialises")
+            })
+            .collect()
+    }
+
+    #[test]
+    fn pretty_printed_documents_and_arrays_are_read_record_by_record() {
+        let litellm = include_str!("../../../sample_logs/litellm.jsonl");
+        let otel = include_str!("../../../sample_logs/otel.jsonl");
+        // An indented array of four payloads: four records, each a line.
+        let array = format!("[\n{}\n]\n", pretty(litellm, 0..4).join(",\n"));
+        let mut reader =
+            ReaderBuilder::new().with_chunk_bytes(300).build(std::io::Cursor::new(array.into_bytes()), "x.json");
+        let mut counts = LineCounts::default();
+        for slices in &mut reader {
+            slices.expect("chunk parses").iter().for_each(|s| counts.add(&s.counts));
+        }
+        assert_eq!(reader.format().map(Format::name), Some("litellm"));
+        assert_eq!(
+            (counts.lines_read, counts.lines_ingested, counts.rows_written, counts.lines_rejected),
+            (4, 4, 4, 0)
+        );
+        // Two indented OTLP documents one after the other (a saved export, twice).
+        let docs = pretty(otel, 0..2).join("\n");
+        let (counts, requests, _) = read_all(&docs, ReaderBuilder::new());
+        assert_eq!(
+            (counts.lines_read, counts.rows_written, counts.records_skipped, counts.lines_rejected),
+            (2, 2, 3, 0)
+        );
+        let lines: Vec<u64> = requests
+            .iter()
+            .flat_map(|b| {
+                b.column_by_name("source_line")
+                    .unwrap()
+                    .as_any()
+                    .downcast_ref::<arrow_array::UInt64Array>()
+                    .unwrap()
+                    .values()
+                    .to_vec()
+            })
+            .collect();
+        let second = pretty(otel, 0..1)[0].lines().count() as u64 + 1;
+        assert_eq!(lines, [1, second], "each record's line is the line it starts on");
+        // Cut short: the complete document is kept, the rest is one reject.
+        let cut = &docs[..docs.len() - 40];
+        let (counts, requests, rejects) = read_all(cut, ReaderBuilder::new());
+        assert_eq!((counts.lines_read, counts.rows_written, counts.lines_rejected), (2, 1, 1));
+        assert_eq!((requests.len(), rejects.iter().map(RecordBatch::num_rows).sum::<usize>()), (1, 1));
+    }
+
+    #[test]
+    fn finish_reasons_outside_the_table_are_counted() {
+        let line = |f: &str| {
+            format!(
+                "{{\"ts\":0,\"model\":\"m\",\"prompt_tokens\":1,\"completion_tokens\":2,\"finish_reason\":\"{f}\"}}\n"
+            )
+        };
+        let log = ["stop", "FINISH_REASON_WHATEVER", "", "tool_call", "weird"].map(line).concat();
+        let (counts, requests, _) = read_all(&log, ReaderBuilder::new());
+        assert_eq!((counts.rows_written, counts.finish_reasons_unmapped), (5, 2));
+        let finish: Vec<Option<&str>> = requests
+            .iter()
+            .flat_map(|b| {
+                b.column_by_name("finish_reason")
+                    .unwrap()
+                    .as_any()
+                    .downcast_ref::<arrow_array::StringArray>()
+                    .unwrap()
+                    .iter()
+            })
+            .collect();
+        assert_eq!(finish, [Some("stop"), Some("other"), None, Some("tool_calls"), Some("other")]);
     }
 
     #[test]
@@ -870,7 +1022,8 @@ mod tests {
                 records_skipped: 0,
                 records_rejected: 0,
                 tokens_written: 0,
-                profiles_written: 0
+                profiles_written: 0,
+                finish_reasons_unmapped: 0
             }
         );
         assert_eq!(kernels.iter().map(RecordBatch::num_rows).sum::<usize>(), 9);
@@ -920,7 +1073,8 @@ mod tests {
                 records_skipped: 5,
                 records_rejected: 1,
                 tokens_written: 0,
-                profiles_written: 0
+                profiles_written: 0,
+                finish_reasons_unmapped: 0
             }
         );
         assert!(counts.reconciles());
@@ -934,6 +1088,21 @@ mod tests {
             })
             .collect();
         assert_eq!(records, vec![Some("6e0c63257de34c93".to_string()), None]);
+    }
+
+    #[test]
+    fn a_forced_format_without_a_model_gets_the_default_model_too() {
+        let line = "{\"ts\":\"2024-06-01T00:00:00Z\",\"response\":{\"generated_text\":\"x\",\"details\":{\"finish_reason\":\"eos_token\",\"generated_tokens\":1,\"prefill\":[{\"id\":1}]}}}\n";
+        for (builder, want) in [
+            (ReaderBuilder::new().with_format("tgi".parse().ok()), "tgi:x"),
+            (ReaderBuilder::new().with_format("tgi".parse().ok()).with_default_model(Some("llama".into())), "llama"),
+        ] {
+            let (counts, requests, _) = read_all(line, builder);
+            assert_eq!(counts.rows_written, 1);
+            let model = requests[0].column_by_name("model").unwrap();
+            let model = model.as_any().downcast_ref::<arrow_array::StringArray>().unwrap();
+            assert_eq!(model.value(0), want);
+        }
     }
 
     #[test]

@@ -209,15 +209,16 @@ fn reference_bin(prompt_tokens: i64) -> (String, i64) {
 }
 
 /// Reference finish-reason normalisation for the raw values generated here.
-fn reference_finish(raw: &str) -> &'static str {
-    match raw {
-        "stop" | "eos_token" | "end_turn" | "stop_sequence" => "stop",
-        "length" | "max_tokens" | "max_new_tokens" => "length",
-        "tool_calls" | "tool_use" => "tool_calls",
-        "content_filter" => "content_filter",
+fn reference_finish(raw: &str) -> Option<&'static str> {
+    Some(match raw {
+        "stop" | "eos_token" | "end_turn" | "stop_sequence" | "STOP" => "stop",
+        "length" | "max_tokens" | "max_new_tokens" | "MAX_TOKENS" => "length",
+        "tool_calls" | "tool_use" | "tool_call" | "tool-calls" | "function_call" => "tool_calls",
+        "content_filter" | "SAFETY" => "content_filter",
         "error" | "cancelled" => "error",
+        "" => return None,
         _ => "other",
-    }
+    })
 }
 
 /// Reference `eos_status` (docs/metrics.md).
@@ -268,6 +269,12 @@ fn req() -> impl Strategy<Value = Req> {
         "content_filter",
         "error",
         "cancelled",
+        "tool_call",
+        "tool-calls",
+        "function_call",
+        "STOP",
+        "MAX_TOKENS",
+        "SAFETY",
         "weird",
         "",
     ]));
@@ -333,12 +340,78 @@ proptest! {
             let r = &reqs[i];
             let (want_bin, want_lo) = reference_bin(r.prompt_tokens);
             prop_assert_eq!((bin.value(row), lo.value(row)), (want_bin.as_str(), want_lo), "{:?}", r);
-            let norm = r.finish.as_deref().map(|f| reference_finish(f.trim()));
+            let norm = r.finish.as_deref().and_then(|f| reference_finish(f.trim()));
             prop_assert_eq!(finish.is_valid(row).then(|| finish.value(row)), norm, "{:?}", r);
             let (want_marker, want_status) = reference_eos(r.output.as_deref(), norm, r.completion_tokens, r.max_tokens);
             prop_assert_eq!(marker.is_valid(row).then(|| marker.value(row)), want_marker, "{:?}", r);
             prop_assert_eq!(status.value(row), want_status, "{:?}", r);
         }
         }
+    }
+}
+
+// ---- floats survive ingest bit for bit ----
+
+/// Any finite f64 in `[0, max]`, drawn across bit patterns (subnormals,
+/// integers, long mantissas), not only uniformly.
+fn non_negative(max: f64) -> impl Strategy<Value = f64> {
+    use proptest::num::f64::{NORMAL, POSITIVE, SUBNORMAL, ZERO};
+    (POSITIVE | ZERO | NORMAL | SUBNORMAL).prop_filter("in range", move |v| v.is_finite() && *v <= max)
+}
+
+fn any_finite() -> impl Strategy<Value = f64> {
+    proptest::num::f64::ANY.prop_filter("finite", |v| v.is_finite())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    /// Every float a canonical line carries (durations, ratio, cost, logprobs,
+    /// token times) is stored with the same bits it was written with: the
+    /// line is read with serde_json's `float_roundtrip`, never through text
+    /// again.
+    #[test]
+    fn every_float_field_survives_ingest_bit_for_bit(
+        ttft in non_negative(2_592_000_000.0),
+        latency in non_negative(2_592_000_000.0),
+        prefill in non_negative(2_592_000_000.0),
+        ratio in any_finite(),
+        cost in non_negative(f64::MAX),
+        logprob in any_finite(),
+        top in any_finite(),
+        emitted in any_finite(),
+    ) {
+        let line = serde_json::json!({
+            "ts": 1717200000000i64, "request_id": "r", "model": "m", "prompt_tokens": 3, "completion_tokens": 1,
+            "ttft_ms": ttft, "latency_ms": latency, "prefill_latency_ms": prefill, "kv_cache_hit_ratio": ratio,
+            "logged_cost_usd": cost, "token_times_ms": [emitted],
+            "logprobs": [{"token": "a", "logprob": logprob, "top_logprobs": [{"token": "a", "logprob": top}]}],
+        })
+        .to_string();
+        let format: Format = "canonical".parse().unwrap();
+        let mut reader = ReaderBuilder::new().with_format(Some(format)).build(std::io::Cursor::new(line.into_bytes()), "f.jsonl");
+        let (mut requests, mut tokens) = (Vec::new(), Vec::new());
+        for slices in &mut reader {
+            for s in slices.expect("slices") {
+                prop_assert_eq!(s.counts.lines_rejected, 0);
+                requests.extend(s.requests.map(|d| d.batch));
+                tokens.extend(s.tokens.map(|d| d.batch));
+            }
+        }
+        let bits = |batch: &RecordBatch, name: &str| col::<arrow_array::Float64Array>(batch, name).value(0).to_bits();
+        let r = &requests[0];
+        for (name, want) in [("ttft_ms", ttft), ("latency_ms", latency), ("prefill_latency_ms", prefill),
+            ("kv_cache_hit_ratio", ratio), ("logged_cost_usd", cost), ("last_token_logprob", logprob),
+            ("first_token_emitted_ms", emitted)] {
+            prop_assert_eq!(bits(r, name), want.to_bits(), "{} = {:e}", name, want);
+        }
+        let t = &tokens[0];
+        prop_assert_eq!(bits(t, "logprob"), logprob.to_bits());
+        prop_assert_eq!(bits(t, "emitted_ms"), emitted.to_bits());
+        let top_list = col::<arrow_array::ListArray>(t, "top_logprobs").value(0);
+        let top_struct = top_list.as_any().downcast_ref::<arrow_array::StructArray>().expect("struct");
+        let top_lp = top_struct.column_by_name("logprob").expect("logprob");
+        let top_lp = top_lp.as_any().downcast_ref::<arrow_array::Float64Array>().expect("f64");
+        prop_assert_eq!(top_lp.value(0).to_bits(), top.to_bits());
     }
 }

@@ -5,6 +5,7 @@
 use std::borrow::Cow;
 
 use serde::Deserialize;
+use serde_json::Value;
 
 use super::envelope;
 use super::fields::{self};
@@ -43,7 +44,7 @@ struct Usage {
 }
 
 /// Parses one Messages response line.
-pub fn parse(line: &[u8]) -> Result<RequestRecord<'_>, String> {
+pub fn parse<'a>(line: &'a [u8], ctx: &LineContext<'_>) -> Result<RequestRecord<'a>, String> {
     let (env, body) = envelope::open(line)?;
     let msg: Message<'_> = fields::from_json(body).map_err(|e| format!("invalid Anthropic message: {e}"))?;
     let usage = msg.usage.ok_or("missing required field usage")?;
@@ -66,7 +67,7 @@ pub fn parse(line: &[u8]) -> Result<RequestRecord<'_>, String> {
     let model = msg
         .model
         .or_else(|| env.request.as_ref().and_then(|r| r.model.clone()))
-        .ok_or("missing required field model")?;
+        .unwrap_or_else(|| Cow::Owned(ctx.default_model.to_string()));
     let (ttft_ms, latency_ms) = env.timings()?;
     Ok(RequestRecord {
         request_id: env.request_id.clone().or(msg.id),
@@ -103,14 +104,20 @@ impl LogFormat for Anthropic {
     }
 
     fn detect(&self, line: &Probe<'_>) -> bool {
+        // `type: message` is a Messages response's own discriminator; without
+        // it (a gateway that dropped it), content blocks with Anthropic's
+        // usage, and none of a Responses object's keys.
         line.response().is_some_and(|r| {
             r.get("type").and_then(|t| t.as_str()) == Some("message")
-                || r.get("usage").is_some_and(|u| u.get("input_tokens").is_some())
+                || (r.get("usage").is_some_and(|u| u.get("input_tokens").is_some())
+                    && r.get("content").is_some_and(Value::is_array)
+                    && !r.contains_key("output")
+                    && !r.contains_key("object"))
         })
     }
 
-    fn parse<'a>(&self, line: &'a [u8], _ctx: &LineContext<'_>) -> Result<Parsed<'a>, String> {
-        parse(line).map(Parsed::Request)
+    fn parse<'a>(&self, line: &'a [u8], ctx: &LineContext<'_>) -> Result<Parsed<'a>, String> {
+        parse(line, ctx).map(Parsed::Request)
     }
 }
 
@@ -121,7 +128,7 @@ mod tests {
     #[test]
     fn cache_tokens_fold_into_prompt_tokens() {
         let line = br#"{"ts":1717236000000,"latency_ms":1500,"request":{"max_tokens":1024},"response":{"id":"msg_1","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[{"type":"text","text":"Hi "},{"type":"text","text":"there"}],"stop_reason":"end_turn","usage":{"input_tokens":100,"output_tokens":20,"cache_creation_input_tokens":30,"cache_read_input_tokens":500}}}"#;
-        let r = parse(line).unwrap();
+        let r = parse(line, &LineContext::default()).unwrap();
         assert_eq!((r.prompt_tokens, r.cached_tokens, r.cache_write_tokens, r.completion_tokens), (630, 500, 30, 20));
         assert_eq!(r.model_output.as_deref(), Some("Hi there"));
         assert_eq!(r.max_tokens, Some(1024));
@@ -130,6 +137,6 @@ mod tests {
     #[test]
     fn bare_message_without_ts_is_rejected() {
         let line = br#"{"id":"msg_1","type":"message","model":"claude","content":[],"stop_reason":"end_turn","usage":{"input_tokens":1,"output_tokens":2}}"#;
-        assert!(parse(line).unwrap_err().contains("ts"));
+        assert!(parse(line, &LineContext::default()).unwrap_err().contains("ts"));
     }
 }

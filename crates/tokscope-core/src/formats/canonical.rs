@@ -210,7 +210,11 @@ impl LogFormat for Canonical {
     }
 
     fn detect(&self, line: &Probe<'_>) -> bool {
-        line.object().is_some_and(|o| o.contains_key("prompt_tokens") || o.contains_key("completion_tokens"))
+        // `ts` is required: other formats' records with token counts (Helicone
+        // rows, LiteLLM payloads) have none, so canonical never claims them.
+        line.object().is_some_and(|o| {
+            o.contains_key("ts") && (o.contains_key("prompt_tokens") || o.contains_key("completion_tokens"))
+        })
     }
 
     fn parse<'a>(&self, line: &'a [u8], _ctx: &LineContext<'_>) -> Result<Parsed<'a>, String> {

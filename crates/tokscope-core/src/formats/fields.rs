@@ -312,6 +312,65 @@ fn millis_to_micros(ms: f64) -> Result<i64, String> {
     Ok((ms * 1000.0).round() as i64)
 }
 
+/// A time logged as epoch seconds (a number, or a decimal string) or as a
+/// date-time text (RFC 3339, or zone-less taken as UTC: `2025-01-24
+/// 09:20:46.847371`, what Python's `str(datetime)` writes). LiteLLM's
+/// payloads carry either, depending on the logger that serialised them. Use
+/// with `#[serde(default, deserialize_with = "fields::opt_epoch_seconds_or_text")]`.
+pub fn opt_epoch_seconds_or_text<'de, D: Deserializer<'de>>(d: D) -> Result<Option<SecondsOrText>, D::Error> {
+    struct V;
+    impl<'de> Visitor<'de> for V {
+        type Value = Option<SecondsOrText>;
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("epoch seconds or a date-time")
+        }
+        fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+            d.deserialize_any(self)
+        }
+        fn visit_u64<E: de::Error>(self, v: u64) -> Result<Self::Value, E> {
+            Ok(Some(SecondsOrText::Seconds(v as f64)))
+        }
+        fn visit_i64<E: de::Error>(self, v: i64) -> Result<Self::Value, E> {
+            Ok(Some(SecondsOrText::Seconds(v as f64)))
+        }
+        fn visit_f64<E: de::Error>(self, v: f64) -> Result<Self::Value, E> {
+            Ok(Some(SecondsOrText::Seconds(v)))
+        }
+        fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+            Ok(Some(match v.trim().parse::<f64>() {
+                Ok(secs) => SecondsOrText::Seconds(secs),
+                Err(_) => SecondsOrText::Text(v.to_string()),
+            }))
+        }
+    }
+    d.deserialize_option(V)
+}
+
+/// A time as [`opt_epoch_seconds_or_text`] read it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SecondsOrText {
+    /// Epoch seconds.
+    Seconds(f64),
+    /// A date-time text.
+    Text(String),
+}
+
+impl SecondsOrText {
+    /// Microseconds since the epoch, UTC (`field` names the value in errors).
+    pub fn to_micros(&self, field: &str) -> Result<i64, String> {
+        match self {
+            SecondsOrText::Seconds(secs) => epoch_seconds_to_micros(field, *secs),
+            SecondsOrText::Text(text) => parse_datetime_micros(text).map_err(|e| format!("{field}: {e}")),
+        }
+    }
+}
+
 /// Parses RFC 3339 (`2024-05-01T12:00:00.5+02:00`), a zone-less date-time
 /// taken as UTC (`2023-11-16 18:17:03.9799600`, any fraction length), or
 /// digits meaning epoch milliseconds.
@@ -340,9 +399,34 @@ pub fn text_or_json<'a>(raw: &'a RawValue) -> Result<Option<Cow<'a, str>>, serde
     } else if text.starts_with('"') {
         let s: Text<'a> = serde_json::from_str(text)?;
         Ok(Some(s.0))
+    } else if text.contains('\n') {
+        // From a pretty-printed document: kept compact, keys in their order.
+        Ok(Some(Cow::Owned(compact_json(text))))
     } else {
         Ok(Some(Cow::Borrowed(text)))
     }
+}
+
+/// JSON text without the whitespace between its tokens (strings untouched,
+/// keys kept in their order, unlike a round trip through `Value`).
+pub fn compact_json(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let (mut in_string, mut escaped) = (false, false);
+    for c in text.chars() {
+        if in_string {
+            out.push(c);
+            match (escaped, c) {
+                (true, _) => escaped = false,
+                (false, '\\') => escaped = true,
+                (false, '"') => in_string = false,
+                _ => {}
+            }
+        } else if !matches!(c, ' ' | '\t' | '\n' | '\r') {
+            in_string = c == '"';
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// The keys that name an experiment arm, in order of precedence: the
@@ -528,6 +612,37 @@ mod tests {
         assert!(token_count("p", -1.0).is_err());
         assert!(token_count("p", 1.5).is_err());
         assert!(token_count("p", 1e12).is_err());
+    }
+
+    #[test]
+    fn pretty_printed_json_text_is_kept_compact_in_order() {
+        let raw: Box<RawValue> =
+            serde_json::from_str("[\n  {\"role\": \"user\",\n   \"content\": \"a \\\" b \\n c\"}\n]").unwrap();
+        assert_eq!(text_or_json(&raw).unwrap().as_deref(), Some(r#"[{"role":"user","content":"a \" b \n c"}]"#));
+        assert_eq!(compact_json("{ \"z\" : 1 ,\n \"a\": [ ] }"), r#"{"z":1,"a":[]}"#);
+    }
+
+    #[test]
+    fn epoch_seconds_date_times_and_iso_8601_are_all_times() {
+        #[derive(Deserialize)]
+        struct T {
+            #[serde(default, deserialize_with = "opt_epoch_seconds_or_text")]
+            t: Option<SecondsOrText>,
+        }
+        let micros = |json: &str| {
+            let t: T = serde_json::from_str(json).map_err(|e| e.to_string())?;
+            t.t.map(|t| t.to_micros("startTime")).transpose()
+        };
+        let want = Ok(Some(1_737_710_446_847_371)); // 2025-01-24T09:20:46.847371Z
+        assert_eq!(micros(r#"{"t": 1737710446.847371}"#), want);
+        assert_eq!(micros(r#"{"t": "1737710446.847371"}"#), want);
+        assert_eq!(micros(r#"{"t": "2025-01-24 09:20:46.847371"}"#), want);
+        assert_eq!(micros(r#"{"t": "2025-01-24T09:20:46.847371Z"}"#), want);
+        assert_eq!(micros(r#"{"t": "2025-01-24T10:20:46.847371+01:00"}"#), want);
+        assert_eq!(micros(r#"{"t": null}"#), Ok(None));
+        assert_eq!(micros(r#"{}"#), Ok(None));
+        assert!(micros(r#"{"t": "yesterday"}"#).unwrap_err().contains("startTime"));
+        assert!(micros(r#"{"t": 1737710446847.0}"#).unwrap_err().contains("epoch seconds"));
     }
 
     #[test]

@@ -20,51 +20,55 @@ use serde_json::{Map, Value};
 
 use super::csv::{CsvHeader, CsvRow};
 use super::fields::{self, TimeUnit, TsValue};
-use super::{parse_array_line, LineContext, LogFormat, Parsed, Probe};
+use super::{parse_array_line, parse_records, LineContext, LogFormat, Parsed, Probe};
 use crate::record::RequestRecord;
 
-/// An observations export row as JSON.
+/// An observation as JSON: a blob-storage export row (snake_case), or an
+/// observation of the public API and the UI's trace export (camelCase, the
+/// API models' aliases; the model is `model` there).
 #[derive(Deserialize)]
 struct ObservationJson<'a> {
     #[serde(borrow, default)]
     id: Option<Cow<'a, str>>,
     #[serde(borrow, default, rename = "type")]
     kind: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, alias = "startTime")]
     start_time: Option<TsValue<'a>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, alias = "endTime")]
     end_time: Option<TsValue<'a>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, alias = "completionStartTime")]
     completion_start_time: Option<TsValue<'a>>,
     #[serde(borrow, default)]
     provided_model_name: Option<Cow<'a, str>>,
-    #[serde(default)]
+    #[serde(borrow, default)]
+    model: Option<Cow<'a, str>>,
+    #[serde(default, alias = "usageDetails")]
     usage_details: Option<Map<String, Value>>,
-    #[serde(default)]
+    #[serde(default, alias = "costDetails")]
     cost_details: Option<Map<String, Value>>,
-    #[serde(default, deserialize_with = "fields::opt_number")]
+    #[serde(default, alias = "totalCost", deserialize_with = "fields::opt_number")]
     total_cost: Option<f64>,
     #[serde(default, deserialize_with = "fields::opt_number")]
     latency: Option<f64>,
-    #[serde(default, deserialize_with = "fields::opt_number")]
+    #[serde(default, alias = "timeToFirstToken", deserialize_with = "fields::opt_number")]
     time_to_first_token: Option<f64>,
     #[serde(borrow, default)]
     input: Option<&'a RawValue>,
     #[serde(borrow, default)]
     output: Option<&'a RawValue>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, alias = "modelParameters")]
     model_parameters: Option<&'a RawValue>,
     #[serde(borrow, default)]
     metadata: Option<&'a RawValue>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, alias = "sessionId")]
     session_id: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
     level: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, alias = "statusMessage")]
     status_message: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, alias = "traceId")]
     trace_id: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, alias = "parentObservationId")]
     parent_observation_id: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
     name: Option<Cow<'a, str>>,
@@ -72,15 +76,15 @@ struct ObservationJson<'a> {
     environment: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
     version: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, alias = "promptName")]
     prompt_name: Option<Cow<'a, str>>,
-    #[serde(default)]
+    #[serde(default, alias = "promptVersion")]
     prompt_version: Option<Value>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, alias = "userId")]
     user_id: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, alias = "traceName")]
     trace_name: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, alias = "modelId")]
     model_id: Option<Cow<'a, str>>,
 }
 
@@ -152,7 +156,7 @@ impl<'a> Observation<'a> {
             start_us: micros(&o.start_time)?,
             end_us: micros(&o.end_time)?,
             completion_start_us: micros(&o.completion_start_time)?,
-            model: o.provided_model_name,
+            model: o.provided_model_name.or(o.model),
             usage: usage_map(o.usage_details.unwrap_or_default())?,
             cost_details: o.cost_details.unwrap_or_default(),
             total_cost: o.total_cost,
@@ -406,7 +410,33 @@ fn output_text(text: Cow<'_, str>) -> Cow<'_, str> {
 }
 
 fn parse_object<'a>(raw: &'a [u8], ctx: &LineContext<'_>) -> Result<Parsed<'a>, String> {
-    Observation::from_json(raw)?.into_parsed(ctx)
+    #[derive(Deserialize)]
+    struct Container<'a> {
+        #[serde(borrow, default)]
+        observations: Option<Vec<&'a RawValue>>,
+        #[serde(borrow, default)]
+        data: Option<Vec<&'a RawValue>>,
+    }
+    let container = fields::from_json::<Container<'a>>(raw).ok();
+    match container {
+        Some(Container { observations: Some(items), .. }) => parse_observations(items, "observations", ctx),
+        Some(Container { data: Some(items), .. }) => parse_observations(items, "data", ctx),
+        _ => Observation::from_json(raw)?.into_parsed(ctx),
+    }
+}
+
+/// The observations of a trace export (`{"trace": ..., "observations": [...]}`)
+/// or of an API response page (`{"data": [...], "meta": ...}`): each one a
+/// request, a skip, or a reject named `<key>[i]` while the others are kept.
+fn parse_observations<'a>(items: Vec<&'a RawValue>, key: &str, ctx: &LineContext<'_>) -> Result<Parsed<'a>, String> {
+    Ok(parse_records(items, |i| format!("{key}[{i}]"), |raw| Observation::from_json(raw)?.into_parsed(ctx)))
+}
+
+/// Whether a JSON object is an observation: a blob export row, or an API one (camelCase).
+fn is_observation(o: &Map<String, Value>) -> bool {
+    (o.contains_key("usage_details")
+        && (o.contains_key("provided_model_name") || (o.contains_key("trace_id") && o.contains_key("type"))))
+        || (o.contains_key("traceId") && o.contains_key("type") && o.contains_key("startTime"))
 }
 
 /// Parses one line: an observation object, a one-line JSON array of them
@@ -443,14 +473,16 @@ impl LogFormat for Langfuse {
     }
 
     fn about(&self) -> &'static str {
-        "Langfuse blob-storage exports of observations (JSONL, JSON, CSV): one request per GENERATION"
+        "Langfuse observations: blob-storage exports (JSONL, JSON, CSV), the public API's and the UI's trace exports (camelCase): one request per GENERATION"
     }
 
     fn detect(&self, line: &Probe<'_>) -> bool {
         match line.record() {
             Some(o) => {
-                o.contains_key("usage_details")
-                    && (o.contains_key("provided_model_name") || (o.contains_key("trace_id") && o.contains_key("type")))
+                let first = |key: &str| o.get(key).and_then(|v| v.get(0)).and_then(Value::as_object);
+                is_observation(o)
+                    || (o.contains_key("trace") && first("observations").is_some_and(is_observation))
+                    || first("data").is_some_and(is_observation)
             }
             None => observations_header(line.line()).is_some(),
         }
@@ -613,6 +645,36 @@ mod tests {
         assert!(parse(negative.as_bytes(), &ctx()).unwrap_err().contains("non-negative"));
         let no_start = obs.replace(r#""start_time":"2024-06-01 12:00:00.000","#, "");
         assert!(parse(no_start.as_bytes(), &ctx()).unwrap_err().contains("start_time"));
+    }
+
+    #[test]
+    fn trace_export_in_camel_case_gives_its_generations() {
+        let doc = r#"{"trace": {"id": "t1", "sessionId": "s1"}, "observations": [
+            {"id": "g1", "traceId": "t1", "type": "GENERATION", "startTime": "2025-01-24T09:20:46.000Z",
+             "endTime": "2025-01-24T09:20:47.500Z", "completionStartTime": "2025-01-24T09:20:46.250Z",
+             "model": "claude-sonnet-4-5", "usageDetails": {"input": 10, "cache_read_input_tokens": 90, "output": 7},
+             "costDetails": {"total": 0.002}, "sessionId": "s1", "modelParameters": {"max_tokens": "64"},
+             "metadata": {"stop_reason": "end_turn"}},
+            {"id": "e1", "traceId": "t1", "type": "EVENT", "startTime": "2025-01-24T09:20:46.000Z"},
+            {"id": "g2", "traceId": "t1", "type": "GENERATION", "usageDetails": {"input": 1, "output": 1}}]}"#;
+        assert!(Langfuse.detect(&Probe::new(doc.as_bytes())));
+        match parse(doc.as_bytes(), &ctx()).unwrap() {
+            Parsed::Rows { rows, skipped } => {
+                assert_eq!((rows.len(), skipped), (2, 1));
+                let super::super::Row::Request(r) = &rows[0] else { panic!("{:?}", rows[0]) };
+                assert_eq!(
+                    summary(r),
+                    (
+                        ("g1", 1_737_710_446_000_000, "claude-sonnet-4-5", 100, 7, 90, 0, None, Some(64)),
+                        (Some(250.0), Some(1500.0), Some("end_turn"), Some(0.002), Some("s1"))
+                    )
+                );
+                assert!(
+                    matches!(&rows[1], super::super::Row::Reject(r) if r.record == "observations[2]" && r.error.contains("start_time"))
+                );
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

@@ -19,7 +19,7 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use super::csv::{CsvHeader, CsvRow};
-use super::fields::{self, TsValue};
+use super::fields::{self, SecondsOrText, TsValue};
 use super::openai::ChatChoice;
 use super::{parse_array_line, secrets, LineContext, LogFormat, Parsed, Probe};
 use crate::record::{RequestRecord, TokenRecord};
@@ -318,12 +318,12 @@ struct Payload<'a> {
     prompt_tokens: Option<f64>,
     #[serde(default, deserialize_with = "fields::opt_number")]
     completion_tokens: Option<f64>,
-    #[serde(default, rename = "startTime", deserialize_with = "fields::opt_number")]
-    start_time: Option<f64>,
-    #[serde(default, rename = "endTime", deserialize_with = "fields::opt_number")]
-    end_time: Option<f64>,
-    #[serde(default, rename = "completionStartTime", deserialize_with = "fields::opt_number")]
-    completion_start_time: Option<f64>,
+    #[serde(default, rename = "startTime", deserialize_with = "fields::opt_epoch_seconds_or_text")]
+    start_time: Option<SecondsOrText>,
+    #[serde(default, rename = "endTime", deserialize_with = "fields::opt_epoch_seconds_or_text")]
+    end_time: Option<SecondsOrText>,
+    #[serde(default, rename = "completionStartTime", deserialize_with = "fields::opt_epoch_seconds_or_text")]
+    completion_start_time: Option<SecondsOrText>,
     #[serde(borrow, default)]
     model: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
@@ -370,12 +370,9 @@ fn payload_call(p: Payload<'_>) -> Result<Call, String> {
     let start = p.start_time.ok_or("missing required field startTime")?;
     let mut call = Call {
         id: p.id.map(Cow::into_owned),
-        start_us: fields::epoch_seconds_to_micros("startTime", start)?,
-        end_us: p.end_time.map(|t| fields::epoch_seconds_to_micros("endTime", t)).transpose()?,
-        completion_start_us: p
-            .completion_start_time
-            .map(|t| fields::epoch_seconds_to_micros("completionStartTime", t))
-            .transpose()?,
+        start_us: start.to_micros("startTime")?,
+        end_us: p.end_time.map(|t| t.to_micros("endTime")).transpose()?,
+        completion_start_us: p.completion_start_time.map(|t| t.to_micros("completionStartTime")).transpose()?,
         stream: p.stream,
         prompt_tokens: p.prompt_tokens,
         completion_tokens: p.completion_tokens,
@@ -974,5 +971,13 @@ mod tests {
         assert!(parse(no_start.as_bytes(), &LineContext::default()).unwrap_err().contains("startTime"));
         let ms = line.replace("1717243200.0", "1717243200000.0");
         assert!(parse(ms.as_bytes(), &LineContext::default()).unwrap_err().contains("epoch seconds"));
+        // Loggers that serialise with `default=str` write Python's datetime text; ISO 8601 too.
+        let text = line
+            .replace("1717243200.0", r#""2024-06-01 12:00:00.250000""#)
+            .replace("1717243201.0", r#""2024-06-01T12:00:01.5Z""#);
+        let r = request(parse(text.as_bytes(), &LineContext::default()));
+        assert_eq!((r.ts_micros, r.latency_ms), (1_717_243_200_250_000, Some(1250.0)));
+        let bad = line.replace("1717243200.0", r#""noon""#);
+        assert!(parse(bad.as_bytes(), &LineContext::default()).unwrap_err().contains("startTime"));
     }
 }

@@ -122,6 +122,12 @@ pub enum Framing {
         /// The top-level key whose value is the array of records.
         key: &'static str,
     },
+    /// JSON that is not JSON lines (pretty-printed documents, one after
+    /// another, or arrays of records): each top-level value is a record, and
+    /// each element of a top-level array ([`crate::event_array::EventSplitter::records`]).
+    /// Chosen by the reader from a file's head ([`crate::event_array::is_json_document`])
+    /// for every format framed by lines, so every JSON-based format reads it.
+    JsonRecords,
 }
 
 /// One line offered to [`LogFormat::detect`], parsed as JSON at most once
@@ -163,9 +169,14 @@ impl<'l> Probe<'l> {
     }
 
     /// The response object: the envelope's `response` when the line is a
-    /// gateway envelope (see [`envelope`]), else the line's object.
+    /// gateway envelope (see [`envelope`]), else the line's object. A
+    /// LiteLLM payload (`startTime`) or an OpenAI Batch line (`custom_id`)
+    /// also holds a `response`, but is no envelope: it has none.
     pub fn response(&self) -> Option<&Map<String, Value>> {
         let obj = self.object()?;
+        if obj.contains_key("startTime") || obj.contains_key("custom_id") {
+            return None;
+        }
         Some(obj.get("response").and_then(Value::as_object).unwrap_or(obj))
     }
 }
@@ -407,6 +418,17 @@ pub fn parse_array_line<'a>(
 ) -> Result<Parsed<'a>, String> {
     let items: Vec<&'a RawValue> =
         fields::from_json(line).map_err(|e| format!("invalid JSON array of records: {e}"))?;
+    Ok(parse_records(items, |i| format!("[{i}]"), parse_record))
+}
+
+/// Parses the records `items` of one line with `parse_record`: each
+/// record's rows are kept, and a record that fails is a [`Row::Reject`]
+/// named `name(i)` while the others are kept.
+pub fn parse_records<'a>(
+    items: Vec<&'a RawValue>,
+    name: impl Fn(usize) -> String,
+    parse_record: impl Fn(&'a [u8]) -> Result<Parsed<'a>, String>,
+) -> Parsed<'a> {
     let (mut rows, mut skipped) = (Vec::new(), 0);
     for (i, item) in items.into_iter().enumerate() {
         let raw = item.get().as_bytes();
@@ -417,12 +439,10 @@ pub fn parse_array_line<'a>(
                 skipped += s;
             }
             Ok(Parsed::Skip) => skipped += 1,
-            Err(error) => {
-                rows.push(Row::Reject(RecordReject { record: format!("[{i}]"), error, raw: Cow::Borrowed(raw) }))
-            }
+            Err(error) => rows.push(Row::Reject(RecordReject { record: name(i), error, raw: Cow::Borrowed(raw) })),
         }
     }
-    Ok(Parsed::Rows { rows, skipped })
+    Parsed::Rows { rows, skipped }
 }
 
 /// Per-file settings a parser may need.
@@ -492,6 +512,86 @@ mod tests {
         assert!(err.contains("canonical") && err.contains("mooncake"), "{err}");
     }
 
+    /// One record of each format as its producer writes it (a sample's first
+    /// line, or a bare provider response), with every format that accepts it.
+    fn first_line(text: &str) -> &str {
+        text.lines().next().expect("a first line")
+    }
+
+    fn samples() -> Vec<(&'static str, String)> {
+        let sample = |f: &str| -> String {
+            let text = match f {
+                "canonical" => include_str!("../../../../sample_logs/canonical.jsonl"),
+                "openai_chat" => include_str!("../../../../sample_logs/openai_chat.jsonl"),
+                "openai_batch" => include_str!("../../../../sample_logs/openai_batch.jsonl"),
+                "openai_responses" => include_str!("../../../../sample_logs/openai_responses.jsonl"),
+                "anthropic" => include_str!("../../../../sample_logs/anthropic.jsonl"),
+                "tgi" => include_str!("../../../../sample_logs/tgi.jsonl"),
+                "otel" => include_str!("../../../../sample_logs/otel.jsonl"),
+                "helicone" => include_str!("../../../../sample_logs/helicone.jsonl"),
+                "litellm" => include_str!("../../../../sample_logs/litellm.jsonl"),
+                "litellm_csv" => include_str!("../../../../sample_logs/litellm_spendlogs.csv"),
+                "langfuse" => include_str!("../../../../sample_logs/langfuse.jsonl"),
+                "mooncake" => include_str!("../../../../sample_logs/mooncake_head.jsonl"),
+                "azure_csv" => include_str!("../../../../sample_logs/azure_conv_head.csv"),
+                "profile" => include_str!("../../../../sample_logs/profile.jsonl"),
+                "moe_routing" => include_str!("../../../../tests/data/formats/moe_routing.sample.csv"),
+                "eval" => include_str!("../../../../tests/data/formats/eval.sample.jsonl"),
+                _ => unreachable!("{f}"),
+            };
+            first_line(text).to_string()
+        };
+        let real = |f: &str| -> String {
+            let text = match f {
+                "litellm_gcs" => include_str!("../../../../tests/data/real/litellm_gcs.ndjson"),
+                "openinference" => include_str!("../../../../tests/data/real/otel_openinference.jsonl"),
+                _ => unreachable!("{f}"),
+            };
+            first_line(text).to_string()
+        };
+        vec![
+            ("canonical", sample("canonical")),
+            ("openai_chat", sample("openai_chat")),
+            ("openai_batch", sample("openai_batch")),
+            ("openai_responses", sample("openai_responses")),
+            ("anthropic", sample("anthropic")),
+            ("tgi", sample("tgi")),
+            ("otel", sample("otel")),
+            ("otel", real("openinference")),
+            ("helicone", sample("helicone")),
+            ("litellm", sample("litellm")),
+            ("litellm", real("litellm_gcs")),
+            ("litellm", sample("litellm_csv")),
+            ("langfuse", sample("langfuse")),
+            ("mooncake", sample("mooncake")),
+            ("azure_csv", sample("azure_csv")),
+            ("profile", sample("profile")),
+            ("moe_routing", sample("moe_routing")),
+            ("eval", sample("eval")),
+            // Bare provider responses, as the providers return them.
+            ("anthropic", r#"{"id":"msg_01","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[{"type":"text","text":"Hi"}],"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":10,"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"output_tokens":2}}"#.to_string()),
+            ("openai_chat", r#"{"id":"chatcmpl-1","object":"chat.completion","created":1737710446,"model":"gpt-4o-mini","choices":[{"index":0,"message":{"role":"assistant","content":"Hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":10,"completion_tokens":2,"total_tokens":12}}"#.to_string()),
+            ("openai_responses", r#"{"id":"resp_1","object":"response","created_at":1737710446,"status":"completed","model":"gpt-4o","output":[{"type":"message","content":[{"type":"output_text","text":"Hi"}]}],"usage":{"input_tokens":10,"output_tokens":2,"total_tokens":12}}"#.to_string()),
+            ("tgi", r#"{"generated_text":"Hi","details":{"finish_reason":"eos_token","generated_tokens":2,"seed":null,"prefill":[],"tokens":[{"id":1,"text":"Hi","logprob":-0.1,"special":false},{"id":2,"text":"</s>","logprob":-0.01,"special":true}]}}"#.to_string()),
+        ]
+    }
+
+    #[test]
+    fn every_pair_of_formats_is_told_apart() {
+        let probe_all = |line: &str| -> Vec<&'static str> {
+            let probe = Probe::new(line.as_bytes());
+            FORMATS.iter().filter(|f| f.detect(&probe)).map(|f| f.name()).collect()
+        };
+        // Each record is accepted by its own format alone, whatever the
+        // detection order: every pair of formats is told apart by the
+        // formats' own discriminators (`type: message`, `object:
+        // chat.completion`, `object: response`, `generated_text`, ...).
+        for (format, line) in samples() {
+            assert_eq!(probe_all(&line), [format], "{line}");
+            assert_eq!(Format::detect(line.as_bytes()).map(Format::name), Some(format));
+        }
+    }
+
     #[test]
     fn detection_picks_the_specific_format_first() {
         let detect = |line: &str| Format::detect(line.as_bytes()).map(Format::name);
@@ -532,7 +632,8 @@ mod tests {
             detect(r#"{"request_id":"r","inference_steps":2,"prefill_latency_ms":1,"decode_latency_ms":[1]}"#),
             Some("profile")
         );
-        assert_eq!(detect(r#"{"prompt_tokens":1,"completion_tokens":2}"#), Some("canonical"));
+        assert_eq!(detect(r#"{"ts":1,"prompt_tokens":1,"completion_tokens":2}"#), Some("canonical"));
+        assert_eq!(detect(r#"{"prompt_tokens":1,"completion_tokens":2}"#), None, "canonical lines have a ts");
         assert_eq!(detect("not json"), None);
     }
 }

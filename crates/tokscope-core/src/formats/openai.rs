@@ -112,12 +112,12 @@ struct CompletionDetails {
 }
 
 /// Parses a Chat Completions response line.
-pub fn parse_chat(line: &[u8]) -> Result<RequestRecord<'_>, String> {
+pub fn parse_chat<'a>(line: &'a [u8], ctx: &LineContext<'_>) -> Result<RequestRecord<'a>, String> {
     let (env, body) = envelope::open(line)?;
-    chat_record(env, body)
+    chat_record(env, body, ctx)
 }
 
-fn chat_record<'a>(env: Envelope<'a>, body: &'a [u8]) -> Result<RequestRecord<'a>, String> {
+fn chat_record<'a>(env: Envelope<'a>, body: &'a [u8], ctx: &LineContext<'_>) -> Result<RequestRecord<'a>, String> {
     let resp: ChatCompletion<'a> = fields::from_json(body).map_err(|e| format!("invalid chat completion: {e}"))?;
     let usage = resp.usage.ok_or("missing required field usage")?;
     let prompt_tokens =
@@ -141,7 +141,7 @@ fn chat_record<'a>(env: Envelope<'a>, body: &'a [u8]) -> Result<RequestRecord<'a
     let model = resp
         .model
         .or_else(|| env.request.as_ref().and_then(|r| r.model.clone()))
-        .ok_or("missing required field model")?;
+        .unwrap_or_else(|| Cow::Owned(ctx.default_model.to_string()));
     let (ttft_ms, latency_ms) = env.timings()?;
     Ok(RequestRecord {
         request_id: env.request_id.clone().or(resp.id),
@@ -186,7 +186,7 @@ struct BatchResponse<'a> {
 }
 
 /// Parses a Batch API output line; failed requests (no body) are rejects with the API's error.
-pub fn parse_batch(line: &[u8]) -> Result<RequestRecord<'_>, String> {
+pub fn parse_batch<'a>(line: &'a [u8], ctx: &LineContext<'_>) -> Result<RequestRecord<'a>, String> {
     let b: BatchLine<'_> = fields::from_json(line).map_err(|e| format!("invalid batch output line: {e}"))?;
     let resp = b.response.as_ref();
     let body = resp.and_then(|r| r.body).filter(|raw| raw.get().starts_with('{'));
@@ -194,7 +194,7 @@ pub fn parse_batch(line: &[u8]) -> Result<RequestRecord<'_>, String> {
         let err = b.error.map(|e| e.get().to_string()).unwrap_or_else(|| "no response body".into());
         return Err(format!("batch request {} failed: {err}", b.custom_id));
     };
-    let mut rec = chat_record(Envelope::default(), body.get().as_bytes())?;
+    let mut rec = chat_record(Envelope::default(), body.get().as_bytes(), ctx)?;
     rec.request_id = Some(b.custom_id);
     rec.status = fields::opt_token_count("status_code", resp.and_then(|r| r.status_code))?.map(|s| s as i32);
     Ok(rec)
@@ -219,8 +219,8 @@ impl LogFormat for OpenAiChat {
         })
     }
 
-    fn parse<'a>(&self, line: &'a [u8], _ctx: &LineContext<'_>) -> Result<Parsed<'a>, String> {
-        parse_chat(line).map(Parsed::Request)
+    fn parse<'a>(&self, line: &'a [u8], ctx: &LineContext<'_>) -> Result<Parsed<'a>, String> {
+        parse_chat(line, ctx).map(Parsed::Request)
     }
 }
 
@@ -240,8 +240,8 @@ impl LogFormat for OpenAiBatch {
         line.object().is_some_and(|o| o.contains_key("custom_id") && o.contains_key("response"))
     }
 
-    fn parse<'a>(&self, line: &'a [u8], _ctx: &LineContext<'_>) -> Result<Parsed<'a>, String> {
-        parse_batch(line).map(Parsed::Request)
+    fn parse<'a>(&self, line: &'a [u8], ctx: &LineContext<'_>) -> Result<Parsed<'a>, String> {
+        parse_batch(line, ctx).map(Parsed::Request)
     }
 }
 
@@ -252,7 +252,7 @@ mod tests {
     #[test]
     fn chat_completion_with_envelope() {
         let line = br#"{"ts":"2024-06-01T10:00:00Z","latency_ms":900,"ttft_ms":120,"request":{"max_tokens":50,"messages":[{"role":"user","content":"hi"}]},"response":{"id":"chatcmpl-1","object":"chat.completion","created":1717236000,"model":"gpt-4o-2024-08-06","choices":[{"index":0,"message":{"role":"assistant","content":"Hello"},"logprobs":{"content":[{"token":"Hello","logprob":-0.1,"bytes":[72,101,108,108,111],"top_logprobs":[{"token":"Hello","logprob":-0.1},{"token":"Hi","logprob":-2.5}]}]},"finish_reason":"stop"}],"usage":{"prompt_tokens":20,"completion_tokens":1,"prompt_tokens_details":{"cached_tokens":8},"completion_tokens_details":{"reasoning_tokens":0}}}}"#;
-        let r = parse_chat(line).unwrap();
+        let r = parse_chat(line, &LineContext::default()).unwrap();
         assert_eq!(r.request_id.as_deref(), Some("chatcmpl-1"));
         assert_eq!((r.prompt_tokens, r.completion_tokens, r.cached_tokens, r.reasoning_tokens), (20, 1, 8, Some(0)));
         assert_eq!(r.max_tokens, Some(50));
@@ -267,7 +267,7 @@ mod tests {
     #[test]
     fn bare_chat_completion_uses_created() {
         let line = br#"{"id":"c2","object":"chat.completion","created":1717236000,"model":"gpt-4o-mini","choices":[{"message":{"content":null},"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":5,"completion_tokens":7}}"#;
-        let r = parse_chat(line).unwrap();
+        let r = parse_chat(line, &LineContext::default()).unwrap();
         assert_eq!(r.ts_micros, 1_717_236_000_000_000);
         assert_eq!(r.finish_reason_raw.as_deref(), Some("tool_calls"));
         assert_eq!(r.model_output, None);
@@ -276,9 +276,9 @@ mod tests {
     #[test]
     fn batch_success_and_failure() {
         let ok = br#"{"id":"batch_req_1","custom_id":"req-7","response":{"status_code":200,"request_id":"x","body":{"id":"c","object":"chat.completion","created":1717236000,"model":"gpt-4o","choices":[{"message":{"content":"ok"},"finish_reason":"length"}],"usage":{"prompt_tokens":3,"completion_tokens":4}}},"error":null}"#;
-        let r = parse_batch(ok).unwrap();
+        let r = parse_batch(ok, &LineContext::default()).unwrap();
         assert_eq!((r.request_id.as_deref(), r.status), (Some("req-7"), Some(200)));
         let bad = br#"{"id":"batch_req_2","custom_id":"req-8","response":null,"error":{"code":"server_error","message":"boom"}}"#;
-        assert!(parse_batch(bad).unwrap_err().contains("req-8 failed"));
+        assert!(parse_batch(bad, &LineContext::default()).unwrap_err().contains("req-8 failed"));
     }
 }

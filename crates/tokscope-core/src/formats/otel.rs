@@ -25,13 +25,15 @@ const INFERENCE_OPERATIONS: &[&str] = &["chat", "text_completion", "generate_con
 
 /// The names of one quantity, current first, then older and other producers'.
 mod names {
-    pub const INPUT: &[&str] = &["gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens"];
-    pub const OUTPUT: &[&str] = &["gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens"];
+    pub const INPUT: &[&str] = &["gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens", "llm.token_count.prompt"];
+    pub const OUTPUT: &[&str] =
+        &["gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens", "llm.token_count.completion"];
     pub const CACHE_READ: &[&str] = &[
         "gen_ai.usage.cache_read.input_tokens",
         "gen_ai.usage.cache_read_input_tokens",
         "gen_ai.usage.cached_tokens",
         "gen_ai.usage.input_tokens.cached",
+        "llm.token_count.prompt_details.cache_read",
     ];
     pub const CACHE_WRITE: &[&str] = &[
         "gen_ai.usage.cache_write.input_tokens",
@@ -39,16 +41,18 @@ mod names {
         "gen_ai.usage.cache_creation_input_tokens",
         "gen_ai.usage.cache_write_input_tokens",
         "gen_ai.usage.input_tokens.cache_write",
+        "llm.token_count.prompt_details.cache_write",
     ];
     pub const REASONING: &[&str] = &[
         "gen_ai.usage.reasoning.output_tokens",
         "gen_ai.usage.reasoning_tokens",
         "llm.usage.reasoning_tokens",
         "gen_ai.usage.output_tokens.reasoning",
+        "llm.token_count.completion_details.reasoning",
     ];
     pub const RESPONSE_ID: &[&str] = &["gen_ai.response.id", "gen_ai.request.id"];
-    pub const MODEL: &[&str] = &["gen_ai.response.model", "gen_ai.request.model"];
-    pub const PROVIDER: &[&str] = &["gen_ai.provider.name", "gen_ai.system"];
+    pub const MODEL: &[&str] = &["gen_ai.response.model", "gen_ai.request.model", "llm.model_name"];
+    pub const PROVIDER: &[&str] = &["gen_ai.provider.name", "gen_ai.system", "llm.provider", "llm.system"];
     pub const SESSION: &[&str] = &["gen_ai.conversation.id", "session.id"];
     /// Seconds.
     pub const TTFT: &[&str] = &["gen_ai.response.time_to_first_chunk", "gen_ai.latency.time_to_first_token"];
@@ -261,6 +265,10 @@ enum SpanKind {
 }
 
 fn classify(span: &Span<'_>, attrs: &Attrs<'_, '_>) -> SpanKind {
+    // OpenInference (Arize Phoenix) marks model calls by their span kind.
+    if attrs.text(&["openinference.span.kind"]).is_some_and(|k| k.eq_ignore_ascii_case("LLM")) {
+        return SpanKind::Inference;
+    }
     let op = attrs.text(&["gen_ai.operation.name"]);
     let legacy_type = attrs.text(&["llm.request.type"]);
     let inference = match (op.as_deref(), legacy_type.as_deref()) {
@@ -328,12 +336,14 @@ fn completion_event_text(text: &str) -> String {
     }
 }
 
-/// OpenLLMetry's flattened `gen_ai.prompt.N.role` / `.content`, rebuilt as a message list.
-fn flattened_prompt(attrs: &Attrs<'_, '_>) -> Option<String> {
+/// Flattened messages rebuilt as a message list: OpenLLMetry's
+/// `gen_ai.prompt.N.role` / `.content` (`prefix` `gen_ai.prompt.`, `suffix` ``),
+/// OpenInference's `llm.input_messages.N.message.role` / `.content`.
+fn flattened_prompt(attrs: &Attrs<'_, '_>, prefix: &str, suffix: &str) -> Option<String> {
     let mut msgs = Vec::new();
     for i in 0.. {
-        let role = attrs.text(&[&format!("gen_ai.prompt.{i}.role")]);
-        let content = attrs.text(&[&format!("gen_ai.prompt.{i}.content")]);
+        let role = attrs.text(&[&format!("{prefix}{i}{suffix}.role")]);
+        let content = attrs.text(&[&format!("{prefix}{i}{suffix}.content")]);
         if role.is_none() && content.is_none() {
             break;
         }
@@ -403,25 +413,50 @@ fn span_record<'a>(span: Span<'a>, ctx: &LineContext<'_>, at: &SpanContext<'_>) 
         .or_else(|| {
             event_attr("gen_ai.content.completion", "gen_ai.completion").map(|t| Cow::Owned(completion_event_text(&t)))
         })
-        .or_else(|| attrs.text(&["gen_ai.completion.0.content"]));
+        .or_else(|| attrs.text(&["gen_ai.completion.0.content", "llm.output_messages.0.message.content"]));
+    // OpenInference keeps the request's parameters and the response body as JSON text.
+    let invocation = json_attr(&attrs, "llm.invocation_parameters");
+    let response_body = json_attr(&attrs, "output.value");
+    let body_finish = response_body.as_ref().and_then(|b| {
+        let first_choice = b.get("choices").and_then(|c| c.get(0));
+        let reason = first_choice.and_then(|c| c.get("finish_reason")).or_else(|| b.get("stop_reason"));
+        reason.and_then(Value::as_str).map(|r| Cow::Owned(r.to_string()))
+    });
     let finish_reason_raw = attrs
         .get("gen_ai.response.finish_reasons")
         .and_then(finish_reason)
         .or(output_finish.map(Cow::Owned))
-        .or_else(|| attrs.text(&["gen_ai.completion.0.finish_reason", "llm.response.finish_reason"]))
+        .or_else(|| {
+            attrs.text(&["gen_ai.completion.0.finish_reason", "llm.response.finish_reason", "llm.finish_reason"])
+        })
+        .or(body_finish)
         .or_else(|| status_error.then_some(Cow::Borrowed("error")));
     let prompt = attrs
         .get("gen_ai.input.messages")
         .and_then(AnyValue::to_text)
         .or_else(|| event_attr("gen_ai.content.prompt", "gen_ai.prompt"))
-        .or_else(|| flattened_prompt(&attrs).map(Cow::Owned));
-    let request_id = match (attrs.text(names::RESPONSE_ID), &span.trace_id, &span.span_id) {
+        .or_else(|| flattened_prompt(&attrs, "gen_ai.prompt.", "").map(Cow::Owned))
+        .or_else(|| flattened_prompt(&attrs, "llm.input_messages.", ".message").map(Cow::Owned));
+    let body_id = response_body.as_ref().and_then(|b| b.get("id")).and_then(Value::as_str);
+    let response_id = attrs.text(names::RESPONSE_ID).or_else(|| body_id.map(|id| Cow::Owned(id.to_string())));
+    let request_id = match (response_id, &span.trace_id, &span.span_id) {
         (Some(id), _, _) => id,
         (None, Some(t), Some(s)) => Cow::Owned(format!("{t}-{s}")),
         (None, None, Some(s)) => s.clone(),
         _ => return Err("span without spanId and without gen_ai.response.id".into()),
     };
-    let model = attrs.text(names::MODEL).unwrap_or_else(|| Cow::Owned(ctx.default_model.to_string()));
+    let invocation_model = invocation.as_ref().and_then(|p| p.get("model")).and_then(Value::as_str);
+    let model = attrs
+        .text(names::MODEL)
+        .or_else(|| invocation_model.map(|m| Cow::Owned(m.to_string())))
+        .unwrap_or_else(|| Cow::Owned(ctx.default_model.to_string()));
+    let invocation_max = invocation.as_ref().and_then(|p| {
+        ["max_completion_tokens", "max_tokens", "max_output_tokens"].iter().find_map(|k| p.get(*k)?.as_f64())
+    });
+    let max_tokens = match attrs.tokens(&["gen_ai.request.max_tokens"])? {
+        Some(m) => Some(m),
+        None => fields::opt_token_count("llm.invocation_parameters.max_tokens", invocation_max)?,
+    };
     let status = attrs.number(&["http.response.status_code"])?;
     let status = fields::opt_token_count("http.response.status_code", status)?.map(|s| s as i32);
 
@@ -458,7 +493,7 @@ fn span_record<'a>(span: Span<'a>, ctx: &LineContext<'_>, at: &SpanContext<'_>) 
         cached_tokens: cache_read,
         cache_write_tokens: cache_write,
         reasoning_tokens: attrs.tokens(names::REASONING)?,
-        max_tokens: attrs.tokens(&["gen_ai.request.max_tokens"])?,
+        max_tokens,
         ttft_ms: attrs.seconds_as_ms(names::TTFT)?,
         latency_ms,
         prefill_latency_ms: attrs.seconds_as_ms(&["gen_ai.latency.time_in_model_prefill"])?,
@@ -469,6 +504,12 @@ fn span_record<'a>(span: Span<'a>, ctx: &LineContext<'_>, at: &SpanContext<'_>) 
         extra: Some(Value::Object(extra).to_string()),
         ..Default::default()
     })
+}
+
+/// A string attribute holding a JSON object (OpenInference's
+/// `llm.invocation_parameters`, `output.value`); `None` when absent or not JSON.
+fn json_attr(attrs: &Attrs<'_, '_>, key: &str) -> Option<Map<String, Value>> {
+    attrs.text(&[key]).and_then(|t| serde_json::from_str(&t).ok())
 }
 
 /// The span's id for a reject: its `spanId`, else its place in the line.

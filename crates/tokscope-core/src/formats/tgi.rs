@@ -43,7 +43,7 @@ struct Token<'a> {
 }
 
 /// Parses one `/generate` response line.
-pub fn parse(line: &[u8]) -> Result<RequestRecord<'_>, String> {
+pub fn parse<'a>(line: &'a [u8], ctx: &LineContext<'_>) -> Result<RequestRecord<'a>, String> {
     let (env, body) = envelope::open(line)?;
     let g: Generate<'_> = fields::from_json(body).map_err(|e| format!("invalid TGI response: {e}"))?;
     let details = g.details.ok_or("missing required field details (request TGI with details=true)")?;
@@ -60,7 +60,7 @@ pub fn parse(line: &[u8]) -> Result<RequestRecord<'_>, String> {
         .model
         .clone()
         .or_else(|| env.request.as_ref().and_then(|r| r.model.clone()))
-        .ok_or("missing required field model")?;
+        .unwrap_or_else(|| Cow::Owned(ctx.default_model.to_string()));
     let last_special = details.tokens.last().map(|t| t.special.unwrap_or(false));
     let (output, raw) = if details.tokens.is_empty() {
         (g.generated_text, false)
@@ -122,8 +122,8 @@ impl LogFormat for Tgi {
         })
     }
 
-    fn parse<'a>(&self, line: &'a [u8], _ctx: &LineContext<'_>) -> Result<Parsed<'a>, String> {
-        parse(line).map(Parsed::Request)
+    fn parse<'a>(&self, line: &'a [u8], ctx: &LineContext<'_>) -> Result<Parsed<'a>, String> {
+        parse(line, ctx).map(Parsed::Request)
     }
 }
 
@@ -134,7 +134,7 @@ mod tests {
     #[test]
     fn tokens_rebuild_raw_output_with_special_eos() {
         let line = br#"{"ts":"2024-06-01T00:00:00Z","model":"llama-3-8b","request":{"inputs":"Hi","parameters":{"max_new_tokens":20}},"response":{"generated_text":"Hello!","details":{"finish_reason":"eos_token","generated_tokens":3,"prefill":[{"id":1,"text":"<s>","logprob":null},{"id":2,"text":"Hi","logprob":-3.2}],"tokens":[{"id":5,"text":"Hello","logprob":-0.2,"special":false},{"id":6,"text":"!","logprob":-0.5,"special":false},{"id":2,"text":"</s>","logprob":-0.01,"special":true}]}}}"#;
-        let r = parse(line).unwrap();
+        let r = parse(line, &LineContext::default()).unwrap();
         assert_eq!((r.prompt_tokens, r.completion_tokens, r.max_tokens), (2, 3, Some(20)));
         assert_eq!(r.model_output.as_deref(), Some("Hello!</s>"));
         assert!(r.output_is_raw);
@@ -142,5 +142,14 @@ mod tests {
         assert_eq!(r.tokens.len(), 3);
         assert_eq!(r.tokens[2].is_special, Some(true));
         assert_eq!(r.prompt.as_deref(), Some("Hi"));
+    }
+
+    #[test]
+    fn a_bare_response_without_a_model_takes_the_default_model() {
+        // As TGI returns it: no model, no ts; the envelope supplies ts only.
+        let line = br#"{"ts":"2024-06-01T00:00:00Z","response":{"generated_text":"Hi","details":{"finish_reason":"length","generated_tokens":1,"prefill":[{"id":1,"text":"<s>"}],"tokens":[{"id":5,"text":"Hi","logprob":-0.2,"special":false}]}}}"#;
+        let ctx = LineContext { default_model: "tgi:bare", ..Default::default() };
+        let r = parse(line, &ctx).unwrap();
+        assert_eq!((r.model.as_ref(), r.prompt_tokens, r.completion_tokens), ("tgi:bare", 1, 1));
     }
 }

@@ -1,0 +1,239 @@
+//! Files written by the tools themselves (`tests/data/real/`, provenance in
+//! its README), read through `ReaderBuilder` as ingest reads them: every
+//! request's token counts, cost, times and finish reason against the values
+//! in the file, written out by hand.
+
+use std::path::PathBuf;
+
+use arrow_array::{Array, Float64Array, Int64Array, RecordBatch, StringArray};
+use tokscope_core::formats::Format;
+use tokscope_core::reader::{LineCounts, ReaderBuilder};
+
+fn real(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/data/real").join(name)
+}
+
+/// What reading a file gave: its detected format, counts, `requests` rows and reject errors.
+struct Read {
+    format: Option<&'static str>,
+    counts: LineCounts,
+    requests: Vec<RecordBatch>,
+    errors: Vec<String>,
+}
+
+fn read_with(name: &str, builder: ReaderBuilder) -> Read {
+    let bytes = std::fs::read(real(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
+    let mut reader = builder.with_chunk_bytes(4096).build(std::io::Cursor::new(bytes), name);
+    let (mut counts, mut requests, mut errors) = (LineCounts::default(), Vec::new(), Vec::new());
+    for slices in &mut reader {
+        for s in slices.expect("a chunk parses") {
+            counts.add(&s.counts);
+            requests.extend(s.requests.map(|d| d.batch));
+            if let Some(r) = s.rejects {
+                let e = r.column_by_name("error").unwrap().as_any().downcast_ref::<StringArray>().unwrap().clone();
+                errors.extend(e.iter().map(|x| x.unwrap_or_default().to_string()));
+            }
+        }
+    }
+    let format = reader.format().map(Format::name);
+    assert!(counts.reconciles(), "{name}: {counts:?}");
+    Read { format, counts, requests, errors }
+}
+
+fn read(name: &str) -> Read {
+    read_with(name, ReaderBuilder::new())
+}
+
+impl Read {
+    fn column<T: Array + Clone + 'static>(&self, name: &str) -> Vec<T> {
+        self.requests
+            .iter()
+            .map(|b| {
+                let c = b.column_by_name(name).unwrap_or_else(|| panic!("no column {name}"));
+                c.as_any().downcast_ref::<T>().unwrap_or_else(|| panic!("{name}: {:?}", c.data_type())).clone()
+            })
+            .collect()
+    }
+
+    fn text(&self, name: &str) -> Vec<Option<String>> {
+        self.column::<StringArray>(name)
+            .iter()
+            .flat_map(|a| a.iter().map(|v| v.map(str::to_string)).collect::<Vec<_>>())
+            .collect()
+    }
+
+    fn int(&self, name: &str) -> Vec<Option<i64>> {
+        self.column::<Int64Array>(name).iter().flat_map(|a| a.iter().collect::<Vec<_>>()).collect()
+    }
+
+    fn float(&self, name: &str) -> Vec<Option<f64>> {
+        self.column::<Float64Array>(name).iter().flat_map(|a| a.iter().collect::<Vec<_>>()).collect()
+    }
+
+    fn ts(&self) -> Vec<i64> {
+        self.column::<arrow_array::TimestampMicrosecondArray>("ts").iter().flat_map(|a| a.values().to_vec()).collect()
+    }
+}
+
+fn s(v: &str) -> Option<String> {
+    Some(v.to_string())
+}
+
+/// Durations compare to the microsecond the formats round them to.
+fn assert_ms(got: &[Option<f64>], want: &[Option<f64>], what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}");
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        match (g, w) {
+            (Some(g), Some(w)) => assert!((g - w).abs() < 5e-4, "{what}[{i}] = {g}, want {w}"),
+            _ => assert_eq!(g, w, "{what}[{i}]"),
+        }
+    }
+}
+
+#[test]
+fn litellm_gcs_bucket_payloads() {
+    // litellm_gcs.ndjson: LiteLLM 1.110.2's GCS bucket logger, four calls
+    // (the last one streamed); times are epoch seconds.
+    let r = read("litellm_gcs.ndjson");
+    assert_eq!(r.format, Some("litellm"));
+    assert_eq!((r.counts.lines_read, r.counts.rows_written, r.counts.lines_rejected), (4, 4, 0), "{:?}", r.errors);
+    assert_eq!(
+        r.text("request_id"),
+        [s("chatcmpl-real-1"), s("chatcmpl-real-2"), s("chatcmpl-real-3"), s("chatcmpl-real-1")]
+    );
+    assert_eq!(r.ts(), [1_796_412_717_265_137, 1_796_412_717_422_141, 1_796_412_717_430_478, 1_796_412_717_441_143]);
+    assert_eq!(
+        r.text("model"),
+        [s("gpt-4o-mini-2024-07-18"), s("gpt-4o-mini-2024-07-18"), s("gpt-4o-mini-2024-07-18"), s("gpt-4o-mini")]
+    );
+    assert_eq!(r.int("prompt_tokens"), [Some(14), Some(1041), Some(61), Some(14)]);
+    assert_eq!(r.int("completion_tokens"), [Some(2), Some(4), Some(15), Some(3)]);
+    assert_eq!(r.int("cached_tokens"), [Some(0), Some(1024), Some(0), Some(0)]);
+    assert_eq!(r.int("max_tokens"), [Some(64), Some(4), Some(64), None]);
+    assert_eq!(
+        r.float("logged_cost_usd"),
+        [Some(3.2999999999999997e-06), Some(8.175e-05), Some(1.815e-05), Some(3.9e-06)]
+    );
+    // Not streamed: completionStartTime = endTime is no first token.
+    assert_ms(&r.float("ttft_ms"), &[None, None, None, Some(426.043)], "ttft_ms");
+    assert_ms(&r.float("latency_ms"), &[Some(148.807), Some(7.344), Some(9.696), Some(457.715)], "latency_ms");
+    assert_eq!(r.text("finish_reason_raw"), [s("stop"), s("length"), s("tool_calls"), s("stop")]);
+    assert_eq!(r.text("finish_reason"), [s("stop"), s("length"), s("tool_calls"), s("stop")]);
+    assert_eq!(r.text("model_output"), [s("Paris."), s("Once upon a time"), None, s("Paris.")]);
+}
+
+#[test]
+fn openinference_spans_of_the_openai_client() {
+    // otel_openinference.jsonl: openinference-instrumentation-openai 0.1.66 on
+    // openai's client, exported by the OpenTelemetry SDK 1.45.2's OTLP/JSON
+    // file exporter; one span per line.
+    let r = read("otel_openinference.jsonl");
+    assert_eq!(r.format, Some("otel"));
+    assert_eq!((r.counts.lines_read, r.counts.rows_written, r.counts.records_skipped), (3, 3, 0), "{:?}", r.errors);
+    // The response id from output.value; the model from llm.model_name.
+    assert_eq!(r.text("request_id"), [s("chatcmpl-real-1"), s("chatcmpl-real-2"), s("chatcmpl-real-3")]);
+    assert_eq!(r.ts(), [1_796_412_776_332_932, 1_796_412_776_344_741, 1_796_412_776_348_763]);
+    assert_eq!(
+        r.text("model"),
+        [s("gpt-4o-mini-2024-07-18"), s("gpt-4o-mini-2024-07-18"), s("gpt-4o-mini-2024-07-18")]
+    );
+    assert_eq!(r.int("prompt_tokens"), [Some(14), Some(1041), Some(61)]);
+    assert_eq!(r.int("completion_tokens"), [Some(2), Some(4), Some(15)]);
+    assert_eq!(r.int("cached_tokens"), [Some(0), Some(1024), Some(0)]);
+    assert_eq!(r.int("reasoning_tokens"), [Some(0), Some(0), None]);
+    // max_tokens from llm.invocation_parameters.
+    assert_eq!(r.int("max_tokens"), [Some(64), Some(4), Some(64)]);
+    assert_ms(&r.float("latency_ms"), &[Some(10.699), Some(2.893), Some(3.556)], "latency_ms");
+    assert_eq!(r.text("finish_reason_raw"), [s("stop"), s("length"), s("tool_calls")]);
+    assert_eq!(r.text("model_output"), [s("Paris."), s("Once upon a time"), None]);
+    assert_eq!(r.text("prompt")[0], s(r#"[{"role":"user","content":"What is the capital of France?"}]"#));
+}
+
+#[test]
+fn openllmetry_spans_of_the_openai_client() {
+    // otel_openllmetry.jsonl: opentelemetry-instrumentation-openai 0.62.4
+    // (OpenLLMetry), same calls and exporter. Its finish reason of a tool
+    // call is `tool_call`.
+    let r = read("otel_openllmetry.jsonl");
+    assert_eq!(r.format, Some("otel"));
+    assert_eq!((r.counts.lines_read, r.counts.rows_written, r.counts.finish_reasons_unmapped), (3, 3, 0));
+    assert_eq!(r.text("request_id"), [s("chatcmpl-real-1"), s("chatcmpl-real-2"), s("chatcmpl-real-3")]);
+    assert_eq!(r.ts(), [1_796_412_776_962_883, 1_796_412_776_968_538, 1_796_412_776_972_535]);
+    assert_eq!(r.int("prompt_tokens"), [Some(14), Some(1041), Some(61)]);
+    assert_eq!(r.int("completion_tokens"), [Some(2), Some(4), Some(15)]);
+    assert_eq!(r.int("cached_tokens"), [Some(0), Some(1024), Some(0)]);
+    assert_eq!(r.int("max_tokens"), [Some(64), Some(4), Some(64)]);
+    assert_ms(&r.float("latency_ms"), &[Some(5.135), Some(3.649), Some(4.408)], "latency_ms");
+    assert_eq!(r.text("finish_reason_raw"), [s("stop"), s("length"), s("tool_call")]);
+    assert_eq!(r.text("finish_reason"), [s("stop"), s("length"), s("tool_calls")]);
+    assert_eq!(r.text("model_output"), [s("Paris."), s("Once upon a time"), None]);
+}
+
+#[test]
+fn langfuse_public_api_observations_in_camel_case() {
+    // langfuse_api_observations.json: a page of the public API's
+    // observations (langfuse 5.2.0's models and serialiser), indented: one
+    // document, one record holding a span, a generation and a failed generation.
+    let r = read("langfuse_api_observations.json");
+    assert_eq!(r.format, Some("langfuse"));
+    let c = r.counts;
+    assert_eq!((c.lines_read, c.lines_ingested, c.rows_written, c.lines_rejected), (1, 1, 1, 0));
+    assert_eq!((c.records_skipped, c.records_rejected), (1, 1), "the span skipped, the failed generation rejected");
+    assert!(
+        r.errors[0].contains("without usage_details") && r.errors[0].contains("429 Rate limit reached"),
+        "{:?}",
+        r.errors
+    );
+    assert_eq!(r.text("request_id"), [s("obs-gen-1")]);
+    assert_eq!(r.ts(), [1_737_710_446_857_371]);
+    assert_eq!(r.text("model"), [s("gpt-4o-mini-2024-07-18")]);
+    assert_eq!(r.text("session_id"), [s("session-real-1")]);
+    // usageDetails input 1014 + input_cached_tokens 1024; output 2 (total 2040).
+    assert_eq!(
+        (r.int("prompt_tokens"), r.int("cached_tokens"), r.int("completion_tokens")),
+        (vec![Some(2038)], vec![Some(1024)], vec![Some(2)])
+    );
+    assert_eq!(r.int("max_tokens"), [Some(256)]);
+    assert_eq!(r.float("logged_cost_usd"), [Some(0.0002301)]);
+    assert_ms(&r.float("ttft_ms"), &[Some(442.0)], "ttft_ms");
+    assert_ms(&r.float("latency_ms"), &[Some(1300.0)], "latency_ms");
+    assert_eq!(r.text("finish_reason_raw"), [s("stop")]);
+    assert_eq!(r.text("prompt"), [s(r#"[{"role":"user","content":"What is the capital of France?"}]"#)]);
+    assert_eq!(r.text("model_output"), [s("Paris.")]);
+}
+
+#[test]
+fn conformance_over_the_folder_of_real_files() {
+    // What `tokscope formats --check tests/data/real` reports, file by file.
+    let mut report = Vec::new();
+    let mut names: Vec<String> = std::fs::read_dir(real(""))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".json") || n.ends_with(".jsonl") || n.ends_with(".ndjson"))
+        .collect();
+    names.sort();
+    for name in names {
+        let file = std::fs::File::open(real(&name)).unwrap();
+        let c = tokscope_core::reader::check_input(ReaderBuilder::new(), file, &name).unwrap();
+        report.push((
+            name,
+            c.format,
+            c.framing,
+            c.counts.rows_written,
+            c.counts.lines_rejected,
+            c.first_error.map(|e| e.contains("429")),
+        ));
+    }
+    let row = |n: &str, f: &'static str, framing: &'static str, rows: u64, first_error: Option<bool>| {
+        (n.to_string(), Some(f), framing, rows, 0, first_error)
+    };
+    assert_eq!(
+        report,
+        [
+            row("langfuse_api_observations.json", "langfuse", "json_records", 1, Some(true)),
+            row("litellm_gcs.ndjson", "litellm", "lines", 4, None),
+            row("otel_openinference.jsonl", "otel", "lines", 3, None),
+            row("otel_openllmetry.jsonl", "otel", "lines", 3, None),
+        ]
+    );
+}

@@ -1,0 +1,139 @@
+"""Writes the files of this folder with the tools that write them in production,
+run here against a loopback stand-in for the model server (fake_openai.py).
+Rerun with the versions pinned in requirements.txt:
+
+    python3 -m venv /tmp/real && /tmp/real/bin/pip install -r requirements.txt
+    TZ=UTC LITELLM_LOCAL_MODEL_COST_MAP=True /tmp/real/bin/python generate.py
+
+Times and ids are the run's own, so a rerun changes them: the tests that read
+these files (crates/tokscope-core/tests/real_files.rs) assert the values of the
+committed files, written out by hand."""
+
+import json
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import fake_openai  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PROMPTS = ["What is the capital of France?", "Tell me a long story.", "What is the weather in Paris?"]
+TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {
+    "type": "object", "properties": {"city": {"type": "string"}}}}}]
+
+
+def write(name, text):
+    with open(os.path.join(HERE, name), "w", encoding="utf-8") as f:
+        f.write(text)
+
+
+def litellm_files(base):
+    """LiteLLM: the GCS bucket logger's NDJSON of StandardLoggingPayloads."""
+    import litellm
+    from litellm.integrations.custom_logger import CustomLogger
+    from litellm.integrations.gcs_bucket.gcs_bucket import GCSBucketLogger
+
+    calls = []
+
+    class Capture(CustomLogger):
+        def log_success_event(self, kwargs, response_obj, start_time, end_time):
+            calls.append((kwargs, response_obj, start_time, end_time))
+
+    litellm.callbacks = [Capture()]
+    for prompt in PROMPTS:
+        extra = {"tools": TOOLS} if "weather" in prompt else {}
+        litellm.completion(model="openai/gpt-4o-mini", api_base=base, api_key="sk-loopback",
+                           messages=[{"role": "user", "content": prompt}], max_tokens=4 if "long" in prompt else 64,
+                           **extra)
+    stream = litellm.completion(model="openai/gpt-4o-mini", api_base=base, api_key="sk-loopback", stream=True,
+                                stream_options={"include_usage": True},
+                                messages=[{"role": "user", "content": PROMPTS[0]}])
+    for _ in stream:
+        pass
+    for _ in range(50):
+        if len(calls) == 4:
+            break
+        time.sleep(0.1)
+    # The GCS bucket logger's own serialisation of a batch (one object per line).
+    items = [{"payload": kw["standard_logging_object"], "kwargs": kw} for kw, *_ in calls]
+    write("litellm_gcs.ndjson", GCSBucketLogger._combine_payloads_to_ndjson(None, items) + "\n")
+
+
+def langfuse_file():
+    """Langfuse's public API, GET /api/public/v2/observations: the SDK's own
+    response model (camelCase), serialised by the SDK, saved indented as a
+    browser or `curl | jq .` saves it. The values are this script's (no
+    Langfuse server runs here); names, nesting and encoding are the SDK's."""
+    import datetime as dt
+
+    from langfuse.api.commons.types.observation_v2 import ObservationV2
+    from langfuse.api.observations.types.observations_v2meta import ObservationsV2Meta
+    from langfuse.api.observations.types.observations_v2response import ObservationsV2Response
+
+    t0 = dt.datetime(2025, 1, 24, 9, 20, 46, 847371, tzinfo=dt.timezone.utc)
+    ms = lambda n: t0 + dt.timedelta(milliseconds=n)  # noqa: E731
+    common = dict(trace_id="trace-real-1", project_id="proj-1", environment="default",
+                  session_id="session-real-1", user_id="user-real-1", trace_name="qa")
+    observations = [
+        ObservationV2(id="obs-span-1", type="SPAN", name="handler", start_time=t0, end_time=ms(2100),
+                      is_root_observation=True, **common),
+        ObservationV2(id="obs-gen-1", type="GENERATION", name="chat", parent_observation_id="obs-span-1",
+                      start_time=ms(10), completion_start_time=ms(452), end_time=ms(1310), level="DEFAULT",
+                      model="gpt-4o-mini-2024-07-18", model_parameters={"max_tokens": 256, "temperature": 0.2},
+                      input=[{"role": "user", "content": "What is the capital of France?"}],
+                      output={"role": "assistant", "content": "Paris."},
+                      metadata={"finish_reason": "stop"},
+                      usage_details={"input": 1014, "input_cached_tokens": 1024, "output": 2, "total": 2040},
+                      cost_details={"input": 0.0002289, "output": 0.0000012, "total": 0.0002301},
+                      total_cost=0.0002301, latency=1.3, time_to_first_token=0.442, **common),
+        ObservationV2(id="obs-gen-2", type="GENERATION", name="chat", parent_observation_id="obs-span-1",
+                      start_time=ms(1400), end_time=ms(2050), level="ERROR", status_message="429 Rate limit reached",
+                      model="gpt-4o-mini-2024-07-18", usage_details={}, cost_details={}, **common),
+    ]
+    resp = ObservationsV2Response(data=observations, meta=ObservationsV2Meta(cursor=None))
+    write("langfuse_api_observations.json", resp.json(indent=2) + "\n")
+
+
+def otel_files(base):
+    """OpenTelemetry spans of the openai client's calls, as two instrumentations
+    write them (OpenInference, as Arize Phoenix reads; OpenLLMetry), each to
+    OTLP/JSON lines by the SDK's own file exporter (one TracesData per span)."""
+    import openai
+    from opentelemetry.exporter.otlp.json.file import FileSpanExporter
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+    def run(name, instrumentor):
+        path = os.path.join(HERE, name)
+        if os.path.exists(path):
+            os.remove(path)
+        provider = TracerProvider(resource=Resource.create({"service.name": "tokscope-real"}))
+        exporter = FileSpanExporter(path)
+        provider.add_span_processor(SimpleSpanProcessor(exporter))
+        instrumentor.instrument(tracer_provider=provider)
+        client = openai.OpenAI(base_url=base, api_key="sk-loopback")
+        for prompt in PROMPTS:
+            extra = {"tools": TOOLS} if "weather" in prompt else {}
+            client.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": prompt}],
+                                           max_tokens=4 if "long" in prompt else 64, **extra)
+        instrumentor.uninstrument()
+        provider.shutdown()
+
+    from openinference.instrumentation.openai import OpenAIInstrumentor as OpenInference
+    from opentelemetry.instrumentation.openai import OpenAIInstrumentor as OpenLLMetry
+
+    run("otel_openinference.jsonl", OpenInference())
+    run("otel_openllmetry.jsonl", OpenLLMetry())
+
+
+def main():
+    base = fake_openai.start()
+    litellm_files(base)
+    langfuse_file()
+    otel_files(base)
+
+
+if __name__ == "__main__":
+    main()
