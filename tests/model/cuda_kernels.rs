@@ -40,13 +40,18 @@ fn nvrtc_or_rerun(test: &str) -> Result<(), Option<bool>> {
                 Ok(p) if !p.is_empty() => format!("{dir}:{p}"),
                 _ => dir,
             };
-            let status = Command::new(std::env::current_exe().expect("test exe"))
-                .args([test, "--exact", "--nocapture", "--test-threads=1"])
+            // The test's full name in this binary (`cuda_kernels::<test>`).
+            let full = format!("{}::{test}", module_path!().split_once("::").map_or("", |(_, m)| m));
+            let out = Command::new(std::env::current_exe().expect("test exe"))
+                .args([full.as_str(), "--exact", "--nocapture", "--test-threads=1"])
                 .env("LD_LIBRARY_PATH", path)
                 .env(RERUN_MARKER, "1")
-                .status()
+                .output()
                 .expect("rerun test");
-            return Err(Some(status.success()));
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            eprint!("{stdout}{}", String::from_utf8_lossy(&out.stderr));
+            // A rerun that matched no test must not pass as one that ran.
+            return Err(Some(out.status.success() && stdout.contains("1 passed")));
         }
     }
     let message =
