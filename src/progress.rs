@@ -99,3 +99,16 @@ impl Drop for Progress {
         }
     }
 }
+
+/// The decoder's long work (a causal-tracing grid) counts on the bar.
+impl tokscope_model::progress::ProgressSink for Progress {
+    fn begin(&self, total: u64, _what: &str) {
+        if let Some(bar) = &self.bar {
+            bar.set_length(total);
+        }
+    }
+
+    fn inc(&self, n: u64) {
+        Progress::inc(self, n);
+    }
+}

@@ -139,9 +139,10 @@ pub fn run_trace(args: &TraceArgs, out: &mut impl Write) -> anyhow::Result<()> {
             scale: args.noise_scale,
         },
     };
-    let options =
-        TraceOptions { prompt: args.prompt.clone(), noise, reuse: !args.no_reuse, progress: args.quiet.progress() };
-    let run = trace_prompt(&replay, &options)?;
+    let options = TraceOptions { prompt: args.prompt.clone(), noise, reuse: !args.no_reuse };
+    let progress = tokscope::progress::Progress::items(args.quiet.progress(), 0, "cells");
+    let run = trace_prompt(&replay, &options, &progress)?;
+    drop(progress);
     if args.json {
         return write_json(out, &run);
     }

@@ -31,7 +31,7 @@ impl ModelArgs {
         if let Some(note) = note {
             eprintln!("{note}");
         }
-        ReplayModel::load_on(&self.model, device)
+        Ok(ReplayModel::load_on(&self.model, device)?)
     }
 
     /// Loads the model on the backend `--device` resolves to.

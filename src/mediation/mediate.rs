@@ -151,7 +151,7 @@ pub fn mediate_one(
                     .map(|&i| HiddenPatch { layer: l, position: i, hidden: clean.hidden_states[l + 1][i].clone() })
                     .collect();
                 let iv = Intervention { embedding_noise: noise.clone(), hidden_patches: patches };
-                subject.measure(model, metric, Some(&iv), None)
+                Ok(subject.measure(model, metric, Some(&iv), None)?)
             };
             for l in 0..layers {
                 rows.push(row(Kind::Restore.name(), Some(l), None, s, restore(l, &positions)?));

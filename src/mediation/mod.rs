@@ -9,11 +9,11 @@
 //! turns rows into TE / IE / DE with percentile-bootstrap intervals.
 //! Formulas: `docs/metrics.md` ("Mediation"); overview: `docs/mediation.md`.
 
-pub mod bleu;
-pub mod interventions;
 pub mod mediate;
 pub mod table;
-pub mod trace;
+
+// The interventions run the decoder: the `tokscope-model` crate's.
+pub use tokscope_model::mediation::{bleu, interventions, trace};
 
 use arrow::array::{Array, Float64Array, Int32Array, StringArray};
 use arrow::record_batch::RecordBatch;

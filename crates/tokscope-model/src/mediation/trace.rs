@@ -18,7 +18,7 @@ use serde::Serialize;
 
 use super::interventions::{gaussian_noise, last_row, read_noise_file, subject_positions};
 use crate::error::Result;
-use crate::progress::Progress;
+use crate::progress::ProgressSink;
 use crate::replay::decode::argmax;
 use crate::replay::kernels::log_softmax;
 use crate::replay::ReplayModel;
@@ -78,8 +78,6 @@ pub struct TraceOptions {
     /// Reuse the clean and corrupted activations (the default); `false`
     /// recomputes every cell with a full forward pass (for benchmarks).
     pub reuse: bool,
-    /// Show progress over the grid's cells on a terminal ([`crate::progress`]).
-    pub progress: bool,
 }
 
 /// What [`trace_prompt`] measured.
@@ -94,8 +92,9 @@ pub struct TraceRun {
     pub wall_ms: f64,
 }
 
-/// Builds the noise `options` asks for and traces the prompt.
-pub fn trace_prompt(replay: &ReplayModel, options: &TraceOptions) -> Result<TraceRun> {
+/// Builds the noise `options` asks for and traces the prompt, counting the
+/// grid's cells on `progress`.
+pub fn trace_prompt(replay: &ReplayModel, options: &TraceOptions, progress: &dyn ProgressSink) -> Result<TraceRun> {
     let model = &replay.model;
     let hidden = model.config().hidden_size;
     let prompt_ids = replay.tokenizer.encode_prompt(&options.prompt)?;
@@ -118,9 +117,8 @@ pub fn trace_prompt(replay: &ReplayModel, options: &TraceOptions) -> Result<Trac
     }
     let started = Instant::now();
     let cells = noise_samples.len() * model.config().num_hidden_layers * prompt_ids.len();
-    let progress = Progress::items(options.progress, cells as u64, "cells");
-    let trace = causal_trace_with(model, &prompt_ids, &noise_samples, options.reuse, &progress)?;
-    drop(progress);
+    progress.begin(cells as u64, "cells");
+    let trace = causal_trace_with(model, &prompt_ids, &noise_samples, options.reuse, progress)?;
     Ok(TraceRun { trace, noise_std, wall_ms: started.elapsed().as_secs_f64() * 1e3 })
 }
 
@@ -140,7 +138,7 @@ pub fn causal_trace(
     noise_samples: &[Vec<EmbeddingNoise>],
     reuse: bool,
 ) -> Result<CausalTrace> {
-    causal_trace_with(model, prompt_ids, noise_samples, reuse, &Progress::hidden())
+    causal_trace_with(model, prompt_ids, noise_samples, reuse, &())
 }
 
 /// [`causal_trace`], counting each (sample, layer, position) cell on `progress`.
@@ -149,7 +147,7 @@ pub fn causal_trace_with(
     prompt_ids: &[u32],
     noise_samples: &[Vec<EmbeddingNoise>],
     reuse: bool,
-    progress: &Progress,
+    progress: &dyn ProgressSink,
 ) -> Result<CausalTrace> {
     if noise_samples.is_empty() {
         return Err(config_err!("causal trace needs at least one noise sample"));
