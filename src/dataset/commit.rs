@@ -30,13 +30,9 @@ use serde::{Deserialize, Serialize};
 
 use super::files::FileList;
 use super::manifest::{Manifest, ManifestEntry};
+pub(crate) use super::paths::{object, relative, CONCURRENT_REQUESTS};
 use super::DatasetRoot;
 use crate::error::{Error, Result};
-
-/// Requests to the store a commit keeps in flight at once (renames, sizes,
-/// footers): one file's steps take a few round trips to an object store, and
-/// a run over a month of logs commits a file per day and writer thread.
-pub(crate) const CONCURRENT_REQUESTS: usize = 16;
 
 /// Directory of commit records at the dataset root.
 pub const COMMITS: &str = "_commits";
@@ -98,16 +94,6 @@ fn is_temporary(rel: &str) -> bool {
 /// skip such files).
 fn is_staged_put(name: &str) -> bool {
     name.rsplit_once('#').is_some_and(|(_, n)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
-}
-
-/// The object path of `rel` (a `/`-separated path below the dataset root) under `root`.
-pub(crate) fn object(root: &ObjectPath, rel: &str) -> ObjectPath {
-    rel.split('/').filter(|p| !p.is_empty()).fold(root.clone(), |p, part| p.join(part))
-}
-
-/// `path` relative to `root`: the inverse of [`object`].
-pub(crate) fn relative(root: &ObjectPath, path: &ObjectPath) -> String {
-    path.as_ref().strip_prefix(root.as_ref()).unwrap_or(path.as_ref()).trim_start_matches('/').to_string()
 }
 
 /// Records `commit` (the commit point) and applies it.

@@ -24,7 +24,7 @@ use object_store::{ObjectMeta, ObjectStore, ObjectStoreExt, PutPayload};
 use serde::{Deserialize, Serialize};
 use tokscope_core::catalog::CATALOG;
 
-use super::commit::{object, relative, CONCURRENT_REQUESTS};
+use super::paths::{object, relative, CONCURRENT_REQUESTS};
 use crate::error::{Error, Result};
 
 /// The list's file name at the dataset root.

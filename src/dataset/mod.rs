@@ -8,6 +8,7 @@ pub mod compact;
 pub mod files;
 pub mod lease;
 pub mod manifest;
+pub mod paths;
 pub mod writer;
 
 use std::path::{Path, PathBuf};
@@ -314,7 +315,7 @@ impl DatasetRoot {
             }
             let (mut end, mut bytes) = (start, 0);
             while end < staged.len()
-                && end - start < commit::CONCURRENT_REQUESTS
+                && end - start < paths::CONCURRENT_REQUESTS
                 && (end == start || bytes + sizes[end] <= limits.in_memory)
             {
                 bytes += sizes[end];

@@ -8,6 +8,7 @@
 mod common;
 
 mod ab;
+mod architecture;
 mod catalog;
 mod cli;
 mod docs_paths;

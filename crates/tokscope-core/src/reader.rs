@@ -39,6 +39,8 @@ use std::collections::HashMap;
 use std::io::Read;
 use std::path::Path;
 use std::sync::mpsc::{sync_channel, Receiver};
+
+pub use crate::catalog::DatedBatch;
 use std::thread::JoinHandle;
 
 use arrow_array::RecordBatch;
@@ -65,15 +67,6 @@ use crate::redact::Redactor;
 
 /// How many of a file's first non-blank lines are tried for format detection.
 pub const DETECT_LINES: usize = 32;
-
-/// A batch plus the `date` partition (days since the epoch) of each row;
-/// `days` is empty for tables without partitions.
-pub struct DatedBatch {
-    /// The rows.
-    pub batch: RecordBatch,
-    /// Partition day per row.
-    pub days: Vec<i32>,
-}
 
 /// Line accounting of an input or a part of it. Every data line is either
 /// ingested or rejected: `lines_read = lines_ingested + lines_rejected`.

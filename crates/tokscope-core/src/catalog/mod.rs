@@ -24,9 +24,19 @@ pub mod tokens;
 
 use std::sync::Arc;
 
+use arrow_array::RecordBatch;
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 
 use crate::error::Result;
+
+/// A batch plus the `date` partition (days since the epoch) of each row;
+/// `days` is empty for tables without partitions.
+pub struct DatedBatch {
+    /// The rows.
+    pub batch: RecordBatch,
+    /// Partition day per row.
+    pub days: Vec<i32>,
+}
 
 /// Every table, in the order `SHOW TABLES` and the docs list them.
 pub const CATALOG: &[TableDef] = &[

@@ -17,8 +17,8 @@ use arrow_array::{Array, RecordBatch};
 use arrow_schema::DataType;
 
 use super::columns::table;
+use super::DatedBatch;
 use crate::error::{Error, Result};
-use crate::reader::DatedBatch;
 
 /// The values one row of `request_counts` counts requests for.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
