@@ -419,8 +419,11 @@ fn object_store_faults_are_retried_then_reported_with_the_object() {
     assert_eq!(code(&ok), 0, "{}\nproxy:\n{log}", text(&ok));
 
     // A server that keeps failing: the retries end, and the error names the object and the cause.
+    // The count of retries is what ends them here: the retry timeout is far
+    // beyond what three requests take on a loaded machine (5 s once cut the
+    // third request off while the suite kept both cores busy).
     let proxy = FaultProxy::start(&s3, &["--fail-first", "100000", "--only-prefix", "/logs"]);
-    let give_up = "[store]\nmax_retries = 2\nretry_timeout_s = 5\nbackoff_initial_ms = 20\nbackoff_max_s = 0.1\n";
+    let give_up = "[store]\nmax_retries = 2\nretry_timeout_s = 600\nbackoff_initial_ms = 20\nbackoff_max_s = 0.1\n";
     let cfg = config(dir.path(), "s3://lake/broken", &["s3://logs/gateway/"], None, give_up);
     let failed = run(&cfg, &proxy.env(&s3));
     let log = proxy.log();
