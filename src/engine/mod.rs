@@ -32,7 +32,7 @@ use datafusion::prelude::{SessionConfig, SessionContext};
 
 use tokscope_core::catalog::request_counts::RequestCountsBuilder;
 use tokscope_core::catalog::requests::RequestsBuilder;
-use tokscope_core::catalog::{Partition, TableDef, CATALOG, DATE_PARTITION};
+use tokscope_core::catalog::{Partition, TableDef, WrittenBy, CATALOG, DATE_PARTITION};
 use tokscope_core::derive::EosMarkers;
 
 use crate::dataset::files::FileList;
@@ -241,8 +241,6 @@ pub enum TableTypes {
 /// `request_counts` defined over `requests` (`sql/views/request_counts.sql`).
 pub const REQUEST_COUNTS_VIEW: &str = include_str!("../../sql/views/request_counts.sql");
 
-/// The command whose tables exist in every dataset: a dataset is what it writes.
-const INGEST: &str = "tokscope ingest";
 
 /// Registers the UDFs with `config` and the catalog's tables
 /// (`tokscope_core::catalog::CATALOG`) that `dataset` holds in `ctx`: the one
@@ -288,7 +286,7 @@ pub async fn register_dataset_for(
             // requests written before ingest counted them: the same rows, computed at query time.
             let view = ctx.sql(REQUEST_COUNTS_VIEW).await?.into_view();
             ctx.register_table(table.name, view)?;
-        } else if table.written_by == INGEST {
+        } else if table.written_by == WrittenBy::Ingest {
             ctx.register_table(table.name, Arc::new(EmptyTable::new(table_schema(table, types))))?;
         } else {
             let what = format!("dataset {} has no table `{}`", dataset.display(), table.name);

@@ -577,3 +577,23 @@ fn the_same_log_ingested_twice_gives_the_same_files() {
         assert!(batches == &second[key], "{key} differs between two ingests of the same log");
     }
 }
+
+/// Every table ingest fills (the catalog's `WrittenBy::Ingest` tables) gets
+/// the rows of an input that holds some: a table the reader parses but does
+/// not hand to the writers would come out empty here.
+#[test]
+fn every_table_ingest_fills_gets_rows() {
+    use tokscope::catalog::{WrittenBy, CATALOG};
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("ds");
+    let bad = write(dir.path(), "bad.jsonl", "{\"ts\": \"2024-06-01T00:00:00Z\", \"prompt_tokens\": \"many\"}\n");
+    let formats = repo().join("tests/data/formats");
+    let samples = repo().join("sample_logs");
+    ingest(&[samples.to_str().unwrap(), formats.to_str().unwrap(), &bad], &data, &[]);
+    let tables: Vec<&str> = CATALOG.iter().filter(|t| t.written_by == WrittenBy::Ingest).map(|t| t.name).collect();
+    assert!(tables.len() >= 8, "{tables:?}");
+    for table in tables {
+        let rows = query(&data, &format!("SELECT count(*) AS n FROM {table}"));
+        assert!(rows[0]["n"].as_u64().unwrap() > 0, "table {table} got no rows");
+    }
+}

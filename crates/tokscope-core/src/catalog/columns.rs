@@ -284,7 +284,7 @@ impl BuilderSizes {
 /// table! {
 ///     /// What one row is.
 ///     pub table RejectsBuilder(o: &LineOrigin<'_>, error: &str) {
-///         name: "rejects", key: ["source_file", "source_line"], partition: None, written_by: "ingest",
+///         name: "rejects", key: ["source_file", "source_line"], partition: None, written_by: Ingest,
 ///     } {
 ///         /// Input path or URL.
 ///         source_file: Utf8 [Dictionary] = o.file,
@@ -307,7 +307,7 @@ macro_rules! table {
             name: $name:literal,
             key: [$($key:literal),* $(,)?],
             partition: $partition:ident,
-            written_by: $written_by:literal $(,)?
+            written_by: $written_by:ident $(,)?
         } {
             $(
                 $(#[doc = $doc:literal])*
@@ -331,7 +331,7 @@ macro_rules! table {
                 about: concat!($($table_doc, "\n"),*),
                 key: &[$($key),*],
                 partition: $crate::catalog::Partition::$partition,
-                written_by: $written_by,
+                written_by: $crate::catalog::WrittenBy::$written_by,
                 columns: &[$(
                     $crate::catalog::ColumnDef {
                         name: stringify!($column),

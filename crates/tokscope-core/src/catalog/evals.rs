@@ -44,7 +44,7 @@ table! {
         name: "evals",
         key: ["request_id"],
         partition: None,
-        written_by: "tokscope ingest",
+        written_by: Ingest,
     } {
         /// The scored request; joins requests.request_id.
         request_id: Utf8 [NoStatistics] = e.request_id.as_str(),

@@ -43,7 +43,7 @@ table! {
         name: "interventions",
         key: ["prompt_id", "metric", "intervention", "layer", "position", "sample"],
         partition: None,
-        written_by: "tokscope mediate",
+        written_by: Mediate,
     } {
         /// Identifies the prompt: the first 16 hex digits of the SHA-256 of its text.
         prompt_id: Utf8 = r.prompt_id.as_str(),

@@ -38,7 +38,7 @@ table! {
         name: "kernels",
         key: ["source_file", "byte_offset"],
         partition: None,
-        written_by: "tokscope ingest",
+        written_by: Ingest,
     } {
         /// Event name (a pair's begin event's).
         name: Utf8 nullable [Dictionary] = k.name.as_deref(),

@@ -112,6 +112,35 @@ impl ColumnDef {
     }
 }
 
+/// The command that writes a table: ingest's tables exist in every dataset
+/// (empty when no input filled them); the others once their command ran.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WrittenBy {
+    /// `tokscope ingest` (and `run`), from the input formats.
+    Ingest,
+    /// `tokscope replay`.
+    Replay,
+    /// `tokscope mediate`.
+    Mediate,
+}
+
+impl WrittenBy {
+    /// The command line that writes the table (`tokscope ingest`).
+    pub fn command(self) -> &'static str {
+        match self {
+            WrittenBy::Ingest => "tokscope ingest",
+            WrittenBy::Replay => "tokscope replay",
+            WrittenBy::Mediate => "tokscope mediate",
+        }
+    }
+}
+
+impl std::fmt::Display for WrittenBy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.command())
+    }
+}
+
 /// One table of a dataset.
 #[derive(Debug, Clone, Copy)]
 pub struct TableDef {
@@ -124,7 +153,7 @@ pub struct TableDef {
     /// Directory layout.
     pub partition: Partition,
     /// The command that writes it.
-    pub written_by: &'static str,
+    pub written_by: WrittenBy,
     /// The columns stored in its files, in order.
     pub columns: &'static [ColumnDef],
 }
@@ -177,7 +206,7 @@ impl TableDef {
             "key": self.key,
             "partitioned_by": partitioned_by,
             "path": path,
-            "written_by": self.written_by,
+            "written_by": self.written_by.command(),
             "compression": "zstd",
             "columns": columns,
         })

@@ -28,7 +28,7 @@ table! {
         name: "moe_routing",
         key: ["source_file", "source_line"],
         partition: None,
-        written_by: "tokscope ingest",
+        written_by: Ingest,
     } {
         /// The request, when the router logs per request; null for aggregated records.
         request_id: Utf8 nullable [NoStatistics] = m.request_id.as_deref(),

@@ -14,7 +14,7 @@ table! {
         name: "profiles",
         key: ["request_id"],
         partition: Date,
-        written_by: "tokscope ingest",
+        written_by: Ingest,
     } {
         /// Joins requests.request_id.
         request_id: Utf8 [NoStatistics] = p.request_id.as_ref(),

@@ -15,7 +15,7 @@ table! {
         name: "rejects",
         key: ["source_file", "source_line", "record"],
         partition: None,
-        written_by: "tokscope ingest",
+        written_by: Ingest,
     } {
         /// Input path or URL.
         source_file: Utf8 [Dictionary] = o.file,

@@ -94,7 +94,7 @@ table! {
         name: "replay_verdicts",
         key: ["request_id"],
         partition: None,
-        written_by: "tokscope replay",
+        written_by: Replay,
     } {
         /// Joins requests.request_id.
         request_id: Utf8 = v.request_id.as_str(),

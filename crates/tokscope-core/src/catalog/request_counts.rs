@@ -45,7 +45,7 @@ table! {
         name: "request_counts",
         key: ["model", "variant", "context_bin", "eos_status", "has_eos_marker"],
         partition: Date,
-        written_by: "tokscope ingest",
+        written_by: Ingest,
     } {
         /// As in `requests`.
         model: Utf8 [Dictionary] = k.model.as_str(),

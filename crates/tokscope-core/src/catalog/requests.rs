@@ -14,7 +14,7 @@ table! {
         name: "requests",
         key: ["request_id"],
         partition: Date,
-        written_by: "tokscope ingest",
+        written_by: Ingest,
     } {
         /// Request id as logged; else `<source_file>:<source_line>`.
         request_id: Utf8 [NoStatistics] = d.request_id.as_ref(),

@@ -63,7 +63,7 @@ table! {
         name: "tokens",
         key: ["request_id", "source", "position"],
         partition: Date,
-        written_by: "tokscope ingest",
+        written_by: Ingest,
     } {
         /// Joins requests.request_id.
         request_id: Utf8 [NoStatistics] = o.request_id,
