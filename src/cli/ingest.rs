@@ -6,16 +6,20 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
+use parquet::basic::Compression;
 use tokscope::dataset::compact::{self, CompactOptions, CompactSummary};
 use tokscope::dataset::lease::LeaseOptions;
+use tokscope::dataset::writer::parse_compression;
+use tokscope::derive::ContextBins;
 use tokscope::engine::pricing::Pricing;
 use tokscope::engine::UdfConfig;
 use tokscope::export::{self, OutputFormat};
 use tokscope::formats::{Format, TimeUnit};
-use tokscope::ingest::{self, IngestOptions, IngestSummary};
-use tokscope::pipeline::config::{IngestConfig, RunConfig};
+use tokscope::ingest::{self, IngestOptions, IngestSettings, IngestSummary};
+use tokscope::pipeline::config::RunConfig;
 use tokscope::pipeline::{self, Outcome, RunOptions, RunReport};
 use tokscope::redact::Redaction;
+use tokscope::resources::MemoryBudget;
 use tokscope::{engine, jobs, samples};
 
 use super::args::{choice, input_format, EosMarkerArgs, TableArgs};
@@ -30,8 +34,8 @@ pub struct IngestFlags {
     #[arg(long, value_parser = input_format())]
     format: Option<Format>,
     /// Context-bin edges over prompt_tokens, comma-separated, K = 1024.
-    #[arg(long, default_value = "0,1K,2K,4K,8K,16K,32K,64K,128K")]
-    bins: String,
+    #[arg(long, default_value = "0,1K,2K,4K,8K,16K,32K,64K,128K", value_parser = ContextBins::parse)]
+    bins: ContextBins,
     /// Experiment arms of requests that log none: a JSON array of rules
     /// [{"arm": "B", "model" | "model_pattern": ..., "model_version" | "model_version_pattern": ...}],
     /// the first matching rule wins; a logged `variant`/`arm`/`experiment` field wins over it.
@@ -41,8 +45,8 @@ pub struct IngestFlags {
     #[arg(long)]
     model: Option<String>,
     /// Start time of traces with relative timestamps (Mooncake), RFC 3339.
-    #[arg(long, default_value = "1970-01-01T00:00:00Z")]
-    base_time: String,
+    #[arg(long, default_value = "1970-01-01T00:00:00Z", value_parser = ingest::parse_base_time)]
+    base_time: i64,
     /// Unit of durations logged as bare numbers when a row has no timestamps to
     /// take them from (Langfuse `latency`, `time_to_first_token`): seconds in
     /// current exports, milliseconds in events exports of integrations created
@@ -61,15 +65,15 @@ pub struct IngestFlags {
     /// snappy or none (docs/PERFORMANCE.md compares sizes and speeds).
     /// Floating-point columns with full mantissas (logprobs, ratios) are
     /// written uncompressed whatever the codec.
-    #[arg(long, default_value = "zstd(1)", value_name = "CODEC")]
-    compression: String,
+    #[arg(long, default_value = "zstd(1)", value_name = "CODEC", value_parser = parse_compression)]
+    compression: Compression,
     /// Most memory ingest may hold: `auto` (a quarter of the memory
     /// available to the process, cgroup limits included, between 256 MiB and
     /// 8 GiB), bytes or a size with a unit (512M, 1G), or `none`. The
     /// writer threads and the rows waiting for their row group share it;
     /// over it, rows wait on local disk (same row groups, slower).
-    #[arg(long, default_value = "auto", value_name = "SIZE")]
-    memory_limit: String,
+    #[arg(long, default_value = "auto", value_name = "SIZE", value_parser = MemoryBudget::parse)]
+    memory_limit: MemoryBudget,
     /// Lines longer than this many bytes are rejected without being buffered.
     #[arg(long, default_value_t = 64 << 20)]
     max_line_bytes: usize,
@@ -84,19 +88,18 @@ pub struct IngestFlags {
 
 impl IngestFlags {
     fn options(&self) -> anyhow::Result<IngestOptions> {
-        // The same settings as a configuration file's [ingest] table, read by one function.
-        let settings = IngestConfig {
-            format: self.format.map(|f| f.name().to_string()),
-            bins: Some(self.bins.clone()),
+        let settings = IngestSettings {
+            format: self.format,
+            bins: self.bins.clone(),
             eos_markers: self.markers.eos_markers.clone(),
             model: self.model.clone(),
-            base_time: Some(self.base_time.clone()),
-            redact: Some(self.redact.name().to_string()),
+            base_time_micros: self.base_time,
+            redact: self.redact,
             max_line_bytes: Some(self.max_line_bytes),
-            time_unit: Some(self.time_unit.name().to_string()),
+            time_unit: self.time_unit,
             variants: self.variants.clone(),
-            compression: Some(self.compression.clone()),
-            memory_limit: Some(self.memory_limit.clone()),
+            compression: self.compression,
+            memory_limit: self.memory_limit,
         };
         Ok(IngestOptions {
             reader: settings.reader()?,
@@ -104,8 +107,8 @@ impl IngestFlags {
             force: self.force,
             store: Default::default(),
             lease: LeaseOptions { wait: Duration::from_secs(self.lease_wait), ..Default::default() },
-            compression: settings.compression()?,
-            memory_limit: settings.memory_limit()?,
+            compression: settings.compression,
+            memory_limit: settings.memory_limit,
         })
     }
 }

@@ -15,6 +15,7 @@
 
 pub mod budget;
 mod partitions;
+pub mod settings;
 pub mod source;
 mod spill;
 
@@ -42,6 +43,7 @@ use crate::progress::Progress;
 use crate::store::StoreOptions;
 pub use budget::{MemoryLimit, MemoryPlan};
 use partitions::{Partitions, RowGroupJob, RowGroupSink};
+pub use settings::{parse_base_time, IngestSettings};
 use source::InputObject;
 pub use tokscope_core::derive::DeriveSettings;
 pub use tokscope_core::formats::Format;

@@ -207,10 +207,11 @@ impl RunConfig {
         if self.compact.enabled == Some(false) {
             return Ok(None);
         }
+        let settings = self.ingest.settings()?;
         let mut opts = crate::dataset::compact::CompactOptions {
-            compression: self.ingest.compression()?,
+            compression: settings.compression,
             lease: self.lease_options(),
-            memory_limit: self.ingest.memory_limit()?,
+            memory_limit: settings.memory_limit,
             ..Default::default()
         };
         if let Some(size) = &self.compact.target_size {
@@ -269,10 +270,10 @@ wait_s = 10
         assert_eq!(c.store_options().max_retries, 2);
         assert_eq!(c.store_options().timeout, Duration::from_millis(1500));
         assert_eq!(c.lease_options().wait, Duration::from_secs(10));
-        assert_eq!(c.ingest.memory_limit().unwrap(), crate::ingest::MemoryLimit::Bytes(3 << 29));
-        assert_eq!(IngestConfig::default().memory_limit().unwrap(), crate::ingest::MemoryLimit::Auto);
+        assert_eq!(c.ingest.settings().unwrap().memory_limit, crate::resources::MemoryBudget::Bytes(3 << 29));
+        assert_eq!(IngestConfig::default().settings().unwrap().memory_limit, crate::resources::MemoryBudget::Auto);
         let lots = IngestConfig { memory_limit: Some("lots".into()), ..Default::default() };
-        assert!(lots.memory_limit().unwrap_err().to_string().contains("is not a size"));
+        assert!(lots.settings().unwrap_err().to_string().contains("is not a size"));
         std::fs::write(&path, "dataset = \"d\"\nsources = [\"x\"]\nsurprise = 1\n").unwrap();
         let err = RunConfig::load(&path).unwrap_err().to_string();
         assert!(err.contains("surprise"), "{err}");

@@ -22,13 +22,11 @@ use serde::Serialize;
 use crate::dataset::compact::{self, CompactSummary};
 use crate::dataset::lease::Lease;
 use crate::dataset::DatasetRoot;
-use crate::derive::{ContextBins, DeriveSettings, EosMarkers, VariantMap};
+use crate::derive::ContextBins;
 use crate::engine::{self, UdfConfig};
 use crate::error::Result;
 use crate::export::publish::{self, ExportOptions, ExportSummary};
-use crate::ingest::{self, IngestOptions, IngestSummary};
-use crate::reader::ReaderBuilder;
-use crate::redact::Redactor;
+use crate::ingest::{self, IngestOptions, IngestSettings, IngestSummary};
 use config::{IngestConfig, RunConfig};
 
 /// How a run ended, when it did not fail.
@@ -79,64 +77,38 @@ pub struct RunReport {
 }
 
 impl IngestConfig {
-    /// The Parquet codec these settings name (default zstd level 1).
-    pub fn compression(&self) -> Result<parquet::basic::Compression> {
-        match &self.compression {
-            Some(name) => crate::dataset::writer::parse_compression(name),
-            None => Ok(crate::dataset::writer::default_compression()),
-        }
+    /// These settings, typed (the defaults of `tokscope ingest` where absent).
+    pub fn settings(&self) -> Result<IngestSettings> {
+        let d = IngestSettings::default();
+        Ok(IngestSettings {
+            format: self.format.as_deref().map(str::parse).transpose()?,
+            bins: self.bins.as_deref().map(ContextBins::parse).transpose()?.unwrap_or(d.bins),
+            eos_markers: self.eos_markers.clone(),
+            model: self.model.clone(),
+            base_time_micros: self.base_time.as_deref().map(ingest::parse_base_time).transpose()?.unwrap_or(0),
+            redact: named(&self.redact)?.unwrap_or(d.redact),
+            max_line_bytes: self.max_line_bytes,
+            time_unit: named(&self.time_unit)?.unwrap_or(d.time_unit),
+            variants: self.variants.clone(),
+            compression: self
+                .compression
+                .as_deref()
+                .map(crate::dataset::writer::parse_compression)
+                .transpose()?
+                .unwrap_or(d.compression),
+            memory_limit: self
+                .memory_limit
+                .as_deref()
+                .map(crate::resources::MemoryBudget::parse)
+                .transpose()?
+                .unwrap_or(d.memory_limit),
+        })
     }
+}
 
-    /// The memory limit these settings name (default `auto`: a share of
-    /// the machine's memory, see [`crate::ingest::MemoryPlan`]).
-    pub fn memory_limit(&self) -> Result<crate::ingest::MemoryLimit> {
-        match &self.memory_limit {
-            Some(size) => crate::ingest::MemoryLimit::parse(size),
-            None => Ok(crate::ingest::MemoryLimit::Auto),
-        }
-    }
-
-    /// The reader these settings describe (the same settings as `tokscope ingest`'s flags).
-    pub fn reader(&self) -> Result<ReaderBuilder> {
-        let bins = match &self.bins {
-            Some(spec) => ContextBins::parse(spec)?,
-            None => ContextBins::default(),
-        };
-        let markers = match &self.eos_markers {
-            Some(path) => EosMarkers::from_file(path)?,
-            None => EosMarkers::default(),
-        };
-        let mode = match &self.redact {
-            Some(name) => name.parse().map_err(|e: String| config_err!("{e}"))?,
-            None => Default::default(),
-        };
-        let redaction = Redactor::from_env(mode)?;
-        let variants = match &self.variants {
-            Some(path) => VariantMap::from_file(path)?,
-            None => VariantMap::default(),
-        };
-        let format = self.format.as_deref().map(str::parse).transpose()?;
-        let base_time = match &self.base_time {
-            Some(t) => chrono::DateTime::parse_from_rfc3339(t)
-                .map_err(|e| config_err!("base time {t:?} is not RFC 3339: {e}"))?
-                .timestamp_micros(),
-            None => 0,
-        };
-        let time_unit = match &self.time_unit {
-            Some(name) => name.parse().map_err(|e: String| config_err!("{e}"))?,
-            None => Default::default(),
-        };
-        let mut reader = ReaderBuilder::new()
-            .with_format(format)
-            .with_derive_settings(DeriveSettings { bins, markers, redaction, variants })
-            .with_default_model(self.model.clone())
-            .with_base_time_micros(base_time)
-            .with_time_unit(time_unit);
-        if let Some(max) = self.max_line_bytes {
-            reader = reader.with_max_line_bytes(max);
-        }
-        Ok(reader)
-    }
+/// A named setting (`redact = "hash"`), parsed by its type.
+fn named<T: std::str::FromStr<Err = String>>(name: &Option<String>) -> Result<Option<T>> {
+    name.as_deref().map(str::parse).transpose().map_err(|e: String| config_err!("{e}"))
 }
 
 /// Runs `config` once.
@@ -145,14 +117,15 @@ pub fn run(config: &RunConfig, options: &RunOptions) -> Result<RunReport> {
     let rt = crate::store::io_runtime()?;
     let store = config.store_options();
     let dataset = DatasetRoot::parse_with(&config.dataset, &store)?;
+    let settings = config.ingest.settings()?;
     let ingest_options = IngestOptions {
-        reader: config.ingest.reader()?,
+        reader: settings.reader()?,
         progress: options.progress,
         force: false,
         store: store.clone(),
         lease: config.lease_options(),
-        compression: config.ingest.compression()?,
-        memory_limit: config.ingest.memory_limit()?,
+        compression: settings.compression,
+        memory_limit: settings.memory_limit,
     };
     let objects = ingest::resolve(&config.sources, &ingest_options, &rt)?;
     if options.dry_run {
