@@ -241,7 +241,6 @@ pub enum TableTypes {
 /// `request_counts` defined over `requests` (`sql/views/request_counts.sql`).
 pub const REQUEST_COUNTS_VIEW: &str = include_str!("../../sql/views/request_counts.sql");
 
-
 /// Registers the UDFs with `config` and the catalog's tables
 /// (`tokscope_core::catalog::CATALOG`) that `dataset` holds in `ctx`: the one
 /// call any local session (CLI, shell) makes.

@@ -2,14 +2,17 @@
 //! from `requests`, replay them in parallel, and write `replay_verdicts`.
 //!
 //! Batching: suspects run in parallel with rayon (one task per request, the
-//! model shared read-only); within a request, prompt + logged output is one
-//! prefill (every projection a matrix-matrix product over all positions), and
-//! the greedy continuation reuses that KV cache one token per step.
+//! model shared read-only), as many at once as the threads and the memory
+//! available allow (each holds its KV cache and prefill activations:
+//! [`kv_cache::sequence_bytes`]); within a request, prompt + logged output is
+//! one prefill (every projection a matrix-matrix product over all positions),
+//! and the greedy continuation reuses that KV cache one token per step.
 
 use rayon::prelude::*;
 use serde::Serialize;
 
-use super::verdict::{replay_suspect, ReplayOptions, Verdict};
+use super::kv_cache;
+use super::verdict::{replay_suspect, ReplayOptions, Suspect, Verdict};
 use super::verdicts::{self, RunInfo};
 use super::ReplayModel;
 use crate::dataset::DatasetRoot;
@@ -77,14 +80,15 @@ pub fn replay_dataset(
     let replayed_at_micros = chrono::Utc::now().timestamp_micros();
     let suspects = rt.block_on(verdicts::select_suspects(dataset, run.predicate.as_deref(), run.limit))?;
     let progress = Progress::items(run.progress, suspects.len() as u64, "suspects");
-    let rows: Vec<_> = suspects
-        .par_iter()
-        .map(|s| {
+    let at_once = suspects_at_once(replay, &suspects, &options, crate::resources::threads());
+    let mut rows = Vec::with_capacity(suspects.len());
+    for group in suspects.chunks(at_once) {
+        rows.par_extend(group.par_iter().map(|s| {
             let row = replay_suspect(replay, s, &options);
             progress.inc(1);
             row
-        })
-        .collect();
+        }));
+    }
     drop(progress);
     let mut summary = ReplaySummary {
         suspects: rows.len(),
@@ -116,4 +120,21 @@ pub fn replay_dataset(
     }
     summary.elapsed_s = started.elapsed().as_secs_f64();
     Ok(summary)
+}
+
+/// How many suspects replay at once: one per thread, fewer where half the
+/// memory available would not hold that many of the longest suspect's
+/// sequences (its logged text at about two bytes a token, plus the
+/// continuation, within the context window).
+fn suspects_at_once(replay: &ReplayModel, suspects: &[Suspect], options: &ReplayOptions, threads: usize) -> usize {
+    let config = replay.model.config();
+    let longest = suspects
+        .iter()
+        .map(|s| s.prompt.as_deref().map_or(0, str::len) + s.model_output.as_deref().map_or(0, str::len))
+        .max()
+        .unwrap_or(0);
+    let tokens = (longest / 2 + options.max_new_tokens + 2).min(config.max_position_embeddings.max(1));
+    let each = kv_cache::sequence_bytes(config, tokens).max(1) as u64;
+    let budget = crate::resources::memory_share(0.5, 256 << 20, u64::MAX);
+    ((budget / each) as usize).clamp(1, threads.max(1))
 }

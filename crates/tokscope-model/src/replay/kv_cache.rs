@@ -19,6 +19,20 @@ pub struct KvCache {
     kv_width: usize,
 }
 
+/// About what replaying one sequence of `tokens` positions holds at its
+/// peak, in bytes: its key/value cache (f32, every layer) and the prefill's
+/// activations of one layer at a time (hidden states, the projections, the
+/// MLP's gate and up rows, one head's attention scores) and the logits of a
+/// position. An estimate for sizing how many sequences run at once, not a
+/// bound.
+pub fn sequence_bytes(config: &ModelConfig, tokens: usize) -> usize {
+    let f32s = 4;
+    let kv = config.num_hidden_layers * 2 * tokens * config.kv_width() * f32s;
+    let activations = tokens * (6 * config.hidden_size + 3 * config.intermediate_size) * f32s;
+    let scores = tokens * tokens * f32s;
+    kv + activations + scores + config.vocab_size * f32s
+}
+
 impl KvCache {
     /// An empty cache shaped for `config`.
     pub fn new(config: &ModelConfig) -> Self {
@@ -75,5 +89,24 @@ impl KvCache {
     /// Records that a forward pass appended `n` positions to every layer.
     pub(crate) fn advance(&mut self, n: usize) {
         self.len += n;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{sequence_bytes, ModelConfig};
+
+    #[test]
+    fn a_sequence_holds_its_cache_its_activations_and_one_heads_scores() {
+        let config = ModelConfig::from_json(
+            r#"{"hidden_size": 64, "intermediate_size": 256, "num_hidden_layers": 2,
+                "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 100,
+                "max_position_embeddings": 512}"#,
+        )
+        .unwrap();
+        // kv width 2 heads x 16 = 32; by hand, f32:
+        // cache 2 layers x 2 x 10 x 32, activations 10 x (6 x 64 + 3 x 256), scores 10 x 10, logits 100.
+        let by_hand = 4 * (2 * 2 * 10 * 32 + 10 * (6 * 64 + 3 * 256) + 10 * 10 + 100);
+        assert_eq!(sequence_bytes(&config, 10), by_hand);
     }
 }
