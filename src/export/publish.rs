@@ -3,11 +3,17 @@
 //! `<job>.csv`, `<job>.json`, `<job>.parquet`), then `DEST/latest/`, and
 //! prune old dated exports.
 //!
-//! Readers never see a half-written export. Locally, an export is written in
-//! a hidden directory and renamed into place, and `latest` is a symbolic link
-//! replaced atomically (rename of a new link over the old one). On an object
-//! store every object is written whole by one put; the dated objects are put
-//! first, then `latest/`, with `index.html` last in each.
+//! Readers never see a half-written export, nor two exports mixed, and a
+//! process killed at any point leaves the last complete export in place.
+//! Locally, each export is written whole into its own hidden directory
+//! (`.exports/<date>-<n>`), then `<date>` and `latest` are symbolic links
+//! moved onto it atomically (a new link renamed over the old one); older
+//! generations are removed once no link names them. On an object store there
+//! is no atomic rename of many objects, so `latest` is one object: the dated
+//! objects are put first (`index.html` last), then `latest.json` (the date
+//! and the file names: the pointer readers follow into `<date>/`), then the
+//! page as `latest/index.html`. Retention never removes the export `latest`
+//! names.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -232,6 +238,12 @@ async fn throughput_window(ctx: &SessionContext) -> Result<String> {
 /// The name of the always-current export.
 const LATEST: &str = "latest";
 
+/// On an object store: the pointer to the current export (`{"date", "files"}`).
+const LATEST_POINTER: &str = "latest.json";
+
+/// Locally: where each export's files are, one directory per export.
+const GENERATIONS: &str = ".exports";
+
 /// Where exports are published.
 enum Destination {
     Local(PathBuf),
@@ -259,33 +271,81 @@ impl Destination {
         }
     }
 
-    /// Writes `files` as `<date>/` and then as `latest/`.
+    /// Writes `files` as `<date>/` and then makes it the latest export.
     async fn publish(&self, date: &str, files: &[(String, Vec<u8>)]) -> Result<()> {
         match self {
             Destination::Local(root) => publish_local(root, date, files),
             Destination::Remote { store, prefix, .. } => {
-                for folder in [date, LATEST] {
-                    for (name, bytes) in files {
-                        let path = child(prefix, &[folder, name]);
-                        store.put(&path, PutPayload::from(bytes.clone())).await?;
-                    }
+                for (name, bytes) in files {
+                    store.put(&child(prefix, &[date, name]), PutPayload::from(bytes.clone())).await?;
+                }
+                let names: Vec<&str> = files.iter().map(|(name, _)| name.as_str()).collect();
+                let pointer = serde_json::json!({ "date": date, "files": names });
+                store
+                    .put(&child(prefix, &[LATEST_POINTER]), PutPayload::from(pointer.to_string().into_bytes()))
+                    .await?;
+                let page = files.iter().find(|(name, _)| name == "index.html");
+                if let Some((name, bytes)) = page {
+                    store.put(&child(prefix, &[LATEST, name]), PutPayload::from(bytes.clone())).await?;
+                }
+                // Copies of results an older tokscope kept in `latest/`: a reader
+                // must not mix them with the current page.
+                let folder = child(prefix, &[LATEST]);
+                let stale: Vec<ObjectPath> = store
+                    .list(Some(&folder))
+                    .map_ok(|m| m.location)
+                    .try_filter(|p| futures::future::ready(p.filename() != Some("index.html")))
+                    .try_collect()
+                    .await?;
+                for object in stale {
+                    store.delete(&object).await?;
                 }
                 Ok(())
             }
         }
     }
 
-    /// Removes all but the newest `keep` dated exports; returns their names.
+    /// The date of the export `latest` names, if any.
+    async fn latest_date(&self) -> Result<Option<String>> {
+        match self {
+            Destination::Local(root) => Ok(std::fs::read_link(root.join(LATEST))
+                .ok()
+                .and_then(|target| target.file_name().map(|n| n.to_string_lossy().into_owned()))
+                .map(|generation| generation_date(&generation).to_string())),
+            Destination::Remote { store, prefix, .. } => {
+                let pointer = match store.get(&child(prefix, &[LATEST_POINTER])).await {
+                    Ok(found) => found.bytes().await?,
+                    Err(object_store::Error::NotFound { .. }) => return Ok(None),
+                    Err(e) => return Err(e.into()),
+                };
+                let value: serde_json::Value = serde_json::from_slice(&pointer)
+                    .map_err(|source| Error::Json { path: LATEST_POINTER.into(), source })?;
+                Ok(value["date"].as_str().map(str::to_string))
+            }
+        }
+    }
+
+    /// Removes all but the newest `keep` dated exports, never the one
+    /// `latest` names; returns their names.
     async fn prune(&self, keep: usize) -> Result<Vec<String>> {
         let mut dates = self.dated_exports().await?;
         dates.sort();
         let excess = dates.len().saturating_sub(keep);
-        let removed: Vec<String> = dates.into_iter().take(excess).collect();
+        let latest = self.latest_date().await?;
+        let removed: Vec<String> =
+            dates.into_iter().take(excess).filter(|d| Some(d.as_str()) != latest.as_deref()).collect();
         for date in &removed {
             match self {
                 Destination::Local(root) => {
-                    let dir = root.join(date);
-                    std::fs::remove_dir_all(&dir).map_err(|e| Error::io(dir.display(), e))?;
+                    let link = root.join(date);
+                    let target = std::fs::read_link(&link).ok();
+                    if target.is_some() {
+                        std::fs::remove_file(&link).map_err(|e| Error::io(link.display(), e))?;
+                    } else {
+                        // A dated directory an older tokscope wrote in place.
+                        std::fs::remove_dir_all(&link).map_err(|e| Error::io(link.display(), e))?;
+                    }
+                    remove_unlinked_generations(root)?;
                 }
                 Destination::Remote { store, prefix, .. } => {
                     let folder = child(prefix, &[date]);
@@ -312,7 +372,7 @@ impl Destination {
                 };
                 Ok(entries
                     .filter_map(|e| e.ok())
-                    .filter(|e| e.path().is_dir())
+                    .filter(|e| e.path().is_dir() && e.file_name() != LATEST)
                     .map(|e| e.file_name().to_string_lossy().into_owned())
                     .filter(|n| is_date(n))
                     .collect())
@@ -334,40 +394,85 @@ fn child(prefix: &ObjectPath, parts: &[&str]) -> ObjectPath {
     parts.iter().fold(prefix.clone(), |p, part| p.join(*part))
 }
 
-/// Writes `files` into a hidden directory, renames it to `<root>/<date>`
-/// (moving an older export of the same date aside first), then points the
-/// `latest` link at it.
+/// Writes `files` into a new generation directory (`.exports/<date>-<n>`,
+/// `n` one more than any before), then moves the `<date>` and `latest` links
+/// onto it, each by renaming a new link over the old one: a reader that
+/// resolves either sees the old export or the new one, whole. A process
+/// killed before the links move leaves a generation no link names, removed by
+/// the next export.
 fn publish_local(root: &Path, date: &str, files: &[(String, Vec<u8>)]) -> Result<()> {
-    std::fs::create_dir_all(root).map_err(|e| Error::io(root.display(), e))?;
-    let pid = std::process::id();
-    let staged = root.join(format!(".{date}.new-{pid}"));
+    let generations = root.join(GENERATIONS);
+    std::fs::create_dir_all(&generations).map_err(|e| Error::io(generations.display(), e))?;
+    let next = std::fs::read_dir(&generations)
+        .map_err(|e| Error::io(generations.display(), e))?
+        .filter_map(|e| e.ok())
+        .filter_map(|e| e.file_name().to_string_lossy().rsplit_once('-').and_then(|(_, n)| n.parse::<u64>().ok()))
+        .max()
+        .map_or(1, |n| n + 1);
+    let name = format!("{date}-{next}");
+    let generation = generations.join(&name);
+    let staged = generations.join(format!(".{name}.tmp"));
     if staged.exists() {
+        // Left by an export killed while it wrote.
         std::fs::remove_dir_all(&staged).map_err(|e| Error::io(staged.display(), e))?;
     }
     std::fs::create_dir(&staged).map_err(|e| Error::io(staged.display(), e))?;
-    for (name, bytes) in files {
-        let path = staged.join(name);
+    for (file, bytes) in files {
+        let path = staged.join(file);
         std::fs::write(&path, bytes).map_err(|e| Error::io(path.display(), e))?;
     }
-    let dated = root.join(date);
-    let old = root.join(format!(".{date}.old-{pid}"));
-    let replaced = dated.exists();
-    if replaced {
-        std::fs::rename(&dated, &old).map_err(|e| Error::io(dated.display(), e))?;
+    std::fs::rename(&staged, &generation).map_err(|e| Error::io(generation.display(), e))?;
+    let target = Path::new(GENERATIONS).join(&name);
+    for link in [date, LATEST] {
+        point_link(root, link, &target)?;
     }
-    std::fs::rename(&staged, &dated).map_err(|e| Error::io(dated.display(), e))?;
-    if replaced {
-        std::fs::remove_dir_all(&old).map_err(|e| Error::io(old.display(), e))?;
+    remove_unlinked_generations(root)
+}
+
+/// Makes `root/<name>` a symbolic link to `target` atomically. A directory
+/// an older tokscope left there (a dated export written in place, a
+/// `latest` copied from an object store) becomes a generation first.
+fn point_link(root: &Path, name: &str, target: &Path) -> Result<()> {
+    let path = root.join(name);
+    if path.is_dir() && !path.is_symlink() {
+        let kept = root.join(GENERATIONS).join(format!("{name}-0"));
+        if kept.exists() {
+            std::fs::remove_dir_all(&path).map_err(|e| Error::io(path.display(), e))?;
+        } else {
+            std::fs::rename(&path, &kept).map_err(|e| Error::io(path.display(), e))?;
+        }
     }
-    // A new link under a temporary name, renamed over `latest`: readers see
-    // the old export or the new one, never a missing or partial one.
-    let link = root.join(format!(".{LATEST}.new-{pid}"));
+    let link = root.join(format!(".{name}.link-{}", std::process::id()));
     let _ = std::fs::remove_file(&link);
-    std::os::unix::fs::symlink(date, &link).map_err(|e| Error::io(link.display(), e))?;
-    let latest = root.join(LATEST);
-    if latest.is_dir() && !latest.is_symlink() {
-        // A `latest` directory left by a copy (e.g. a sync from an object store): replace it.
-        std::fs::remove_dir_all(&latest).map_err(|e| Error::io(latest.display(), e))?;
+    std::os::unix::fs::symlink(target, &link).map_err(|e| Error::io(link.display(), e))?;
+    std::fs::rename(&link, &path).map_err(|e| Error::io(path.display(), e))
+}
+
+/// Removes the generations no link in `root` names (superseded exports, and
+/// ones a killed export left before its links moved).
+fn remove_unlinked_generations(root: &Path) -> Result<()> {
+    let generations = root.join(GENERATIONS);
+    let Ok(entries) = std::fs::read_dir(&generations) else { return Ok(()) };
+    let linked: std::collections::HashSet<PathBuf> = std::fs::read_dir(root)
+        .map_err(|e| Error::io(root.display(), e))?
+        .filter_map(|e| e.ok())
+        .filter_map(|e| std::fs::read_link(e.path()).ok())
+        .filter_map(|target| target.file_name().map(PathBuf::from))
+        .collect();
+    for entry in entries.filter_map(|e| e.ok()) {
+        if !linked.contains(&PathBuf::from(entry.file_name())) {
+            let path = entry.path();
+            std::fs::remove_dir_all(&path).map_err(|e| Error::io(path.display(), e))?;
+        }
     }
-    std::fs::rename(&link, &latest).map_err(|e| Error::io(latest.display(), e))
+    Ok(())
+}
+
+/// The date of a generation's name (`2024-06-10-3` -> `2024-06-10`; a
+/// dated directory an older tokscope linked `latest` to is its date).
+fn generation_date(generation: &str) -> &str {
+    if NaiveDate::parse_from_str(generation, "%Y-%m-%d").is_ok() {
+        return generation;
+    }
+    generation.rsplit_once('-').map_or(generation, |(date, _)| date)
 }

@@ -11,4 +11,5 @@ mod dashboard_support;
 
 mod dashboard;
 mod distributed;
+mod export_faults;
 mod scheduled;

@@ -285,8 +285,16 @@ fn kill_9_anywhere_then_a_rerun_gives_exactly_once_rows_and_no_orphans() {
     assert_eq!(count_requests(data.to_str().unwrap(), &[]), 12000, "exactly once after the kills");
     assert_eq!(leftovers(&data), Vec::<String>::new(), "no temporary file or commit record survives a rerun");
     assert!(site.join("latest/index.html").is_file() && site.join("latest/report.csv").is_file());
+    // Hidden files are the exports' own (`.exports/<date>-<n>`), each named by
+    // a link (`<date>`, `latest`): none a killed export left half-written.
+    let linked: std::collections::BTreeSet<String> = std::fs::read_dir(&site)
+        .unwrap()
+        .filter_map(|e| std::fs::read_link(e.unwrap().path()).ok())
+        .map(|target| target.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
     let hidden: Vec<String> = snapshot(&site).into_keys().filter(|p| p.starts_with('.')).collect();
-    assert!(hidden.is_empty() || hidden.iter().all(|p| p.contains(".new-") || p.contains(".old-")), "{hidden:?}");
+    let named = |p: &String| p.split('/').nth(1).is_some_and(|generation| linked.contains(generation));
+    assert!(hidden.iter().all(|p| p.starts_with(".exports/") && named(p)), "{hidden:?} (links to {linked:?})");
 }
 
 /// A fault proxy in front of `s3`: `args` as in tests/support/fault_proxy.py.
@@ -364,7 +372,9 @@ fn runs_over_s3_are_idempotent_and_export_to_s3() {
     let site = listing("site");
     assert!(
         site.contains(&"dash/2024-06-03/index.html".to_string())
-            && site.contains(&"dash/latest/report.csv".to_string()),
+            && site.contains(&"dash/2024-06-03/report.csv".to_string())
+            && site.contains(&"dash/latest.json".to_string())
+            && site.contains(&"dash/latest/index.html".to_string()),
         "{site:?}"
     );
 }
