@@ -32,6 +32,18 @@ pub enum Error {
         /// What to do about it.
         hint: String,
     },
+    /// A data file the dataset's file list names is not there: deleted
+    /// outside tokscope, or (for a reader that opened the dataset before)
+    /// replaced by a compaction committed since; see [`Error::is_vanished_file`].
+    #[error(
+        "dataset file {path} is gone: the dataset's file list (_files.json) names it, so it was deleted outside \
+         tokscope (to read what remains, delete _files.json: the next ingest or compact writes it again from the \
+         files present)"
+    )]
+    Gone {
+        /// The file.
+        path: String,
+    },
     /// An object-store operation failed.
     #[error("object store: {0}")]
     Store(#[from] object_store::Error),
@@ -137,6 +149,20 @@ macro_rules! internal_err {
 }
 
 impl Error {
+    /// Whether this is a data file that vanished under a reader: a file the
+    /// dataset's list named when the reader opened it, gone when read (a
+    /// commit replaced it since: see [`crate::engine::retry_vanished`]).
+    pub fn is_vanished_file(&self) -> bool {
+        match self {
+            Error::Gone { .. } => true,
+            Error::Store(object_store::Error::NotFound { .. }) => true,
+            Error::StoreAt { source: object_store::Error::NotFound { .. }, .. } => true,
+            Error::Sql(e) => names_a_missing_file(e),
+            Error::Parquet(e) => chain_has_not_found(e) || names_a_missing_object(&e.to_string()),
+            _ => false,
+        }
+    }
+
     /// Wraps an I/O error with the path it concerns.
     pub fn io(path: impl std::fmt::Display, source: std::io::Error) -> Self {
         Error::Io { path: path.to_string(), source }
@@ -195,4 +221,59 @@ fn sql_message(e: &DataFusionError) -> String {
         other => other.to_string(),
     };
     text.split(DataFusionError::BACK_TRACE_SEP).next().unwrap_or_default().trim_end().to_string()
+}
+
+/// Whether a query's error is a file it read that was not there (an object
+/// store's or the file system's "not found", typed or as text).
+pub(crate) fn names_a_missing_file(e: &DataFusionError) -> bool {
+    chain_has_not_found(e) || names_a_missing_object(&e.to_string())
+}
+
+/// Whether a message carries an object store's "not found" for an object:
+/// DataFusion's Parquet source turns the store's error into text when it
+/// fetches a file's footer ("Failed to fetch metadata for file ...: Object
+/// Store error: Object at location ... not found"), so no typed cause is left.
+fn names_a_missing_object(message: &str) -> bool {
+    message.contains("Object at location") && message.contains(" not found")
+}
+
+/// Whether an object store's or the file system's "not found" is among the
+/// causes of `e`.
+fn chain_has_not_found(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cause = Some(e);
+    while let Some(err) = cause {
+        if matches!(err.downcast_ref::<object_store::Error>(), Some(object_store::Error::NotFound { .. })) {
+            return true;
+        }
+        if err.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::NotFound) {
+            return true;
+        }
+        cause = err.source();
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Error;
+
+    #[test]
+    fn a_file_gone_under_a_reader_is_told_from_other_errors() {
+        let gone = object_store::Error::NotFound { path: "ds/requests/x.parquet".into(), source: "404".into() };
+        assert!(Error::Store(gone).is_vanished_file());
+        assert!(Error::Gone { path: "x".into() }.is_vanished_file());
+        let flattened = datafusion::error::DataFusionError::Execution(
+            "Parquet error: Failed to fetch metadata for file ds/x.parquet: Object Store error: Object at location \
+             ds/x.parquet not found: No such file or directory (os error 2)"
+                .into(),
+        );
+        assert!(Error::Sql(flattened).is_vanished_file());
+        let io = std::io::Error::new(std::io::ErrorKind::NotFound, "no such file");
+        let wrapped = datafusion::error::DataFusionError::External(Box::new(io));
+        assert!(Error::Sql(wrapped).is_vanished_file());
+        assert!(!Error::Config("bad".into()).is_vanished_file());
+        assert!(!Error::NotFound { what: "no dataset".into(), hint: String::new() }.is_vanished_file());
+        let other = datafusion::error::DataFusionError::Plan("table not found".into());
+        assert!(!Error::Sql(other).is_vanished_file());
+    }
 }

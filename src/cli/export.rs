@@ -56,10 +56,10 @@ pub fn run_export(args: &ExportArgs) -> anyhow::Result<()> {
         store: Default::default(),
         progress: !args.quiet,
     };
-    let summary = engine::runtime()?.block_on(async {
+    let summary = engine::runtime()?.block_on(engine::retry_vanished(|| async {
         let ctx = session(&args.data, &udf, args.engine.engine.as_deref(), &args.udf.memory.limit()).await?;
         publish::export(&ctx, &options).await
-    })?;
+    }))?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&summary)?);
     } else {

@@ -79,7 +79,8 @@ pub async fn session(
 pub fn run_query(args: &QueryArgs) -> anyhow::Result<()> {
     export::check_destination(args.output.format, args.output.output.as_deref())?;
     let udf = args.udf.config()?;
-    let batches = engine::runtime()?.block_on(async {
+    // Opened again if a compaction replaces a file the query was told of.
+    let batches = engine::runtime()?.block_on(engine::retry_vanished(|| async {
         let opened = std::time::Instant::now();
         let ctx = session(&args.data, &udf, args.engine.engine.as_deref(), &args.udf.memory.limit()).await?;
         let mut open_s = Some(opened.elapsed().as_secs_f64());
@@ -103,7 +104,7 @@ pub fn run_query(args: &QueryArgs) -> anyhow::Result<()> {
                 return Ok::<_, tokscope::Error>(batches);
             }
         }
-    })?;
+    }))?;
     export::write_output(&batches, args.output.format, args.output.output.as_deref(), &args.output.table.layout(&[]))?;
     Ok(())
 }
@@ -120,10 +121,10 @@ pub fn run_job(args: &JobArgs) -> anyhow::Result<()> {
     job.sql_with(&args.params)?;
     export::check_destination(args.output.format, args.output.output.as_deref())?;
     let udf = args.udf.config()?;
-    let batches = engine::runtime()?.block_on(async {
+    let batches = engine::runtime()?.block_on(engine::retry_vanished(|| async {
         let ctx = session(data, &udf, args.engine.engine.as_deref(), &args.udf.memory.limit()).await?;
         jobs::run_job_with(&ctx, job, &args.params).await
-    })?;
+    }))?;
     let layout = args.output.table.layout(job.key_columns);
     export::write_output(&batches, args.output.format, args.output.output.as_deref(), &layout)?;
     Ok(())

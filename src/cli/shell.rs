@@ -6,7 +6,7 @@ use std::io::{BufRead, IsTerminal, Write};
 use std::path::PathBuf;
 
 use datafusion::prelude::SessionContext;
-use tokscope::engine;
+use tokscope::engine::{self, UdfConfig};
 use tokscope::export::{self, OutputFormat};
 
 use super::args::{choice, EngineArgs, TableArgs, UdfArgs};
@@ -49,7 +49,9 @@ pub fn run_shell(args: &SqlArgs) -> anyhow::Result<()> {
     }
     let udf = args.udf.config()?;
     let rt = engine::runtime()?;
-    let ctx = rt.block_on(session(&args.data, &udf, args.engine.engine.as_deref(), &args.udf.memory.limit()))?;
+    let source =
+        Source { data: args.data.clone(), udf, engine: args.engine.engine.clone(), limit: args.udf.memory.limit() };
+    let ctx = rt.block_on(source.open())?;
     let history_path = if args.no_history {
         None
     } else {
@@ -58,6 +60,7 @@ pub fn run_shell(args: &SqlArgs) -> anyhow::Result<()> {
     let stdin = std::io::stdin();
     let mut shell = Shell {
         ctx,
+        source,
         rt,
         format: args.format,
         table: args.table,
@@ -126,8 +129,23 @@ impl<R: BufRead> Input<R> {
     }
 }
 
+/// What the shell's session reads, to open it again.
+struct Source {
+    data: String,
+    udf: UdfConfig,
+    engine: Option<String>,
+    limit: engine::MemoryLimit,
+}
+
+impl Source {
+    async fn open(&self) -> tokscope::Result<SessionContext> {
+        session(&self.data, &self.udf, self.engine.as_deref(), &self.limit).await
+    }
+}
+
 struct Shell {
     ctx: SessionContext,
+    source: Source,
     rt: tokio::runtime::Runtime,
     format: OutputFormat,
     table: TableArgs,
@@ -227,8 +245,26 @@ impl Shell {
         Ok(())
     }
 
+    /// Runs `sql`; when a compaction replaced a file the session was told of,
+    /// opens the dataset again (views made in the session go with it) and
+    /// runs the statement over the new file list.
+    fn run_statement(&mut self, sql: &str) -> tokscope::Result<Vec<datafusion::arrow::record_batch::RecordBatch>> {
+        let mut result = self.rt.block_on(engine::run_sql(&self.ctx, sql, self.allow_write));
+        for _ in 0..3 {
+            match &result {
+                Err(e) if e.is_vanished_file() => {
+                    eprintln!("note: the dataset changed under the session (a commit replaced files); opened it again");
+                    self.ctx = self.rt.block_on(self.source.open())?;
+                    result = self.rt.block_on(engine::run_sql(&self.ctx, sql, self.allow_write));
+                }
+                _ => break,
+            }
+        }
+        result
+    }
+
     fn execute(&mut self, sql: &str) {
-        let result = self.rt.block_on(engine::run_sql(&self.ctx, sql, self.allow_write)).and_then(|batches| {
+        let result = self.run_statement(sql).and_then(|batches| {
             let mut out = std::io::stdout().lock();
             // The width is read per statement: the terminal may have been resized.
             export::write_batches(&batches, self.format, &mut out, &self.table.layout(&[]))?;

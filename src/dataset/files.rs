@@ -65,11 +65,7 @@ impl FileEntry {
 
 /// The error for a listed file that is not there.
 pub fn gone(path: impl std::fmt::Display) -> Error {
-    config_err!(
-        "dataset file {path} is gone: the dataset's file list ({FILES}) names it, so it was deleted outside \
-         tokscope (to read what remains, delete {FILES}: the next ingest or compact writes it again from the \
-         files present)"
-    )
+    Error::Gone { path: path.to_string() }
 }
 
 /// Bytes read from a file's end to find its footer in one request.

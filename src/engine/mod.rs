@@ -434,6 +434,30 @@ pub async fn run_plan(ctx: &SessionContext, plan: Arc<dyn ExecutionPlan>) -> Res
     }
 }
 
+/// How many times a reader opens the dataset again when a file it was told
+/// of vanished ([`retry_vanished`]).
+const VANISHED_RETRIES: usize = 3;
+
+/// Runs `attempt` (open a dataset, run queries over it) again when it fails
+/// on a data file that vanished: the dataset's file list named the file
+/// when the attempt opened it, and a commit (a compaction, which deletes the
+/// files it merged) replaced it before it was read. The next attempt reads
+/// the new list, so a reader sees every row once, before or after the
+/// commit, and no error. Other errors return at once.
+pub async fn retry_vanished<T, F, Fut>(mut attempt: F) -> Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T>>,
+{
+    let mut tries = 0;
+    loop {
+        match attempt().await {
+            Err(e) if e.is_vanished_file() && tries < VANISHED_RETRIES => tries += 1,
+            result => return result,
+        }
+    }
+}
+
 /// Runs `sql` (a query of tokscope's own), handing each result batch to
 /// `each` as it comes; a failure on a corrupt dataset file names the file,
 /// as [`run_plan`]'s do.
@@ -465,6 +489,22 @@ pub async fn for_each_batch(
 /// in the query); otherwise DataFusion's error as it is.
 async fn name_corrupt_files(ctx: &SessionContext, e: datafusion::error::DataFusionError) -> Error {
     use datafusion::error::DataFusionError as E;
+    // A file gone is not a corrupt one: a commit may have replaced it since
+    // the session opened (`retry_vanished` opens the dataset again), or it
+    // was deleted by hand (the error says what to do).
+    if crate::error::names_a_missing_file(&e) {
+        if let E::ObjectStore(inner) = e.find_root() {
+            if let object_store::Error::NotFound { path, .. } = inner.as_ref() {
+                return crate::dataset::files::gone(path);
+            }
+        }
+        let text = e.to_string();
+        let named = text.split_once("Object at location ").and_then(|(_, rest)| rest.split_once(" not found"));
+        return match named {
+            Some((path, _)) => crate::dataset::files::gone(path),
+            None => e.into(),
+        };
+    }
     if !matches!(e.find_root(), E::ParquetError(_) | E::ObjectStore(_) | E::IoError(_)) {
         return e.into();
     }
@@ -480,11 +520,6 @@ async fn name_corrupt_files(ctx: &SessionContext, e: datafusion::error::DataFusi
     }
     let bad: Vec<String> = files.iter().filter_map(|f| check_parquet_file(f).err()).collect();
     if bad.is_empty() {
-        if let E::ObjectStore(inner) = e.find_root() {
-            if let object_store::Error::NotFound { path, .. } = inner.as_ref() {
-                return crate::dataset::files::gone(path);
-            }
-        }
         return e.into();
     }
     config_err!(

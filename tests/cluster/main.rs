@@ -12,4 +12,5 @@ mod dashboard_support;
 mod dashboard;
 mod distributed;
 mod export_faults;
+mod readers_during_writes;
 mod scheduled;
