@@ -5,6 +5,7 @@
 pub mod distributed;
 pub mod first_last;
 pub mod merge_quantiles;
+pub mod plan_cache;
 pub mod schema;
 pub mod udfs;
 
@@ -419,11 +420,23 @@ pub async fn run_sql(ctx: &SessionContext, sql: &str, allow_write: bool) -> Resu
 
 /// Plans `sql` as [`run_sql`] does (parse, analyse, optimise, physical
 /// plan) without running it; `query --timing` reports this time apart.
+/// Read-only SQL run again in the same session reuses its optimized logical
+/// plan ([`plan_cache`]).
 pub async fn plan_sql(ctx: &SessionContext, sql: &str, allow_write: bool) -> Result<Arc<dyn ExecutionPlan>> {
+    if !allow_write {
+        if let Some(optimized) = plan_cache::get(&ctx.session_id(), sql) {
+            let state = ctx.state();
+            return Ok(state.query_planner().create_physical_plan(&optimized, &state).await?);
+        }
+    }
     let options =
         SQLOptions::new().with_allow_ddl(allow_write).with_allow_dml(allow_write).with_allow_statements(allow_write);
-    let df = ctx.sql_with_options(sql, options).await?;
-    Ok(df.create_physical_plan().await?)
+    let (state, plan) = ctx.sql_with_options(sql, options).await?.into_parts();
+    let optimized = state.optimize(&plan)?;
+    if !allow_write {
+        plan_cache::put(&ctx.session_id(), sql, optimized.clone());
+    }
+    Ok(state.query_planner().create_physical_plan(&optimized, &state).await?)
 }
 
 /// Runs a plan from [`plan_sql`]; results with plain string types.
