@@ -40,7 +40,8 @@ pub struct IngestFlags {
     /// Model name for traces that log none (Azure, Mooncake); default `<format>:<file stem>`.
     #[arg(long)]
     model: Option<String>,
-    /// Start time of traces with relative timestamps (Mooncake), RFC 3339.
+    /// Start time of traces with relative timestamps (Mooncake), and arrival
+    /// time of responses saved without any (bare TGI and Anthropic responses), RFC 3339.
     #[arg(long, default_value = "1970-01-01T00:00:00Z")]
     base_time: String,
     /// Unit of durations logged as bare numbers when a row has no timestamps to

@@ -126,12 +126,13 @@ fn every_sample_format_is_detected_and_ingested() {
         lines += text.lines().filter(|l| !l.trim().is_empty()).count() as u64;
     }
     assert_eq!(s["totals"]["lines_read"].as_u64().unwrap() + 2, lines);
-    // The malformed lines planted in the samples: 5 canonical, 1 OpenAI, 1 batch error, 1 Anthropic without ts,
+    // The malformed lines planted in the samples: 5 canonical, 1 OpenAI, 1 batch error,
     // 1 OTel line cut short (and, inside a good OTel line, 1 span of a failed call without usage),
     // 2 Responses (a failure without usage, a cut line), 3 Helicone (HTTP 429, uncounted stream, bad row),
     // 2 LiteLLM payloads and 2 spend-log rows (a failure without usage, a cut object or short row),
     // 2 Langfuse (a generation without usage, a cut row).
-    assert_eq!(s["totals"]["lines_rejected"], 20);
+    // (A bare Anthropic message without a time is a row, at --base-time.)
+    assert_eq!(s["totals"]["lines_rejected"], 19);
     assert_eq!(s["totals"]["records_rejected"], 1);
     let per_format =
         query(&out, "SELECT source_format, count(*) AS n FROM requests GROUP BY source_format ORDER BY source_format");
@@ -459,12 +460,12 @@ fn object_store_inputs_and_dataset_over_s3() {
         "SELECT count(*) AS n FROM requests",
     ]);
     assert_eq!(rows.trim(), "n\n95");
-    // The bucket root lists every object (95 + 20 Anthropic rows, 5 + 1 rejects).
+    // The bucket root lists every object (95 + 21 Anthropic rows, one a bare message without a time; 5 rejects).
     let out = s3.tokscope(&["ingest", "--quiet", "--json", "--out", "s3://lake/all", "s3://logs/"]);
     let root: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(
         (root["totals"]["rows_written"].as_u64(), root["totals"]["lines_rejected"].as_u64()),
-        (Some(115), Some(6))
+        (Some(116), Some(5))
     );
 }
 

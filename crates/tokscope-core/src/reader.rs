@@ -225,7 +225,9 @@ impl ReaderBuilder {
         self
     }
 
-    /// Start of traces with relative timestamps (Mooncake), microseconds since the epoch.
+    /// Start of traces with relative timestamps (Mooncake), and arrival of
+    /// responses that carry no time (bare TGI and Anthropic responses),
+    /// microseconds since the epoch.
     pub fn with_base_time_micros(mut self, micros: i64) -> Self {
         self.base_time_micros = micros;
         self

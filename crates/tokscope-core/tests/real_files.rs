@@ -203,13 +203,112 @@ fn langfuse_public_api_observations_in_camel_case() {
 }
 
 #[test]
+fn tgi_generate_responses_as_tgi_returns_them() {
+    // TGI's own integration-test snapshots of `/generate` with details: no
+    // model, no time, and the prompt's tokens only when they were asked for.
+    let bools = |r: &Read, name: &str| -> Vec<Option<bool>> {
+        r.column::<arrow_array::BooleanArray>(name).iter().flat_map(|a| a.iter().collect::<Vec<_>>()).collect()
+    };
+    let base = 1_717_200_000_000_000;
+    let tgi = |name: &str| read_with(name, ReaderBuilder::new().with_base_time_micros(base));
+
+    // With `decoder_input_details`: three prefill tokens; stopped at the cap.
+    let r = tgi("tgi_flash_llama.json");
+    assert_eq!(r.format, Some("tgi"));
+    assert_eq!((r.counts.lines_read, r.counts.rows_written, r.counts.tokens_written), (1, 1, 10));
+    assert_eq!(
+        (r.text("request_id"), r.text("model")),
+        (vec![s("tgi_flash_llama.json:1")], vec![s("tgi:tgi_flash_llama")])
+    );
+    assert_eq!(r.ts(), [base], "no time in the response: --base-time");
+    assert_eq!(
+        (r.int("prompt_tokens"), r.int("completion_tokens"), r.int("total_tokens")),
+        (vec![Some(3)], vec![Some(10)], vec![Some(13)])
+    );
+    assert_eq!((r.text("context_bin"), r.int("context_bin_lo")), (vec![s("0-1K")], vec![Some(0)]));
+    assert_eq!((r.text("finish_reason_raw"), r.text("eos_status")), (vec![s("length")], vec![s("length")]));
+    assert_eq!(r.text("model_output"), [s(" for /api/v1/projects/1")]);
+    assert_eq!(
+        (r.float("last_token_logprob"), bools(&r, "has_eos_marker")),
+        (vec![Some(-1.9394531)], vec![Some(false)])
+    );
+    assert_eq!(
+        (r.float("logged_cost_usd"), r.float("ttft_ms"), r.float("latency_ms")),
+        (vec![None], vec![None], vec![None])
+    );
+
+    // Without prefill (TGI's default): no prompt length, the row kept.
+    let r = tgi("tgi_flash_llama_all_params.json");
+    assert_eq!((r.counts.lines_read, r.counts.rows_written, r.counts.lines_rejected), (1, 1, 0), "{:?}", r.errors);
+    assert_eq!(
+        (r.int("prompt_tokens"), r.int("completion_tokens"), r.int("total_tokens")),
+        (vec![None], vec![Some(5)], vec![None])
+    );
+    assert_eq!((r.text("context_bin"), r.int("context_bin_lo")), (vec![s("unknown")], vec![None]));
+    assert_eq!((r.text("finish_reason_raw"), r.text("finish_reason")), (vec![s("stop_sequence")], vec![s("stop")]));
+    // The output is the tokens' text; generated_text starts with the prompt (return_full_text).
+    assert_eq!(r.text("model_output"), [s(" failed: Error in test")]);
+
+    // Ended by the EOS token, flagged special: the EOS analysis needs no prompt length.
+    let r = read_with(
+        "tgi_flash_llama_grammar_json.json",
+        ReaderBuilder::new().with_default_model(Some("llama-2-7b".into())),
+    );
+    assert_eq!((r.text("model"), r.ts()), (vec![s("llama-2-7b")], vec![0]));
+    assert_eq!(
+        (r.int("prompt_tokens"), r.int("completion_tokens"), r.int("output_token_count")),
+        (vec![None], vec![Some(30)], vec![Some(30)])
+    );
+    assert_eq!((r.text("finish_reason_raw"), r.text("finish_reason")), (vec![s("eos_token")], vec![s("stop")]));
+    assert_eq!((bools(&r, "has_eos_marker"), bools(&r, "last_token_is_special")), (vec![Some(true)], vec![Some(true)]));
+    assert_eq!((r.text("eos_status"), r.text("last_token")), (vec![s("eos")], vec![s("</s>")]));
+    assert_eq!(r.text("context_bin"), [s("unknown")]);
+}
+
+#[test]
+fn anthropic_messages_as_the_api_returns_them() {
+    // Response bodies the Messages API returned to the Python SDK's own tests.
+    let base = 1_717_200_000_000_000;
+    let r = read_with("anthropic_sdk_messages.jsonl", ReaderBuilder::new().with_base_time_micros(base));
+    assert_eq!(r.format, Some("anthropic"), "bare messages are Anthropic's, not OpenAI's");
+    assert_eq!((r.counts.lines_read, r.counts.rows_written, r.counts.lines_rejected), (3, 3, 0), "{:?}", r.errors);
+    assert_eq!(
+        r.text("request_id"),
+        [s("msg_01T4jd6NyD9xGGtTPDC4ogy5"), s("msg_01LAwUK3MeXUxoNW5ZgnPpGy"), s("msg_0147NV7w8PyZ6bSUsNY79cYj")]
+    );
+    assert_eq!(r.ts(), [base, base, base], "no time in a bare message: --base-time");
+    assert_eq!(
+        r.text("model"),
+        [s("claude-sonnet-4-5-20250929"), s("claude-opus-4-5-20251101"), s("claude-opus-4-5-20251101")]
+    );
+    // input_tokens + cache reads + cache writes (all 0 here).
+    assert_eq!(r.int("prompt_tokens"), [Some(406), Some(3182), Some(0)]);
+    assert_eq!(r.int("completion_tokens"), [Some(50), Some(237), Some(0)]);
+    assert_eq!((r.int("cached_tokens"), r.int("cache_write_tokens")), (vec![Some(0); 3], vec![Some(0); 3]));
+    assert_eq!(r.text("finish_reason_raw"), [s("end_turn"), s("tool_use"), s("tool_use")]);
+    assert_eq!(r.text("finish_reason"), [s("stop"), s("tool_calls"), s("tool_calls")]);
+    assert_eq!(r.float("logged_cost_usd"), [None, None, None]);
+    // The text blocks' text; tool calls are not text.
+    assert_eq!(
+        r.text("model_output"),
+        [
+            s(
+                r#"{"items":[{"product_name":"Green Tea","price":5.50,"quantity":2},{"product_name":"Coffee","price":3.00,"quantity":1}],"total":14.0}"#
+            ),
+            s("I'll check the weather for all three cities in Celsius simultaneously."),
+            None
+        ]
+    );
+}
+
+#[test]
 fn conformance_over_the_folder_of_real_files() {
     // What `tokscope formats --check tests/data/real` reports, file by file.
     let mut report = Vec::new();
     let mut names: Vec<String> = std::fs::read_dir(real(""))
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| n.ends_with(".json") || n.ends_with(".jsonl") || n.ends_with(".ndjson"))
+        .filter(|n| [".json", ".jsonl", ".ndjson"].iter().any(|e| n.ends_with(e)))
         .collect();
     names.sort();
     for name in names {
@@ -230,10 +329,14 @@ fn conformance_over_the_folder_of_real_files() {
     assert_eq!(
         report,
         [
+            row("anthropic_sdk_messages.jsonl", "anthropic", "lines", 3, None),
             row("langfuse_api_observations.json", "langfuse", "json_records", 1, Some(true)),
             row("litellm_gcs.ndjson", "litellm", "lines", 4, None),
             row("otel_openinference.jsonl", "otel", "lines", 3, None),
             row("otel_openllmetry.jsonl", "otel", "lines", 3, None),
+            row("tgi_flash_llama.json", "tgi", "json_records", 1, None),
+            row("tgi_flash_llama_all_params.json", "tgi", "json_records", 1, None),
+            row("tgi_flash_llama_grammar_json.json", "tgi", "json_records", 1, None),
         ]
     );
 }

@@ -71,12 +71,12 @@ pub fn parse<'a>(line: &'a [u8], ctx: &LineContext<'_>) -> Result<RequestRecord<
     let (ttft_ms, latency_ms) = env.timings()?;
     Ok(RequestRecord {
         request_id: env.request_id.clone().or(msg.id),
-        ts_micros: env.ts_micros(None)?,
+        ts_micros: env.ts_micros(None, ctx)?,
         session_id: env.session_id.clone(),
         variant: env.variant(),
         model,
         status: env.status()?,
-        prompt_tokens: input + cache_read + cache_write,
+        prompt_tokens: Some(input + cache_read + cache_write),
         completion_tokens: output,
         cached_tokens: cache_read,
         cache_write_tokens: cache_write,
@@ -129,14 +129,18 @@ mod tests {
     fn cache_tokens_fold_into_prompt_tokens() {
         let line = br#"{"ts":1717236000000,"latency_ms":1500,"request":{"max_tokens":1024},"response":{"id":"msg_1","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[{"type":"text","text":"Hi "},{"type":"text","text":"there"}],"stop_reason":"end_turn","usage":{"input_tokens":100,"output_tokens":20,"cache_creation_input_tokens":30,"cache_read_input_tokens":500}}}"#;
         let r = parse(line, &LineContext::default()).unwrap();
-        assert_eq!((r.prompt_tokens, r.cached_tokens, r.cache_write_tokens, r.completion_tokens), (630, 500, 30, 20));
+        assert_eq!(
+            (r.prompt_tokens, r.cached_tokens, r.cache_write_tokens, r.completion_tokens),
+            (Some(630), 500, 30, 20)
+        );
         assert_eq!(r.model_output.as_deref(), Some("Hi there"));
         assert_eq!(r.max_tokens, Some(1024));
     }
 
     #[test]
-    fn bare_message_without_ts_is_rejected() {
+    fn a_bare_message_arrives_at_the_base_time() {
         let line = br#"{"id":"msg_1","type":"message","model":"claude","content":[],"stop_reason":"end_turn","usage":{"input_tokens":1,"output_tokens":2}}"#;
-        assert!(parse(line, &LineContext::default()).unwrap_err().contains("ts"));
+        let ctx = LineContext { base_time_micros: 1_717_200_000_000_000, ..Default::default() };
+        assert_eq!(parse(line, &ctx).unwrap().ts_micros, 1_717_200_000_000_000);
     }
 }

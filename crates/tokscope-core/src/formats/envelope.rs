@@ -8,6 +8,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use super::fields::{self, TsValue};
+use super::LineContext;
 
 /// What the envelope adds to a response. A bare response parses as an empty envelope.
 #[derive(Debug, Default, Deserialize)]
@@ -104,15 +105,15 @@ pub fn open(line: &[u8]) -> Result<(Envelope<'_>, &[u8]), String> {
 }
 
 impl<'a> Envelope<'a> {
-    /// Arrival time from the envelope, else `fallback_secs` (a response's `created`).
-    pub fn ts_micros(&self, fallback_secs: Option<f64>) -> Result<i64, String> {
+    /// Arrival time from the envelope, else `fallback_secs` (a response's
+    /// `created`), else the run's `--base-time`: a response saved as the
+    /// provider returned it may carry no time at all (TGI's `/generate`, an
+    /// Anthropic message), and is placed there, as a trace with relative times is.
+    pub fn ts_micros(&self, fallback_secs: Option<f64>, ctx: &LineContext<'_>) -> Result<i64, String> {
         match (&self.ts, fallback_secs) {
             (Some(ts), _) => ts.to_micros(),
             (None, Some(secs)) => TsValue::EpochMillis(secs * 1000.0).to_micros(),
-            (None, None) => {
-                Err("missing required field ts (this response carries no timestamp: wrap it in an envelope with ts)"
-                    .into())
-            }
+            (None, None) => Ok(ctx.base_time_micros),
         }
     }
 

@@ -339,7 +339,7 @@ impl<'a> Observation<'a> {
             ts_micros: start,
             session_id: self.session_id.take(),
             model,
-            prompt_tokens: prompt,
+            prompt_tokens: Some(prompt),
             completion_tokens: completion,
             cached_tokens: cached,
             cache_write_tokens: cache_write,
@@ -637,7 +637,10 @@ mod tests {
     fn cache_creation_ttl_breakdown_sums_and_bad_usage_rejects() {
         let obs = r#"{"id":"g","type":"GENERATION","start_time":"2024-06-01 12:00:00.000","usage_details":{"input":"10","input_cache_creation":"100","input_cache_creation_1h":"50","input_cache_read":"30","output":"2","total":"999"}}"#;
         let r = request(parse(obs.as_bytes(), &ctx()));
-        assert_eq!((r.prompt_tokens, r.cached_tokens, r.cache_write_tokens, r.completion_tokens), (190, 30, 150, 2));
+        assert_eq!(
+            (r.prompt_tokens, r.cached_tokens, r.cache_write_tokens, r.completion_tokens),
+            (Some(190), 30, 150, 2)
+        );
         assert_eq!(extra(&r)["usage_total_mismatch"].as_f64(), Some(999.0));
         let bad = obs.replace(r#""output":"2""#, r#""output":"two""#);
         assert!(parse(bad.as_bytes(), &ctx()).unwrap_err().contains("usage_details.output"));

@@ -450,7 +450,8 @@ pub fn parse_records<'a>(
 pub struct LineContext<'a> {
     /// Model name for formats that log none (traces).
     pub default_model: &'a str,
-    /// Start of a trace whose timestamps are relative (Mooncake), microseconds since the epoch.
+    /// Start of a trace whose timestamps are relative (Mooncake), and arrival
+    /// of a response that carries no time, microseconds since the epoch.
     pub base_time_micros: i64,
     /// Unit of durations logged as bare numbers whose unit the log does not
     /// say (Langfuse's `latency`, `time_to_first_token`): `--time-unit`.
@@ -478,14 +479,14 @@ pub(crate) mod testing {
         (Option<f64>, Option<f64>, Option<&'r str>, Option<f64>, Option<&'r str>),
     );
 
-    /// The [`Summary`] of a request (its id must be set).
+    /// The [`Summary`] of a request (its id and prompt length must be set).
     pub fn summary<'r>(r: &'r RequestRecord<'_>) -> Summary<'r> {
         (
             (
                 r.request_id.as_deref().expect("request id"),
                 r.ts_micros,
                 r.model.as_ref(),
-                r.prompt_tokens,
+                r.prompt_tokens.expect("a prompt length"),
                 r.completion_tokens,
                 r.cached_tokens,
                 r.cache_write_tokens,

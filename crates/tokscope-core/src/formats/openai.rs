@@ -145,13 +145,13 @@ fn chat_record<'a>(env: Envelope<'a>, body: &'a [u8], ctx: &LineContext<'_>) -> 
     let (ttft_ms, latency_ms) = env.timings()?;
     Ok(RequestRecord {
         request_id: env.request_id.clone().or(resp.id),
-        ts_micros: env.ts_micros(resp.created)?,
+        ts_micros: env.ts_micros(resp.created, ctx)?,
         session_id: env.session_id.clone(),
         variant: env.variant(),
         model,
         model_version: resp.system_fingerprint,
         status: env.status()?,
-        prompt_tokens,
+        prompt_tokens: Some(prompt_tokens),
         completion_tokens,
         cached_tokens,
         reasoning_tokens,
@@ -254,7 +254,7 @@ mod tests {
         let line = br#"{"ts":"2024-06-01T10:00:00Z","latency_ms":900,"ttft_ms":120,"request":{"max_tokens":50,"messages":[{"role":"user","content":"hi"}]},"response":{"id":"chatcmpl-1","object":"chat.completion","created":1717236000,"model":"gpt-4o-2024-08-06","choices":[{"index":0,"message":{"role":"assistant","content":"Hello"},"logprobs":{"content":[{"token":"Hello","logprob":-0.1,"bytes":[72,101,108,108,111],"top_logprobs":[{"token":"Hello","logprob":-0.1},{"token":"Hi","logprob":-2.5}]}]},"finish_reason":"stop"}],"usage":{"prompt_tokens":20,"completion_tokens":1,"prompt_tokens_details":{"cached_tokens":8},"completion_tokens_details":{"reasoning_tokens":0}}}}"#;
         let r = parse_chat(line, &LineContext::default()).unwrap();
         assert_eq!(r.request_id.as_deref(), Some("chatcmpl-1"));
-        assert_eq!((r.prompt_tokens, r.completion_tokens, r.cached_tokens, r.reasoning_tokens), (20, 1, 8, Some(0)));
+        assert_eq!((r.prompt_tokens, r.completion_tokens, r.cached_tokens, r.reasoning_tokens), (Some(20), 1, 8, Some(0)));
         assert_eq!(r.max_tokens, Some(50));
         assert_eq!((r.ttft_ms, r.latency_ms), (Some(120.0), Some(900.0)));
         assert_eq!(r.model_output.as_deref(), Some("Hello"));
