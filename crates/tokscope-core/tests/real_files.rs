@@ -302,13 +302,46 @@ fn anthropic_messages_as_the_api_returns_them() {
 }
 
 #[test]
+fn a_chat_completion_stream_as_the_openai_client_received_it() {
+    // openai_stream.sse: the raw server-sent events of two streamed calls
+    // (openai 3.60.0's raw streaming response), the first with
+    // stream_options.include_usage, the second without: one request each.
+    let r = read("openai_stream.sse");
+    assert_eq!(r.format, Some("openai_stream"));
+    let c = r.counts;
+    assert_eq!((c.lines_read, c.rows_written, c.lines_rejected, c.tokens_written), (2, 2, 0, 7), "{:?}", r.errors);
+    assert_eq!(r.text("request_id"), [s("chatcmpl-real-1"), s("chatcmpl-real-2")]);
+    assert_eq!(r.ts(), [1_737_710_446_000_000, 1_737_710_446_000_000], "the chunks' created");
+    assert_eq!(r.text("model"), [s("gpt-4o-mini-2024-07-18"), s("gpt-4o-mini-2024-07-18")]);
+    assert_eq!(r.text("model_version"), [s("fp_real"), s("fp_real")]);
+    // Usage from the last chunk; without it, no prompt length and the logprobs counted.
+    assert_eq!(r.int("prompt_tokens"), [Some(14), None]);
+    assert_eq!(r.int("completion_tokens"), [Some(3), Some(4)]);
+    assert_eq!(r.int("output_token_count"), [Some(3), Some(4)]);
+    assert_eq!((r.text("context_bin"), r.int("context_bin_lo")), (vec![s("0-1K"), s("unknown")], vec![Some(0), None]));
+    assert_eq!(r.text("model_output"), [s("Paris."), s("Once upon a time")]);
+    assert_eq!(r.text("finish_reason_raw"), [s("stop"), s("length")]);
+    assert_eq!(r.text("eos_status"), [s("eos"), s("length")]);
+    assert_eq!(
+        (r.text("last_token"), r.float("last_token_logprob")),
+        (vec![s("."), s(" time")], vec![Some(-0.25), Some(-0.0457)])
+    );
+    assert_eq!(
+        (r.float("ttft_ms"), r.float("latency_ms")),
+        (vec![None, None], vec![None, None]),
+        "no times in the stream"
+    );
+    assert_eq!(r.float("logged_cost_usd"), [None, None]);
+}
+
+#[test]
 fn conformance_over_the_folder_of_real_files() {
     // What `tokscope formats --check tests/data/real` reports, file by file.
     let mut report = Vec::new();
     let mut names: Vec<String> = std::fs::read_dir(real(""))
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| [".json", ".jsonl", ".ndjson"].iter().any(|e| n.ends_with(e)))
+        .filter(|n| [".json", ".jsonl", ".ndjson", ".sse"].iter().any(|e| n.ends_with(e)))
         .collect();
     names.sort();
     for name in names {
@@ -332,6 +365,7 @@ fn conformance_over_the_folder_of_real_files() {
             row("anthropic_sdk_messages.jsonl", "anthropic", "lines", 3, None),
             row("langfuse_api_observations.json", "langfuse", "json_records", 1, Some(true)),
             row("litellm_gcs.ndjson", "litellm", "lines", 4, None),
+            row("openai_stream.sse", "openai_stream", "event_stream", 2, None),
             row("otel_openinference.jsonl", "otel", "lines", 3, None),
             row("otel_openllmetry.jsonl", "otel", "lines", 3, None),
             row("tgi_flash_llama.json", "tgi", "json_records", 1, None),

@@ -60,6 +60,26 @@ def litellm_files(base):
     write("litellm_gcs.ndjson", GCSBucketLogger._combine_payloads_to_ndjson(None, items) + "\n")
 
 
+def stream_file(base):
+    """A streamed chat completion as a proxy that keeps the raw body logs it:
+    the server-sent events exactly as the openai client received them (its
+    raw streaming response, byte for byte), two calls one after the other:
+    one with logprobs and stream_options.include_usage, one with logprobs and
+    no usage."""
+    import openai
+
+    client = openai.OpenAI(base_url=base, api_key="sk-loopback")
+    calls = [(PROMPTS[0], {"stream_options": {"include_usage": True}}), (PROMPTS[1], {"max_tokens": 4})]
+    body = b""
+    for prompt, extra in calls:
+        with client.chat.completions.with_streaming_response.create(
+                model="gpt-4o-mini", messages=[{"role": "user", "content": prompt}], stream=True, logprobs=True,
+                **extra) as response:
+            body += b"".join(response.iter_bytes())
+    with open(os.path.join(HERE, "openai_stream.sse"), "wb") as f:
+        f.write(body)
+
+
 def langfuse_file():
     """Langfuse's public API, GET /api/public/v2/observations: the SDK's own
     response model (camelCase), serialised by the SDK, saved indented as a
@@ -133,6 +153,7 @@ def main():
     litellm_files(base)
     langfuse_file()
     otel_files(base)
+    stream_file(base)
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@ pub mod moe_routing;
 pub mod mooncake;
 pub mod openai;
 pub mod openai_responses;
+pub mod openai_stream;
 pub mod otel;
 pub mod profile;
 pub mod secrets;
@@ -57,6 +58,7 @@ pub use self::fields::TimeUnit;
 pub static FORMATS: &[&dyn LogFormat] = &[
     &kernel_trace::KernelTrace,
     &otel::Otel,
+    &openai_stream::OpenAiStream,
     &azure::AzureCsv,
     &moe_routing::MoeRouting,
     &litellm::LiteLlm,
@@ -128,6 +130,9 @@ pub enum Framing {
     /// Chosen by the reader from a file's head ([`crate::event_array::is_json_document`])
     /// for every format framed by lines, so every JSON-based format reads it.
     JsonRecords,
+    /// Server-sent event streams saved as sent: each stream, its lines up to
+    /// `data: [DONE]` joined by `\n`, is one record ([`crate::event_stream`]).
+    EventStream,
 }
 
 /// One line offered to [`LogFormat::detect`], parsed as JSON at most once

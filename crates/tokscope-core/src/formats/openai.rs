@@ -83,14 +83,17 @@ struct Message<'a> {
     content: Option<&'a RawValue>,
 }
 
+/// A choice's `logprobs` (of a response, or of a stream's chunk).
 #[derive(Deserialize)]
-struct ChoiceLogprobs<'a> {
+pub(crate) struct ChoiceLogprobs<'a> {
+    /// One entry per output token.
     #[serde(borrow, default)]
-    content: Option<Vec<LogprobEntry<'a>>>,
+    pub content: Option<Vec<LogprobEntry<'a>>>,
 }
 
+/// A Chat Completions `usage` object (of a response, or of a stream's last chunk).
 #[derive(Deserialize)]
-struct Usage {
+pub(crate) struct Usage {
     prompt_tokens: Option<f64>,
     completion_tokens: Option<f64>,
     #[serde(default)]
@@ -111,6 +114,41 @@ struct CompletionDetails {
     reasoning_tokens: Option<f64>,
 }
 
+/// The counts of a `usage` object, validated.
+pub(crate) struct UsageCounts {
+    /// `prompt_tokens` (cached ones included).
+    pub prompt_tokens: i64,
+    /// `completion_tokens` (reasoning included).
+    pub completion_tokens: i64,
+    /// `prompt_tokens_details.cached_tokens`, 0 when absent.
+    pub cached_tokens: i64,
+    /// `completion_tokens_details.reasoning_tokens`.
+    pub reasoning_tokens: Option<i64>,
+}
+
+impl Usage {
+    /// The counts, each a plausible token count, cached within the prompt.
+    pub(crate) fn counts(self) -> Result<UsageCounts, String> {
+        let prompt_tokens =
+            fields::token_count("usage.prompt_tokens", self.prompt_tokens.ok_or("missing usage.prompt_tokens")?)?;
+        let completion_tokens = fields::token_count(
+            "usage.completion_tokens",
+            self.completion_tokens.ok_or("missing usage.completion_tokens")?,
+        )?;
+        let cached_tokens =
+            fields::opt_token_count("cached_tokens", self.prompt_tokens_details.and_then(|d| d.cached_tokens))?
+                .unwrap_or(0);
+        if cached_tokens > prompt_tokens {
+            return Err(format!("cached_tokens ({cached_tokens}) exceed prompt_tokens ({prompt_tokens})"));
+        }
+        let reasoning_tokens = fields::opt_token_count(
+            "reasoning_tokens",
+            self.completion_tokens_details.and_then(|d| d.reasoning_tokens),
+        )?;
+        Ok(UsageCounts { prompt_tokens, completion_tokens, cached_tokens, reasoning_tokens })
+    }
+}
+
 /// Parses a Chat Completions response line.
 pub fn parse_chat<'a>(line: &'a [u8], ctx: &LineContext<'_>) -> Result<RequestRecord<'a>, String> {
     let (env, body) = envelope::open(line)?;
@@ -119,21 +157,7 @@ pub fn parse_chat<'a>(line: &'a [u8], ctx: &LineContext<'_>) -> Result<RequestRe
 
 fn chat_record<'a>(env: Envelope<'a>, body: &'a [u8], ctx: &LineContext<'_>) -> Result<RequestRecord<'a>, String> {
     let resp: ChatCompletion<'a> = fields::from_json(body).map_err(|e| format!("invalid chat completion: {e}"))?;
-    let usage = resp.usage.ok_or("missing required field usage")?;
-    let prompt_tokens =
-        fields::token_count("usage.prompt_tokens", usage.prompt_tokens.ok_or("missing usage.prompt_tokens")?)?;
-    let completion_tokens = fields::token_count(
-        "usage.completion_tokens",
-        usage.completion_tokens.ok_or("missing usage.completion_tokens")?,
-    )?;
-    let cached_tokens =
-        fields::opt_token_count("cached_tokens", usage.prompt_tokens_details.and_then(|d| d.cached_tokens))?
-            .unwrap_or(0);
-    if cached_tokens > prompt_tokens {
-        return Err(format!("cached_tokens ({cached_tokens}) exceed prompt_tokens ({prompt_tokens})"));
-    }
-    let reasoning_tokens =
-        fields::opt_token_count("reasoning_tokens", usage.completion_tokens_details.and_then(|d| d.reasoning_tokens))?;
+    let usage = resp.usage.ok_or("missing required field usage")?.counts()?;
     let choice = match resp.choices.into_iter().next() {
         Some(c) => c.into_parts()?,
         None => ChoiceParts { finish_reason: None, output: None, tokens: Vec::new() },
@@ -151,10 +175,10 @@ fn chat_record<'a>(env: Envelope<'a>, body: &'a [u8], ctx: &LineContext<'_>) -> 
         model,
         model_version: resp.system_fingerprint,
         status: env.status()?,
-        prompt_tokens: Some(prompt_tokens),
-        completion_tokens,
-        cached_tokens,
-        reasoning_tokens,
+        prompt_tokens: Some(usage.prompt_tokens),
+        completion_tokens: usage.completion_tokens,
+        cached_tokens: usage.cached_tokens,
+        reasoning_tokens: usage.reasoning_tokens,
         max_tokens: env.max_tokens()?,
         ttft_ms,
         latency_ms,
@@ -254,7 +278,10 @@ mod tests {
         let line = br#"{"ts":"2024-06-01T10:00:00Z","latency_ms":900,"ttft_ms":120,"request":{"max_tokens":50,"messages":[{"role":"user","content":"hi"}]},"response":{"id":"chatcmpl-1","object":"chat.completion","created":1717236000,"model":"gpt-4o-2024-08-06","choices":[{"index":0,"message":{"role":"assistant","content":"Hello"},"logprobs":{"content":[{"token":"Hello","logprob":-0.1,"bytes":[72,101,108,108,111],"top_logprobs":[{"token":"Hello","logprob":-0.1},{"token":"Hi","logprob":-2.5}]}]},"finish_reason":"stop"}],"usage":{"prompt_tokens":20,"completion_tokens":1,"prompt_tokens_details":{"cached_tokens":8},"completion_tokens_details":{"reasoning_tokens":0}}}}"#;
         let r = parse_chat(line, &LineContext::default()).unwrap();
         assert_eq!(r.request_id.as_deref(), Some("chatcmpl-1"));
-        assert_eq!((r.prompt_tokens, r.completion_tokens, r.cached_tokens, r.reasoning_tokens), (Some(20), 1, 8, Some(0)));
+        assert_eq!(
+            (r.prompt_tokens, r.completion_tokens, r.cached_tokens, r.reasoning_tokens),
+            (Some(20), 1, 8, Some(0))
+        );
         assert_eq!(r.max_tokens, Some(50));
         assert_eq!((r.ttft_ms, r.latency_ms), (Some(120.0), Some(900.0)));
         assert_eq!(r.model_output.as_deref(), Some("Hello"));
