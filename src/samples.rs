@@ -22,6 +22,7 @@ pub const SAMPLE_LOGS: &[(&str, &[u8])] = &[
     ("litellm.jsonl", include_bytes!("../sample_logs/litellm.jsonl")),
     ("litellm_spendlogs.csv", include_bytes!("../sample_logs/litellm_spendlogs.csv")),
     ("profile.jsonl", include_bytes!("../sample_logs/profile.jsonl")),
+    ("vllm.jsonl", include_bytes!("../sample_logs/vllm.jsonl")),
 ];
 
 /// The example pricing file, used by `tokscope run` on the bundled samples

@@ -116,6 +116,7 @@ fn every_sample_format_is_detected_and_ingested() {
     assert_eq!(fmt("litellm.jsonl"), "litellm");
     assert_eq!(fmt("litellm_spendlogs.csv"), "litellm");
     assert_eq!(fmt("profile.jsonl"), "profile");
+    assert_eq!(fmt("vllm.jsonl"), "vllm");
     // The engine profiles are profiles, not requests: 11 rows, 46 engine token rows.
     assert_eq!(s["totals"]["profiles_written"], 11);
     let engine = query(&out, "SELECT count(*) AS n FROM tokens WHERE source = 'engine'");
@@ -136,9 +137,10 @@ fn every_sample_format_is_detected_and_ingested() {
     // 1 OTel line cut short (and, inside a good OTel line, 1 span of a failed call without usage),
     // 2 Responses (a failure without usage, a cut line), 3 Helicone (HTTP 429, uncounted stream, bad row),
     // 2 LiteLLM payloads and 2 spend-log rows (a failure without usage, a cut object or short row),
-    // 2 Langfuse (a generation without usage, a cut row), 1 stream that ends with an error event.
+    // 2 Langfuse (a generation without usage, a cut row), 1 stream that ends with an error event,
+    // 1 vLLM RequestOutput not finished (a streamed delta).
     // (A bare Anthropic message without a time is a row, at --base-time.)
-    assert_eq!(s["totals"]["lines_rejected"], 20);
+    assert_eq!(s["totals"]["lines_rejected"], 21);
     assert_eq!(s["totals"]["records_rejected"], 1);
     let per_format =
         query(&out, "SELECT source_format, count(*) AS n FROM requests GROUP BY source_format ORDER BY source_format");
@@ -153,6 +155,7 @@ fn every_sample_format_is_detected_and_ingested() {
     assert_eq!(n("litellm"), Some(8));
     assert_eq!(n("langfuse"), Some(6));
     assert_eq!(n("openai_stream"), Some(2));
+    assert_eq!(n("vllm"), Some(3));
     // TGI rows with a special </s> last token are eos, the others not.
     let tgi = query(&out, "SELECT count(*) FILTER (WHERE eos_status = 'eos') AS eos, count(*) FILTER (WHERE has_eos_marker) AS marked FROM requests WHERE source_format = 'tgi'");
     assert_eq!(tgi[0]["eos"], tgi[0]["marked"]);

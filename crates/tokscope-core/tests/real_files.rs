@@ -335,6 +335,89 @@ fn a_chat_completion_stream_as_the_openai_client_received_it() {
 }
 
 #[test]
+fn vllm_llm_request_spans() {
+    // otel_vllm.jsonl: vLLM's `llm_request` span with the attributes its
+    // OutputProcessor.do_tracing sets, exported by the OpenTelemetry SDK's
+    // OTLP/JSON file exporter. Every attribute lands: times in columns or
+    // extra (ms), usage, the JSON-encoded finish reasons, the sampling parameters.
+    let r = read("otel_vllm.jsonl");
+    assert_eq!(r.format, Some("otel"));
+    assert_eq!((r.counts.lines_read, r.counts.rows_written, r.counts.records_skipped), (2, 2, 0), "{:?}", r.errors);
+    assert_eq!(r.text("request_id"), [s("cmpl-vllm-real-1"), s("cmpl-vllm-real-2")]);
+    // startTimeUnixNano as vLLM sets it: int(arrival_time * 1e9).
+    assert_eq!(r.ts(), [1_737_710_446_249_999, 1_737_710_447_000_000]);
+    assert_eq!(r.text("model"), [s("otel:otel_vllm"), s("otel:otel_vllm")], "vLLM's span names no model");
+    assert_eq!(r.int("prompt_tokens"), [Some(14), Some(1041)]);
+    assert_eq!(r.int("completion_tokens"), [Some(8), Some(16)]);
+    assert_eq!(r.int("max_tokens"), [Some(64), Some(16)]);
+    assert_ms(&r.float("ttft_ms"), &[Some(62.5), Some(125.0)], "ttft_ms");
+    assert_ms(&r.float("latency_ms"), &[Some(500.0), Some(1000.0)], "latency_ms");
+    assert_ms(&r.float("prefill_latency_ms"), &[Some(45.0), Some(100.0)], "prefill_latency_ms");
+    assert_eq!(r.text("finish_reason_raw"), [s("stop"), s("length")]);
+    let extra: Vec<serde_json::Value> =
+        r.text("extra").into_iter().map(|e| serde_json::from_str(&e.expect("extra")).unwrap()).collect();
+    let f = |i: usize, k: &str| extra[i][k].as_f64();
+    assert_eq!((f(0, "queue_ms"), f(0, "decode_ms"), f(0, "inference_ms")), (Some(2.0), Some(437.5), Some(482.5)));
+    assert_eq!((f(1, "queue_ms"), f(1, "decode_ms"), f(1, "inference_ms")), (Some(10.0), Some(875.0), Some(975.0)));
+    assert_eq!((f(0, "gen_ai.request.top_p"), f(0, "gen_ai.request.temperature")), (Some(0.9), Some(0.7)));
+    assert_eq!((f(1, "gen_ai.request.top_p"), f(1, "gen_ai.request.temperature")), (Some(1.0), None));
+    assert_eq!((f(0, "gen_ai.request.n"), extra[0]["service.name"].as_str()), (Some(1.0), Some("vllm")));
+    assert_eq!(extra[0]["scope"].as_str(), Some("vllm.llm_engine"));
+}
+
+#[test]
+fn vllm_request_outputs_with_their_metrics() {
+    // vllm_request_outputs.jsonl, built from vLLM's own field lists (not
+    // written by vLLM: see the README): a RequestOutput with V0's
+    // RequestMetrics (wall-clock times) and one with V1's RequestStateStats
+    // (monotonic engine-core times beside the wall-clock arrival).
+    let r = read("vllm_request_outputs.jsonl");
+    assert_eq!(r.format, Some("vllm"));
+    let c = r.counts;
+    assert_eq!((c.lines_read, c.rows_written, c.lines_rejected, c.tokens_written), (2, 2, 0, 3), "{:?}", r.errors);
+    assert_eq!(r.text("request_id"), [s("0"), s("1")]);
+    assert_eq!(r.ts(), [1_737_710_446_000_000, 1_737_710_447_500_000], "metrics.arrival_time");
+    assert_eq!(r.text("model"), [s("vllm:vllm_request_outputs"), s("vllm:vllm_request_outputs")]);
+    // len(prompt_token_ids), len(outputs[0].token_ids), num_cached_tokens.
+    assert_eq!(r.int("prompt_tokens"), [Some(8), Some(24)]);
+    assert_eq!(r.int("completion_tokens"), [Some(3), Some(4)]);
+    assert_eq!(r.int("cached_tokens"), [Some(0), Some(16)]);
+    // V0: first_token_time - arrival_time, finished_time - arrival_time,
+    // first_token_time - first_scheduled_time. V1: first_token_latency,
+    // plus last_token_ts - first_token_ts, first_token_ts - scheduled_ts.
+    assert_ms(&r.float("ttft_ms"), &[Some(78.125), Some(78.125)], "ttft_ms");
+    assert_ms(&r.float("latency_ms"), &[Some(203.125), Some(203.125)], "latency_ms");
+    assert_ms(&r.float("prefill_latency_ms"), &[Some(62.5), Some(62.5)], "prefill_latency_ms");
+    assert_eq!(r.text("finish_reason_raw"), [s("stop"), s("length")]);
+    assert_eq!(r.text("model_output"), [s(" Paris."), s(" Once upon a time")]);
+    assert_eq!(r.text("prompt"), [s("What is the capital of France?"), s("Tell me a long story.")]);
+    // The sampled token of each position (its id in token_ids), the others as alternatives.
+    assert_eq!(
+        (r.text("last_token"), r.float("last_token_logprob")),
+        (vec![s("<|eot_id|>"), None], vec![Some(0.0), None])
+    );
+    let extra: Vec<serde_json::Value> =
+        r.text("extra").into_iter().map(|e| serde_json::from_str(&e.expect("extra")).unwrap()).collect();
+    let f = |i: usize, k: &str| extra[i][k].as_f64();
+    assert_eq!((f(0, "queue_ms"), f(0, "decode_ms"), f(0, "scheduler_ms")), (Some(15.625), Some(125.0), Some(2.5)));
+    assert_eq!((f(1, "queue_ms"), f(1, "decode_ms")), (Some(15.625), Some(125.0)));
+    let keys = |i: usize| extra[i].as_object().unwrap().keys().cloned().collect::<Vec<_>>();
+    assert_eq!(
+        keys(0),
+        [
+            "decode_ms",
+            "encoder_prompt",
+            "encoder_prompt_token_ids",
+            "lora_request",
+            "prompt_logprobs",
+            "queue_ms",
+            "scheduler_ms"
+        ],
+        "unread keys kept as logged"
+    );
+}
+
+#[test]
 fn conformance_over_the_folder_of_real_files() {
     // What `tokscope formats --check tests/data/real` reports, file by file.
     let mut report = Vec::new();
@@ -368,9 +451,11 @@ fn conformance_over_the_folder_of_real_files() {
             row("openai_stream.sse", "openai_stream", "event_stream", 2, None),
             row("otel_openinference.jsonl", "otel", "lines", 3, None),
             row("otel_openllmetry.jsonl", "otel", "lines", 3, None),
+            row("otel_vllm.jsonl", "otel", "lines", 2, None),
             row("tgi_flash_llama.json", "tgi", "json_records", 1, None),
             row("tgi_flash_llama_all_params.json", "tgi", "json_records", 1, None),
             row("tgi_flash_llama_grammar_json.json", "tgi", "json_records", 1, None),
+            row("vllm_request_outputs.jsonl", "vllm", "lines", 2, None),
         ]
     );
 }

@@ -34,6 +34,7 @@ pub mod otel;
 pub mod profile;
 pub mod secrets;
 pub mod tgi;
+pub mod vllm;
 
 use std::borrow::Cow;
 use std::cell::OnceCell;
@@ -70,6 +71,7 @@ pub static FORMATS: &[&dyn LogFormat] = &[
     &openai::OpenAiChat,
     &anthropic::Anthropic,
     &tgi::Tgi,
+    &vllm::Vllm,
     &eval::Eval,
     &profile::Profile,
     &canonical::Canonical,
@@ -533,6 +535,7 @@ mod tests {
                 "openai_responses" => include_str!("../../../../sample_logs/openai_responses.jsonl"),
                 "anthropic" => include_str!("../../../../sample_logs/anthropic.jsonl"),
                 "tgi" => include_str!("../../../../sample_logs/tgi.jsonl"),
+                "vllm" => include_str!("../../../../sample_logs/vllm.jsonl"),
                 "otel" => include_str!("../../../../sample_logs/otel.jsonl"),
                 "helicone" => include_str!("../../../../sample_logs/helicone.jsonl"),
                 "litellm" => include_str!("../../../../sample_logs/litellm.jsonl"),
@@ -562,6 +565,7 @@ mod tests {
             ("openai_responses", sample("openai_responses")),
             ("anthropic", sample("anthropic")),
             ("tgi", sample("tgi")),
+            ("vllm", sample("vllm")),
             ("otel", sample("otel")),
             ("otel", real("openinference")),
             ("helicone", sample("helicone")),

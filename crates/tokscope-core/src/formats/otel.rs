@@ -56,6 +56,28 @@ mod names {
     pub const SESSION: &[&str] = &["gen_ai.conversation.id", "session.id"];
     /// Seconds.
     pub const TTFT: &[&str] = &["gen_ai.response.time_to_first_chunk", "gen_ai.latency.time_to_first_token"];
+    /// Other attributes read into a column, or that say what the span is.
+    pub const OTHER: &[&str] = &[
+        "gen_ai.latency.e2e",
+        "gen_ai.latency.time_in_model_prefill",
+        "gen_ai.output.messages",
+        "gen_ai.input.messages",
+        "gen_ai.response.finish_reasons",
+        "gen_ai.completion.0.finish_reason",
+        "llm.response.finish_reason",
+        "llm.finish_reason",
+        "llm.invocation_parameters",
+        "gen_ai.request.max_tokens",
+        "http.response.status_code",
+        "error.type",
+        "openinference.span.kind",
+        "gen_ai.operation.name",
+        "llm.request.type",
+    ];
+    /// The prompt and output as flattened messages or bodies (the `prompt`
+    /// and `model_output` columns, redacted as they are).
+    pub const CONTENT_PREFIXES: &[&str] =
+        &["gen_ai.prompt.", "gen_ai.completion.", "llm.input_messages.", "llm.output_messages.", "input.", "output."];
     /// vLLM's own engine span, seconds; kept in `extra` as milliseconds.
     pub const VLLM_TIMES: &[(&str, &str)] = &[
         ("gen_ai.latency.time_in_queue", "queue_ms"),
@@ -474,6 +496,13 @@ fn span_record<'a>(span: Span<'a>, ctx: &LineContext<'_>, at: &SpanContext<'_>) 
             extra.insert((*name).into(), serde_json::Number::from_f64(ms).map_or(Value::Null, Value::Number));
         }
     }
+    // Every other attribute as logged, so that nothing the producer wrote is lost.
+    for kv in &span.attributes {
+        let key = kv.key.as_ref();
+        if !is_read(key) && !extra.contains_key(key) {
+            extra.insert(key.to_string(), kv.value.to_json());
+        }
+    }
     for (name, v) in [("trace_id", span.trace_id.as_deref()), ("span_id", span.span_id.as_deref())]
         .into_iter()
         .chain([("service.name", at.service), ("scope", at.scope)])
@@ -504,6 +533,16 @@ fn span_record<'a>(span: Span<'a>, ctx: &LineContext<'_>, at: &SpanContext<'_>) 
         extra: Some(Value::Object(extra).to_string()),
         ..Default::default()
     })
+}
+
+/// Whether an attribute is read into a column (or into `extra` under a name of its own).
+fn is_read(key: &str) -> bool {
+    [names::INPUT, names::OUTPUT, names::CACHE_READ, names::CACHE_WRITE, names::REASONING, names::RESPONSE_ID]
+        .into_iter()
+        .chain([names::MODEL, names::PROVIDER, names::SESSION, names::TTFT, names::OTHER])
+        .any(|keys| keys.contains(&key))
+        || names::VLLM_TIMES.iter().any(|(k, _)| *k == key)
+        || names::CONTENT_PREFIXES.iter().any(|p| key.starts_with(p))
 }
 
 /// A string attribute holding a JSON object (OpenInference's
@@ -704,6 +743,14 @@ mod tests {
         let x = extra(r);
         assert_eq!((x["queue_ms"].as_f64(), x["scheduler_ms"].as_f64()), (Some(12.0), Some(4.0)));
         assert_eq!((x["model_forward_ms"].as_f64(), x["model_execute_ms"].as_f64()), (Some(1900.0), Some(1950.0)));
+        // The attributes no column holds, as logged (n and num_sequences are OTLP's 64-bit strings).
+        assert_eq!(
+            (x["gen_ai.request.temperature"].as_f64(), x["gen_ai.request.top_p"].as_f64()),
+            (Some(0.0), Some(1.0))
+        );
+        assert_eq!((x["gen_ai.request.n"].as_f64(), x["gen_ai.usage.num_sequences"].as_f64()), (Some(1.0), Some(1.0)));
+        assert_eq!(x.get("gen_ai.latency.e2e"), None, "read into latency_ms");
+        assert_eq!(x.get("gen_ai.request.id"), None, "read into request_id");
 
         let (rows, _, _) = line(6);
         let r = &rows[0];
