@@ -75,6 +75,11 @@ impl Read {
     }
 }
 
+/// The `extra` column of each row, as JSON objects (`{}` when null).
+fn extras(r: &Read) -> Vec<serde_json::Value> {
+    r.text("extra").into_iter().map(|e| serde_json::from_str(e.as_deref().unwrap_or("{}")).unwrap()).collect()
+}
+
 fn s(v: &str) -> Option<String> {
     Some(v.to_string())
 }
@@ -200,6 +205,10 @@ fn langfuse_public_api_observations_in_camel_case() {
     assert_eq!(r.text("finish_reason_raw"), [s("stop")]);
     assert_eq!(r.text("prompt"), [s(r#"[{"role":"user","content":"What is the capital of France?"}]"#)]);
     assert_eq!(r.text("model_output"), [s("Paris.")]);
+    // The API's other keys, camelCase as logged, beside the export's names for the same columns.
+    let x = extras(&r);
+    assert_eq!((x[0]["projectId"].as_str(), x[0]["trace_id"].as_str()), (Some("proj-1"), Some("trace-real-1")));
+    assert_eq!(x[0]["cost_details"]["total"].as_f64(), Some(0.0002301));
 }
 
 #[test]
@@ -248,6 +257,8 @@ fn tgi_generate_responses_as_tgi_returns_them() {
     assert_eq!((r.text("finish_reason_raw"), r.text("finish_reason")), (vec![s("stop_sequence")], vec![s("stop")]));
     // The output is the tokens' text; generated_text starts with the prompt (return_full_text).
     assert_eq!(r.text("model_output"), [s(" failed: Error in test")]);
+    let x = extras(&r);
+    assert_eq!((x[0]["details.seed"].as_i64(), x[0]["details.best_of_sequences"].is_null()), (Some(0), true));
 
     // Ended by the EOS token, flagged special: the EOS analysis needs no prompt length.
     let r = read_with(
@@ -299,6 +310,16 @@ fn anthropic_messages_as_the_api_returns_them() {
             None
         ]
     );
+    // Nothing lost: the keys no column holds, and the tool calls, are in extra.
+    let x = extras(&r);
+    assert_eq!((x[0]["stop_sequence"].is_null(), x[0]["usage.service_tier"].as_str()), (true, Some("standard")));
+    assert_eq!(x[0]["usage.cache_creation"]["ephemeral_5m_input_tokens"], 0);
+    assert_eq!(x[0]["usage.inference_geo"], "not_available");
+    let blocks = |i: usize| x[i]["content"].as_array().unwrap().iter().map(|b| b["type"].clone()).collect::<Vec<_>>();
+    assert_eq!(blocks(1), ["server_tool_use", "tool_use"]);
+    assert_eq!(blocks(2), ["tool_use"]);
+    assert_eq!(x[1]["container"]["id"], "container_011CYVPF4iP8oD6Vsz1NhVih");
+    assert_eq!(x[2]["usage.server_tool_use"]["web_fetch_requests"], 0);
 }
 
 #[test]

@@ -257,6 +257,42 @@ pub fn next_text<'de, A: de::MapAccess<'de>>(map: &mut A) -> Result<Option<Cow<'
     Ok(map.next_value::<Option<Text<'de>>>()?.map(|t| t.0))
 }
 
+/// The members of a JSON object, each key with its value's raw text, in
+/// their order; only the keys are decoded. What `extra` is made of.
+pub struct Members<'a>(pub Vec<(Cow<'a, str>, &'a RawValue)>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for Members<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> Visitor<'de> for V<'a> {
+            type Value = Members<'a>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let mut members = Vec::new();
+                while let Some(Text(key)) = map.next_key()? {
+                    members.push((key, map.next_value::<&'de RawValue>()?));
+                }
+                Ok(Members(members))
+            }
+        }
+        d.deserialize_map(V(std::marker::PhantomData))
+    }
+}
+
+/// The members of the JSON object `raw` whose keys are not in `read`, each
+/// key written `{prefix}{key}` (`usage.` for the members of a `usage`
+/// object); none when `raw` is not an object.
+pub fn unread_members<'a>(raw: &'a str, read: &[&str], prefix: &str) -> Vec<(Cow<'a, str>, &'a RawValue)> {
+    let Ok(Members(members)) = serde_json::from_str::<Members<'a>>(raw) else { return Vec::new() };
+    members
+        .into_iter()
+        .filter(|(k, _)| !read.contains(&k.as_ref()))
+        .map(|(k, v)| if prefix.is_empty() { (k, v) } else { (Cow::Owned(format!("{prefix}{k}")), v) })
+        .collect()
+}
+
 /// A timestamp as logged: epoch milliseconds or a date-time string.
 #[derive(Debug, Clone, PartialEq)]
 pub enum TsValue<'a> {

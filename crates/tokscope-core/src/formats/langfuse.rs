@@ -88,6 +88,57 @@ struct ObservationJson<'a> {
     model_id: Option<Cow<'a, str>>,
 }
 
+/// The keys of an observation [`ObservationJson`] reads, by both their
+/// exports' names (snake case) and the public API's (camel case).
+const OBSERVATION_KEYS: &[&str] = &[
+    "id",
+    "type",
+    "start_time",
+    "startTime",
+    "end_time",
+    "endTime",
+    "completion_start_time",
+    "completionStartTime",
+    "provided_model_name",
+    "model",
+    "usage_details",
+    "usageDetails",
+    "cost_details",
+    "costDetails",
+    "total_cost",
+    "totalCost",
+    "latency",
+    "time_to_first_token",
+    "timeToFirstToken",
+    "input",
+    "output",
+    "model_parameters",
+    "modelParameters",
+    "metadata",
+    "session_id",
+    "sessionId",
+    "level",
+    "status_message",
+    "statusMessage",
+    "trace_id",
+    "traceId",
+    "parent_observation_id",
+    "parentObservationId",
+    "name",
+    "environment",
+    "version",
+    "prompt_name",
+    "promptName",
+    "prompt_version",
+    "promptVersion",
+    "user_id",
+    "userId",
+    "trace_name",
+    "traceName",
+    "model_id",
+    "modelId",
+];
+
 /// One observation, from a JSON or a CSV row.
 #[derive(Default)]
 struct Observation<'a> {
@@ -185,6 +236,12 @@ impl<'a> Observation<'a> {
             obs.note(key, v.map(|s| Value::String(s.into_owned())));
         }
         obs.note("prompt_version", o.prompt_version);
+        // Every other key as logged (projectId, isRootObservation, calculated costs, ...).
+        if let Ok(text) = std::str::from_utf8(raw) {
+            for (key, v) in fields::unread_members(text, OBSERVATION_KEYS, "") {
+                obs.note(&key, serde_json::from_str(v.get()).ok());
+            }
+        }
         Ok(obs)
     }
 

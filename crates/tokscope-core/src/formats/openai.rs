@@ -7,6 +7,7 @@ use std::borrow::Cow;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
+use super::canonical::extra_json;
 use super::envelope::{self, Envelope};
 use super::fields::{self, LogprobEntry};
 use super::{LineContext, LogFormat, Parsed, Probe};
@@ -152,10 +153,16 @@ impl Usage {
 /// Parses a Chat Completions response line.
 pub fn parse_chat<'a>(line: &'a [u8], ctx: &LineContext<'_>) -> Result<RequestRecord<'a>, String> {
     let (env, body) = envelope::open(line)?;
-    chat_record(env, body, ctx)
+    chat_record(line, env, body, ctx)
 }
 
-fn chat_record<'a>(env: Envelope<'a>, body: &'a [u8], ctx: &LineContext<'_>) -> Result<RequestRecord<'a>, String> {
+/// The request of `body` (a completion), in the envelope `env` of `line` (`line` is `body` when bare).
+fn chat_record<'a>(
+    line: &'a [u8],
+    env: Envelope<'a>,
+    body: &'a [u8],
+    ctx: &LineContext<'_>,
+) -> Result<RequestRecord<'a>, String> {
     let resp: ChatCompletion<'a> = fields::from_json(body).map_err(|e| format!("invalid chat completion: {e}"))?;
     let usage = resp.usage.ok_or("missing required field usage")?.counts()?;
     let choice = match resp.choices.into_iter().next() {
@@ -167,6 +174,7 @@ fn chat_record<'a>(env: Envelope<'a>, body: &'a [u8], ctx: &LineContext<'_>) -> 
         .or_else(|| env.request.as_ref().and_then(|r| r.model.clone()))
         .unwrap_or_else(|| Cow::Owned(ctx.default_model.to_string()));
     let (ttft_ms, latency_ms) = env.timings()?;
+    let unread = chat_unread(line, body);
     Ok(RequestRecord {
         request_id: env.request_id.clone().or(resp.id),
         ts_micros: env.ts_micros(resp.created, ctx)?,
@@ -187,8 +195,36 @@ fn chat_record<'a>(env: Envelope<'a>, body: &'a [u8], ctx: &LineContext<'_>) -> 
         model_output: choice.output,
         output_is_raw: false,
         tokens: choice.tokens,
+        extra: extra_json(&unread),
         ..Default::default()
     })
+}
+
+/// A completion's keys read into columns.
+const COMPLETION_KEYS: &[&str] = &["id", "object", "created", "model", "system_fingerprint", "choices", "usage"];
+/// The usage keys read into columns.
+const USAGE_KEYS: &[&str] =
+    &["prompt_tokens", "completion_tokens", "total_tokens", "prompt_tokens_details", "completion_tokens_details"];
+
+/// What no column holds: the envelope's, completion's and usage's other keys
+/// ([`envelope::unread`]), and the first choice's message but its text
+/// (`message.tool_calls`, `message.refusal`, ...).
+fn chat_unread<'x>(line: &'x [u8], body: &'x [u8]) -> Vec<(Cow<'x, str>, &'x RawValue)> {
+    let mut unread = envelope::unread(line, body, COMPLETION_KEYS, &[("usage", USAGE_KEYS)]);
+    #[derive(Deserialize)]
+    struct Choices<'a> {
+        #[serde(borrow, default)]
+        choices: Vec<&'a RawValue>,
+    }
+    if let Some(first) = fields::from_json::<Choices<'_>>(body).ok().and_then(|c| c.choices.into_iter().next()) {
+        for (key, raw) in fields::unread_members(first.get(), &["index", "finish_reason", "logprobs"], "") {
+            match key.as_ref() {
+                "message" => unread.extend(fields::unread_members(raw.get(), &["content"], "message.")),
+                _ => unread.push((Cow::Owned(format!("choice.{key}")), raw)),
+            }
+        }
+    }
+    unread
 }
 
 #[derive(Deserialize)]
@@ -218,7 +254,8 @@ pub fn parse_batch<'a>(line: &'a [u8], ctx: &LineContext<'_>) -> Result<RequestR
         let err = b.error.map(|e| e.get().to_string()).unwrap_or_else(|| "no response body".into());
         return Err(format!("batch request {} failed: {err}", b.custom_id));
     };
-    let mut rec = chat_record(Envelope::default(), body.get().as_bytes(), ctx)?;
+    let body = body.get().as_bytes();
+    let mut rec = chat_record(body, Envelope::default(), body, ctx)?;
     rec.request_id = Some(b.custom_id);
     rec.status = fields::opt_token_count("status_code", resp.and_then(|r| r.status_code))?.map(|s| s as i32);
     Ok(rec)
@@ -298,6 +335,18 @@ mod tests {
         assert_eq!(r.ts_micros, 1_717_236_000_000_000);
         assert_eq!(r.finish_reason_raw.as_deref(), Some("tool_calls"));
         assert_eq!(r.model_output, None);
+    }
+
+    #[test]
+    fn what_no_column_holds_goes_to_extra() {
+        let line = br#"{"ts":1,"gateway":"gw-1","headers":{"Authorization":"Bearer sk-x"},"request":{"model":"m","api_key":"sk-y","temperature":0.2,"messages":[]},"response":{"id":"c","object":"chat.completion","created":1,"model":"m","service_tier":"default","choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[{"id":"t1"}]},"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":3,"completion_tokens":4,"total_tokens":7,"queue_ms":5}}}"#;
+        let r = parse_chat(line, &LineContext::default()).unwrap();
+        assert_eq!(
+            r.extra.as_deref(),
+            Some(
+                r#"{"gateway":"gw-1","request.temperature":0.2,"service_tier":"default","usage.queue_ms":5,"message.role":"assistant","message.tool_calls":[{"id":"t1"}]}"#
+            )
+        );
     }
 
     #[test]

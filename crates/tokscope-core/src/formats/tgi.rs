@@ -8,6 +8,7 @@ use std::borrow::Cow;
 
 use serde::Deserialize;
 
+use super::canonical::extra_json;
 use super::envelope;
 use super::fields;
 use super::{LineContext, LogFormat, Parsed, Probe};
@@ -86,6 +87,8 @@ pub fn parse<'a>(line: &'a [u8], ctx: &LineContext<'_>) -> Result<RequestRecord<
         })
         .collect();
     let (ttft_ms, latency_ms) = env.timings()?;
+    // What no column holds: `details.seed`, `details.best_of_sequences`, the envelope's other keys.
+    let unread = envelope::unread(line, body, &["generated_text", "details"], &[("details", DETAILS_KEYS)]);
     Ok(RequestRecord {
         request_id: env.request_id.clone(),
         ts_micros: env.ts_micros(None, ctx)?,
@@ -104,9 +107,14 @@ pub fn parse<'a>(line: &'a [u8], ctx: &LineContext<'_>) -> Result<RequestRecord<
         output_is_raw: raw,
         last_token_special: last_special,
         tokens,
+        extra: extra_json(&unread),
         ..Default::default()
     })
 }
+
+/// The `details` keys read into columns and `tokens` rows (the prompt's
+/// tokens, `prefill`, give its length only).
+const DETAILS_KEYS: &[&str] = &["finish_reason", "generated_tokens", "prefill", "tokens", "top_tokens"];
 
 /// TGI `/generate` responses with details, bare or in an envelope.
 pub struct Tgi;
