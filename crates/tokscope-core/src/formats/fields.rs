@@ -293,6 +293,16 @@ pub fn unread_members<'a>(raw: &'a str, read: &[&str], prefix: &str) -> Vec<(Cow
         .collect()
 }
 
+/// [`unread_members`] of a record as JSON values, for an `extra` built as a
+/// map (with values of the format's own added); none when `raw` is not UTF-8.
+pub fn unread_values(raw: &[u8], read: &[&str]) -> serde_json::Map<String, serde_json::Value> {
+    let Ok(text) = simdutf8::basic::from_utf8(raw) else { return serde_json::Map::new() };
+    unread_members(text, read, "")
+        .into_iter()
+        .map(|(k, v)| (k.into_owned(), serde_json::from_str(v.get()).unwrap_or(serde_json::Value::Null)))
+        .collect()
+}
+
 /// A timestamp as logged: epoch milliseconds or a date-time string.
 #[derive(Debug, Clone, PartialEq)]
 pub enum TsValue<'a> {

@@ -113,9 +113,7 @@ impl Gathered {
         }
         if self.chunks == 0 {
             // Keys the chunks carry beyond those read (service_tier, obfuscation, ...).
-            if let Ok(all) = fields::from_json::<Map<String, Value>>(payload) {
-                self.extra.extend(all.into_iter().filter(|(k, _)| !KNOWN_KEYS.contains(&k.as_str())));
-            }
+            self.extra = fields::unread_values(payload, KNOWN_KEYS);
         }
         self.chunks += 1;
         let own = |c: Option<Cow<'_, str>>| c.map(Cow::into_owned);

@@ -16,7 +16,7 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 
 use serde::Deserialize;
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use super::fields;
 use super::{LineContext, LogFormat, Parsed, Probe};
@@ -191,10 +191,7 @@ pub fn parse<'a>(line: &'a [u8], ctx: &LineContext<'_>) -> Result<RequestRecord<
     if prompt_tokens.is_some_and(|p| cached_tokens > p) {
         return Err(format!("num_cached_tokens ({cached_tokens}) exceed the prompt's tokens"));
     }
-    let mut extra = Map::new();
-    if let Ok(all) = fields::from_json::<Map<String, Value>>(line) {
-        extra.extend(all.into_iter().filter(|(k, _)| !KNOWN_KEYS.contains(&k.as_str())));
-    }
+    let mut extra = fields::unread_values(line, KNOWN_KEYS);
     for (name, ms) in timings.extra {
         extra.insert(name.into(), serde_json::Number::from_f64(ms).map_or(Value::Null, Value::Number));
     }
