@@ -5,9 +5,10 @@
 -- third argument tp, one GPU's share: ceil(kv_heads / tp) heads instead of kv_heads.
 -- Parameter tp: tensor-parallel degree; 0 (default) takes the architecture's
 -- `tensor_parallel`, else 1 (kv_tensor_parallel).
+-- A request whose prompt length is not logged (the `unknown` bin) has no size.
 WITH kv AS (
   SELECT
-    model, context_bin, context_bin_lo,
+    model, context_bin, context_bin_lo, prompt_tokens,
     kv_cache_bytes(model, prompt_tokens + completion_tokens)          AS kv_bytes,
     kv_cache_bytes(model, prompt_tokens + completion_tokens, {{tp}}) AS kv_bytes_per_gpu,
     kv_tensor_parallel(model, {{tp}})                                 AS tp
@@ -17,7 +18,7 @@ SELECT
   model,
   context_bin,
   count(*)                                 AS requests,
-  count(*) FILTER (WHERE kv_bytes IS NULL) AS unknown_architecture_requests,
+  count(*) FILTER (WHERE kv_bytes IS NULL AND prompt_tokens IS NOT NULL) AS unknown_architecture_requests,
   max(tp)                                  AS tensor_parallel,
   avg(kv_bytes) / 1073741824.0             AS kv_cache_gib_mean,
   max(kv_bytes) / 1073741824.0             AS kv_cache_gib_max,

@@ -16,11 +16,13 @@ pub const SAMPLE_LOGS: &[(&str, &[u8])] = &[
     ("mooncake_head.jsonl", include_bytes!("../sample_logs/mooncake_head.jsonl")),
     ("otel.jsonl", include_bytes!("../sample_logs/otel.jsonl")),
     ("openai_responses.jsonl", include_bytes!("../sample_logs/openai_responses.jsonl")),
+    ("openai_stream.sse", include_bytes!("../sample_logs/openai_stream.sse")),
     ("helicone.jsonl", include_bytes!("../sample_logs/helicone.jsonl")),
     ("langfuse.jsonl", include_bytes!("../sample_logs/langfuse.jsonl")),
     ("litellm.jsonl", include_bytes!("../sample_logs/litellm.jsonl")),
     ("litellm_spendlogs.csv", include_bytes!("../sample_logs/litellm_spendlogs.csv")),
     ("profile.jsonl", include_bytes!("../sample_logs/profile.jsonl")),
+    ("vllm.jsonl", include_bytes!("../sample_logs/vllm.jsonl")),
 ];
 
 /// The example pricing file, used by `tokscope run` on the bundled samples

@@ -44,7 +44,8 @@ pub struct IngestFlags {
     /// Model name for traces that log none (Azure, Mooncake); default `<format>:<file stem>`.
     #[arg(long)]
     model: Option<String>,
-    /// Start time of traces with relative timestamps (Mooncake), RFC 3339.
+    /// Start time of traces with relative timestamps (Mooncake), and arrival
+    /// time of responses saved without any (bare TGI and Anthropic responses), RFC 3339.
     #[arg(long, default_value = "1970-01-01T00:00:00Z", value_parser = ingest::parse_base_time)]
     base_time: i64,
     /// Unit of durations logged as bare numbers when a row has no timestamps to
@@ -174,8 +175,13 @@ fn print_summary(s: &IngestSummary) {
         }
     }
     let t = &s.totals.counts;
+    // A finish reason outside the table is named only when there is one, so the usual line stays as it was.
+    let unmapped = match t.finish_reasons_unmapped {
+        0 => String::new(),
+        n => format!(" finish_reasons_unmapped={n}"),
+    };
     eprintln!(
-        "ingested {} file(s) into {} ({} skipped as already ingested): lines_read={} lines_ingested={} rows_written={} lines_rejected={} lines_skipped={} records_skipped={} records_rejected={} tokens_written={} profiles_written={} in {:.2}s",
+        "ingested {} file(s) into {} ({} skipped as already ingested): lines_read={} lines_ingested={} rows_written={} lines_rejected={} lines_skipped={} records_skipped={} records_rejected={} tokens_written={} profiles_written={}{unmapped} in {:.2}s",
         s.files.len(), s.dataset, s.files_skipped.len(), t.lines_read, t.lines_ingested, t.rows_written, t.lines_rejected, t.lines_skipped, t.records_skipped, t.records_rejected, t.tokens_written, t.profiles_written, s.elapsed_s
     );
     if t.lines_rejected + t.records_rejected > 0 {

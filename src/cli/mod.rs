@@ -7,6 +7,7 @@ mod cluster;
 mod docs;
 pub mod errors;
 mod export;
+mod formats;
 mod generate;
 mod ingest;
 mod mediation;
@@ -78,6 +79,8 @@ pub fn configure_threads(file: Option<usize>) -> anyhow::Result<()> {
 enum Command {
     /// Ingest access logs (files, directories, globs, object-store URLs) into a Parquet dataset.
     Ingest(ingest::IngestArgs),
+    /// List the input formats, or report how each file of a folder reads (--check), writing nothing.
+    Formats(formats::FormatsArgs),
     /// Run ad-hoc SQL over a dataset's tables (read-only unless --allow-write).
     Query(query::QueryArgs),
     /// Run a named SQL job from sql/ over a dataset.
@@ -128,12 +131,15 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         return ingest::run_run(args);
     }
     configure_threads(None)?;
+    if let Command::Formats(args) = &cli.command {
+        return formats::run_formats(args, out);
+    }
     match cli.command {
         Command::Ingest(args) => ingest::run_ingest(&args),
         Command::Query(args) => query::run_query(&args),
         Command::Job(args) => query::run_job(&args),
         Command::Sql(args) => shell::run_shell(&args),
-        Command::Run(_) => unreachable!("handled above"),
+        Command::Run(_) | Command::Formats(_) => unreachable!("handled above"),
         Command::Compact(args) => ingest::run_compact(&args),
         Command::Export(args) => export::run_export(&args),
         Command::Generate(args) => generate::run_generate(&args),

@@ -29,7 +29,7 @@ use serde::Serialize;
 use tokscope_core::catalog::request_counts::{RequestCounts, RequestCountsBuilder};
 use tokscope_core::catalog::requests::RequestsBuilder;
 use tokscope_core::catalog::TableDef;
-use tokscope_core::reader::{DatedBatch, LineCounts, ParsedSlice, ReaderBuilder};
+use tokscope_core::reader::{check_input, DatedBatch, FileCheck, LineCounts, ParsedSlice, ReaderBuilder};
 
 use crate::dataset::commit::{self, Commit};
 use crate::dataset::files::FileList;
@@ -321,6 +321,37 @@ pub fn plan(
     let (todo, skipped): (Vec<InputObject>, Vec<InputObject>) =
         objects.into_iter().partition(|o| opts.force || !manifest.contains(&o.location, o.size, &o.version));
     Ok(Plan { todo, skipped: skipped.into_iter().map(|o| o.location).collect() })
+}
+
+/// One input as `tokscope formats --check` reports it: where it is, and
+/// what reading it gave ([`FileCheck`]).
+#[derive(Debug, Clone, Serialize)]
+pub struct InputCheck {
+    /// The input's location (an absolute path or an object URL).
+    pub file: String,
+    /// Its format, framing, counts and first error.
+    #[serde(flatten)]
+    pub check: FileCheck,
+}
+
+impl InputCheck {
+    /// Whether every line and record of the input was read without a reject.
+    pub fn is_clean(&self) -> bool {
+        self.check.counts.lines_rejected + self.check.counts.records_rejected == 0
+    }
+}
+
+/// Reads every input `inputs` names (resolved, opened and decompressed as
+/// ingest does) with `reader`, and reports each; writes nothing.
+pub fn check_inputs(inputs: &[String], reader: &ReaderBuilder, store: &StoreOptions) -> Result<Vec<InputCheck>> {
+    let rt = crate::store::io_runtime()?;
+    let objects = source::resolve_inputs(inputs, store, &rt)?;
+    let mut checks = Vec::with_capacity(objects.len());
+    for obj in objects {
+        let check = check_input(reader.clone(), obj.open(&rt)?, &obj.location)?;
+        checks.push(InputCheck { file: obj.location, check });
+    }
+    Ok(checks)
 }
 
 /// Ingests `inputs` into the dataset at `out`, holding the dataset's

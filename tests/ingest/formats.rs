@@ -651,3 +651,67 @@ fn langfuse_parquet_export_reads_as_its_json_lines() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("cut.parquet") && err.contains("not a readable Parquet file"), "{err}");
 }
+
+/// `tokscope formats --check` over the files the tools wrote themselves
+/// (`tests/data/real/`): one row per file, as ingest would read it.
+#[test]
+fn the_conformance_report_over_the_real_files() {
+    let real: Vec<String> = ["*.json", "*.jsonl", "*.ndjson", "*.sse"]
+        .iter()
+        .map(|g| repo().join("tests/data/real").join(g).to_str().unwrap().to_string())
+        .collect();
+    let mut args = vec!["formats", "--check"];
+    args.extend(real.iter().map(String::as_str));
+    let out = std::process::Command::new(common::bin()).args(&args).current_dir(repo()).output().unwrap();
+    // Langfuse's page holds a failed generation without usage: one record rejected.
+    assert_eq!(out.status.code(), Some(4), "{}", String::from_utf8_lossy(&out.stderr));
+    let table = String::from_utf8(out.stdout).unwrap();
+    let want = "\
+file                                               format         framing       lines  rows  rejected  records_rejected  unmapped  first_error
+tests/data/real/anthropic_sdk_messages.jsonl       anthropic      lines             3     3         0                 0         0  -
+tests/data/real/langfuse_api_observations.json     langfuse       json_records      1     1         0                 1         0  generation without usage_details (level ERROR: 429 Rate limit reached)
+tests/data/real/litellm_gcs.ndjson                 litellm        lines             4     4         0                 0         0  -
+tests/data/real/openai_stream.sse                  openai_stream  event_stream      2     2         0                 0         0  -
+tests/data/real/otel_openinference.jsonl           otel           lines             3     3         0                 0         0  -
+tests/data/real/otel_openllmetry.jsonl             otel           lines             3     3         0                 0         0  -
+tests/data/real/otel_vllm.jsonl                    otel           lines             2     2         0                 0         0  -
+tests/data/real/tgi_flash_llama.json               tgi            json_records      1     1         0                 0         0  -
+tests/data/real/tgi_flash_llama_all_params.json    tgi            json_records      1     1         0                 0         0  -
+tests/data/real/tgi_flash_llama_grammar_json.json  tgi            json_records      1     1         0                 0         0  -
+tests/data/real/vllm_request_outputs.jsonl         vllm           lines             2     2         0                 0         0  -
+11 file(s), 1 with rejects
+";
+    assert_eq!(table, want);
+    // Without the file that rejects: exit 0; --json gives each file's counts.
+    let clean = repo().join("tests/data/real/tgi_flash_llama.json");
+    let out = common::tokscope_output(&["formats", "--check", clean.to_str().unwrap(), "--json"]);
+    assert_eq!(out.status.code(), Some(0));
+    let checks: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let c = &checks[0];
+    assert_eq!((c["format"].as_str(), c["framing"].as_str()), (Some("tgi"), Some("json_records")));
+    assert_eq!((c["rows_written"].as_u64(), c["tokens_written"].as_u64()), (Some(1), Some(10)));
+    assert!(c["file"].as_str().unwrap().ends_with("tgi_flash_llama.json"));
+    // A format forced on a file that is not in it: every line rejected, exit 4.
+    let out = common::tokscope_output(&["formats", "--check", clean.to_str().unwrap(), "--format", "canonical"]);
+    assert_eq!(out.status.code(), Some(4));
+    // No input: the registered formats, one per line.
+    let list = common::tokscope(&["formats"]);
+    assert!(list.lines().any(|l| l.starts_with("openai_stream ")), "{list}");
+    assert_eq!(list.lines().count(), tokscope::formats::Format::names().len());
+}
+
+/// The ingest summary names finish reasons outside the table when there are some.
+#[test]
+fn the_summary_line_counts_unmapped_finish_reasons() {
+    let dir = tempfile::tempdir().unwrap();
+    let line = |f: &str| {
+        format!("{{\"ts\":0,\"model\":\"m\",\"prompt_tokens\":1,\"completion_tokens\":2,\"finish_reason\":\"{f}\"}}\n")
+    };
+    let log = common::write_file(dir.path(), "f.jsonl", [line("stop"), line("SOMETHING_NEW")].concat());
+    let out = common::tokscope_output(&["ingest", &log, "--out", dir.path().join("a").to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success() && err.contains(" finish_reasons_unmapped=1 in "), "{err}");
+    let clean = common::write_file(dir.path(), "g.jsonl", line("stop"));
+    let out = common::tokscope_output(&["ingest", &clean, "--out", dir.path().join("b").to_str().unwrap()]);
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("finish_reasons_unmapped"));
+}

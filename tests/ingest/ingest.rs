@@ -110,28 +110,37 @@ fn every_sample_format_is_detected_and_ingested() {
     assert_eq!(fmt("mooncake_head.jsonl"), "mooncake");
     assert_eq!(fmt("otel.jsonl"), "otel");
     assert_eq!(fmt("openai_responses.jsonl"), "openai_responses");
+    assert_eq!(fmt("openai_stream.sse"), "openai_stream");
     assert_eq!(fmt("helicone.jsonl"), "helicone");
     assert_eq!(fmt("langfuse.jsonl"), "langfuse");
     assert_eq!(fmt("litellm.jsonl"), "litellm");
     assert_eq!(fmt("litellm_spendlogs.csv"), "litellm");
     assert_eq!(fmt("profile.jsonl"), "profile");
+    assert_eq!(fmt("vllm.jsonl"), "vllm");
     // The engine profiles are profiles, not requests: 11 rows, 46 engine token rows.
     assert_eq!(s["totals"]["profiles_written"], 11);
     let engine = query(&out, "SELECT count(*) AS n FROM tokens WHERE source = 'engine'");
     assert_eq!(engine[0]["n"], 46);
-    // Independent line counts of the samples: non-blank lines minus the two CSV headers.
+    // Independent line counts of the samples: non-blank lines minus the two CSV headers; a
+    // stream of server-sent events is one record however many lines it spans (one per `[DONE]`).
     let mut lines = 0u64;
     for e in std::fs::read_dir(&samples).unwrap() {
-        let text = std::fs::read_to_string(e.unwrap().path()).unwrap();
-        lines += text.lines().filter(|l| !l.trim().is_empty()).count() as u64;
+        let path = e.unwrap().path();
+        let text = std::fs::read_to_string(&path).unwrap();
+        lines += match path.extension().and_then(|x| x.to_str()) {
+            Some("sse") => text.lines().filter(|l| l.trim() == "data: [DONE]").count() as u64,
+            _ => text.lines().filter(|l| !l.trim().is_empty()).count() as u64,
+        };
     }
     assert_eq!(s["totals"]["lines_read"].as_u64().unwrap() + 2, lines);
-    // The malformed lines planted in the samples: 5 canonical, 1 OpenAI, 1 batch error, 1 Anthropic without ts,
+    // The malformed lines planted in the samples: 5 canonical, 1 OpenAI, 1 batch error,
     // 1 OTel line cut short (and, inside a good OTel line, 1 span of a failed call without usage),
     // 2 Responses (a failure without usage, a cut line), 3 Helicone (HTTP 429, uncounted stream, bad row),
     // 2 LiteLLM payloads and 2 spend-log rows (a failure without usage, a cut object or short row),
-    // 2 Langfuse (a generation without usage, a cut row).
-    assert_eq!(s["totals"]["lines_rejected"], 20);
+    // 2 Langfuse (a generation without usage, a cut row), 1 stream that ends with an error event,
+    // 1 vLLM RequestOutput not finished (a streamed delta).
+    // (A bare Anthropic message without a time is a row, at --base-time.)
+    assert_eq!(s["totals"]["lines_rejected"], 21);
     assert_eq!(s["totals"]["records_rejected"], 1);
     let per_format =
         query(&out, "SELECT source_format, count(*) AS n FROM requests GROUP BY source_format ORDER BY source_format");
@@ -145,6 +154,8 @@ fn every_sample_format_is_detected_and_ingested() {
     assert_eq!(n("helicone"), Some(5));
     assert_eq!(n("litellm"), Some(8));
     assert_eq!(n("langfuse"), Some(6));
+    assert_eq!(n("openai_stream"), Some(2));
+    assert_eq!(n("vllm"), Some(3));
     // TGI rows with a special </s> last token are eos, the others not.
     let tgi = query(&out, "SELECT count(*) FILTER (WHERE eos_status = 'eos') AS eos, count(*) FILTER (WHERE has_eos_marker) AS marked FROM requests WHERE source_format = 'tgi'");
     assert_eq!(tgi[0]["eos"], tgi[0]["marked"]);
@@ -459,12 +470,12 @@ fn object_store_inputs_and_dataset_over_s3() {
         "SELECT count(*) AS n FROM requests",
     ]);
     assert_eq!(rows.trim(), "n\n95");
-    // The bucket root lists every object (95 + 20 Anthropic rows, 5 + 1 rejects).
+    // The bucket root lists every object (95 + 21 Anthropic rows, one a bare message without a time; 5 rejects).
     let out = s3.tokscope(&["ingest", "--quiet", "--json", "--out", "s3://lake/all", "s3://logs/"]);
     let root: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(
         (root["totals"]["rows_written"].as_u64(), root["totals"]["lines_rejected"].as_u64()),
-        (Some(115), Some(6))
+        (Some(116), Some(5))
     );
 }
 

@@ -20,6 +20,9 @@ pub struct ContextBins {
     labels: Vec<String>,
 }
 
+/// The `context_bin` of a request whose prompt length the log does not give.
+pub const UNKNOWN_BIN: &str = "unknown";
+
 /// Default bin edges: 0, 1K, 2K, ..., 128K with K = 1024.
 pub const DEFAULT_BIN_EDGES: [i64; 9] = [0, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072];
 
@@ -79,6 +82,18 @@ impl ContextBins {
     pub fn bin(&self, prompt_tokens: i64) -> (&str, i64) {
         let i = self.edges.partition_point(|&e| e <= prompt_tokens).saturating_sub(1);
         (&self.labels[i], self.edges[i])
+    }
+
+    /// The bin of a prompt length that may be unknown: `(label, lower
+    /// edge)`, and [`UNKNOWN_BIN`] with no edge when the log gives no length.
+    pub fn bin_of(&self, prompt_tokens: Option<i64>) -> (&str, Option<i64>) {
+        match prompt_tokens {
+            Some(n) => {
+                let (label, lo) = self.bin(n);
+                (label, Some(lo))
+            }
+            None => (UNKNOWN_BIN, None),
+        }
     }
 
     /// The bin labels in order.
@@ -583,12 +598,12 @@ pub struct RequestDerived<'r> {
     pub has_eos_marker: Option<bool>,
     /// [`eos_status`].
     pub eos_status: &'static str,
-    /// The bin of `prompt_tokens`.
+    /// The bin of `prompt_tokens` ([`UNKNOWN_BIN`] when it is not logged).
     pub context_bin: &'r str,
-    /// Its lower edge.
-    pub context_bin_lo: i64,
-    /// `prompt_tokens + completion_tokens`.
-    pub total_tokens: i64,
+    /// Its lower edge; `None` for [`UNKNOWN_BIN`].
+    pub context_bin_lo: Option<i64>,
+    /// `prompt_tokens + completion_tokens`; `None` when `prompt_tokens` is.
+    pub total_tokens: Option<i64>,
     /// [`timing`]: time per output token.
     pub tpot_ms: Option<f64>,
     /// [`timing`]: decode tokens per second.
@@ -642,7 +657,7 @@ pub fn derive_request<'r>(
     let mapped = rec.finish_reason_raw.as_deref().map(map_finish_reason);
     let finish_reason = mapped.and_then(FinishReason::normalized);
     let has_eos_marker = has_eos_marker(&settings.markers, rec);
-    let (context_bin, context_bin_lo) = settings.bins.bin(rec.prompt_tokens);
+    let (context_bin, context_bin_lo) = settings.bins.bin_of(rec.prompt_tokens);
     let (tpot_ms, decode_tps, e2e_tps) = timing(rec.completion_tokens, rec.ttft_ms, rec.latency_ms);
     let (itl_std_ms, first_token_emitted_ms, last_token_emitted_ms) = token_timing(&rec.tokens);
     let last = rec.tokens.last();
@@ -656,7 +671,7 @@ pub fn derive_request<'r>(
         eos_status: eos_status(has_eos_marker, finish_reason, rec.completion_tokens, rec.max_tokens),
         context_bin,
         context_bin_lo,
-        total_tokens: rec.prompt_tokens.saturating_add(rec.completion_tokens),
+        total_tokens: rec.prompt_tokens.map(|p| p.saturating_add(rec.completion_tokens)),
         tpot_ms,
         decode_tps,
         e2e_tps,
@@ -785,6 +800,20 @@ mod tests {
         assert_eq!(b.bin(131072), ("128K+", 131072));
         assert_eq!(b.bin(10_000_000), ("128K+", 131072));
         assert_eq!(b.labels().len(), 9);
+    }
+
+    #[test]
+    fn an_unlogged_prompt_length_is_the_unknown_bin_without_an_edge() {
+        let b = ContextBins::default();
+        assert_eq!(b.bin_of(Some(1024)), ("1K-2K", Some(1024)));
+        assert_eq!(b.bin_of(None), ("unknown", None));
+        let rec =
+            RequestRecord { completion_tokens: 7, finish_reason_raw: Some("eos_token".into()), ..Default::default() };
+        let origin = LineOrigin { file: "f", format: "tgi", line_no: 1, byte_offset: 0 };
+        let settings = DeriveSettings::default();
+        let d = derive_request(&rec, &origin, &settings);
+        assert_eq!((d.context_bin, d.context_bin_lo, d.total_tokens), ("unknown", None, None));
+        assert_eq!(d.eos_status, "eos", "the EOS analysis needs no prompt length");
     }
 
     #[test]

@@ -20,6 +20,7 @@ pub mod architectures;
 pub mod catalog;
 pub mod derive;
 pub mod event_array;
+pub mod event_stream;
 pub mod formats;
 pub mod fuzz;
 pub mod lines;

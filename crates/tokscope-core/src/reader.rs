@@ -5,7 +5,9 @@
 //! or, for a format whose input is one JSON document of events, into chunks
 //! of events ([`crate::event_array`]; an event counts as a line), or, for
 //! JSON that is not JSON lines (pretty-printed documents, arrays of records),
-//! into chunks of records (each counts as a line); each chunk
+//! into chunks of records (each counts as a line), or, for server-sent event
+//! streams saved as sent, into chunks of streams ([`crate::event_stream`];
+//! each counts as a line); each chunk
 //! is parsed in parallel with rayon, one slice of lines per task, into
 //! batches of the catalog's tables (`requests`, `tokens`,
 //! `profiles`, `kernels`, `moe_routing`, `evals`, `rejects`) ([`crate::catalog`]). Every data line is
@@ -59,6 +61,7 @@ use crate::catalog::TableDef;
 use crate::derive::{derive_profile, derive_request, DeriveSettings};
 use crate::error::Result;
 use crate::event_array::{is_json_document, EventSplitter};
+use crate::event_stream::StreamSplitter;
 use crate::formats::kernel_trace::{self, SpanEvent};
 use crate::formats::{CsvHeader, Format, Framing, LineContext, Parsed, Row, TimeUnit, HEAD_BYTES};
 use crate::lines::{LineChunk, LineSplitter};
@@ -218,7 +221,9 @@ impl ReaderBuilder {
         self
     }
 
-    /// Start of traces with relative timestamps (Mooncake), microseconds since the epoch.
+    /// Start of traces with relative timestamps (Mooncake), and arrival of
+    /// responses that carry no time (bare TGI and Anthropic responses),
+    /// microseconds since the epoch.
     pub fn with_base_time_micros(mut self, micros: i64) -> Self {
         self.base_time_micros = micros;
         self
@@ -294,6 +299,11 @@ impl ReaderBuilder {
                     send_all(Box::new(|| split.next_chunk()));
                     split.bytes_read()
                 }
+                Framing::EventStream => {
+                    let mut split = StreamSplitter::new(input, chunk_bytes, max_line, REJECT_SNIPPET_BYTES);
+                    send_all(Box::new(|| split.next_chunk()));
+                    split.bytes_read()
+                }
             }
         });
         let pairing = SpanPairing { redaction: self.settings.redaction.clone(), open: HashMap::new() };
@@ -319,7 +329,7 @@ impl ReaderBuilder {
 pub struct FileCheck {
     /// The format used; `None` when none was recognised.
     pub format: Option<&'static str>,
-    /// `lines`, `json_records` or `json_event_array`.
+    /// `lines`, `json_records`, `json_event_array` or `event_stream`.
     pub framing: &'static str,
     /// Lines read, ingested, rejected, skipped; rows and records.
     #[serde(flatten)]
@@ -348,6 +358,7 @@ pub fn check_input<R: Read + Send + 'static>(builder: ReaderBuilder, input: R, l
         Framing::Lines => "lines",
         Framing::JsonRecords => "json_records",
         Framing::JsonEventArray { .. } => "json_event_array",
+        Framing::EventStream => "event_stream",
     };
     let format = reader.format().map(Format::name);
     reader.finish()?;

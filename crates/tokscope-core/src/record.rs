@@ -23,8 +23,10 @@ pub struct RequestRecord<'a> {
     pub variant: Option<Cow<'a, str>>,
     /// HTTP status.
     pub status: Option<i32>,
-    /// All prompt tokens, cached ones included (see docs/metrics.md for Anthropic).
-    pub prompt_tokens: i64,
+    /// All prompt tokens, cached ones included (see docs/metrics.md for
+    /// Anthropic); `None` when the log does not say (a TGI `/generate`
+    /// response without `prefill`): the row is kept, its context bin `unknown`.
+    pub prompt_tokens: Option<i64>,
     /// Generated tokens, reasoning tokens included.
     pub completion_tokens: i64,
     /// Prompt tokens served from a prompt cache (a subset of `prompt_tokens`).

@@ -35,6 +35,7 @@ const SAMPLES: &[(&str, &str, bool)] = &[
     ("otel", "sample_logs/otel.jsonl", false),
     ("profile", "sample_logs/profile.jsonl", false),
     ("tgi", "sample_logs/tgi.jsonl", false),
+    ("vllm", "sample_logs/vllm.jsonl", false),
     ("eval", "tests/data/formats/eval.sample.jsonl", false),
     ("moe_routing", "tests/data/formats/moe_routing.sample.csv", true),
 ];

@@ -75,6 +75,11 @@ impl Read {
     }
 }
 
+/// The `extra` column of each row, as JSON objects (`{}` when null).
+fn extras(r: &Read) -> Vec<serde_json::Value> {
+    r.text("extra").into_iter().map(|e| serde_json::from_str(e.as_deref().unwrap_or("{}")).unwrap()).collect()
+}
+
 fn s(v: &str) -> Option<String> {
     Some(v.to_string())
 }
@@ -200,6 +205,237 @@ fn langfuse_public_api_observations_in_camel_case() {
     assert_eq!(r.text("finish_reason_raw"), [s("stop")]);
     assert_eq!(r.text("prompt"), [s(r#"[{"role":"user","content":"What is the capital of France?"}]"#)]);
     assert_eq!(r.text("model_output"), [s("Paris.")]);
+    // The API's other keys, camelCase as logged, beside the export's names for the same columns.
+    let x = extras(&r);
+    assert_eq!((x[0]["projectId"].as_str(), x[0]["trace_id"].as_str()), (Some("proj-1"), Some("trace-real-1")));
+    assert_eq!(x[0]["cost_details"]["total"].as_f64(), Some(0.0002301));
+}
+
+#[test]
+fn tgi_generate_responses_as_tgi_returns_them() {
+    // TGI's own integration-test snapshots of `/generate` with details: no
+    // model, no time, and the prompt's tokens only when they were asked for.
+    let bools = |r: &Read, name: &str| -> Vec<Option<bool>> {
+        r.column::<arrow_array::BooleanArray>(name).iter().flat_map(|a| a.iter().collect::<Vec<_>>()).collect()
+    };
+    let base = 1_717_200_000_000_000;
+    let tgi = |name: &str| read_with(name, ReaderBuilder::new().with_base_time_micros(base));
+
+    // With `decoder_input_details`: three prefill tokens; stopped at the cap.
+    let r = tgi("tgi_flash_llama.json");
+    assert_eq!(r.format, Some("tgi"));
+    assert_eq!((r.counts.lines_read, r.counts.rows_written, r.counts.tokens_written), (1, 1, 10));
+    assert_eq!(
+        (r.text("request_id"), r.text("model")),
+        (vec![s("tgi_flash_llama.json:1")], vec![s("tgi:tgi_flash_llama")])
+    );
+    assert_eq!(r.ts(), [base], "no time in the response: --base-time");
+    assert_eq!(
+        (r.int("prompt_tokens"), r.int("completion_tokens"), r.int("total_tokens")),
+        (vec![Some(3)], vec![Some(10)], vec![Some(13)])
+    );
+    assert_eq!((r.text("context_bin"), r.int("context_bin_lo")), (vec![s("0-1K")], vec![Some(0)]));
+    assert_eq!((r.text("finish_reason_raw"), r.text("eos_status")), (vec![s("length")], vec![s("length")]));
+    assert_eq!(r.text("model_output"), [s(" for /api/v1/projects/1")]);
+    assert_eq!(
+        (r.float("last_token_logprob"), bools(&r, "has_eos_marker")),
+        (vec![Some(-1.9394531)], vec![Some(false)])
+    );
+    assert_eq!(
+        (r.float("logged_cost_usd"), r.float("ttft_ms"), r.float("latency_ms")),
+        (vec![None], vec![None], vec![None])
+    );
+
+    // Without prefill (TGI's default): no prompt length, the row kept.
+    let r = tgi("tgi_flash_llama_all_params.json");
+    assert_eq!((r.counts.lines_read, r.counts.rows_written, r.counts.lines_rejected), (1, 1, 0), "{:?}", r.errors);
+    assert_eq!(
+        (r.int("prompt_tokens"), r.int("completion_tokens"), r.int("total_tokens")),
+        (vec![None], vec![Some(5)], vec![None])
+    );
+    assert_eq!((r.text("context_bin"), r.int("context_bin_lo")), (vec![s("unknown")], vec![None]));
+    assert_eq!((r.text("finish_reason_raw"), r.text("finish_reason")), (vec![s("stop_sequence")], vec![s("stop")]));
+    // The output is the tokens' text; generated_text starts with the prompt (return_full_text).
+    assert_eq!(r.text("model_output"), [s(" failed: Error in test")]);
+    let x = extras(&r);
+    assert_eq!((x[0]["details.seed"].as_i64(), x[0]["details.best_of_sequences"].is_null()), (Some(0), true));
+
+    // Ended by the EOS token, flagged special: the EOS analysis needs no prompt length.
+    let r = read_with(
+        "tgi_flash_llama_grammar_json.json",
+        ReaderBuilder::new().with_default_model(Some("llama-2-7b".into())),
+    );
+    assert_eq!((r.text("model"), r.ts()), (vec![s("llama-2-7b")], vec![0]));
+    assert_eq!(
+        (r.int("prompt_tokens"), r.int("completion_tokens"), r.int("output_token_count")),
+        (vec![None], vec![Some(30)], vec![Some(30)])
+    );
+    assert_eq!((r.text("finish_reason_raw"), r.text("finish_reason")), (vec![s("eos_token")], vec![s("stop")]));
+    assert_eq!((bools(&r, "has_eos_marker"), bools(&r, "last_token_is_special")), (vec![Some(true)], vec![Some(true)]));
+    assert_eq!((r.text("eos_status"), r.text("last_token")), (vec![s("eos")], vec![s("</s>")]));
+    assert_eq!(r.text("context_bin"), [s("unknown")]);
+}
+
+#[test]
+fn anthropic_messages_as_the_api_returns_them() {
+    // Response bodies the Messages API returned to the Python SDK's own tests.
+    let base = 1_717_200_000_000_000;
+    let r = read_with("anthropic_sdk_messages.jsonl", ReaderBuilder::new().with_base_time_micros(base));
+    assert_eq!(r.format, Some("anthropic"), "bare messages are Anthropic's, not OpenAI's");
+    assert_eq!((r.counts.lines_read, r.counts.rows_written, r.counts.lines_rejected), (3, 3, 0), "{:?}", r.errors);
+    assert_eq!(
+        r.text("request_id"),
+        [s("msg_01T4jd6NyD9xGGtTPDC4ogy5"), s("msg_01LAwUK3MeXUxoNW5ZgnPpGy"), s("msg_0147NV7w8PyZ6bSUsNY79cYj")]
+    );
+    assert_eq!(r.ts(), [base, base, base], "no time in a bare message: --base-time");
+    assert_eq!(
+        r.text("model"),
+        [s("claude-sonnet-4-5-20250929"), s("claude-opus-4-5-20251101"), s("claude-opus-4-5-20251101")]
+    );
+    // input_tokens + cache reads + cache writes (all 0 here).
+    assert_eq!(r.int("prompt_tokens"), [Some(406), Some(3182), Some(0)]);
+    assert_eq!(r.int("completion_tokens"), [Some(50), Some(237), Some(0)]);
+    assert_eq!((r.int("cached_tokens"), r.int("cache_write_tokens")), (vec![Some(0); 3], vec![Some(0); 3]));
+    assert_eq!(r.text("finish_reason_raw"), [s("end_turn"), s("tool_use"), s("tool_use")]);
+    assert_eq!(r.text("finish_reason"), [s("stop"), s("tool_calls"), s("tool_calls")]);
+    assert_eq!(r.float("logged_cost_usd"), [None, None, None]);
+    // The text blocks' text; tool calls are not text.
+    assert_eq!(
+        r.text("model_output"),
+        [
+            s(
+                r#"{"items":[{"product_name":"Green Tea","price":5.50,"quantity":2},{"product_name":"Coffee","price":3.00,"quantity":1}],"total":14.0}"#
+            ),
+            s("I'll check the weather for all three cities in Celsius simultaneously."),
+            None
+        ]
+    );
+    // Nothing lost: the keys no column holds, and the tool calls, are in extra.
+    let x = extras(&r);
+    assert_eq!((x[0]["stop_sequence"].is_null(), x[0]["usage.service_tier"].as_str()), (true, Some("standard")));
+    assert_eq!(x[0]["usage.cache_creation"]["ephemeral_5m_input_tokens"], 0);
+    assert_eq!(x[0]["usage.inference_geo"], "not_available");
+    let blocks = |i: usize| x[i]["content"].as_array().unwrap().iter().map(|b| b["type"].clone()).collect::<Vec<_>>();
+    assert_eq!(blocks(1), ["server_tool_use", "tool_use"]);
+    assert_eq!(blocks(2), ["tool_use"]);
+    assert_eq!(x[1]["container"]["id"], "container_011CYVPF4iP8oD6Vsz1NhVih");
+    assert_eq!(x[2]["usage.server_tool_use"]["web_fetch_requests"], 0);
+}
+
+#[test]
+fn a_chat_completion_stream_as_the_openai_client_received_it() {
+    // openai_stream.sse: the raw server-sent events of two streamed calls
+    // (openai 3.60.0's raw streaming response), the first with
+    // stream_options.include_usage, the second without: one request each.
+    let r = read("openai_stream.sse");
+    assert_eq!(r.format, Some("openai_stream"));
+    let c = r.counts;
+    assert_eq!((c.lines_read, c.rows_written, c.lines_rejected, c.tokens_written), (2, 2, 0, 7), "{:?}", r.errors);
+    assert_eq!(r.text("request_id"), [s("chatcmpl-real-1"), s("chatcmpl-real-2")]);
+    assert_eq!(r.ts(), [1_737_710_446_000_000, 1_737_710_446_000_000], "the chunks' created");
+    assert_eq!(r.text("model"), [s("gpt-4o-mini-2024-07-18"), s("gpt-4o-mini-2024-07-18")]);
+    assert_eq!(r.text("model_version"), [s("fp_real"), s("fp_real")]);
+    // Usage from the last chunk; without it, no prompt length and the logprobs counted.
+    assert_eq!(r.int("prompt_tokens"), [Some(14), None]);
+    assert_eq!(r.int("completion_tokens"), [Some(3), Some(4)]);
+    assert_eq!(r.int("output_token_count"), [Some(3), Some(4)]);
+    assert_eq!((r.text("context_bin"), r.int("context_bin_lo")), (vec![s("0-1K"), s("unknown")], vec![Some(0), None]));
+    assert_eq!(r.text("model_output"), [s("Paris."), s("Once upon a time")]);
+    assert_eq!(r.text("finish_reason_raw"), [s("stop"), s("length")]);
+    assert_eq!(r.text("eos_status"), [s("eos"), s("length")]);
+    assert_eq!(
+        (r.text("last_token"), r.float("last_token_logprob")),
+        (vec![s("."), s(" time")], vec![Some(-0.25), Some(-0.0457)])
+    );
+    assert_eq!(
+        (r.float("ttft_ms"), r.float("latency_ms")),
+        (vec![None, None], vec![None, None]),
+        "no times in the stream"
+    );
+    assert_eq!(r.float("logged_cost_usd"), [None, None]);
+}
+
+#[test]
+fn vllm_llm_request_spans() {
+    // otel_vllm.jsonl: vLLM's `llm_request` span with the attributes its
+    // OutputProcessor.do_tracing sets, exported by the OpenTelemetry SDK's
+    // OTLP/JSON file exporter. Every attribute lands: times in columns or
+    // extra (ms), usage, the JSON-encoded finish reasons, the sampling parameters.
+    let r = read("otel_vllm.jsonl");
+    assert_eq!(r.format, Some("otel"));
+    assert_eq!((r.counts.lines_read, r.counts.rows_written, r.counts.records_skipped), (2, 2, 0), "{:?}", r.errors);
+    assert_eq!(r.text("request_id"), [s("cmpl-vllm-real-1"), s("cmpl-vllm-real-2")]);
+    // startTimeUnixNano as vLLM sets it: int(arrival_time * 1e9).
+    assert_eq!(r.ts(), [1_737_710_446_249_999, 1_737_710_447_000_000]);
+    assert_eq!(r.text("model"), [s("otel:otel_vllm"), s("otel:otel_vllm")], "vLLM's span names no model");
+    assert_eq!(r.int("prompt_tokens"), [Some(14), Some(1041)]);
+    assert_eq!(r.int("completion_tokens"), [Some(8), Some(16)]);
+    assert_eq!(r.int("max_tokens"), [Some(64), Some(16)]);
+    assert_ms(&r.float("ttft_ms"), &[Some(62.5), Some(125.0)], "ttft_ms");
+    assert_ms(&r.float("latency_ms"), &[Some(500.0), Some(1000.0)], "latency_ms");
+    assert_ms(&r.float("prefill_latency_ms"), &[Some(45.0), Some(100.0)], "prefill_latency_ms");
+    assert_eq!(r.text("finish_reason_raw"), [s("stop"), s("length")]);
+    let extra: Vec<serde_json::Value> =
+        r.text("extra").into_iter().map(|e| serde_json::from_str(&e.expect("extra")).unwrap()).collect();
+    let f = |i: usize, k: &str| extra[i][k].as_f64();
+    assert_eq!((f(0, "queue_ms"), f(0, "decode_ms"), f(0, "inference_ms")), (Some(2.0), Some(437.5), Some(482.5)));
+    assert_eq!((f(1, "queue_ms"), f(1, "decode_ms"), f(1, "inference_ms")), (Some(10.0), Some(875.0), Some(975.0)));
+    assert_eq!((f(0, "gen_ai.request.top_p"), f(0, "gen_ai.request.temperature")), (Some(0.9), Some(0.7)));
+    assert_eq!((f(1, "gen_ai.request.top_p"), f(1, "gen_ai.request.temperature")), (Some(1.0), None));
+    assert_eq!((f(0, "gen_ai.request.n"), extra[0]["service.name"].as_str()), (Some(1.0), Some("vllm")));
+    assert_eq!(extra[0]["scope"].as_str(), Some("vllm.llm_engine"));
+}
+
+#[test]
+fn vllm_request_outputs_with_their_metrics() {
+    // vllm_request_outputs.jsonl, built from vLLM's own field lists (not
+    // written by vLLM: see the README): a RequestOutput with V0's
+    // RequestMetrics (wall-clock times) and one with V1's RequestStateStats
+    // (monotonic engine-core times beside the wall-clock arrival).
+    let r = read("vllm_request_outputs.jsonl");
+    assert_eq!(r.format, Some("vllm"));
+    let c = r.counts;
+    assert_eq!((c.lines_read, c.rows_written, c.lines_rejected, c.tokens_written), (2, 2, 0, 3), "{:?}", r.errors);
+    assert_eq!(r.text("request_id"), [s("0"), s("1")]);
+    assert_eq!(r.ts(), [1_737_710_446_000_000, 1_737_710_447_500_000], "metrics.arrival_time");
+    assert_eq!(r.text("model"), [s("vllm:vllm_request_outputs"), s("vllm:vllm_request_outputs")]);
+    // len(prompt_token_ids), len(outputs[0].token_ids), num_cached_tokens.
+    assert_eq!(r.int("prompt_tokens"), [Some(8), Some(24)]);
+    assert_eq!(r.int("completion_tokens"), [Some(3), Some(4)]);
+    assert_eq!(r.int("cached_tokens"), [Some(0), Some(16)]);
+    // V0: first_token_time - arrival_time, finished_time - arrival_time,
+    // first_token_time - first_scheduled_time. V1: first_token_latency,
+    // plus last_token_ts - first_token_ts, first_token_ts - scheduled_ts.
+    assert_ms(&r.float("ttft_ms"), &[Some(78.125), Some(78.125)], "ttft_ms");
+    assert_ms(&r.float("latency_ms"), &[Some(203.125), Some(203.125)], "latency_ms");
+    assert_ms(&r.float("prefill_latency_ms"), &[Some(62.5), Some(62.5)], "prefill_latency_ms");
+    assert_eq!(r.text("finish_reason_raw"), [s("stop"), s("length")]);
+    assert_eq!(r.text("model_output"), [s(" Paris."), s(" Once upon a time")]);
+    assert_eq!(r.text("prompt"), [s("What is the capital of France?"), s("Tell me a long story.")]);
+    // The sampled token of each position (its id in token_ids), the others as alternatives.
+    assert_eq!(
+        (r.text("last_token"), r.float("last_token_logprob")),
+        (vec![s("<|eot_id|>"), None], vec![Some(0.0), None])
+    );
+    let extra: Vec<serde_json::Value> =
+        r.text("extra").into_iter().map(|e| serde_json::from_str(&e.expect("extra")).unwrap()).collect();
+    let f = |i: usize, k: &str| extra[i][k].as_f64();
+    assert_eq!((f(0, "queue_ms"), f(0, "decode_ms"), f(0, "scheduler_ms")), (Some(15.625), Some(125.0), Some(2.5)));
+    assert_eq!((f(1, "queue_ms"), f(1, "decode_ms")), (Some(15.625), Some(125.0)));
+    let keys = |i: usize| extra[i].as_object().unwrap().keys().cloned().collect::<Vec<_>>();
+    assert_eq!(
+        keys(0),
+        [
+            "decode_ms",
+            "encoder_prompt",
+            "encoder_prompt_token_ids",
+            "lora_request",
+            "prompt_logprobs",
+            "queue_ms",
+            "scheduler_ms"
+        ],
+        "unread keys kept as logged"
+    );
 }
 
 #[test]
@@ -209,7 +445,7 @@ fn conformance_over_the_folder_of_real_files() {
     let mut names: Vec<String> = std::fs::read_dir(real(""))
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| n.ends_with(".json") || n.ends_with(".jsonl") || n.ends_with(".ndjson"))
+        .filter(|n| [".json", ".jsonl", ".ndjson", ".sse"].iter().any(|e| n.ends_with(e)))
         .collect();
     names.sort();
     for name in names {
@@ -230,10 +466,17 @@ fn conformance_over_the_folder_of_real_files() {
     assert_eq!(
         report,
         [
+            row("anthropic_sdk_messages.jsonl", "anthropic", "lines", 3, None),
             row("langfuse_api_observations.json", "langfuse", "json_records", 1, Some(true)),
             row("litellm_gcs.ndjson", "litellm", "lines", 4, None),
+            row("openai_stream.sse", "openai_stream", "event_stream", 2, None),
             row("otel_openinference.jsonl", "otel", "lines", 3, None),
             row("otel_openllmetry.jsonl", "otel", "lines", 3, None),
+            row("otel_vllm.jsonl", "otel", "lines", 2, None),
+            row("tgi_flash_llama.json", "tgi", "json_records", 1, None),
+            row("tgi_flash_llama_all_params.json", "tgi", "json_records", 1, None),
+            row("tgi_flash_llama_grammar_json.json", "tgi", "json_records", 1, None),
+            row("vllm_request_outputs.jsonl", "vllm", "lines", 2, None),
         ]
     );
 }

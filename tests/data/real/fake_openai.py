@@ -17,6 +17,9 @@ ANSWERS = {
         "usage": {"prompt_tokens": 14, "completion_tokens": 2, "total_tokens": 16,
                   "prompt_tokens_details": {"cached_tokens": 0},
                   "completion_tokens_details": {"reasoning_tokens": 0}},
+        # What a stream sends: three tokens with their logprobs, and its own usage.
+        "stream_tokens": [("Par", -0.0123), ("is", -0.0001), (".", -0.25)],
+        "stream_usage": {"prompt_tokens": 14, "completion_tokens": 3, "total_tokens": 17},
     },
     "Tell me a long story.": {
         "id": "chatcmpl-real-2",
@@ -25,6 +28,10 @@ ANSWERS = {
         "usage": {"prompt_tokens": 1041, "completion_tokens": 4, "total_tokens": 1045,
                   "prompt_tokens_details": {"cached_tokens": 1024},
                   "completion_tokens_details": {"reasoning_tokens": 0}},
+        "stream_tokens": [("Once", -0.0031), (" upon", -0.0002), (" a", -0.0), (" time", -0.0457)],
+        "stream_usage": {"prompt_tokens": 1041, "completion_tokens": 4, "total_tokens": 1045,
+                         "prompt_tokens_details": {"cached_tokens": 1024},
+                         "completion_tokens_details": {"reasoning_tokens": 0}},
     },
     "What is the weather in Paris?": {
         "id": "chatcmpl-real-3",
@@ -37,7 +44,6 @@ ANSWERS = {
 }
 CREATED = 1737710446
 MODEL = "gpt-4o-mini-2024-07-18"
-TOKENS = [("Par", -0.0123), ("is", -0.0001), (".", -0.25)]
 
 
 def completion(answer):
@@ -53,19 +59,22 @@ def completion(answer):
     }
 
 
-def chunks(answer):
+def chunks(answer, logprobs, include_usage):
+    """The chunks of a streamed answer, as OpenAI sends them: logprobs only
+    when asked for, the usage in a last chunk without choices only when
+    `stream_options.include_usage` asks for it."""
     base = {"id": answer["id"], "object": "chat.completion.chunk", "created": CREATED,
             "model": MODEL, "system_fingerprint": "fp_real"}
     yield {**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""},
                                 "logprobs": None, "finish_reason": None}]}
-    for text, lp in TOKENS:
+    for text, lp in answer["stream_tokens"]:
+        entry = {"content": [{"token": text, "logprob": lp, "bytes": list(text.encode()), "top_logprobs": []}]}
         yield {**base, "choices": [{"index": 0, "delta": {"content": text},
-                                    "logprobs": {"content": [{"token": text, "logprob": lp,
-                                                              "bytes": list(text.encode()),
-                                                              "top_logprobs": []}]},
-                                    "finish_reason": None}]}
-    yield {**base, "choices": [{"index": 0, "delta": {}, "logprobs": None, "finish_reason": "stop"}]}
-    yield {**base, "choices": [], "usage": {"prompt_tokens": 14, "completion_tokens": 3, "total_tokens": 17}}
+                                    "logprobs": entry if logprobs else None, "finish_reason": None}]}
+    yield {**base, "choices": [{"index": 0, "delta": {}, "logprobs": None,
+                                "finish_reason": answer["finish_reason"]}]}
+    if include_usage:
+        yield {**base, "choices": [], "usage": answer["stream_usage"]}
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -79,7 +88,8 @@ class Handler(BaseHTTPRequestHandler):
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
             self.end_headers()
-            for c in chunks(answer):
+            include_usage = (body.get("stream_options") or {}).get("include_usage", False)
+            for c in chunks(answer, body.get("logprobs", False), include_usage):
                 self.wfile.write(b"data: " + json.dumps(c).encode() + b"\n\n")
             self.wfile.write(b"data: [DONE]\n\n")
             return

@@ -60,6 +60,79 @@ def litellm_files(base):
     write("litellm_gcs.ndjson", GCSBucketLogger._combine_payloads_to_ndjson(None, items) + "\n")
 
 
+def stream_file(base):
+    """A streamed chat completion as a proxy that keeps the raw body logs it:
+    the server-sent events exactly as the openai client received them (its
+    raw streaming response, byte for byte), two calls one after the other:
+    one with logprobs and stream_options.include_usage, one with logprobs and
+    no usage."""
+    import openai
+
+    client = openai.OpenAI(base_url=base, api_key="sk-loopback")
+    calls = [(PROMPTS[0], {"stream_options": {"include_usage": True}}), (PROMPTS[1], {"max_tokens": 4})]
+    body = b""
+    for prompt, extra in calls:
+        with client.chat.completions.with_streaming_response.create(
+                model="gpt-4o-mini", messages=[{"role": "user", "content": prompt}], stream=True, logprobs=True,
+                **extra) as response:
+            body += b"".join(response.iter_bytes())
+    with open(os.path.join(HERE, "openai_stream.sse"), "wb") as f:
+        f.write(body)
+
+
+def vllm_span_file():
+    """vLLM's `llm_request` span as its OutputProcessor.do_tracing builds it
+    (vllm/v1/engine/output_processor.py at commit d0782260; attribute names
+    in vllm/tracing/utils.py at 0bf3270f): vLLM cannot run here, so the
+    attributes, their types and the span's name, kind and times are taken
+    from that source, and the span is made and exported by the OpenTelemetry
+    SDK's own tracer and OTLP/JSON file exporter, as vLLM's tracer exports it."""
+    import json as _json
+
+    from opentelemetry.exporter.otlp.json.file import FileSpanExporter
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.trace import SpanKind
+
+    path = os.path.join(HERE, "otel_vllm.jsonl")
+    if os.path.exists(path):
+        os.remove(path)
+    provider = TracerProvider(resource=Resource.create({"service.name": "vllm"}))
+    provider.add_span_processor(SimpleSpanProcessor(FileSpanExporter(path)))
+    tracer = provider.get_tracer("vllm.llm_engine")
+    # (request id, arrival, first_token_latency, e2e, queued, prefill, decode, prompt, generated, finish,
+    #  top_p, max_tokens, temperature): do_tracing sets the last three only when truthy.
+    requests = [
+        ("cmpl-vllm-real-1", 1737710446.25, 0.0625, 0.5, 0.002, 0.045, 0.4375, 14, 8, "stop", 0.9, 64, 0.7),
+        ("cmpl-vllm-real-2", 1737710447.0, 0.125, 1.0, 0.01, 0.1, 0.875, 1041, 16, "length", 1.0, 16, 0.0),
+    ]
+    for rid, arrival, ttft, e2e, queued, prefill, decode, prompt, generated, finish, top_p, max_tokens, temp in requests:
+        attributes = {
+            "gen_ai.latency.time_to_first_token": ttft,
+            "gen_ai.latency.e2e": e2e,
+            "gen_ai.latency.time_in_queue": queued,
+            "gen_ai.usage.prompt_tokens": prompt,
+            "gen_ai.usage.completion_tokens": generated,
+            "gen_ai.latency.time_in_model_prefill": prefill,
+            "gen_ai.latency.time_in_model_decode": decode,
+            "gen_ai.latency.time_in_model_inference": prefill + decode,
+            "gen_ai.request.id": rid,
+            "gen_ai.response.finish_reasons": _json.dumps([finish]),
+        }
+        if top_p:
+            attributes["gen_ai.request.top_p"] = top_p
+        if max_tokens:
+            attributes["gen_ai.request.max_tokens"] = max_tokens
+        if temp:
+            attributes["gen_ai.request.temperature"] = temp
+        attributes["gen_ai.request.n"] = 1
+        span = tracer.start_span("llm_request", kind=SpanKind.SERVER, start_time=int(arrival * 1e9),
+                                 attributes=attributes)
+        span.end(end_time=int((arrival + e2e) * 1e9))
+    provider.shutdown()
+
+
 def langfuse_file():
     """Langfuse's public API, GET /api/public/v2/observations: the SDK's own
     response model (camelCase), serialised by the SDK, saved indented as a
@@ -133,6 +206,8 @@ def main():
     litellm_files(base)
     langfuse_file()
     otel_files(base)
+    stream_file(base)
+    vllm_span_file()
 
 
 if __name__ == "__main__":

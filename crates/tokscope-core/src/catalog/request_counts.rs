@@ -31,8 +31,8 @@ pub struct CountKey {
     pub variant: Option<String>,
     /// `requests.context_bin`.
     pub context_bin: String,
-    /// `requests.context_bin_lo`.
-    pub context_bin_lo: i64,
+    /// `requests.context_bin_lo` (null for the `unknown` bin).
+    pub context_bin_lo: Option<i64>,
     /// `requests.eos_status`.
     pub eos_status: String,
     /// `requests.has_eos_marker`.
@@ -54,7 +54,7 @@ table! {
         /// As in `requests`.
         context_bin: Utf8 [Dictionary] = k.context_bin.as_str(),
         /// As in `requests`.
-        context_bin_lo: Int64 [Dictionary] = k.context_bin_lo,
+        context_bin_lo: Int64 nullable [Dictionary] = k.context_bin_lo,
         /// As in `requests`.
         eos_status: Utf8 [Dictionary] = k.eos_status.as_str(),
         /// As in `requests`.
@@ -71,7 +71,7 @@ pub struct RequestCounts {
 }
 
 /// A borrowed [`CountKey`]: one lookup per row without allocating.
-type RowKey<'a> = (i32, &'a str, Option<&'a str>, &'a str, i64, &'a str, Option<bool>);
+type RowKey<'a> = (i32, &'a str, Option<&'a str>, &'a str, Option<i64>, &'a str, Option<bool>);
 
 fn column<'a>(batch: &'a RecordBatch, name: &str) -> Result<&'a dyn Array> {
     batch
@@ -115,7 +115,7 @@ impl RequestCounts {
                 model.value(i),
                 variant.is_valid(i).then(|| variant.value(i)),
                 bin.value(i),
-                lo.value(i),
+                lo.is_valid(i).then(|| lo.value(i)),
                 status.value(i),
                 marker.is_valid(i).then(|| marker.value(i)),
             );

@@ -36,8 +36,8 @@ table! {
         variant: Utf8 nullable [Dictionary] = d.variant,
         /// HTTP status.
         status: Int32 nullable [Dictionary] = r.status,
-        /// Whole prompt, cached tokens included (docs/metrics.md).
-        prompt_tokens: Int64 = r.prompt_tokens,
+        /// Whole prompt, cached tokens included (docs/metrics.md); null when the log does not give it.
+        prompt_tokens: Int64 nullable = r.prompt_tokens,
         /// Generated tokens, reasoning included.
         completion_tokens: Int64 = r.completion_tokens,
         /// Prompt tokens read from a prompt cache; 0 when absent.
@@ -46,8 +46,8 @@ table! {
         cache_write_tokens: Int64 = r.cache_write_tokens,
         /// Reasoning tokens (subset of completion_tokens).
         reasoning_tokens: Int64 nullable = r.reasoning_tokens,
-        /// prompt_tokens + completion_tokens.
-        total_tokens: Int64 = d.total_tokens,
+        /// prompt_tokens + completion_tokens; null when prompt_tokens is.
+        total_tokens: Int64 nullable = d.total_tokens,
         /// Output cap of the request.
         max_tokens: Int64 nullable [Dictionary] = r.max_tokens,
         /// Time to first token.
@@ -74,10 +74,10 @@ table! {
         has_eos_marker: Boolean nullable = d.has_eos_marker,
         /// eos|length|implicit_truncation|unknown.
         eos_status: Utf8 [Dictionary] = d.eos_status,
-        /// Context-length bin label of prompt_tokens.
+        /// Context-length bin label of prompt_tokens; `unknown` when prompt_tokens is null.
         context_bin: Utf8 [Dictionary] = d.context_bin,
-        /// Lower edge of context_bin.
-        context_bin_lo: Int64 [Dictionary] = d.context_bin_lo,
+        /// Lower edge of context_bin; null for `unknown`.
+        context_bin_lo: Int64 nullable [Dictionary] = d.context_bin_lo,
         /// Prompt text, or chat messages as JSON (keyed hash under `--redact hash`, null under `drop`).
         prompt: Utf8 nullable [NoStatistics] = d.prompt.as_deref(),
         /// UTF-8 length of the prompt as logged, bytes (kept under redaction).

@@ -5,8 +5,10 @@
 use std::borrow::Cow;
 
 use serde::Deserialize;
+use serde_json::value::RawValue;
 use serde_json::Value;
 
+use super::canonical::extra_json;
 use super::envelope;
 use super::fields::{self};
 use super::{LineContext, LogFormat, Parsed, Probe};
@@ -18,8 +20,9 @@ struct Message<'a> {
     id: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
     model: Option<Cow<'a, str>>,
+    /// Each block read on its own: text blocks are the output, the others (tool calls) kept in `extra`.
     #[serde(borrow, default)]
-    content: Vec<ContentBlock<'a>>,
+    content: Vec<&'a RawValue>,
     #[serde(borrow, default)]
     stop_reason: Option<Cow<'a, str>>,
     usage: Option<Usage>,
@@ -53,12 +56,21 @@ pub fn parse<'a>(line: &'a [u8], ctx: &LineContext<'_>) -> Result<RequestRecord<
     let cache_read = fields::opt_token_count("cache_read_input_tokens", usage.cache_read_input_tokens)?.unwrap_or(0);
     let cache_write =
         fields::opt_token_count("cache_creation_input_tokens", usage.cache_creation_input_tokens)?.unwrap_or(0);
-    let text: Vec<Cow<'_, str>> = msg
-        .content
-        .into_iter()
-        .filter(|b| b.kind.as_deref().unwrap_or("text") == "text")
-        .filter_map(|b| b.text)
-        .collect();
+    let (mut text, mut other_blocks) = (Vec::<Cow<'_, str>>::new(), Vec::new());
+    for raw in msg.content {
+        let block: ContentBlock<'_> =
+            serde_json::from_str(raw.get()).map_err(|e| format!("invalid content block: {e}"))?;
+        match block.kind.as_deref().unwrap_or("text") {
+            "text" => text.extend(block.text),
+            _ => other_blocks.push(raw.get()),
+        }
+    }
+    // What no column holds: the tool calls and other blocks, the message's and usage's other keys.
+    let blocks = (!other_blocks.is_empty())
+        .then(|| RawValue::from_string(format!("[{}]", other_blocks.join(","))).ok())
+        .flatten();
+    let mut unread = envelope::unread(line, body, MESSAGE_KEYS, &[("usage", USAGE_KEYS)]);
+    unread.extend(blocks.as_deref().map(|b| (Cow::Borrowed("content"), b)));
     let output_text = match text.len() {
         0 => None,
         1 => text.into_iter().next(),
@@ -71,12 +83,12 @@ pub fn parse<'a>(line: &'a [u8], ctx: &LineContext<'_>) -> Result<RequestRecord<
     let (ttft_ms, latency_ms) = env.timings()?;
     Ok(RequestRecord {
         request_id: env.request_id.clone().or(msg.id),
-        ts_micros: env.ts_micros(None)?,
+        ts_micros: env.ts_micros(None, ctx)?,
         session_id: env.session_id.clone(),
         variant: env.variant(),
         model,
         status: env.status()?,
-        prompt_tokens: input + cache_read + cache_write,
+        prompt_tokens: Some(input + cache_read + cache_write),
         completion_tokens: output,
         cached_tokens: cache_read,
         cache_write_tokens: cache_write,
@@ -87,9 +99,16 @@ pub fn parse<'a>(line: &'a [u8], ctx: &LineContext<'_>) -> Result<RequestRecord<
         prompt: env.prompt()?,
         model_output: output_text,
         output_is_raw: false,
+        extra: extra_json(&unread),
         ..Default::default()
     })
 }
+
+/// A message's keys read into columns (`content`: its text blocks).
+const MESSAGE_KEYS: &[&str] = &["id", "type", "role", "model", "content", "stop_reason", "usage"];
+/// The usage keys read into columns.
+const USAGE_KEYS: &[&str] =
+    &["input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"];
 
 /// Anthropic Messages responses, bare or in an envelope.
 pub struct Anthropic;
@@ -129,14 +148,18 @@ mod tests {
     fn cache_tokens_fold_into_prompt_tokens() {
         let line = br#"{"ts":1717236000000,"latency_ms":1500,"request":{"max_tokens":1024},"response":{"id":"msg_1","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[{"type":"text","text":"Hi "},{"type":"text","text":"there"}],"stop_reason":"end_turn","usage":{"input_tokens":100,"output_tokens":20,"cache_creation_input_tokens":30,"cache_read_input_tokens":500}}}"#;
         let r = parse(line, &LineContext::default()).unwrap();
-        assert_eq!((r.prompt_tokens, r.cached_tokens, r.cache_write_tokens, r.completion_tokens), (630, 500, 30, 20));
+        assert_eq!(
+            (r.prompt_tokens, r.cached_tokens, r.cache_write_tokens, r.completion_tokens),
+            (Some(630), 500, 30, 20)
+        );
         assert_eq!(r.model_output.as_deref(), Some("Hi there"));
         assert_eq!(r.max_tokens, Some(1024));
     }
 
     #[test]
-    fn bare_message_without_ts_is_rejected() {
+    fn a_bare_message_arrives_at_the_base_time() {
         let line = br#"{"id":"msg_1","type":"message","model":"claude","content":[],"stop_reason":"end_turn","usage":{"input_tokens":1,"output_tokens":2}}"#;
-        assert!(parse(line, &LineContext::default()).unwrap_err().contains("ts"));
+        let ctx = LineContext { base_time_micros: 1_717_200_000_000_000, ..Default::default() };
+        assert_eq!(parse(line, &ctx).unwrap().ts_micros, 1_717_200_000_000_000);
     }
 }

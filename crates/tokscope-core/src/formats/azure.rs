@@ -31,7 +31,7 @@ pub fn parse<'a>(line: &'a [u8], ctx: &LineContext<'_>) -> Result<Parsed<'a>, St
     Ok(Parsed::Request(RequestRecord {
         ts_micros: parse_datetime_micros(ts)?,
         model: Cow::Owned(ctx.default_model.to_string()),
-        prompt_tokens: num("ContextTokens", context)?,
+        prompt_tokens: Some(num("ContextTokens", context)?),
         completion_tokens: num("GeneratedTokens", generated)?,
         ..Default::default()
     }))

@@ -174,7 +174,7 @@ impl<'a> CanonicalLine<'a> {
             model_version: self.model_version,
             variant,
             status,
-            prompt_tokens,
+            prompt_tokens: Some(prompt_tokens),
             completion_tokens,
             cached_tokens,
             cache_write_tokens,
@@ -232,7 +232,7 @@ mod tests {
         let r = parse(line).unwrap();
         assert_eq!(r.request_id.as_deref(), Some("r1"));
         assert_eq!(r.ts_micros, 1_714_521_600_000_000);
-        assert_eq!((r.prompt_tokens, r.completion_tokens, r.cached_tokens), (10, 3, 4));
+        assert_eq!((r.prompt_tokens, r.completion_tokens, r.cached_tokens), (Some(10), 3, 4));
         assert_eq!(r.prompt.as_deref(), Some(r#"[{"role":"user","content":"hi"}]"#));
         assert!(r.output_is_raw);
         assert_eq!(r.extra.as_deref(), Some(r#"{"region":"eu","tags":{"a":1}}"#));

@@ -8,6 +8,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use super::fields::{self, TsValue};
+use super::LineContext;
 
 /// What the envelope adds to a response. A bare response parses as an empty envelope.
 #[derive(Debug, Default, Deserialize)]
@@ -93,6 +94,68 @@ pub struct TgiParameters {
     pub max_new_tokens: Option<f64>,
 }
 
+/// The envelope's keys [`Envelope`] reads.
+const ENVELOPE_KEYS: &[&str] = &[
+    "ts",
+    "latency_ms",
+    "ttft_ms",
+    "request_id",
+    "session_id",
+    "status",
+    "variant",
+    "arm",
+    "experiment",
+    "model",
+    "prompt_tokens",
+    "request",
+    "response",
+];
+
+/// The keys of the envelope's `request` read into columns.
+const REQUEST_KEYS: &[&str] =
+    &["max_tokens", "max_completion_tokens", "max_output_tokens", "messages", "prompt", "input", "inputs", "model"];
+
+/// What no column holds, for `extra`: the envelope's other keys, its
+/// request's (`request.<key>`: sampling parameters, tools), the response
+/// body's keys that `body_keys` does not name, and inside the body each
+/// object of `nested` (`usage`) less the keys read of it (`usage.<key>`).
+/// `extra_json` of the result is the `extra` column.
+pub fn unread<'x>(
+    line: &'x [u8],
+    body: &'x [u8],
+    body_keys: &[&str],
+    nested: &[(&str, &[&str])],
+) -> Vec<(Cow<'x, str>, &'x RawValue)> {
+    let (Ok(line), Ok(body)) = (std::str::from_utf8(line), std::str::from_utf8(body)) else { return Vec::new() };
+    let bare = std::ptr::eq(line, body);
+    let mut out = Vec::new();
+    if !bare {
+        for (key, raw) in fields::unread_members(line, &[], "") {
+            match key.as_ref() {
+                k if super::secrets::is_credential_key(k) => {}
+                "request" => out.extend(
+                    fields::unread_members(raw.get(), REQUEST_KEYS, "request.")
+                        .into_iter()
+                        .filter(|(k, _)| !super::secrets::is_credential_key(&k["request.".len()..])),
+                ),
+                k if ENVELOPE_KEYS.contains(&k) => {}
+                _ => out.push((key, raw)),
+            }
+        }
+    }
+    for (key, raw) in fields::unread_members(body, &[], "") {
+        if let Some((_, read)) = nested.iter().find(|(k, _)| *k == key.as_ref()) {
+            out.extend(fields::unread_members(raw.get(), read, &format!("{key}.")));
+        } else {
+            let read = body_keys.contains(&key.as_ref()) || (bare && ENVELOPE_KEYS.contains(&key.as_ref()));
+            if !read {
+                out.push((key, raw));
+            }
+        }
+    }
+    out
+}
+
 /// Splits a line into its envelope and the response body (the line itself when bare).
 pub fn open(line: &[u8]) -> Result<(Envelope<'_>, &[u8]), String> {
     let env: Envelope<'_> = fields::from_json(line).map_err(|e| format!("invalid JSON object: {e}"))?;
@@ -104,15 +167,15 @@ pub fn open(line: &[u8]) -> Result<(Envelope<'_>, &[u8]), String> {
 }
 
 impl<'a> Envelope<'a> {
-    /// Arrival time from the envelope, else `fallback_secs` (a response's `created`).
-    pub fn ts_micros(&self, fallback_secs: Option<f64>) -> Result<i64, String> {
+    /// Arrival time from the envelope, else `fallback_secs` (a response's
+    /// `created`), else the run's `--base-time`: a response saved as the
+    /// provider returned it may carry no time at all (TGI's `/generate`, an
+    /// Anthropic message), and is placed there, as a trace with relative times is.
+    pub fn ts_micros(&self, fallback_secs: Option<f64>, ctx: &LineContext<'_>) -> Result<i64, String> {
         match (&self.ts, fallback_secs) {
             (Some(ts), _) => ts.to_micros(),
             (None, Some(secs)) => TsValue::EpochMillis(secs * 1000.0).to_micros(),
-            (None, None) => {
-                Err("missing required field ts (this response carries no timestamp: wrap it in an envelope with ts)"
-                    .into())
-            }
+            (None, None) => Ok(ctx.base_time_micros),
         }
     }
 

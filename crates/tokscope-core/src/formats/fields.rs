@@ -257,6 +257,52 @@ pub fn next_text<'de, A: de::MapAccess<'de>>(map: &mut A) -> Result<Option<Cow<'
     Ok(map.next_value::<Option<Text<'de>>>()?.map(|t| t.0))
 }
 
+/// The members of a JSON object, each key with its value's raw text, in
+/// their order; only the keys are decoded. What `extra` is made of.
+pub struct Members<'a>(pub Vec<(Cow<'a, str>, &'a RawValue)>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for Members<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> Visitor<'de> for V<'a> {
+            type Value = Members<'a>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let mut members = Vec::new();
+                while let Some(Text(key)) = map.next_key()? {
+                    members.push((key, map.next_value::<&'de RawValue>()?));
+                }
+                Ok(Members(members))
+            }
+        }
+        d.deserialize_map(V(std::marker::PhantomData))
+    }
+}
+
+/// The members of the JSON object `raw` whose keys are not in `read`, each
+/// key written `{prefix}{key}` (`usage.` for the members of a `usage`
+/// object); none when `raw` is not an object.
+pub fn unread_members<'a>(raw: &'a str, read: &[&str], prefix: &str) -> Vec<(Cow<'a, str>, &'a RawValue)> {
+    let Ok(Members(members)) = serde_json::from_str::<Members<'a>>(raw) else { return Vec::new() };
+    members
+        .into_iter()
+        .filter(|(k, _)| !read.contains(&k.as_ref()))
+        .map(|(k, v)| if prefix.is_empty() { (k, v) } else { (Cow::Owned(format!("{prefix}{k}")), v) })
+        .collect()
+}
+
+/// [`unread_members`] of a record as JSON values, for an `extra` built as a
+/// map (with values of the format's own added); none when `raw` is not UTF-8.
+pub fn unread_values(raw: &[u8], read: &[&str]) -> serde_json::Map<String, serde_json::Value> {
+    let Ok(text) = simdutf8::basic::from_utf8(raw) else { return serde_json::Map::new() };
+    unread_members(text, read, "")
+        .into_iter()
+        .map(|(k, v)| (k.into_owned(), serde_json::from_str(v.get()).unwrap_or(serde_json::Value::Null)))
+        .collect()
+}
+
 /// A timestamp as logged: epoch milliseconds or a date-time string.
 #[derive(Debug, Clone, PartialEq)]
 pub enum TsValue<'a> {

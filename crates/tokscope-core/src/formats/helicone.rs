@@ -276,7 +276,7 @@ pub fn parse(line: &[u8]) -> Result<Parsed<'_>, String> {
         session_id,
         model,
         status,
-        prompt_tokens: prompt + cached + cache_write + audio,
+        prompt_tokens: Some(prompt + cached + cache_write + audio),
         completion_tokens: completion,
         cached_tokens: cached,
         cache_write_tokens: cache_write,
@@ -450,7 +450,10 @@ mod tests {
         let row = br#"{"request_id":"x","request_created_at":"2024-06-01 12:00:00.000","response_status":500,"delay_ms":100,"request_model":"gpt-4o","prompt_tokens":10,"completion_tokens":3,"response_body":{"error":{"message":"boom"}}}"#;
         match parse(row) {
             Ok(Parsed::Request(r)) => {
-                assert_eq!((r.status, r.finish_reason_raw.as_deref(), r.prompt_tokens), (Some(500), Some("error"), 10))
+                assert_eq!(
+                    (r.status, r.finish_reason_raw.as_deref(), r.prompt_tokens),
+                    (Some(500), Some("error"), Some(10))
+                )
             }
             other => panic!("{other:?}"),
         }

@@ -88,6 +88,57 @@ struct ObservationJson<'a> {
     model_id: Option<Cow<'a, str>>,
 }
 
+/// The keys of an observation [`ObservationJson`] reads, by both their
+/// exports' names (snake case) and the public API's (camel case).
+const OBSERVATION_KEYS: &[&str] = &[
+    "id",
+    "type",
+    "start_time",
+    "startTime",
+    "end_time",
+    "endTime",
+    "completion_start_time",
+    "completionStartTime",
+    "provided_model_name",
+    "model",
+    "usage_details",
+    "usageDetails",
+    "cost_details",
+    "costDetails",
+    "total_cost",
+    "totalCost",
+    "latency",
+    "time_to_first_token",
+    "timeToFirstToken",
+    "input",
+    "output",
+    "model_parameters",
+    "modelParameters",
+    "metadata",
+    "session_id",
+    "sessionId",
+    "level",
+    "status_message",
+    "statusMessage",
+    "trace_id",
+    "traceId",
+    "parent_observation_id",
+    "parentObservationId",
+    "name",
+    "environment",
+    "version",
+    "prompt_name",
+    "promptName",
+    "prompt_version",
+    "promptVersion",
+    "user_id",
+    "userId",
+    "trace_name",
+    "traceName",
+    "model_id",
+    "modelId",
+];
+
 /// One observation, from a JSON or a CSV row.
 #[derive(Default)]
 struct Observation<'a> {
@@ -185,6 +236,12 @@ impl<'a> Observation<'a> {
             obs.note(key, v.map(|s| Value::String(s.into_owned())));
         }
         obs.note("prompt_version", o.prompt_version);
+        // Every other key as logged (projectId, isRootObservation, calculated costs, ...).
+        if let Ok(text) = std::str::from_utf8(raw) {
+            for (key, v) in fields::unread_members(text, OBSERVATION_KEYS, "") {
+                obs.note(&key, serde_json::from_str(v.get()).ok());
+            }
+        }
         Ok(obs)
     }
 
@@ -339,7 +396,7 @@ impl<'a> Observation<'a> {
             ts_micros: start,
             session_id: self.session_id.take(),
             model,
-            prompt_tokens: prompt,
+            prompt_tokens: Some(prompt),
             completion_tokens: completion,
             cached_tokens: cached,
             cache_write_tokens: cache_write,
@@ -637,7 +694,10 @@ mod tests {
     fn cache_creation_ttl_breakdown_sums_and_bad_usage_rejects() {
         let obs = r#"{"id":"g","type":"GENERATION","start_time":"2024-06-01 12:00:00.000","usage_details":{"input":"10","input_cache_creation":"100","input_cache_creation_1h":"50","input_cache_read":"30","output":"2","total":"999"}}"#;
         let r = request(parse(obs.as_bytes(), &ctx()));
-        assert_eq!((r.prompt_tokens, r.cached_tokens, r.cache_write_tokens, r.completion_tokens), (190, 30, 150, 2));
+        assert_eq!(
+            (r.prompt_tokens, r.cached_tokens, r.cache_write_tokens, r.completion_tokens),
+            (Some(190), 30, 150, 2)
+        );
         assert_eq!(extra(&r)["usage_total_mismatch"].as_f64(), Some(999.0));
         let bad = obs.replace(r#""output":"2""#, r#""output":"two""#);
         assert!(parse(bad.as_bytes(), &ctx()).unwrap_err().contains("usage_details.output"));

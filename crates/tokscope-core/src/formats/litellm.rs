@@ -277,7 +277,7 @@ impl Call {
             session_id: self.session_id.map(Cow::Owned),
             model: Cow::Owned(model),
             status: status.filter(|_| self.failed).map(|s| s as i32),
-            prompt_tokens: prompt,
+            prompt_tokens: Some(prompt),
             completion_tokens: completion,
             cached_tokens: cached,
             cache_write_tokens: cache_write,
@@ -964,7 +964,7 @@ mod tests {
     fn cache_writes_left_out_of_prompt_tokens_are_added_and_flagged() {
         let line = r#"{"id":"x","call_type":"acompletion","response_cost":0.1,"prompt_tokens":4500,"completion_tokens":5,"startTime":1717243200.0,"endTime":1717243201.0,"model":"claude","response":{"model":"claude-x","choices":[],"usage":{"prompt_tokens":4500,"completion_tokens":5,"cache_read_input_tokens":4000,"cache_creation_input_tokens":600}}}"#;
         let r = request(parse(line.as_bytes(), &LineContext::default()));
-        assert_eq!((r.prompt_tokens, r.cached_tokens, r.cache_write_tokens), (5100, 4000, 600));
+        assert_eq!((r.prompt_tokens, r.cached_tokens, r.cache_write_tokens), (Some(5100), 4000, 600));
         let x: Value = serde_json::from_str(r.extra.as_deref().unwrap()).unwrap();
         assert_eq!(x["prompt_tokens_excluded_cache_writes"], true);
         let no_start = line.replace(r#""startTime":1717243200.0,"#, "");

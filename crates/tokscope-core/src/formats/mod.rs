@@ -29,10 +29,12 @@ pub mod moe_routing;
 pub mod mooncake;
 pub mod openai;
 pub mod openai_responses;
+pub mod openai_stream;
 pub mod otel;
 pub mod profile;
 pub mod secrets;
 pub mod tgi;
+pub mod vllm;
 
 use std::borrow::Cow;
 use std::cell::OnceCell;
@@ -57,6 +59,7 @@ pub use self::fields::TimeUnit;
 pub static FORMATS: &[&dyn LogFormat] = &[
     &kernel_trace::KernelTrace,
     &otel::Otel,
+    &openai_stream::OpenAiStream,
     &azure::AzureCsv,
     &moe_routing::MoeRouting,
     &litellm::LiteLlm,
@@ -68,6 +71,7 @@ pub static FORMATS: &[&dyn LogFormat] = &[
     &openai::OpenAiChat,
     &anthropic::Anthropic,
     &tgi::Tgi,
+    &vllm::Vllm,
     &eval::Eval,
     &profile::Profile,
     &canonical::Canonical,
@@ -128,6 +132,9 @@ pub enum Framing {
     /// Chosen by the reader from a file's head ([`crate::event_array::is_json_document`])
     /// for every format framed by lines, so every JSON-based format reads it.
     JsonRecords,
+    /// Server-sent event streams saved as sent: each stream, its lines up to
+    /// `data: [DONE]` joined by `\n`, is one record ([`crate::event_stream`]).
+    EventStream,
 }
 
 /// One line offered to [`LogFormat::detect`], parsed as JSON at most once
@@ -450,7 +457,8 @@ pub fn parse_records<'a>(
 pub struct LineContext<'a> {
     /// Model name for formats that log none (traces).
     pub default_model: &'a str,
-    /// Start of a trace whose timestamps are relative (Mooncake), microseconds since the epoch.
+    /// Start of a trace whose timestamps are relative (Mooncake), and arrival
+    /// of a response that carries no time, microseconds since the epoch.
     pub base_time_micros: i64,
     /// Unit of durations logged as bare numbers whose unit the log does not
     /// say (Langfuse's `latency`, `time_to_first_token`): `--time-unit`.
@@ -478,14 +486,14 @@ pub(crate) mod testing {
         (Option<f64>, Option<f64>, Option<&'r str>, Option<f64>, Option<&'r str>),
     );
 
-    /// The [`Summary`] of a request (its id must be set).
+    /// The [`Summary`] of a request (its id and prompt length must be set).
     pub fn summary<'r>(r: &'r RequestRecord<'_>) -> Summary<'r> {
         (
             (
                 r.request_id.as_deref().expect("request id"),
                 r.ts_micros,
                 r.model.as_ref(),
-                r.prompt_tokens,
+                r.prompt_tokens.expect("a prompt length"),
                 r.completion_tokens,
                 r.cached_tokens,
                 r.cache_write_tokens,
@@ -527,6 +535,7 @@ mod tests {
                 "openai_responses" => include_str!("../../../../sample_logs/openai_responses.jsonl"),
                 "anthropic" => include_str!("../../../../sample_logs/anthropic.jsonl"),
                 "tgi" => include_str!("../../../../sample_logs/tgi.jsonl"),
+                "vllm" => include_str!("../../../../sample_logs/vllm.jsonl"),
                 "otel" => include_str!("../../../../sample_logs/otel.jsonl"),
                 "helicone" => include_str!("../../../../sample_logs/helicone.jsonl"),
                 "litellm" => include_str!("../../../../sample_logs/litellm.jsonl"),
@@ -556,6 +565,7 @@ mod tests {
             ("openai_responses", sample("openai_responses")),
             ("anthropic", sample("anthropic")),
             ("tgi", sample("tgi")),
+            ("vllm", sample("vllm")),
             ("otel", sample("otel")),
             ("otel", real("openinference")),
             ("helicone", sample("helicone")),

@@ -30,7 +30,7 @@ pub fn parse<'a>(line: &'a [u8], ctx: &LineContext<'_>) -> Result<RequestRecord<
     Ok(RequestRecord {
         ts_micros: ctx.base_time_micros + (m.timestamp * 1000.0).round() as i64,
         model: Cow::Owned(ctx.default_model.to_string()),
-        prompt_tokens: token_count("input_length", m.input_length)?,
+        prompt_tokens: Some(token_count("input_length", m.input_length)?),
         completion_tokens: token_count("output_length", m.output_length)?,
         extra: m.hash_ids.map(|h| format!("{{\"hash_ids\":{}}}", h.get())),
         ..Default::default()

@@ -7,6 +7,7 @@ use std::borrow::Cow;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
+use super::canonical::extra_json;
 use super::envelope::{self, Envelope};
 use super::fields::{self, LogprobEntry};
 use super::{LineContext, LogFormat, Parsed, Probe};
@@ -83,14 +84,17 @@ struct Message<'a> {
     content: Option<&'a RawValue>,
 }
 
+/// A choice's `logprobs` (of a response, or of a stream's chunk).
 #[derive(Deserialize)]
-struct ChoiceLogprobs<'a> {
+pub(crate) struct ChoiceLogprobs<'a> {
+    /// One entry per output token.
     #[serde(borrow, default)]
-    content: Option<Vec<LogprobEntry<'a>>>,
+    pub content: Option<Vec<LogprobEntry<'a>>>,
 }
 
+/// A Chat Completions `usage` object (of a response, or of a stream's last chunk).
 #[derive(Deserialize)]
-struct Usage {
+pub(crate) struct Usage {
     prompt_tokens: Option<f64>,
     completion_tokens: Option<f64>,
     #[serde(default)]
@@ -111,29 +115,56 @@ struct CompletionDetails {
     reasoning_tokens: Option<f64>,
 }
 
+/// The counts of a `usage` object, validated.
+pub(crate) struct UsageCounts {
+    /// `prompt_tokens` (cached ones included).
+    pub prompt_tokens: i64,
+    /// `completion_tokens` (reasoning included).
+    pub completion_tokens: i64,
+    /// `prompt_tokens_details.cached_tokens`, 0 when absent.
+    pub cached_tokens: i64,
+    /// `completion_tokens_details.reasoning_tokens`.
+    pub reasoning_tokens: Option<i64>,
+}
+
+impl Usage {
+    /// The counts, each a plausible token count, cached within the prompt.
+    pub(crate) fn counts(self) -> Result<UsageCounts, String> {
+        let prompt_tokens =
+            fields::token_count("usage.prompt_tokens", self.prompt_tokens.ok_or("missing usage.prompt_tokens")?)?;
+        let completion_tokens = fields::token_count(
+            "usage.completion_tokens",
+            self.completion_tokens.ok_or("missing usage.completion_tokens")?,
+        )?;
+        let cached_tokens =
+            fields::opt_token_count("cached_tokens", self.prompt_tokens_details.and_then(|d| d.cached_tokens))?
+                .unwrap_or(0);
+        if cached_tokens > prompt_tokens {
+            return Err(format!("cached_tokens ({cached_tokens}) exceed prompt_tokens ({prompt_tokens})"));
+        }
+        let reasoning_tokens = fields::opt_token_count(
+            "reasoning_tokens",
+            self.completion_tokens_details.and_then(|d| d.reasoning_tokens),
+        )?;
+        Ok(UsageCounts { prompt_tokens, completion_tokens, cached_tokens, reasoning_tokens })
+    }
+}
+
 /// Parses a Chat Completions response line.
 pub fn parse_chat<'a>(line: &'a [u8], ctx: &LineContext<'_>) -> Result<RequestRecord<'a>, String> {
     let (env, body) = envelope::open(line)?;
-    chat_record(env, body, ctx)
+    chat_record(line, env, body, ctx)
 }
 
-fn chat_record<'a>(env: Envelope<'a>, body: &'a [u8], ctx: &LineContext<'_>) -> Result<RequestRecord<'a>, String> {
+/// The request of `body` (a completion), in the envelope `env` of `line` (`line` is `body` when bare).
+fn chat_record<'a>(
+    line: &'a [u8],
+    env: Envelope<'a>,
+    body: &'a [u8],
+    ctx: &LineContext<'_>,
+) -> Result<RequestRecord<'a>, String> {
     let resp: ChatCompletion<'a> = fields::from_json(body).map_err(|e| format!("invalid chat completion: {e}"))?;
-    let usage = resp.usage.ok_or("missing required field usage")?;
-    let prompt_tokens =
-        fields::token_count("usage.prompt_tokens", usage.prompt_tokens.ok_or("missing usage.prompt_tokens")?)?;
-    let completion_tokens = fields::token_count(
-        "usage.completion_tokens",
-        usage.completion_tokens.ok_or("missing usage.completion_tokens")?,
-    )?;
-    let cached_tokens =
-        fields::opt_token_count("cached_tokens", usage.prompt_tokens_details.and_then(|d| d.cached_tokens))?
-            .unwrap_or(0);
-    if cached_tokens > prompt_tokens {
-        return Err(format!("cached_tokens ({cached_tokens}) exceed prompt_tokens ({prompt_tokens})"));
-    }
-    let reasoning_tokens =
-        fields::opt_token_count("reasoning_tokens", usage.completion_tokens_details.and_then(|d| d.reasoning_tokens))?;
+    let usage = resp.usage.ok_or("missing required field usage")?.counts()?;
     let choice = match resp.choices.into_iter().next() {
         Some(c) => c.into_parts()?,
         None => ChoiceParts { finish_reason: None, output: None, tokens: Vec::new() },
@@ -143,18 +174,19 @@ fn chat_record<'a>(env: Envelope<'a>, body: &'a [u8], ctx: &LineContext<'_>) -> 
         .or_else(|| env.request.as_ref().and_then(|r| r.model.clone()))
         .unwrap_or_else(|| Cow::Owned(ctx.default_model.to_string()));
     let (ttft_ms, latency_ms) = env.timings()?;
+    let unread = chat_unread(line, body);
     Ok(RequestRecord {
         request_id: env.request_id.clone().or(resp.id),
-        ts_micros: env.ts_micros(resp.created)?,
+        ts_micros: env.ts_micros(resp.created, ctx)?,
         session_id: env.session_id.clone(),
         variant: env.variant(),
         model,
         model_version: resp.system_fingerprint,
         status: env.status()?,
-        prompt_tokens,
-        completion_tokens,
-        cached_tokens,
-        reasoning_tokens,
+        prompt_tokens: Some(usage.prompt_tokens),
+        completion_tokens: usage.completion_tokens,
+        cached_tokens: usage.cached_tokens,
+        reasoning_tokens: usage.reasoning_tokens,
         max_tokens: env.max_tokens()?,
         ttft_ms,
         latency_ms,
@@ -163,8 +195,36 @@ fn chat_record<'a>(env: Envelope<'a>, body: &'a [u8], ctx: &LineContext<'_>) -> 
         model_output: choice.output,
         output_is_raw: false,
         tokens: choice.tokens,
+        extra: extra_json(&unread),
         ..Default::default()
     })
+}
+
+/// A completion's keys read into columns.
+const COMPLETION_KEYS: &[&str] = &["id", "object", "created", "model", "system_fingerprint", "choices", "usage"];
+/// The usage keys read into columns.
+const USAGE_KEYS: &[&str] =
+    &["prompt_tokens", "completion_tokens", "total_tokens", "prompt_tokens_details", "completion_tokens_details"];
+
+/// What no column holds: the envelope's, completion's and usage's other keys
+/// ([`envelope::unread`]), and the first choice's message but its text
+/// (`message.tool_calls`, `message.refusal`, ...).
+fn chat_unread<'x>(line: &'x [u8], body: &'x [u8]) -> Vec<(Cow<'x, str>, &'x RawValue)> {
+    let mut unread = envelope::unread(line, body, COMPLETION_KEYS, &[("usage", USAGE_KEYS)]);
+    #[derive(Deserialize)]
+    struct Choices<'a> {
+        #[serde(borrow, default)]
+        choices: Vec<&'a RawValue>,
+    }
+    if let Some(first) = fields::from_json::<Choices<'_>>(body).ok().and_then(|c| c.choices.into_iter().next()) {
+        for (key, raw) in fields::unread_members(first.get(), &["index", "finish_reason", "logprobs"], "") {
+            match key.as_ref() {
+                "message" => unread.extend(fields::unread_members(raw.get(), &["content"], "message.")),
+                _ => unread.push((Cow::Owned(format!("choice.{key}")), raw)),
+            }
+        }
+    }
+    unread
 }
 
 #[derive(Deserialize)]
@@ -194,7 +254,8 @@ pub fn parse_batch<'a>(line: &'a [u8], ctx: &LineContext<'_>) -> Result<RequestR
         let err = b.error.map(|e| e.get().to_string()).unwrap_or_else(|| "no response body".into());
         return Err(format!("batch request {} failed: {err}", b.custom_id));
     };
-    let mut rec = chat_record(Envelope::default(), body.get().as_bytes(), ctx)?;
+    let body = body.get().as_bytes();
+    let mut rec = chat_record(body, Envelope::default(), body, ctx)?;
     rec.request_id = Some(b.custom_id);
     rec.status = fields::opt_token_count("status_code", resp.and_then(|r| r.status_code))?.map(|s| s as i32);
     Ok(rec)
@@ -254,7 +315,10 @@ mod tests {
         let line = br#"{"ts":"2024-06-01T10:00:00Z","latency_ms":900,"ttft_ms":120,"request":{"max_tokens":50,"messages":[{"role":"user","content":"hi"}]},"response":{"id":"chatcmpl-1","object":"chat.completion","created":1717236000,"model":"gpt-4o-2024-08-06","choices":[{"index":0,"message":{"role":"assistant","content":"Hello"},"logprobs":{"content":[{"token":"Hello","logprob":-0.1,"bytes":[72,101,108,108,111],"top_logprobs":[{"token":"Hello","logprob":-0.1},{"token":"Hi","logprob":-2.5}]}]},"finish_reason":"stop"}],"usage":{"prompt_tokens":20,"completion_tokens":1,"prompt_tokens_details":{"cached_tokens":8},"completion_tokens_details":{"reasoning_tokens":0}}}}"#;
         let r = parse_chat(line, &LineContext::default()).unwrap();
         assert_eq!(r.request_id.as_deref(), Some("chatcmpl-1"));
-        assert_eq!((r.prompt_tokens, r.completion_tokens, r.cached_tokens, r.reasoning_tokens), (20, 1, 8, Some(0)));
+        assert_eq!(
+            (r.prompt_tokens, r.completion_tokens, r.cached_tokens, r.reasoning_tokens),
+            (Some(20), 1, 8, Some(0))
+        );
         assert_eq!(r.max_tokens, Some(50));
         assert_eq!((r.ttft_ms, r.latency_ms), (Some(120.0), Some(900.0)));
         assert_eq!(r.model_output.as_deref(), Some("Hello"));
@@ -271,6 +335,18 @@ mod tests {
         assert_eq!(r.ts_micros, 1_717_236_000_000_000);
         assert_eq!(r.finish_reason_raw.as_deref(), Some("tool_calls"));
         assert_eq!(r.model_output, None);
+    }
+
+    #[test]
+    fn what_no_column_holds_goes_to_extra() {
+        let line = br#"{"ts":1,"gateway":"gw-1","headers":{"Authorization":"Bearer sk-x"},"request":{"model":"m","api_key":"sk-y","temperature":0.2,"messages":[]},"response":{"id":"c","object":"chat.completion","created":1,"model":"m","service_tier":"default","choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[{"id":"t1"}]},"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":3,"completion_tokens":4,"total_tokens":7,"queue_ms":5}}}"#;
+        let r = parse_chat(line, &LineContext::default()).unwrap();
+        assert_eq!(
+            r.extra.as_deref(),
+            Some(
+                r#"{"gateway":"gw-1","request.temperature":0.2,"service_tier":"default","usage.queue_ms":5,"message.role":"assistant","message.tool_calls":[{"id":"t1"}]}"#
+            )
+        );
     }
 
     #[test]

@@ -116,7 +116,7 @@ fn finish_reason<'a>(resp: &Response<'a>, has_text: bool) -> Cow<'a, str> {
 }
 
 /// Parses one Responses API line: a request, a skipped in-flight snapshot, or an error.
-pub fn parse(line: &[u8]) -> Result<Parsed<'_>, String> {
+pub fn parse<'a>(line: &'a [u8], ctx: &LineContext<'_>) -> Result<Parsed<'a>, String> {
     let (env, body) = envelope::open(line)?;
     let resp: Response<'_> = fields::from_json(body).map_err(|e| format!("invalid Responses API object: {e}"))?;
     // A background response polled before it finished: the final object is logged later.
@@ -197,11 +197,11 @@ pub fn parse(line: &[u8]) -> Result<Parsed<'_>, String> {
     let (ttft_ms, latency_ms) = env.timings()?;
     Ok(Parsed::Request(RequestRecord {
         request_id,
-        ts_micros: env.ts_micros(created_at)?,
+        ts_micros: env.ts_micros(created_at, ctx)?,
         session_id: env.session_id.clone(),
         model: model.ok_or("missing required field model")?,
         status: env.status()?,
-        prompt_tokens: input,
+        prompt_tokens: Some(input),
         completion_tokens: output,
         cached_tokens: cached,
         cache_write_tokens: cache_write,
@@ -240,8 +240,8 @@ impl LogFormat for OpenAiResponses {
         })
     }
 
-    fn parse<'a>(&self, line: &'a [u8], _ctx: &LineContext<'_>) -> Result<Parsed<'a>, String> {
-        parse(line)
+    fn parse<'a>(&self, line: &'a [u8], ctx: &LineContext<'_>) -> Result<Parsed<'a>, String> {
+        parse(line, ctx)
     }
 }
 
@@ -253,7 +253,7 @@ mod tests {
     const SAMPLE: &str = include_str!("../../../../sample_logs/openai_responses.jsonl");
 
     fn line(n: usize) -> Result<Parsed<'static>, String> {
-        parse(SAMPLE.lines().nth(n - 1).expect("sample line").as_bytes())
+        parse(SAMPLE.lines().nth(n - 1).expect("sample line").as_bytes(), &LineContext::default())
     }
 
     fn request(n: usize) -> RequestRecord<'static> {
@@ -356,7 +356,7 @@ mod tests {
             let line = format!(
                 r#"{{"id":"r","object":"response","created_at":1717243200,"status":"{status}","model":"m","output":[],{usage}}}"#
             );
-            match parse(line.as_bytes()) {
+            match parse(line.as_bytes(), &LineContext::default()) {
                 Ok(Parsed::Request(r)) => r.into_owned(),
                 other => panic!("{other:?}"),
             }
@@ -364,13 +364,18 @@ mod tests {
         let r = one("failed");
         assert_eq!(
             (r.finish_reason_raw.as_deref(), r.prompt_tokens, r.cached_tokens, r.cache_write_tokens),
-            (Some("error"), 2600, 2000, 400)
+            (Some("error"), Some(2600), 2000, 400)
         );
         assert_eq!(one("cancelled").finish_reason_raw.as_deref(), Some("cancelled"));
         assert_eq!(one("incomplete").finish_reason_raw.as_deref(), Some("incomplete"));
         let too_many = br#"{"id":"r","object":"response","created_at":1,"status":"completed","model":"m","output":[],"usage":{"input_tokens":10,"input_tokens_details":{"cached_tokens":11},"output_tokens":1}}"#;
-        assert!(parse(too_many).unwrap_err().contains("exceed input_tokens"));
+        assert!(parse(too_many, &LineContext::default()).unwrap_err().contains("exceed input_tokens"));
         let no_ts = br#"{"id":"r","object":"response","status":"completed","model":"m","output":[],"usage":{"input_tokens":1,"output_tokens":1}}"#;
-        assert!(parse(no_ts).unwrap_err().contains("ts"));
+        // No time at all: the run's --base-time.
+        let base = LineContext { base_time_micros: 1_717_200_000_000_000, ..Default::default() };
+        match parse(no_ts, &base) {
+            Ok(Parsed::Request(r)) => assert_eq!(r.ts_micros, 1_717_200_000_000_000),
+            other => panic!("{other:?}"),
+        }
     }
 }

@@ -56,6 +56,28 @@ mod names {
     pub const SESSION: &[&str] = &["gen_ai.conversation.id", "session.id"];
     /// Seconds.
     pub const TTFT: &[&str] = &["gen_ai.response.time_to_first_chunk", "gen_ai.latency.time_to_first_token"];
+    /// Other attributes read into a column, or that say what the span is.
+    pub const OTHER: &[&str] = &[
+        "gen_ai.latency.e2e",
+        "gen_ai.latency.time_in_model_prefill",
+        "gen_ai.output.messages",
+        "gen_ai.input.messages",
+        "gen_ai.response.finish_reasons",
+        "gen_ai.completion.0.finish_reason",
+        "llm.response.finish_reason",
+        "llm.finish_reason",
+        "llm.invocation_parameters",
+        "gen_ai.request.max_tokens",
+        "http.response.status_code",
+        "error.type",
+        "openinference.span.kind",
+        "gen_ai.operation.name",
+        "llm.request.type",
+    ];
+    /// The prompt and output as flattened messages or bodies (the `prompt`
+    /// and `model_output` columns, redacted as they are).
+    pub const CONTENT_PREFIXES: &[&str] =
+        &["gen_ai.prompt.", "gen_ai.completion.", "llm.input_messages.", "llm.output_messages.", "input.", "output."];
     /// vLLM's own engine span, seconds; kept in `extra` as milliseconds.
     pub const VLLM_TIMES: &[(&str, &str)] = &[
         ("gen_ai.latency.time_in_queue", "queue_ms"),
@@ -474,6 +496,13 @@ fn span_record<'a>(span: Span<'a>, ctx: &LineContext<'_>, at: &SpanContext<'_>) 
             extra.insert((*name).into(), serde_json::Number::from_f64(ms).map_or(Value::Null, Value::Number));
         }
     }
+    // Every other attribute as logged, so that nothing the producer wrote is lost.
+    for kv in &span.attributes {
+        let key = kv.key.as_ref();
+        if !is_read(key) && !extra.contains_key(key) {
+            extra.insert(key.to_string(), kv.value.to_json());
+        }
+    }
     for (name, v) in [("trace_id", span.trace_id.as_deref()), ("span_id", span.span_id.as_deref())]
         .into_iter()
         .chain([("service.name", at.service), ("scope", at.scope)])
@@ -488,7 +517,7 @@ fn span_record<'a>(span: Span<'a>, ctx: &LineContext<'_>, at: &SpanContext<'_>) 
         session_id: attrs.text(names::SESSION),
         model,
         status,
-        prompt_tokens,
+        prompt_tokens: Some(prompt_tokens),
         completion_tokens: output,
         cached_tokens: cache_read,
         cache_write_tokens: cache_write,
@@ -504,6 +533,16 @@ fn span_record<'a>(span: Span<'a>, ctx: &LineContext<'_>, at: &SpanContext<'_>) 
         extra: Some(Value::Object(extra).to_string()),
         ..Default::default()
     })
+}
+
+/// Whether an attribute is read into a column (or into `extra` under a name of its own).
+fn is_read(key: &str) -> bool {
+    [names::INPUT, names::OUTPUT, names::CACHE_READ, names::CACHE_WRITE, names::REASONING, names::RESPONSE_ID]
+        .into_iter()
+        .chain([names::MODEL, names::PROVIDER, names::SESSION, names::TTFT, names::OTHER])
+        .any(|keys| keys.contains(&key))
+        || names::VLLM_TIMES.iter().any(|(k, _)| *k == key)
+        || names::CONTENT_PREFIXES.iter().any(|p| key.starts_with(p))
 }
 
 /// A string attribute holding a JSON object (OpenInference's
@@ -622,7 +661,10 @@ mod tests {
         assert_eq!(r.model, "gpt-4o-2024-08-06");
         assert_eq!(r.session_id.as_deref(), Some("conv-otel-1"));
         assert_eq!(r.status, None, "the parent span's HTTP status is not borrowed");
-        assert_eq!((r.prompt_tokens, r.completion_tokens, r.cached_tokens, r.cache_write_tokens), (1200, 85, 1024, 0));
+        assert_eq!(
+            (r.prompt_tokens, r.completion_tokens, r.cached_tokens, r.cache_write_tokens),
+            (Some(1200), 85, 1024, 0)
+        );
         assert_eq!((r.reasoning_tokens, r.max_tokens), (None, Some(256)));
         assert_eq!((r.ttft_ms, r.latency_ms, r.prefill_latency_ms), (Some(350.0), Some(1400.0), None));
         assert_eq!(r.finish_reason_raw.as_deref(), Some("stop"));
@@ -648,7 +690,7 @@ mod tests {
         // input_tokens includes the 3000 read and 500 written: taken as logged.
         assert_eq!(
             (r.prompt_tokens, r.completion_tokens, r.cached_tokens, r.cache_write_tokens),
-            (5000, 400, 3000, 500)
+            (Some(5000), 400, 3000, 500)
         );
         assert_eq!((r.reasoning_tokens, r.max_tokens), (Some(120), Some(1024)));
         assert_eq!((r.ttft_ms, r.latency_ms), (Some(1250.0), Some(6250.0)));
@@ -664,7 +706,10 @@ mod tests {
         assert_eq!(r.request_id.as_deref(), Some("chatcmpl-otel-3"));
         assert_eq!(r.ts_micros, 1_717_243_320_000_000);
         assert_eq!(r.model, "gpt-4o-mini-2024-07-18");
-        assert_eq!((r.prompt_tokens, r.completion_tokens, r.cached_tokens, r.cache_write_tokens), (2048, 512, 0, 0));
+        assert_eq!(
+            (r.prompt_tokens, r.completion_tokens, r.cached_tokens, r.cache_write_tokens),
+            (Some(2048), 512, 0, 0)
+        );
         assert_eq!((r.reasoning_tokens, r.max_tokens, r.ttft_ms, r.latency_ms), (None, Some(512), None, Some(9000.0)));
         assert_eq!(r.finish_reason_raw.as_deref(), Some("length"));
         assert_eq!(r.prompt.as_deref(), Some(r#"[{"role":"user","content":"Tell me a long story."}]"#));
@@ -678,7 +723,7 @@ mod tests {
         let r = &rows[0];
         assert_eq!(r.request_id.as_deref(), Some("0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331"));
         assert_eq!((r.ts_micros, r.model.as_ref()), (1_717_243_380_000_000, "gpt-3.5-turbo-instruct"));
-        assert_eq!((r.prompt_tokens, r.completion_tokens, r.latency_ms), (50, 16, Some(800.0)));
+        assert_eq!((r.prompt_tokens, r.completion_tokens, r.latency_ms), (Some(50), 16, Some(800.0)));
         assert_eq!(r.finish_reason_raw.as_deref(), Some("stop"));
         assert_eq!(r.prompt.as_deref(), Some(r#"[{"role": "user", "content": "Say hello"}]"#));
         assert_eq!(r.model_output.as_deref(), Some("Hello there!"));
@@ -690,17 +735,28 @@ mod tests {
         let r = &rows[0];
         assert_eq!(r.request_id.as_deref(), Some("cmpl-vllm-5"));
         assert_eq!((r.ts_micros, r.model.as_ref()), (1_717_243_440_000_000, "meta-llama/Llama-3.1-8B-Instruct"));
-        assert_eq!((r.prompt_tokens, r.completion_tokens, r.cached_tokens, r.max_tokens), (900, 128, 0, Some(128)));
+        assert_eq!(
+            (r.prompt_tokens, r.completion_tokens, r.cached_tokens, r.max_tokens),
+            (Some(900), 128, 0, Some(128))
+        );
         assert_eq!((r.ttft_ms, r.latency_ms, r.finish_reason_raw.as_deref()), (Some(85.0), Some(2125.0), None));
         let x = extra(r);
         assert_eq!((x["queue_ms"].as_f64(), x["scheduler_ms"].as_f64()), (Some(12.0), Some(4.0)));
         assert_eq!((x["model_forward_ms"].as_f64(), x["model_execute_ms"].as_f64()), (Some(1900.0), Some(1950.0)));
+        // The attributes no column holds, as logged (n and num_sequences are OTLP's 64-bit strings).
+        assert_eq!(
+            (x["gen_ai.request.temperature"].as_f64(), x["gen_ai.request.top_p"].as_f64()),
+            (Some(0.0), Some(1.0))
+        );
+        assert_eq!((x["gen_ai.request.n"].as_f64(), x["gen_ai.usage.num_sequences"].as_f64()), (Some(1.0), Some(1.0)));
+        assert_eq!(x.get("gen_ai.latency.e2e"), None, "read into latency_ms");
+        assert_eq!(x.get("gen_ai.request.id"), None, "read into request_id");
 
         let (rows, _, _) = line(6);
         let r = &rows[0];
         assert_eq!(r.request_id.as_deref(), Some("cmpl-vllm-6"));
         assert_eq!((r.ts_micros, r.model.as_ref()), (1_717_243_500_000_000, "otel:otel"), "v1 names no model");
-        assert_eq!((r.prompt_tokens, r.completion_tokens, r.max_tokens), (3000, 200, Some(512)));
+        assert_eq!((r.prompt_tokens, r.completion_tokens, r.max_tokens), (Some(3000), 200, Some(512)));
         assert_eq!((r.ttft_ms, r.latency_ms, r.prefill_latency_ms), (Some(310.0), Some(4310.0), Some(250.0)));
         assert_eq!(r.finish_reason_raw.as_deref(), Some("stop"), "a JSON-encoded array in a string");
         let x = extra(r);
@@ -719,7 +775,7 @@ mod tests {
         assert_eq!((r.ts_micros, r.model.as_ref()), (1_717_243_560_000_000, "gpt-4o"));
         assert_eq!(
             (r.prompt_tokens, r.completion_tokens, r.ttft_ms, r.latency_ms),
-            (300, 40, Some(900.0), Some(30000.0))
+            (Some(300), 40, Some(900.0), Some(30000.0))
         );
         assert_eq!(r.finish_reason_raw.as_deref(), Some("error"), "status ERROR without a finish reason");
         assert_eq!(extra(r)["error.type"], "timeout");
@@ -775,7 +831,7 @@ mod tests {
             ("gen_ai.usage.input_tokens.cached", 300, 0),
         ] {
             let r = one_span(&[base.join(","), int(name, 300)].join(",")).unwrap();
-            assert_eq!((r.prompt_tokens, r.cached_tokens, r.cache_write_tokens), (1000, read, write), "{name}");
+            assert_eq!((r.prompt_tokens, r.cached_tokens, r.cache_write_tokens), (Some(1000), read, write), "{name}");
         }
         for name in
             ["gen_ai.usage.reasoning.output_tokens", "gen_ai.usage.reasoning_tokens", "llm.usage.reasoning_tokens"]
@@ -799,7 +855,7 @@ mod tests {
             int("gen_ai.usage.cache_write.input_tokens", 30),
         ];
         let r = one_span(&attrs.join(",")).unwrap();
-        assert_eq!((r.prompt_tokens, r.cached_tokens, r.cache_write_tokens), (630, 500, 30));
+        assert_eq!((r.prompt_tokens, r.cached_tokens, r.cache_write_tokens), (Some(630), 500, 30));
         assert_eq!(extra(&r)["input_tokens_excluded_cache"], true);
     }
 

@@ -10,6 +10,14 @@
 
 use std::borrow::Cow;
 
+/// Whether a logged key names credentials (or headers, which carry them):
+/// the formats that keep unread keys in `extra` never keep these.
+pub fn is_credential_key(key: &str) -> bool {
+    ["headers", "api_key", "api-key", "x-api-key", "authorization", "cookie", "password", "secret", "token"]
+        .iter()
+        .any(|k| key.eq_ignore_ascii_case(k))
+}
+
 /// What a secret string becomes.
 pub const REDACTED: &str = "REDACTED";
 

@@ -1,11 +1,14 @@
-//! Hugging Face TGI `/generate` responses with `details`, inside a gateway
-//! envelope that supplies `ts` and `model`. `details.tokens[]` carries the
-//! raw tokens with a `special` flag, so the EOS marker can be checked.
+//! Hugging Face TGI `/generate` responses with `details`, bare (as TGI
+//! returns them: no model, no time, usually no prompt tokens) or inside a
+//! gateway envelope that supplies `ts`, `model` and `prompt_tokens`.
+//! `details.tokens[]` carries the raw tokens with a `special` flag, so the
+//! EOS marker can be checked whatever else the response lacks.
 
 use std::borrow::Cow;
 
 use serde::Deserialize;
 
+use super::canonical::extra_json;
 use super::envelope;
 use super::fields;
 use super::{LineContext, LogFormat, Parsed, Probe};
@@ -51,10 +54,12 @@ pub fn parse<'a>(line: &'a [u8], ctx: &LineContext<'_>) -> Result<RequestRecord<
         Some(n) => fields::token_count("details.generated_tokens", n)?,
         None => details.tokens.len() as i64,
     };
+    // TGI returns the prompt's tokens only when asked (`decoder_input_details`):
+    // without them the prompt length is unknown, and the row is kept without it.
     let prompt_tokens = match (env.prompt_tokens, details.prefill.len()) {
-        (Some(n), _) => fields::token_count("prompt_tokens", n)?,
-        (None, n) if n > 0 => n as i64,
-        _ => return Err("missing prompt_tokens (no envelope prompt_tokens and no details.prefill)".into()),
+        (Some(n), _) => Some(fields::token_count("prompt_tokens", n)?),
+        (None, 0) => None,
+        (None, n) => Some(n as i64),
     };
     let model = env
         .model
@@ -82,9 +87,11 @@ pub fn parse<'a>(line: &'a [u8], ctx: &LineContext<'_>) -> Result<RequestRecord<
         })
         .collect();
     let (ttft_ms, latency_ms) = env.timings()?;
+    // What no column holds: `details.seed`, `details.best_of_sequences`, the envelope's other keys.
+    let unread = envelope::unread(line, body, &["generated_text", "details"], &[("details", DETAILS_KEYS)]);
     Ok(RequestRecord {
         request_id: env.request_id.clone(),
-        ts_micros: env.ts_micros(None)?,
+        ts_micros: env.ts_micros(None, ctx)?,
         session_id: env.session_id.clone(),
         variant: env.variant(),
         model,
@@ -100,9 +107,14 @@ pub fn parse<'a>(line: &'a [u8], ctx: &LineContext<'_>) -> Result<RequestRecord<
         output_is_raw: raw,
         last_token_special: last_special,
         tokens,
+        extra: extra_json(&unread),
         ..Default::default()
     })
 }
+
+/// The `details` keys read into columns and `tokens` rows (the prompt's
+/// tokens, `prefill`, give its length only).
+const DETAILS_KEYS: &[&str] = &["finish_reason", "generated_tokens", "prefill", "tokens", "top_tokens"];
 
 /// TGI `/generate` responses with details, bare or in an envelope.
 pub struct Tgi;
@@ -135,7 +147,7 @@ mod tests {
     fn tokens_rebuild_raw_output_with_special_eos() {
         let line = br#"{"ts":"2024-06-01T00:00:00Z","model":"llama-3-8b","request":{"inputs":"Hi","parameters":{"max_new_tokens":20}},"response":{"generated_text":"Hello!","details":{"finish_reason":"eos_token","generated_tokens":3,"prefill":[{"id":1,"text":"<s>","logprob":null},{"id":2,"text":"Hi","logprob":-3.2}],"tokens":[{"id":5,"text":"Hello","logprob":-0.2,"special":false},{"id":6,"text":"!","logprob":-0.5,"special":false},{"id":2,"text":"</s>","logprob":-0.01,"special":true}]}}}"#;
         let r = parse(line, &LineContext::default()).unwrap();
-        assert_eq!((r.prompt_tokens, r.completion_tokens, r.max_tokens), (2, 3, Some(20)));
+        assert_eq!((r.prompt_tokens, r.completion_tokens, r.max_tokens), (Some(2), 3, Some(20)));
         assert_eq!(r.model_output.as_deref(), Some("Hello!</s>"));
         assert!(r.output_is_raw);
         assert_eq!(r.last_token_special, Some(true));
@@ -150,6 +162,17 @@ mod tests {
         let line = br#"{"ts":"2024-06-01T00:00:00Z","response":{"generated_text":"Hi","details":{"finish_reason":"length","generated_tokens":1,"prefill":[{"id":1,"text":"<s>"}],"tokens":[{"id":5,"text":"Hi","logprob":-0.2,"special":false}]}}}"#;
         let ctx = LineContext { default_model: "tgi:bare", ..Default::default() };
         let r = parse(line, &ctx).unwrap();
-        assert_eq!((r.model.as_ref(), r.prompt_tokens, r.completion_tokens), ("tgi:bare", 1, 1));
+        assert_eq!((r.model.as_ref(), r.prompt_tokens, r.completion_tokens), ("tgi:bare", Some(1), 1));
+    }
+
+    #[test]
+    fn a_response_without_prefill_has_no_prompt_length_and_the_base_time() {
+        // As TGI returns it by default: no prefill, no envelope.
+        let line = br#"{"generated_text":"Hi","details":{"finish_reason":"eos_token","generated_tokens":2,"prefill":[],"seed":null,"tokens":[{"id":5,"text":"Hi","logprob":-0.2,"special":false},{"id":2,"text":"</s>","logprob":0.0,"special":true}]}}"#;
+        let ctx =
+            LineContext { default_model: "tgi:bare", base_time_micros: 1_717_200_000_000_000, ..Default::default() };
+        let r = parse(line, &ctx).unwrap();
+        assert_eq!((r.prompt_tokens, r.completion_tokens, r.ts_micros), (None, 2, 1_717_200_000_000_000));
+        assert_eq!((r.last_token_special, r.finish_reason_raw.as_deref()), (Some(true), Some("eos_token")));
     }
 }
