@@ -239,9 +239,11 @@ pub const JOBS: &[Job] = &[
     ),
     job!(
         "ab",
-        "two experiment arms compared per context bin: rates, medians, cost, with 95% CIs and Holm-adjusted p-values",
+        "two experiment arms compared per context bin, B against A: split check, rates, latency, jitter, KV cache, \
+         throughput, cost, with 95% CIs and Holm-adjusted p-values",
         tables: ["requests"],
-        params: [("a", "", Label), ("b", "", Label), ("resamples", "1000"), ("seed", "0")]
+        params: [("a", "", Label), ("b", "", Label), ("resamples", "1000"), ("seed", "0"), ("split", "0.5"),
+                 ("srm_alpha", "0.001")]
     ),
 ];
 

@@ -281,28 +281,36 @@ pub fn mediation_heatmap(metrics: &[&str], layers: i64, positions: i64, rng: &mu
     .unwrap()
 }
 
-/// An A/B comparison table (context_bin, metric, n_a, n_b, effect, value_a, value_b,
-/// diff, ci_low, ci_high, p_value, p_value_holm).
+/// An A/B comparison table (sql/ab.sql: context_bin, metric, n_a, n_b, value_a,
+/// value_b, effect, diff, ci_low, ci_high, p_value, p_value_holm,
+/// sample_ratio_mismatch): one metric for each A/B chart.
 pub fn ab(rng: &mut Rng) -> RecordBatch {
     let mut bin = Vec::new();
-    let mut metric = Vec::new();
+    let (mut metric, mut effect) = (Vec::new(), Vec::new());
     let (mut n_a, mut n_b) = (Vec::new(), Vec::new());
     let mut f: Vec<Vec<Option<f64>>> = vec![Vec::new(); 7];
-    for name in ["implicit_truncation_rate"] {
+    for (name, kind, a, scale) in [
+        ("implicit_truncation_rate", "difference", 0.01, 0.002),
+        ("ttft_p95_ms", "difference", 400.0, 20.0),
+        ("cost_per_1k_tokens", "ratio", 0.002, 0.02),
+    ] {
         for (b, label) in BINS.iter().enumerate() {
             bin.push(label.to_string());
             metric.push(name.to_string());
+            effect.push(kind.to_string());
             n_a.push(2000 - b as i64 * 150);
             n_b.push(1980 - b as i64 * 150);
-            let a = 0.01 + 0.004 * b as f64;
-            let diff = -0.002 * b as f64 + rng.around(0.0, 1.0) * 0.002;
-            let half = 0.003 + 0.0006 * b as f64;
-            let p = if (diff.abs()) > half { 0.004 } else { 0.3 };
-            for (i, v) in [a, a + diff, diff, diff - half, diff + half, p, (p * 9.0).min(1.0)].iter().enumerate() {
+            let reference = if kind == "ratio" { 1.0 } else { 0.0 };
+            let diff = reference - scale * b as f64 + rng.around(0.0, 1.0) * scale;
+            let half = 1.5 * scale + 0.3 * scale * b as f64;
+            let p = if (diff - reference).abs() > half { 0.004 } else { 0.3 };
+            let value_b = if kind == "ratio" { a * diff } else { a + diff };
+            for (i, v) in [a, value_b, diff, diff - half, diff + half, p, (p * 9.0).min(1.0)].iter().enumerate() {
                 f[i].push(Some(*v));
             }
         }
     }
+    let rows = bin.len();
     let mut f = f.into_iter();
     let mut next = || floats(f.next().unwrap());
     RecordBatch::try_from_iter([
@@ -310,14 +318,15 @@ pub fn ab(rng: &mut Rng) -> RecordBatch {
         ("metric", strings(metric)),
         ("n_a", ints(n_a)),
         ("n_b", ints(n_b)),
-        ("effect", strings(vec!["difference".to_string(); BINS.len()])),
         ("value_a", next()),
         ("value_b", next()),
+        ("effect", strings(effect)),
         ("diff", next()),
         ("ci_low", next()),
         ("ci_high", next()),
         ("p_value", next()),
         ("p_value_holm", next()),
+        ("sample_ratio_mismatch", Arc::new(BooleanArray::from(vec![false; rows])) as ArrayRef),
     ])
     .unwrap()
 }

@@ -19,7 +19,8 @@ pub enum ChartKind {
     /// The first value column as a point with a `[low, high]` whisker per `x`
     /// category and series, and a reference line at zero. A point is filled when
     /// it is significant: its `significant` p-value is below 0.05, or, without
-    /// such a column, its interval excludes zero; else it is hollow.
+    /// such a column or where the row has no p-value (no test applies), its
+    /// interval excludes the reference; else it is hollow.
     Interval {
         /// Column holding the interval's lower end.
         low: &'static str,
@@ -90,6 +91,27 @@ pub struct TableColumn {
     pub unit: Unit,
 }
 
+/// The rows a chart draws: those whose `column` holds one of `values` (the A/B
+/// metrics of one unit, say), in the table's order.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RowFilter {
+    /// Column compared.
+    pub column: &'static str,
+    /// Values kept.
+    pub values: &'static [&'static str],
+}
+
+/// A warning shown above a chart when a boolean column is true on any of its
+/// rows (a failed sample-ratio check, say), naming those rows' `x` categories.
+/// A table without the column raises none.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Flag {
+    /// Boolean column.
+    pub column: &'static str,
+    /// The warning, completed by the flagged categories.
+    pub warning: &'static str,
+}
+
 /// One chart, as data. See the crate docs for how to add one.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct ChartSpec {
@@ -119,6 +141,10 @@ pub struct ChartSpec {
     pub unit: Unit,
     /// Columns shown in the data table only (e.g. sample sizes, p-values).
     pub table_only: &'static [TableColumn],
+    /// Draw only these rows; `None`: all.
+    pub only: Option<RowFilter>,
+    /// A warning raised by the rows.
+    pub flag: Option<Flag>,
 }
 
 impl ChartSpec {
@@ -137,6 +163,8 @@ impl ChartSpec {
         value_label: "",
         unit: Unit::Other(""),
         table_only: &[],
+        only: None,
+        flag: None,
     };
 }
 
@@ -162,6 +190,37 @@ pub const WORD_BIN: Axis = Axis { column: "word_bin", label: "Query length", uni
 
 /// The `date` axis of daily tables.
 pub const DATE: Axis = Axis { column: "date", label: "Date", unit: Unit::Date };
+
+/// What the A/B charts share: B against A per metric (one chart each) and
+/// context bin, significance from Holm's p-value, sizes and values in the
+/// table, and the sample-ratio warning.
+const AB_CHART: ChartSpec = ChartSpec {
+    kind: ChartKind::Interval {
+        low: "ci_low",
+        high: "ci_high",
+        significant: Some("p_value_holm"),
+        effect: Some("effect"),
+    },
+    series: None,
+    facet: Some("metric"),
+    values: &[ValueColumn::new("diff", "B - A")],
+    value_label: "B - A",
+    unit: Unit::Other("metric units"),
+    table_only: &[
+        TableColumn { column: "n_a", label: "n A", unit: Unit::Count("requests") },
+        TableColumn { column: "n_b", label: "n B", unit: Unit::Count("requests") },
+        TableColumn { column: "value_a", label: "A", unit: Unit::Other("metric units") },
+        TableColumn { column: "value_b", label: "B", unit: Unit::Other("metric units") },
+        TableColumn { column: "p_value", label: "p", unit: Unit::Other("p") },
+        TableColumn { column: "p_value_holm", label: "p (Holm)", unit: Unit::Other("p") },
+    ],
+    flag: Some(Flag {
+        column: "sample_ratio_mismatch",
+        warning: "Sample ratio mismatch: the arms' split is not the intended one (the ab job's split \
+                  parameter), so requests were lost or moved between arms and these comparisons may be biased",
+    }),
+    ..ChartSpec::BASE
+};
 
 /// The charts drawn by default, in page order. Each table is looked up by name in
 /// `DashboardInput::tables`; a chart whose tables are all absent is replaced by a
@@ -471,33 +530,56 @@ pub const BUILTIN_CHARTS: &[ChartSpec] = &[
         ..ChartSpec::BASE
     },
     ChartSpec {
-        id: "ab_diff",
+        id: "ab_rates",
         section: "A/B comparison",
         tables: &["ab"],
-        title: "Arm B minus arm A by context bin",
-        caption: "B - A per metric (rates: difference of proportions; TTFT and TPOT: difference of medians; \
-                  cost per 1K tokens: the ratio B / A) with its 95% interval; a filled point is significant \
-                  after Holm's correction across the bins of its metric.",
-        kind: ChartKind::Interval {
-            low: "ci_low",
-            high: "ci_high",
-            significant: Some("p_value_holm"),
-            effect: Some("effect"),
-        },
-        series: None,
-        facet: Some("metric"),
-        values: &[ValueColumn::new("diff", "B - A")],
-        value_label: "B - A",
-        unit: Unit::Other("metric units"),
-        table_only: &[
-            TableColumn { column: "n_a", label: "n A", unit: Unit::Count("requests") },
-            TableColumn { column: "n_b", label: "n B", unit: Unit::Count("requests") },
-            TableColumn { column: "value_a", label: "A", unit: Unit::Other("metric units") },
-            TableColumn { column: "value_b", label: "B", unit: Unit::Other("metric units") },
-            TableColumn { column: "p_value", label: "p", unit: Unit::Other("p") },
-            TableColumn { column: "p_value_holm", label: "p (Holm)", unit: Unit::Other("p") },
-        ],
-        ..ChartSpec::BASE
+        title: "Arm B minus arm A: split and rates by context bin",
+        caption: "B - A per metric with its 95% interval, in percentage points: B's share of the requests against \
+                  the intended split, then the rates; a filled point is significant after Holm's correction across \
+                  the bins of its metric.",
+        only: Some(RowFilter {
+            column: "metric",
+            values: &["sample_ratio", "eos_compliance_rate", "eos_marker_rate", "implicit_truncation_rate"],
+        }),
+        unit: Unit::Rate,
+        ..AB_CHART
+    },
+    ChartSpec {
+        id: "ab_latency",
+        section: "A/B comparison",
+        tables: &["ab"],
+        title: "Arm B minus arm A: latency and jitter by context bin",
+        caption: "B - A of medians (TTFT, TPOT, ITL standard deviation), P95s (TTFT, TPOT, end-to-end) and the \
+                  standard deviation of the last token's time after the first, with 95% intervals; a filled point \
+                  is significant (Holm), or, for a metric without a test, its interval excludes 0.",
+        only: Some(RowFilter {
+            column: "metric",
+            values: &[
+                "ttft_p50_ms",
+                "ttft_p95_ms",
+                "tpot_p50_ms",
+                "tpot_p95_ms",
+                "e2e_p95_ms",
+                "itl_std_p50_ms",
+                "tail_token_jitter_ms",
+            ],
+        }),
+        unit: Unit::Ms,
+        ..AB_CHART
+    },
+    ChartSpec {
+        id: "ab_capacity",
+        section: "A/B comparison",
+        tables: &["ab"],
+        title: "Arm B against arm A: decode speed, KV cache and cost by context bin",
+        caption: "B - A of median decode tokens/s and KV-cache GiB per request, B / A of cost per 1K tokens (read \
+                  against 1), with 95% intervals. Output tokens/s per arm over the experiment window has no interval: \
+                  it is in the job's table, not drawn.",
+        only: Some(RowFilter {
+            column: "metric",
+            values: &["decode_tps_p50", "kv_cache_gib_p50", "cost_per_1k_tokens"],
+        }),
+        ..AB_CHART
     },
     ChartSpec {
         id: "head_waste",
