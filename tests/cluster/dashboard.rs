@@ -86,9 +86,9 @@ fn each_chart_has_a_wide_and_a_narrow_svg_with_a_viewbox() {
     let wide = html.matches(r#"data-layout="wide" viewBox="0 0 640 "#).count();
     let narrow = html.matches(r#"data-layout="narrow" viewBox="0 0 360 "#).count();
     assert_eq!(wide, narrow);
-    // 29 specs; replay verdicts are per model (3 figures), mediation per metric (2);
+    // 33 specs; replay verdicts are per model (3 figures), mediation per metric (2);
     // each A/B chart draws its one metric.
-    assert_eq!(wide, 29 + 2 + 1);
+    assert_eq!(wide, 33 + 2 + 1);
     assert!(!html.contains(r#"<svg width="#), "plotters' fixed-size root must be replaced");
 }
 
@@ -343,8 +343,12 @@ fn page_for_50_models_9_bins_90_days_is_under_2_mib() {
 
 // ---------------------------------------------------------------- exported studies
 
-/// The charts of the load-test, A/B and model-internals studies.
-const STUDY_CHARTS: [&str; 16] = [
+/// The charts of the token-timing, load-test, A/B and model-internals studies.
+const STUDY_CHARTS: [&str; 20] = [
+    "first_token",
+    "last_token",
+    "itl_jitter",
+    "tail_jitter",
     "throughput_qps",
     "throughput_tokens",
     "concurrency_mean",
@@ -363,12 +367,14 @@ const STUDY_CHARTS: [&str; 16] = [
     "kv_cache",
 ];
 
-/// Generates 20,000 requests over 3 days (`arms`: `--arms` if any, the candidate
-/// truncating 12% above 16K), adds `extra` inputs from tests/data, ingests with
-/// bins 0, 1K, 4K, 16K and exports with prices; returns `site/latest`.
+/// Generates 20,000 requests with per-token data over 3 days (`arms`: `--arms`
+/// if any, the candidate truncating 12% above 16K), adds `extra` inputs from
+/// tests/data, ingests with bins 0, 1K, 4K, 16K and exports with prices;
+/// returns `site/latest`.
 fn export_dataset(dir: &std::path::Path, arms: Option<&str>, extra: &[&str]) -> std::path::PathBuf {
     let log = dir.join("requests.jsonl");
-    let mut args = vec!["generate", "--requests", "20000", "--seed", "11", "--days", "3", "--output-chars", "40"];
+    let mut args =
+        vec!["generate", "--requests", "20000", "--seed", "11", "--days", "3", "--output-chars", "40", "--token-data"];
     if let Some(arms) = arms {
         args.extend(["--arms", arms]);
         if arms.contains("candidate") {
@@ -478,6 +484,10 @@ fn exported_studies_draw_one_mark_per_row_of_their_job_in_chromium() {
         ("drift_kl", "drift", &["kl_bits_mean", "kl_bits_p95"]),
         ("drift_share", "drift", &["drift_share"]),
         ("kv_cache", "kv_cache", &["kv_cache_gib_mean", "kv_cache_gib_max", "kv_cache_gib_per_gpu_mean"]),
+        ("first_token", "jitter", &["first_token_p50_ms", "first_token_p95_ms", "first_token_p99_ms"]),
+        ("last_token", "jitter", &["last_token_p50_ms", "last_token_p95_ms", "last_token_p99_ms"]),
+        ("itl_jitter", "jitter", &["itl_std_p50_ms", "itl_std_p95_ms"]),
+        ("tail_jitter", "jitter", &["tail_token_jitter_ms"]),
     ] {
         let figures = drawn(id);
         assert_eq!(figures.len(), 1, "{id}: {figures:?}");

@@ -331,6 +331,43 @@ pub fn ab(rng: &mut Rng) -> RecordBatch {
     .unwrap()
 }
 
+/// The `jitter` table (sql/jitter.sql): per model x the first six bins.
+pub fn jitter(models: &[String], rng: &mut Rng) -> RecordBatch {
+    let (mut model, mut bin, mut requests) = (Vec::new(), Vec::new(), Vec::new());
+    let mut f: Vec<Vec<Option<f64>>> = vec![Vec::new(); 9];
+    for name in models {
+        for (b, label) in BINS.iter().take(6).enumerate() {
+            model.push(name.clone());
+            bin.push(label.to_string());
+            requests.push(500 - 60 * b as i64);
+            let first = rng.around(150.0 * (1.0 + b as f64 * 0.5), 0.1);
+            let last = rng.around(2500.0 + 300.0 * b as f64, 0.1);
+            let itl = rng.around(4.0 + b as f64, 0.2);
+            let values = [itl, itl * 2.5, first, first * 1.8, first * 2.4, last, last * 1.6, last * 2.1, last * 0.2];
+            for (i, v) in values.iter().enumerate() {
+                f[i].push(Some(*v));
+            }
+        }
+    }
+    let mut f = f.into_iter();
+    let mut next = || floats(f.next().unwrap());
+    RecordBatch::try_from_iter([
+        ("model", strings(model)),
+        ("context_bin", strings(bin)),
+        ("requests", ints(requests)),
+        ("itl_std_p50_ms", next()),
+        ("itl_std_p95_ms", next()),
+        ("first_token_p50_ms", next()),
+        ("first_token_p95_ms", next()),
+        ("first_token_p99_ms", next()),
+        ("last_token_p50_ms", next()),
+        ("last_token_p95_ms", next()),
+        ("last_token_p99_ms", next()),
+        ("tail_token_jitter_ms", next()),
+    ])
+    .unwrap()
+}
+
 /// The `throughput` table (sql/throughput.sql): per model x `windows` windows of
 /// `window_s` seconds from 2025-06-30 00:00 UTC.
 pub fn throughput(models: &[String], windows: i64, window_s: i64, rng: &mut Rng) -> RecordBatch {
@@ -572,8 +609,9 @@ pub fn drift(rng: &mut Rng) -> RecordBatch {
 
 /// A full dashboard input: report, kv_cache, daily (`days` days), replay, a
 /// 2-layer x 12-position mediation heatmap per metric, an A/B table, a load test
-/// (120 one-minute windows, its summary, gateway vs engine) and model internals
-/// (4 x 8 head waste, 4 MoE layers, quality, composite, drift).
+/// (120 one-minute windows, its summary, gateway vs engine), token timing
+/// (jitter) and model internals (4 x 8 head waste, 4 MoE layers, quality,
+/// composite, drift).
 pub fn realistic(models: &[String], days: i32) -> DashboardInput {
     let mut rng = Rng::new(7);
     let mut input = DashboardInput::new(
@@ -600,6 +638,7 @@ pub fn realistic(models: &[String], days: i32) -> DashboardInput {
         .with_table("throughput", vec![throughput(models, 120, 60, &mut rng)])
         .with_table("load_summary", vec![load_summary(models, &mut rng)])
         .with_table("gateway_engine", vec![gateway_engine(models, &mut rng)])
+        .with_table("jitter", vec![jitter(models, &mut rng)])
         .with_table("head_waste", vec![head_waste(4, 8, &mut rng)])
         .with_table("moe_load", vec![moe_load(4, &mut rng)])
         .with_table("quality", vec![quality(models, &mut rng)])

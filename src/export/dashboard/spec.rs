@@ -302,6 +302,64 @@ pub const BUILTIN_CHARTS: &[ChartSpec] = &[
         ..ChartSpec::BASE
     },
     ChartSpec {
+        id: "first_token",
+        section: "Token timing",
+        tables: &["jitter"],
+        title: "First-token latency by context bin",
+        caption: "Exact P50 (solid), P95 and P99 (lighter) of the first token's emission time, over requests logged \
+                  with per-token times.",
+        values: &[
+            ValueColumn::new("first_token_p50_ms", "P50"),
+            ValueColumn::new("first_token_p95_ms", "P95"),
+            ValueColumn::new("first_token_p99_ms", "P99"),
+        ],
+        value_label: "First token",
+        unit: Unit::Ms,
+        table_only: &[TableColumn { column: "requests", label: "Requests", unit: Unit::Count("requests") }],
+        ..ChartSpec::BASE
+    },
+    ChartSpec {
+        id: "last_token",
+        section: "Token timing",
+        tables: &["jitter"],
+        title: "Last-token latency by context bin",
+        caption: "Exact P50 (solid), P95 and P99 (lighter) of the last token's emission time: the tail a user waits \
+                  for, kept apart from the first token.",
+        values: &[
+            ValueColumn::new("last_token_p50_ms", "P50"),
+            ValueColumn::new("last_token_p95_ms", "P95"),
+            ValueColumn::new("last_token_p99_ms", "P99"),
+        ],
+        value_label: "Last token",
+        unit: Unit::Ms,
+        table_only: &[TableColumn { column: "requests", label: "Requests", unit: Unit::Count("requests") }],
+        ..ChartSpec::BASE
+    },
+    ChartSpec {
+        id: "itl_jitter",
+        section: "Token timing",
+        tables: &["jitter"],
+        title: "Inter-token jitter by context bin",
+        caption: "P50 (solid) and P95 (light) over requests of each request's standard deviation of its inter-token \
+                  latencies.",
+        values: &[ValueColumn::new("itl_std_p50_ms", "P50"), ValueColumn::new("itl_std_p95_ms", "P95")],
+        value_label: "ITL standard deviation",
+        unit: Unit::Ms,
+        ..ChartSpec::BASE
+    },
+    ChartSpec {
+        id: "tail_jitter",
+        section: "Token timing",
+        tables: &["jitter"],
+        title: "Tail-token jitter by context bin",
+        caption: "The standard deviation across requests of the last token's time after the first: how much the end \
+                  of a response moves from request to request.",
+        values: &[ValueColumn::new("tail_token_jitter_ms", "tail-token jitter")],
+        value_label: "Tail-token jitter",
+        unit: Unit::Ms,
+        ..ChartSpec::BASE
+    },
+    ChartSpec {
         id: "kv_cache",
         section: "KV cache",
         tables: &["kv_cache"],
