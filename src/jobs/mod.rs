@@ -224,6 +224,12 @@ pub const JOBS: &[Job] = &[
         tables: ["requests", "profiles"]
     ),
     job!(
+        "engine",
+        "engine profiles per model x variant x context bin: queue / prefill / decode / overhead P50 and P95, \
+         KV-cache hit rate, CUDA kernel time, decode-step jitter",
+        tables: ["profiles"]
+    ),
+    job!(
         "throughput",
         "requests, tokens/s, mean and peak concurrency, TTFT and end-to-end percentiles per model (or --param \
          by=model_version|variant) x time window",

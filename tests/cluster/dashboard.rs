@@ -86,9 +86,9 @@ fn each_chart_has_a_wide_and_a_narrow_svg_with_a_viewbox() {
     let wide = html.matches(r#"data-layout="wide" viewBox="0 0 640 "#).count();
     let narrow = html.matches(r#"data-layout="narrow" viewBox="0 0 360 "#).count();
     assert_eq!(wide, narrow);
-    // 33 specs; replay verdicts are per model (3 figures), mediation per metric (2);
-    // each A/B chart draws its one metric.
-    assert_eq!(wide, 33 + 2 + 1);
+    // 36 specs; replay verdicts are per model (3 figures), mediation per metric (2),
+    // the three engine charts per arm (2 each); each A/B chart draws its one metric.
+    assert_eq!(wide, 36 + 2 + 1 + 3);
     assert!(!html.contains(r#"<svg width="#), "plotters' fixed-size root must be replaced");
 }
 
@@ -343,8 +343,8 @@ fn page_for_50_models_9_bins_90_days_is_under_2_mib() {
 
 // ---------------------------------------------------------------- exported studies
 
-/// The charts of the token-timing, load-test, A/B and model-internals studies.
-const STUDY_CHARTS: [&str; 20] = [
+/// The charts of the token-timing, load-test, engine, A/B and model-internals studies.
+const STUDY_CHARTS: [&str; 23] = [
     "first_token",
     "last_token",
     "itl_jitter",
@@ -355,6 +355,9 @@ const STUDY_CHARTS: [&str; 20] = [
     "concurrency_peak",
     "load_summary",
     "gateway_engine",
+    "engine_time",
+    "engine_kv_hit",
+    "engine_step_jitter",
     "ab_rates",
     "ab_latency",
     "ab_capacity",
@@ -497,6 +500,21 @@ fn exported_studies_draw_one_mark_per_row_of_their_job_in_chromium() {
     }
     assert!(csv("gateway_engine")["matched"].iter().any(|m| m != "0"), "engine profiles joined no request");
 
+    // Engine charts: one figure per arm (the sample profiles' requests name none: one),
+    // one bar per number of its rows.
+    let engine = csv("engine");
+    let arms = distinct(&engine["variant"]);
+    for (id, columns) in [
+        ("engine_time", &["queue_p50_ms", "prefill_p50_ms", "decode_p50_ms"][..]),
+        ("engine_kv_hit", &["kv_cache_hit_rate"]),
+        ("engine_step_jitter", &["decode_step_std_p50_ms", "decode_step_std_p95_ms"]),
+    ] {
+        let figures = drawn(id);
+        assert_eq!(figures.len(), arms.len(), "{id}: one chart per arm");
+        let bars: usize = figures.iter().map(|f| n(f, "rects")).sum();
+        assert_eq!(bars, filled_cells(&engine, columns), "{id}: one bar per value of engine.csv");
+    }
+
     // Heatmap: one cell per layer x head, missing pairs drawn grey.
     let head_waste = csv("head_waste");
     let cells = distinct(&head_waste["layer"]).len() * distinct(&head_waste["head"]).len();
@@ -574,6 +592,7 @@ fn studies_whose_tables_are_absent_are_left_out_of_the_export() {
     let html = std::fs::read_to_string(latest.join("index.html")).unwrap();
     for id in [
         "gateway_engine",
+        "engine_time",
         "ab_rates",
         "ab_latency",
         "ab_capacity",
@@ -586,11 +605,12 @@ fn studies_whose_tables_are_absent_are_left_out_of_the_export() {
     ] {
         assert!(!html.contains(&format!(r#"data-chart="{id}""#)), "{id} drawn without its table");
     }
-    for table in ["gateway_engine", "ab", "head_waste", "moe_load", "quality", "composite", "drift"] {
+    for table in ["gateway_engine", "engine", "ab", "head_waste", "moe_load", "quality", "composite", "drift"] {
         assert!(!latest.join(format!("{table}.csv")).exists(), "{table} ran without its input");
     }
     for note in [
         "Not in this dataset (no `gateway_engine` table).",
+        "Not in this dataset (no `engine` table).",
         "Not in this dataset (no `ab` table).",
         "Not in this dataset (no `composite` or `drift` or `head_waste` or `moe_load` or `quality` table).",
     ] {

@@ -368,6 +368,71 @@ pub fn jitter(models: &[String], rng: &mut Rng) -> RecordBatch {
     .unwrap()
 }
 
+/// The `engine` table (sql/engine.sql): per model x two arms x the first four bins.
+pub fn engine(models: &[String], rng: &mut Rng) -> RecordBatch {
+    let (mut model, mut variant, mut bin) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut profiles, mut matched) = (Vec::new(), Vec::new());
+    let mut f: Vec<Vec<Option<f64>>> = vec![Vec::new(); 13];
+    for name in models {
+        for arm in ["control", "candidate"] {
+            for (b, label) in BINS.iter().take(4).enumerate() {
+                model.push(name.clone());
+                variant.push(arm.to_string());
+                bin.push(label.to_string());
+                profiles.push(200);
+                matched.push(198);
+                let queue = rng.around(8.0, 0.5);
+                let prefill = rng.around(40.0 * (1u64 << b) as f64, 0.1);
+                let decode = rng.around(900.0, 0.1);
+                let overhead = queue + rng.around(12.0, 0.2);
+                let kernel = rng.around(25.0, 0.2);
+                let step = rng.around(1.5, 0.3);
+                let values = [
+                    queue,
+                    queue * 3.0,
+                    prefill,
+                    prefill * 1.5,
+                    decode,
+                    decode * 1.3,
+                    overhead,
+                    overhead * 2.0,
+                    rng.around(0.4, 0.5),
+                    kernel,
+                    kernel * 1.4,
+                    step,
+                    step * 2.2,
+                ];
+                for (i, v) in values.iter().enumerate() {
+                    f[i].push(Some(*v));
+                }
+            }
+        }
+    }
+    let mut f = f.into_iter();
+    let mut next = || floats(f.next().unwrap());
+    RecordBatch::try_from_iter([
+        ("model", strings(model)),
+        ("variant", strings(variant)),
+        ("context_bin", strings(bin)),
+        ("profiles", ints(profiles)),
+        ("matched", ints(matched)),
+        ("queue_p50_ms", next()),
+        ("queue_p95_ms", next()),
+        ("prefill_p50_ms", next()),
+        ("prefill_p95_ms", next()),
+        ("decode_p50_ms", next()),
+        ("decode_p95_ms", next()),
+        ("overhead_p50_ms", next()),
+        ("overhead_p95_ms", next()),
+        ("kv_cache_hit_rate", next()),
+        ("cuda_kernel_us_p50", next()),
+        ("cuda_kernel_us_p95", next()),
+        ("decode_step_std_p50_ms", next()),
+        ("decode_step_std_p95_ms", next()),
+    ])
+    .unwrap()
+}
+
 /// The `throughput` table (sql/throughput.sql): per model x `windows` windows of
 /// `window_s` seconds from 2025-06-30 00:00 UTC.
 pub fn throughput(models: &[String], windows: i64, window_s: i64, rng: &mut Rng) -> RecordBatch {
@@ -610,8 +675,8 @@ pub fn drift(rng: &mut Rng) -> RecordBatch {
 /// A full dashboard input: report, kv_cache, daily (`days` days), replay, a
 /// 2-layer x 12-position mediation heatmap per metric, an A/B table, a load test
 /// (120 one-minute windows, its summary, gateway vs engine), token timing
-/// (jitter) and model internals (4 x 8 head waste, 4 MoE layers, quality,
-/// composite, drift).
+/// (jitter), engine profiles (two arms) and model internals (4 x 8 head waste,
+/// 4 MoE layers, quality, composite, drift).
 pub fn realistic(models: &[String], days: i32) -> DashboardInput {
     let mut rng = Rng::new(7);
     let mut input = DashboardInput::new(
@@ -639,6 +704,7 @@ pub fn realistic(models: &[String], days: i32) -> DashboardInput {
         .with_table("load_summary", vec![load_summary(models, &mut rng)])
         .with_table("gateway_engine", vec![gateway_engine(models, &mut rng)])
         .with_table("jitter", vec![jitter(models, &mut rng)])
+        .with_table("engine", vec![engine(models, &mut rng)])
         .with_table("head_waste", vec![head_waste(4, 8, &mut rng)])
         .with_table("moe_load", vec![moe_load(4, &mut rng)])
         .with_table("quality", vec![quality(models, &mut rng)])

@@ -490,6 +490,61 @@ pub const BUILTIN_CHARTS: &[ChartSpec] = &[
         ..ChartSpec::BASE
     },
     ChartSpec {
+        id: "engine_time",
+        section: "Engine",
+        tables: &["engine"],
+        title: "Engine time per request: queue, prefill and decode",
+        caption: "Medians over the engine's profiles, one chart per experiment arm: solid = time in the engine's \
+                  queue, lighter = prefill, lightest = decode. The table adds P95s and the gateway's overhead \
+                  (its latency minus prefill and decode, queueing included).",
+        facet: Some("variant"),
+        values: &[
+            ValueColumn::new("queue_p50_ms", "queue P50"),
+            ValueColumn::new("prefill_p50_ms", "prefill P50"),
+            ValueColumn::new("decode_p50_ms", "decode P50"),
+        ],
+        value_label: "Time per request",
+        unit: Unit::Ms,
+        table_only: &[
+            TableColumn { column: "profiles", label: "Profiles", unit: Unit::Count("profiles") },
+            TableColumn { column: "queue_p95_ms", label: "Queue P95", unit: Unit::Ms },
+            TableColumn { column: "prefill_p95_ms", label: "Prefill P95", unit: Unit::Ms },
+            TableColumn { column: "decode_p95_ms", label: "Decode P95", unit: Unit::Ms },
+            TableColumn { column: "overhead_p50_ms", label: "Overhead P50", unit: Unit::Ms },
+            TableColumn { column: "overhead_p95_ms", label: "Overhead P95", unit: Unit::Ms },
+        ],
+        ..ChartSpec::BASE
+    },
+    ChartSpec {
+        id: "engine_kv_hit",
+        section: "Engine",
+        tables: &["engine"],
+        title: "KV-cache hit rate by context bin",
+        caption: "Mean share of the prompt served from the engine's KV / prefix cache, one chart per experiment arm.",
+        facet: Some("variant"),
+        values: &[ValueColumn::new("kv_cache_hit_rate", "KV-cache hits")],
+        value_label: "KV-cache hit rate",
+        unit: Unit::Rate,
+        table_only: &[
+            TableColumn { column: "cuda_kernel_us_p50", label: "CUDA kernel P50", unit: Unit::Other("µs") },
+            TableColumn { column: "cuda_kernel_us_p95", label: "CUDA kernel P95", unit: Unit::Other("µs") },
+        ],
+        ..ChartSpec::BASE
+    },
+    ChartSpec {
+        id: "engine_step_jitter",
+        section: "Engine",
+        tables: &["engine"],
+        title: "Decode-step jitter by context bin",
+        caption: "P50 (solid) and P95 (light) of each profile's standard deviation of its decode-step latencies, one \
+                  chart per experiment arm.",
+        facet: Some("variant"),
+        values: &[ValueColumn::new("decode_step_std_p50_ms", "P50"), ValueColumn::new("decode_step_std_p95_ms", "P95")],
+        value_label: "Decode-step std",
+        unit: Unit::Ms,
+        ..ChartSpec::BASE
+    },
+    ChartSpec {
         id: "daily_cost",
         section: "Daily trends",
         tables: &["daily"],
