@@ -156,6 +156,12 @@ pub const JOBS: &[Job] = &[
         params: [("tp", "0")]
     ),
     job!(
+        "kv_cache_peak",
+        "the most KV cache held at once per GPU (engine profiles' engine_id / gpu_id), with peak concurrency",
+        tables: ["requests", "profiles"],
+        params: [("tp", "0")]
+    ),
+    job!(
         "report",
         "eos + latency + cost side by side (what `tokscope run` prints)",
         tables: ["requests"],
