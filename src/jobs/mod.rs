@@ -225,6 +225,17 @@ pub const JOBS: &[Job] = &[
         params: [("w1", "0.3"), ("w2", "0.25"), ("w3", "0.25"), ("w4", "0.2"), ("qps_scale", "1000"), ("latency_budget_ms", "200")]
     ),
     job!(
+        "recall",
+        "retrieval recall of evaluation records per model x context bin: mean, P50, P10",
+        tables: ["evals"]
+    ),
+    job!(
+        "recall_at_k",
+        "top-K recall curve (K = 1..max_k) of evaluation records with ranked retrieval results, per model",
+        tables: ["evals"],
+        params: [("max_k", "100")]
+    ),
+    job!(
         "gateway_engine",
         "gateway log joined to engine profiles: matches, clock offset, prefill / decode / overhead percentiles per model x context bin",
         tables: ["requests", "profiles"]
