@@ -50,32 +50,94 @@ fn struct_fields(names: &[&str]) -> Fields {
 
 /// `compare_proportions(x_a, n_a, x_b, n_b)`.
 pub fn compare_proportions() -> ScalarUDF {
-    ScalarUDF::from(CompareProportions { signature: Signature::any(4, Volatility::Immutable) })
+    Comparison::udf(Kind::Proportions)
 }
 
 /// `compare_medians(a, b, resamples, seed)`.
 pub fn compare_medians() -> ScalarUDF {
-    ScalarUDF::from(CompareMedians { signature: Signature::any(4, Volatility::Immutable) })
+    Comparison::udf(Kind::Medians)
 }
 
 /// `compare_quantiles(a, b, p, resamples, seed)`.
 pub fn compare_quantiles() -> ScalarUDF {
-    ScalarUDF::from(CompareQuantiles { signature: Signature::any(5, Volatility::Immutable) })
+    Comparison::udf(Kind::Quantiles)
 }
 
 /// `compare_std_devs(a, b, resamples, seed)`.
 pub fn compare_std_devs() -> ScalarUDF {
-    ScalarUDF::from(CompareStdDevs { signature: Signature::any(4, Volatility::Immutable) })
+    Comparison::udf(Kind::StdDevs)
 }
 
 /// `compare_cost_per_1k(cost_a, tokens_a, cost_b, tokens_b, resamples, seed)`.
 pub fn compare_cost_per_1k() -> ScalarUDF {
-    ScalarUDF::from(CompareCostPer1k { signature: Signature::any(6, Volatility::Immutable) })
+    Comparison::udf(Kind::CostPer1k)
 }
 
 /// `sample_ratio_test(n_a, n_b, share_b)`.
 pub fn sample_ratio_test() -> ScalarUDF {
-    ScalarUDF::from(SampleRatioTest { signature: Signature::any(3, Volatility::Immutable) })
+    Comparison::udf(Kind::SampleRatio)
+}
+
+/// Which comparison a [`Comparison`] computes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Kind {
+    Proportions,
+    Medians,
+    Quantiles,
+    StdDevs,
+    CostPer1k,
+    SampleRatio,
+}
+
+impl Kind {
+    /// The SQL name and the number of arguments.
+    fn name_and_arity(self) -> (&'static str, usize) {
+        match self {
+            Kind::Proportions => ("compare_proportions", 4),
+            Kind::Medians => ("compare_medians", 4),
+            Kind::Quantiles => ("compare_quantiles", 5),
+            Kind::StdDevs => ("compare_std_devs", 4),
+            Kind::CostPer1k => ("compare_cost_per_1k", 6),
+            Kind::SampleRatio => ("sample_ratio_test", 3),
+        }
+    }
+}
+
+/// Every comparison function: the same struct out ([`COMPARISON_FIELDS`]),
+/// its rows computed by the function of its kind.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct Comparison {
+    kind: Kind,
+    signature: Signature,
+}
+
+impl Comparison {
+    fn udf(kind: Kind) -> ScalarUDF {
+        ScalarUDF::from(Comparison { kind, signature: Signature::any(kind.name_and_arity().1, Volatility::Immutable) })
+    }
+}
+
+impl ScalarUDFImpl for Comparison {
+    fn name(&self) -> &str {
+        self.kind.name_and_arity().0
+    }
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+    fn return_type(&self, _arg_types: &[DataType]) -> DfResult<DataType> {
+        Ok(comparison_type())
+    }
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+        let name = self.name();
+        match self.kind {
+            Kind::Proportions => invoke_proportions(&args),
+            Kind::Medians => compare_lists(&args, name, 2, |a, b, config, _| medians_row(a, b, config)),
+            Kind::Quantiles => invoke_quantiles(&args, name),
+            Kind::StdDevs => compare_lists(&args, name, 2, |a, b, config, _| std_devs_row(a, b, config)),
+            Kind::CostPer1k => invoke_cost_per_1k(&args, name),
+            Kind::SampleRatio => invoke_sample_ratio(&args),
+        }
+    }
 }
 
 /// `holm_adjust(p) OVER (PARTITION BY family)`.
@@ -189,11 +251,6 @@ fn bootstrap_config(resamples: &ArrayRef, seed: &ArrayRef, i: usize, function: &
 
 // ---------------------------------------------------------------- compare_proportions
 
-#[derive(Debug, PartialEq, Eq, Hash)]
-struct CompareProportions {
-    signature: Signature,
-}
-
 /// The comparison of `x_a / n_a` with `x_b / n_b` (docs/metrics.md, "ab").
 fn proportions_row(xa: i64, na: i64, xb: i64, nb: i64) -> DfResult<Row> {
     let arm = |x: i64, n: i64| -> DfResult<Option<Proportion>> {
@@ -215,38 +272,23 @@ fn proportions_row(xa: i64, na: i64, xb: i64, nb: i64) -> DfResult<Row> {
     Ok(vec![value_a, value_b, Some(b.rate() - a.rate()), Some(ci.lo), Some(ci.hi), Some(test.p_value)])
 }
 
-impl ScalarUDFImpl for CompareProportions {
-    fn name(&self) -> &str {
-        "compare_proportions"
-    }
-    fn signature(&self) -> &Signature {
-        &self.signature
-    }
-    fn return_type(&self, _arg_types: &[DataType]) -> DfResult<DataType> {
-        Ok(comparison_type())
-    }
-    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
-        let arrays = arrays(&args)?;
-        let ints = arrays.iter().map(|a| cast(a, &DataType::Int64)).collect::<Result<Vec<_>, _>>()?;
-        let ints: Vec<_> = ints.iter().map(|a| a.as_primitive::<Int64Type>()).collect();
-        let rows = (0..args.number_rows)
-            .map(|i| {
-                if ints.iter().any(|a| a.is_null(i)) {
-                    return Ok(vec![None; COMPARISON_FIELDS.len()]);
-                }
-                proportions_row(ints[0].value(i), ints[1].value(i), ints[2].value(i), ints[3].value(i))
-            })
-            .collect::<DfResult<Vec<_>>>()?;
-        struct_of(rows)
-    }
+/// Rows of `compare_proportions`.
+fn invoke_proportions(args: &ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+    let arrays = arrays(args)?;
+    let ints = arrays.iter().map(|a| cast(a, &DataType::Int64)).collect::<Result<Vec<_>, _>>()?;
+    let ints: Vec<_> = ints.iter().map(|a| a.as_primitive::<Int64Type>()).collect();
+    let rows = (0..args.number_rows)
+        .map(|i| {
+            if ints.iter().any(|a| a.is_null(i)) {
+                return Ok(vec![None; COMPARISON_FIELDS.len()]);
+            }
+            proportions_row(ints[0].value(i), ints[1].value(i), ints[2].value(i), ints[3].value(i))
+        })
+        .collect::<DfResult<Vec<_>>>()?;
+    struct_of(rows)
 }
 
 // ---------------------------------------------------------------- compare_medians
-
-#[derive(Debug, PartialEq, Eq, Hash)]
-struct CompareMedians {
-    signature: Signature,
-}
 
 /// The comparison of the medians of two samples; an empty arm has no median.
 fn medians_row(a: Vec<f64>, b: Vec<f64>, config: BootstrapConfig) -> DfResult<Row> {
@@ -257,27 +299,7 @@ fn medians_row(a: Vec<f64>, b: Vec<f64>, config: BootstrapConfig) -> DfResult<Ro
     }
 }
 
-impl ScalarUDFImpl for CompareMedians {
-    fn name(&self) -> &str {
-        "compare_medians"
-    }
-    fn signature(&self) -> &Signature {
-        &self.signature
-    }
-    fn return_type(&self, _arg_types: &[DataType]) -> DfResult<DataType> {
-        Ok(comparison_type())
-    }
-    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
-        compare_lists(&args, self.name(), 2, |a, b, config, _| medians_row(a, b, config))
-    }
-}
-
 // ---------------------------------------------------------------- compare_quantiles
-
-#[derive(Debug, PartialEq, Eq, Hash)]
-struct CompareQuantiles {
-    signature: Signature,
-}
 
 /// The type-7 `p`-quantile of a sorted copy of `values`; `None` when empty.
 fn quantile_of(values: &[f64], p: f64) -> Option<f64> {
@@ -295,34 +317,19 @@ fn quantiles_row(a: Vec<f64>, b: Vec<f64>, p: f64, config: BootstrapConfig) -> D
     }
 }
 
-impl ScalarUDFImpl for CompareQuantiles {
-    fn name(&self) -> &str {
-        "compare_quantiles"
-    }
-    fn signature(&self) -> &Signature {
-        &self.signature
-    }
-    fn return_type(&self, _arg_types: &[DataType]) -> DfResult<DataType> {
-        Ok(comparison_type())
-    }
-    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
-        let probability = cast(&arrays(&args)?[2], &DataType::Float64)?;
-        let probability = probability.as_primitive::<Float64Type>().clone();
-        compare_lists(&args, self.name(), 3, |a, b, config, i| {
-            match probability.is_valid(i).then(|| probability.value(i)).filter(|p| (0.0..=1.0).contains(p)) {
-                Some(p) => quantiles_row(a, b, p, config),
-                None => exec_err!("compare_quantiles: p must be a number in [0, 1]"),
-            }
-        })
-    }
+/// Rows of `compare_quantiles`: the probability is the third argument.
+fn invoke_quantiles(args: &ScalarFunctionArgs, name: &str) -> DfResult<ColumnarValue> {
+    let probability = cast(&arrays(args)?[2], &DataType::Float64)?;
+    let probability = probability.as_primitive::<Float64Type>().clone();
+    compare_lists(args, name, 3, |a, b, config, i| {
+        match probability.is_valid(i).then(|| probability.value(i)).filter(|p| (0.0..=1.0).contains(p)) {
+            Some(p) => quantiles_row(a, b, p, config),
+            None => exec_err!("compare_quantiles: p must be a number in [0, 1]"),
+        }
+    })
 }
 
 // ---------------------------------------------------------------- compare_std_devs
-
-#[derive(Debug, PartialEq, Eq, Hash)]
-struct CompareStdDevs {
-    signature: Signature,
-}
 
 /// The comparison of the sample standard deviations of two samples: no test;
 /// an arm of fewer than two values has none.
@@ -337,27 +344,7 @@ fn std_devs_row(a: Vec<f64>, b: Vec<f64>, config: BootstrapConfig) -> DfResult<R
     }
 }
 
-impl ScalarUDFImpl for CompareStdDevs {
-    fn name(&self) -> &str {
-        "compare_std_devs"
-    }
-    fn signature(&self) -> &Signature {
-        &self.signature
-    }
-    fn return_type(&self, _arg_types: &[DataType]) -> DfResult<DataType> {
-        Ok(comparison_type())
-    }
-    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
-        compare_lists(&args, self.name(), 2, |a, b, config, _| std_devs_row(a, b, config))
-    }
-}
-
 // ---------------------------------------------------------------- compare_cost_per_1k
-
-#[derive(Debug, PartialEq, Eq, Hash)]
-struct CompareCostPer1k {
-    signature: Signature,
-}
 
 /// An arm's priced requests, in `(cost, tokens)` order (so the values do not
 /// depend on the order rows arrive in): pairs with a null cost or null tokens
@@ -393,37 +380,22 @@ fn cost_row(a: Vec<RequestCost>, b: Vec<RequestCost>, config: BootstrapConfig) -
     }
 }
 
-impl ScalarUDFImpl for CompareCostPer1k {
-    fn name(&self) -> &str {
-        "compare_cost_per_1k"
-    }
-    fn signature(&self) -> &Signature {
-        &self.signature
-    }
-    fn return_type(&self, _arg_types: &[DataType]) -> DfResult<DataType> {
-        Ok(comparison_type())
-    }
-    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
-        let arrays = arrays(&args)?;
-        let lists = arrays[..4].iter().map(|a| float_lists(a, self.name())).collect::<DfResult<Vec<_>>>()?;
-        let arms = (0..args.number_rows)
-            .map(|i| {
-                let a = request_costs(row_values(&lists[0], i), row_values(&lists[1], i))?;
-                let b = request_costs(row_values(&lists[2], i), row_values(&lists[3], i))?;
-                Ok((a, b, bootstrap_config(&arrays[4], &arrays[5], i, self.name())?))
-            })
-            .collect::<DfResult<Vec<_>>>()?;
-        let rows = arms.into_par_iter().map(|(a, b, config)| cost_row(a, b, config)).collect::<DfResult<Vec<_>>>()?;
-        struct_of(rows)
-    }
+/// Rows of `compare_cost_per_1k`.
+fn invoke_cost_per_1k(args: &ScalarFunctionArgs, name: &str) -> DfResult<ColumnarValue> {
+    let arrays = arrays(args)?;
+    let lists = arrays[..4].iter().map(|a| float_lists(a, name)).collect::<DfResult<Vec<_>>>()?;
+    let arms = (0..args.number_rows)
+        .map(|i| {
+            let a = request_costs(row_values(&lists[0], i), row_values(&lists[1], i))?;
+            let b = request_costs(row_values(&lists[2], i), row_values(&lists[3], i))?;
+            Ok((a, b, bootstrap_config(&arrays[4], &arrays[5], i, name)?))
+        })
+        .collect::<DfResult<Vec<_>>>()?;
+    let rows = arms.into_par_iter().map(|(a, b, config)| cost_row(a, b, config)).collect::<DfResult<Vec<_>>>()?;
+    struct_of(rows)
 }
 
 // ---------------------------------------------------------------- sample_ratio_test
-
-#[derive(Debug, PartialEq, Eq, Hash)]
-struct SampleRatioTest {
-    signature: Signature,
-}
 
 /// Each arm's share of `n_a + n_b` requests; `diff` = B's share minus the
 /// intended `share_b`, its interval the Wilson interval of B's share minus
@@ -446,32 +418,22 @@ fn sample_ratio_row(n_a: i64, n_b: i64, share_b: f64) -> DfResult<Row> {
     }
 }
 
-impl ScalarUDFImpl for SampleRatioTest {
-    fn name(&self) -> &str {
-        "sample_ratio_test"
-    }
-    fn signature(&self) -> &Signature {
-        &self.signature
-    }
-    fn return_type(&self, _arg_types: &[DataType]) -> DfResult<DataType> {
-        Ok(comparison_type())
-    }
-    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
-        let arrays = arrays(&args)?;
-        let counts = arrays[..2].iter().map(|a| cast(a, &DataType::Int64)).collect::<Result<Vec<_>, _>>()?;
-        let (n_a, n_b) = (counts[0].as_primitive::<Int64Type>(), counts[1].as_primitive::<Int64Type>());
-        let share = cast(&arrays[2], &DataType::Float64)?;
-        let share = share.as_primitive::<Float64Type>();
-        let rows = (0..args.number_rows)
-            .map(|i| {
-                if n_a.is_null(i) || n_b.is_null(i) || share.is_null(i) {
-                    return Ok(vec![None; COMPARISON_FIELDS.len()]);
-                }
-                sample_ratio_row(n_a.value(i), n_b.value(i), share.value(i))
-            })
-            .collect::<DfResult<Vec<_>>>()?;
-        struct_of(rows)
-    }
+/// Rows of `sample_ratio_test`.
+fn invoke_sample_ratio(args: &ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+    let arrays = arrays(args)?;
+    let counts = arrays[..2].iter().map(|a| cast(a, &DataType::Int64)).collect::<Result<Vec<_>, _>>()?;
+    let (n_a, n_b) = (counts[0].as_primitive::<Int64Type>(), counts[1].as_primitive::<Int64Type>());
+    let share = cast(&arrays[2], &DataType::Float64)?;
+    let share = share.as_primitive::<Float64Type>();
+    let rows = (0..args.number_rows)
+        .map(|i| {
+            if n_a.is_null(i) || n_b.is_null(i) || share.is_null(i) {
+                return Ok(vec![None; COMPARISON_FIELDS.len()]);
+            }
+            sample_ratio_row(n_a.value(i), n_b.value(i), share.value(i))
+        })
+        .collect::<DfResult<Vec<_>>>()?;
+    struct_of(rows)
 }
 
 // ---------------------------------------------------------------- holm_adjust

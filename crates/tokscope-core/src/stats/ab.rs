@@ -1090,59 +1090,45 @@ mod tests {
         }
     }
 
-    #[test]
-    fn resampled_median_of_even_n_matches_resampling_one_by_one() {
-        // Even n: the median averages two order statistics. Compare the
-        // sampler's distribution with the plain resampling it stands for.
-        let x = [1.0, 2.0, 4.0, 8.0, 16.0, 32.0];
-        let sampler = ResampledQuantile::new(&x, 0.5);
-        let mut rng = StdRng::seed_from_u64(5);
+    /// The sampler's distribution of the resample `p`-quantile of `x` against
+    /// the plain resampling it stands for, at each of `cuts` (100,000 draws each).
+    fn assert_like_resampling_one_by_one(x: &[f64], p: f64, seed: u64, cuts: &[f64]) {
+        let sampler = ResampledQuantile::new(x, p);
+        let mut rng = StdRng::seed_from_u64(seed);
         let fast: Vec<f64> = (0..100_000).map(|_| sampler.sample(&mut rng)).collect();
         let slow: Vec<f64> = (0..100_000)
             .map(|_| {
                 let mut r: Vec<f64> = (0..x.len()).map(|_| x[rng.random_range(0..x.len())]).collect();
                 r.sort_unstable_by(f64::total_cmp);
-                quantile_sorted(&r, 0.5)
+                quantile_sorted(&r, p)
             })
             .collect();
-        for cut in [1.5, 3.0, 5.0, 6.0, 10.0, 12.0, 20.0] {
-            let share = |v: &[f64]| v.iter().filter(|&&d| d <= cut).count() as f64 / v.len() as f64;
-            assert!(close(share(&fast), share(&slow), 0.008), "P[median* <= {cut}]");
+        for cut in cuts {
+            let share = |v: &[f64]| v.iter().filter(|&&d| d <= *cut).count() as f64 / v.len() as f64;
+            assert!(close(share(&fast), share(&slow), 0.008), "P[quantile_{p}* <= {cut}]");
         }
     }
 
     #[test]
-    fn compare_medians_of_constant_arms_has_zero_width() {
-        let r = compare_medians(&[5.0, 5.0, 5.0], &[2.0, 2.0], BootstrapConfig::default()).unwrap();
-        assert_eq!((r.median_a, r.median_b), (5.0, 2.0));
-        // B - A.
-        assert_eq!(r.difference, BootstrapInterval { estimate: -3.0, lo: -3.0, hi: -3.0, resamples_used: 1000 });
-        // Complete separation, 3 vs 2: U = 6 = n_a n_b; ties 3^3 - 3 + 2^3 - 2 = 30,
-        // s = sqrt(6/12 * (6 - 30/20)) = 1.5, z = (6 - 3 - 0.5) / 1.5.
-        assert!(close(r.mann_whitney.p_value, 2.0 * normal_sf(2.5 / 1.5), 1e-15));
+    fn resampled_median_of_even_n_matches_resampling_one_by_one() {
+        // Even n: the median averages two order statistics.
+        assert_like_resampling_one_by_one(
+            &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0],
+            0.5,
+            5,
+            &[1.5, 3.0, 5.0, 6.0, 10.0, 12.0, 20.0],
+        );
     }
 
     #[test]
     fn resampled_p95_matches_resampling_one_by_one() {
         // n = 7: h = 0.95 * 6 = 5.7, so the P95 interpolates the 6th and 7th
-        // order statistics with weight 0.7; the sampler against plain resampling.
+        // order statistics with weight 0.7.
         let x = [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0];
         let sampler = ResampledQuantile::new(&x, 0.95);
         assert_eq!(sampler.k, 5);
         assert!(close(sampler.weight, 0.7, 1e-12));
-        let mut rng = StdRng::seed_from_u64(8);
-        let fast: Vec<f64> = (0..100_000).map(|_| sampler.sample(&mut rng)).collect();
-        let slow: Vec<f64> = (0..100_000)
-            .map(|_| {
-                let mut r: Vec<f64> = (0..x.len()).map(|_| x[rng.random_range(0..x.len())]).collect();
-                r.sort_unstable_by(f64::total_cmp);
-                quantile_sorted(&r, 0.95)
-            })
-            .collect();
-        for cut in [4.0, 10.0, 16.0, 25.0, 32.0, 50.0, 63.0] {
-            let share = |v: &[f64]| v.iter().filter(|&&d| d <= cut).count() as f64 / v.len() as f64;
-            assert!(close(share(&fast), share(&slow), 0.008), "P[p95* <= {cut}]");
-        }
+        assert_like_resampling_one_by_one(&x, 0.95, 8, &[4.0, 10.0, 16.0, 25.0, 32.0, 50.0, 63.0]);
     }
 
     #[test]
