@@ -20,11 +20,16 @@ found AS (
   SELECT model, source_file, source_line, n_relevant, array_position(retrieved, item) AS item_rank
   FROM items
 ),
+per_k AS (
+  -- Each relevant id once per K (a list unnested, not a table function: plans stay serialisable).
+  SELECT model, source_file, source_line, n_relevant, item_rank, unnest(generate_series(1, {{max_k}})) AS k
+  FROM found
+),
 per_record AS (
-  SELECT f.model, f.source_file, f.source_line, k.value AS k,
-    CAST(count(*) FILTER (WHERE f.item_rank <= k.value) AS DOUBLE) / max(f.n_relevant) AS recall
-  FROM found f CROSS JOIN generate_series(1, {{max_k}}) AS k
-  GROUP BY f.model, f.source_file, f.source_line, k.value
+  SELECT model, source_file, source_line, k,
+    CAST(count(*) FILTER (WHERE item_rank <= k) AS DOUBLE) / max(n_relevant) AS recall
+  FROM per_k
+  GROUP BY model, source_file, source_line, k
 )
 SELECT
   model,
