@@ -156,12 +156,6 @@ pub const JOBS: &[Job] = &[
         params: [("tp", "0")]
     ),
     job!(
-        "kv_cache_peak",
-        "the most KV cache held at once per GPU (engine profiles' engine_id / gpu_id), with peak concurrency",
-        tables: ["requests", "profiles"],
-        params: [("tp", "0")]
-    ),
-    job!(
         "report",
         "eos + latency + cost side by side (what `tokscope run` prints)",
         tables: ["requests"],
@@ -245,6 +239,12 @@ pub const JOBS: &[Job] = &[
         "engine profiles per model x variant x context bin: queue / prefill / decode / overhead P50 and P95, \
          KV-cache hit rate, CUDA kernel time, decode-step jitter",
         tables: ["profiles"]
+    ),
+    job!(
+        "kv_cache_peak",
+        "the most KV cache held at once per GPU (engine profiles' engine_id / gpu_id), with peak concurrency",
+        tables: ["requests", "profiles"],
+        params: [("tp", "0")]
     ),
     job!(
         "throughput",
