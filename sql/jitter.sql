@@ -3,9 +3,10 @@
 -- First-token and last-token latency are kept apart: averages hide both.
 -- Each request's jitter and token times are columns of `requests`, derived at
 -- ingest from its own per-token data, so the job reads no token rows.
+-- {{by}}: the grouping column (model by default; `--param by=model_version` compares versions).
 WITH timed AS (
   SELECT
-    model,
+    {{by}},
     context_bin,
     context_bin_lo,
     itl_std_ms,
@@ -15,7 +16,7 @@ WITH timed AS (
   WHERE output_token_count IS NOT NULL
 )
 SELECT
-  model,
+  {{by}},
   context_bin,
   count(*)                             AS requests,
   quantile_cont(itl_std_ms, 0.50)      AS itl_std_p50_ms,
@@ -25,7 +26,8 @@ SELECT
   quantile_cont(first_token_ms, 0.99)  AS first_token_p99_ms,
   quantile_cont(last_token_ms, 0.50)   AS last_token_p50_ms,
   quantile_cont(last_token_ms, 0.95)   AS last_token_p95_ms,
-  quantile_cont(last_token_ms, 0.99)   AS last_token_p99_ms
+  quantile_cont(last_token_ms, 0.99)   AS last_token_p99_ms,
+  {{> tail_token_jitter_ms}}
 FROM timed
-GROUP BY model, context_bin, context_bin_lo
-ORDER BY model, context_bin_lo
+GROUP BY {{by}}, context_bin, context_bin_lo
+ORDER BY {{by}}, context_bin_lo

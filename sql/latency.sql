@@ -1,9 +1,10 @@
 -- latency: TTFT, TPOT, end-to-end latency and throughput per model x context bin.
 -- Columns and formulas: docs/metrics.md#latency
+-- {{by}}: the grouping column (model by default; `--param by=model_version` compares versions).
 -- quantile_cont is tokscope's exact quantile (linear interpolation between
 -- closest ranks, DuckDB's quantile_cont); nulls are skipped.
 SELECT
-  model,
+  {{by}},
   context_bin,
   {{> ttft_p50_ms}},
   {{> ttft_p95_ms}},
@@ -15,5 +16,5 @@ SELECT
   {{> decode_tps_p50}},
   {{> e2e_tps_mean}}
 FROM requests
-GROUP BY model, context_bin, context_bin_lo
-ORDER BY model, context_bin_lo
+GROUP BY {{by}}, context_bin, context_bin_lo
+ORDER BY {{by}}, context_bin_lo

@@ -1,17 +1,18 @@
 -- load_summary: a load test's whole run per model: throughput over the wall time, latency percentiles.
 -- Columns and formulas: docs/metrics.md#load_summary
 -- Wall time runs from the first arrival to the last completion (ts + latency_ms).
+-- {{by}}: the grouping column (model by default; `--param by=variant` gives each arm's run).
 WITH spans AS (
   -- Microseconds since the epoch, the tables' unit (via nanoseconds, dates outside 1677-2262 would fail).
   SELECT
-    model, completion_tokens, total_tokens, ttft_ms, latency_ms,
+    {{by}}, completion_tokens, total_tokens, ttft_ms, latency_ms,
     CAST(arrow_cast(ts, 'Timestamp(Microsecond, Some("UTC"))') AS BIGINT) AS start_us,
     CAST(arrow_cast(ts, 'Timestamp(Microsecond, Some("UTC"))') AS BIGINT) + CAST(round(latency_ms * 1000) AS BIGINT) AS end_us
   FROM requests
 ),
 run AS (
   SELECT
-    model,
+    {{by}},
     count(*)                                          AS requests,
     min(start_us)                                     AS first_us,
     max(coalesce(end_us, start_us))                   AS last_us,
@@ -27,10 +28,10 @@ run AS (
     quantile_cont(latency_ms, 0.95)                   AS e2e_p95_ms,
     quantile_cont(latency_ms, 0.99)                   AS e2e_p99_ms
   FROM spans
-  GROUP BY model
+  GROUP BY {{by}}
 )
 SELECT
-  model,
+  {{by}},
   requests,
   arrow_cast(to_timestamp_micros(first_us), 'Timestamp(Microsecond, Some("UTC"))') AS first_arrival,
   arrow_cast(to_timestamp_micros(last_us), 'Timestamp(Microsecond, Some("UTC"))')  AS last_completion,
@@ -46,4 +47,4 @@ SELECT
   ttft_p50_ms, ttft_p95_ms, ttft_p99_ms,
   e2e_p50_ms, e2e_p95_ms, e2e_p99_ms
 FROM run
-ORDER BY model
+ORDER BY {{by}}

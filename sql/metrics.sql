@@ -89,3 +89,6 @@ coalesce(first_token_emitted_ms, ttft_ms)
 
 -- metric: last_token_ms
 coalesce(last_token_emitted_ms, latency_ms)
+
+-- metric: tail_token_jitter_ms
+stddev_samp(last_token_ms - first_token_ms)

@@ -3,10 +3,11 @@
 -- Windows are aligned to multiples of the window since the Unix epoch (UTC). A request
 -- is in flight over [ts, ts + latency_ms); it counts (requests, rates, percentiles) in the
 -- window where it arrives, and in every window it overlaps for the concurrency columns.
+-- {{by}}: the grouping column (model by default; `--param by=variant` gives each arm's load).
 WITH spans AS (
   -- Microseconds since the epoch, the tables' unit (via nanoseconds, dates outside 1677-2262 would fail).
   SELECT
-    model, completion_tokens, ttft_ms, latency_ms,
+    {{by}}, completion_tokens, ttft_ms, latency_ms,
     CAST(arrow_cast(ts, 'Timestamp(Microsecond, Some("UTC"))') AS BIGINT) AS start_us,
     CAST(arrow_cast(ts, 'Timestamp(Microsecond, Some("UTC"))') AS BIGINT) + CAST(round(latency_ms * 1000) AS BIGINT) AS end_us
   FROM requests
@@ -28,14 +29,14 @@ windows AS (
 ),
 clipped AS (
   SELECT
-    model, completion_tokens, ttft_ms, latency_ms, window_us,
+    {{by}}, completion_tokens, ttft_ms, latency_ms, window_us,
     window_us = arrival_window_us AS arrived,
     greatest(start_us, window_us) AS from_us,
     CASE WHEN end_us IS NOT NULL THEN least(end_us, window_us + {{window}}) END AS to_us
   FROM windows
 )
 SELECT
-  model,
+  {{by}},
   arrow_cast(to_timestamp_micros(window_us), 'Timestamp(Microsecond, Some("UTC"))') AS window_start,
   count(*) FILTER (WHERE arrived)                                          AS requests,
   count(*) FILTER (WHERE arrived) * 1e6 / {{window}}                       AS qps,
@@ -49,5 +50,5 @@ SELECT
   quantile_cont(latency_ms, 0.95) FILTER (WHERE arrived)                   AS e2e_p95_ms,
   quantile_cont(latency_ms, 0.99) FILTER (WHERE arrived)                   AS e2e_p99_ms
 FROM clipped
-GROUP BY model, window_us
-ORDER BY model, window_us
+GROUP BY {{by}}, window_us
+ORDER BY {{by}}, window_us

@@ -23,7 +23,8 @@
 //! - `longest_run(x)`: length of the longest run of consecutive integers ([`runs`]).
 //! - `first_last_by(value, key, last, descending, nulls_first)`: `first_value`/`last_value`
 //!   ordered by one integer key, what `super::first_last` rewrites them to ([`first_last`]).
-//! - `compare_proportions`, `compare_medians`, `compare_cost_per_1k`, `holm_adjust`: A/B comparisons ([`ab`]).
+//! - `compare_proportions`, `compare_medians`, `compare_quantiles`, `compare_std_devs`, `compare_cost_per_1k`,
+//!   `sample_ratio_test`, `holm_adjust`: A/B comparisons, arm B against arm A ([`ab`]).
 
 pub mod ab;
 pub mod concurrency;
@@ -283,8 +284,14 @@ pub enum Plain {
     CompareProportions,
     /// `compare_medians`.
     CompareMedians,
+    /// `compare_quantiles`.
+    CompareQuantiles,
+    /// `compare_std_devs`.
+    CompareStdDevs,
     /// `compare_cost_per_1k`.
     CompareCostPer1k,
+    /// `sample_ratio_test`.
+    SampleRatioTest,
     /// `holm_adjust`.
     HolmAdjust,
     /// `longest_run`.
@@ -295,7 +302,7 @@ pub enum Plain {
 
 impl Plain {
     /// Every one of them.
-    pub const ALL: [Plain; 14] = [
+    pub const ALL: [Plain; 17] = [
         Plain::RedundancyBound,
         Plain::QuantileCont,
         Plain::QuantilesCont,
@@ -310,6 +317,10 @@ impl Plain {
         Plain::HolmAdjust,
         Plain::LongestRun,
         Plain::FirstLastBy,
+        // A distributed plan names a function by its index here: new ones go last.
+        Plain::CompareQuantiles,
+        Plain::CompareStdDevs,
+        Plain::SampleRatioTest,
     ];
 
     /// The function.
@@ -325,6 +336,9 @@ impl Plain {
             Plain::MaxOverlap => Udf::Aggregate(concurrency::max_overlap()),
             Plain::CompareProportions => Udf::Scalar(ab::compare_proportions()),
             Plain::CompareMedians => Udf::Scalar(ab::compare_medians()),
+            Plain::CompareQuantiles => Udf::Scalar(ab::compare_quantiles()),
+            Plain::CompareStdDevs => Udf::Scalar(ab::compare_std_devs()),
+            Plain::SampleRatioTest => Udf::Scalar(ab::sample_ratio_test()),
             Plain::CompareCostPer1k => Udf::Scalar(ab::compare_cost_per_1k()),
             Plain::HolmAdjust => Udf::Window(ab::holm_adjust()),
             Plain::LongestRun => Udf::Aggregate(runs::longest_run()),

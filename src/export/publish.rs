@@ -53,6 +53,7 @@ pub const DEFAULT_JOBS: &[&str] = &[
     "throughput",
     "load_summary",
     "gateway_engine",
+    "engine",
     "ab",
     "head_waste",
     "moe_load",

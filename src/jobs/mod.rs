@@ -61,7 +61,14 @@ pub enum ParamKind {
     /// A label such as an experiment arm: letters, digits and `._:/+-@ `,
     /// written as a quoted SQL string; an empty value is `NULL` (unset).
     Label,
+    /// The `requests` column rows are grouped by, one of [`GROUPINGS`],
+    /// written as the column's name (the job's first output column).
+    Grouping,
 }
+
+/// The columns a job's `by` parameter may group requests by: the model, its
+/// version (a migration from one version to the next), or the experiment arm.
+pub const GROUPINGS: [&str; 3] = ["model", "model_version", "variant"];
 
 impl ParamKind {
     /// `value` as SQL text for this kind, or why it is not acceptable.
@@ -77,6 +84,10 @@ impl ParamKind {
                     "parameter {name} must be a positive duration such as 500ms, 60s, 5m, 1h or 1d, got {value:?}"
                 )
             }),
+            ParamKind::Grouping => match GROUPINGS.iter().find(|g| **g == value) {
+                Some(column) => Ok(column.to_string()),
+                None => Err(config_err!("parameter {name} must be one of {}, got {value:?}", GROUPINGS.join(", "))),
+            },
             ParamKind::Label if value.is_empty() => Ok("NULL".to_string()),
             ParamKind::Label => {
                 let ok = |c: char| c.is_alphanumeric() || "._:/+-@ ".contains(c);
@@ -131,7 +142,12 @@ macro_rules! job {
 /// Every job.
 pub const JOBS: &[Job] = &[
     job!("eos", "EOS compliance and silent-truncation rate per model x context bin", tables: ["requests", "request_counts"]),
-    job!("latency", "exact TTFT / TPOT / latency percentiles and throughput per model x context bin", tables: ["requests"]),
+    job!(
+        "latency",
+        "exact TTFT / TPOT / latency percentiles and throughput per model (or --param by=model_version|variant) x context bin",
+        tables: ["requests"],
+        params: [("by", "model", Grouping)]
+    ),
     job!("cost", "cost (needs --pricing) per model x context bin, unpriced requests counted", tables: ["requests"]),
     job!(
         "kv_cache",
@@ -150,7 +166,13 @@ pub const JOBS: &[Job] = &[
     job!("daily", "cost, EOS compliance, truncation and TTFT per UTC day x model (the dashboard's trends)", tables: ["requests"]),
     // The jitter jobs and eos_logprob read columns of `requests` that ingest derives from
     // per-token data: without token rows there is nothing to report.
-    job!("jitter", "inter-token latency jitter, first- and last-token latency per model x context bin", tables: ["requests", "tokens"]),
+    job!(
+        "jitter",
+        "inter-token and tail-token jitter, first- and last-token latency per model (or --param by=model_version|variant) \
+         x context bin",
+        tables: ["requests", "tokens"],
+        params: [("by", "model", Grouping)]
+    ),
     job!("jitter_requests", "per-request itl_std_ms, first_token_ms, last_token_ms", tables: ["requests", "tokens"]),
     job!(
         "confidence",
@@ -197,22 +219,54 @@ pub const JOBS: &[Job] = &[
         params: [("w1", "0.3"), ("w2", "0.25"), ("w3", "0.25"), ("w4", "0.2"), ("qps_scale", "1000"), ("latency_budget_ms", "200")]
     ),
     job!(
+        "recall",
+        "retrieval recall of evaluation records per model x context bin: mean, P50, P10",
+        tables: ["evals"]
+    ),
+    job!(
+        "recall_at_k",
+        "top-K recall curve (K = 1..max_k) of evaluation records with ranked retrieval results, per model",
+        tables: ["evals"],
+        params: [("max_k", "100")]
+    ),
+    job!(
         "gateway_engine",
         "gateway log joined to engine profiles: matches, clock offset, prefill / decode / overhead percentiles per model x context bin",
         tables: ["requests", "profiles"]
     ),
     job!(
-        "throughput",
-        "requests, tokens/s, mean and peak concurrency, TTFT and end-to-end percentiles per model x time window",
-        tables: ["requests"],
-        params: [("window", "60s", Duration)]
+        "engine",
+        "engine profiles per model x variant x context bin: queue / prefill / decode / overhead P50 and P95, \
+         KV-cache hit rate, CUDA kernel time, decode-step jitter",
+        tables: ["profiles"]
     ),
-    job!("load_summary", "a load test's whole run per model: throughput over wall time, concurrency, latency percentiles", tables: ["requests"]),
+    job!(
+        "kv_cache_peak",
+        "the most KV cache held at once per GPU (engine profiles' engine_id / gpu_id), with peak concurrency",
+        tables: ["requests", "profiles"],
+        params: [("tp", "0")]
+    ),
+    job!(
+        "throughput",
+        "requests, tokens/s, mean and peak concurrency, TTFT and end-to-end percentiles per model (or --param \
+         by=model_version|variant) x time window",
+        tables: ["requests"],
+        params: [("window", "60s", Duration), ("by", "model", Grouping)]
+    ),
+    job!(
+        "load_summary",
+        "a load test's whole run per model (or --param by=model_version|variant): throughput over wall time, \
+         concurrency, latency percentiles",
+        tables: ["requests"],
+        params: [("by", "model", Grouping)]
+    ),
     job!(
         "ab",
-        "two experiment arms compared per context bin: rates, medians, cost, with 95% CIs and Holm-adjusted p-values",
+        "two experiment arms compared per context bin, B against A: split check, rates, latency, jitter, KV cache, \
+         throughput, cost, with 95% CIs and Holm-adjusted p-values",
         tables: ["requests"],
-        params: [("a", "", Label), ("b", "", Label), ("resamples", "1000"), ("seed", "0")]
+        params: [("a", "", Label), ("b", "", Label), ("resamples", "1000"), ("seed", "0"), ("split", "0.5"),
+                 ("srm_alpha", "0.001")]
     ),
 ];
 
@@ -436,6 +490,17 @@ mod tests {
         for bad in ["0s", "-5s", "5 parsecs", "s", "NaNs", ""] {
             assert_eq!(duration_micros(bad), None, "{bad}");
         }
+    }
+
+    #[test]
+    fn groupings_are_column_names_from_a_fixed_list() {
+        assert_eq!(ParamKind::Grouping.to_sql("by", "model_version").unwrap(), "model_version");
+        assert_eq!(ParamKind::Grouping.to_sql("by", " variant ").unwrap(), "variant");
+        for bad in ["prompt", "model; DROP TABLE requests", "", "MODEL"] {
+            assert!(ParamKind::Grouping.to_sql("by", bad).is_err(), "{bad}");
+        }
+        let latency = job("latency").unwrap().sql_with(&[("by".into(), "variant".into())]).unwrap();
+        assert!(latency.contains("SELECT\n  variant,") && latency.contains("GROUP BY variant,"), "{latency}");
     }
 
     #[test]

@@ -7,7 +7,7 @@ use crate::dashboard_support as support;
 use std::io::Write;
 use std::sync::Arc;
 
-use arrow::array::{ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray};
+use arrow::array::{ArrayRef, BooleanArray, Float64Array, Int64Array, RecordBatch, StringArray};
 use tokscope::export::dashboard::{
     render, Axis, ChartKind, ChartSpec, DashboardInput, Unit, ValueColumn, BUILTIN_CHARTS,
 };
@@ -86,8 +86,9 @@ fn each_chart_has_a_wide_and_a_narrow_svg_with_a_viewbox() {
     let wide = html.matches(r#"data-layout="wide" viewBox="0 0 640 "#).count();
     let narrow = html.matches(r#"data-layout="narrow" viewBox="0 0 360 "#).count();
     assert_eq!(wide, narrow);
-    // 27 specs; replay verdicts are per model (3 figures), mediation per metric (2).
-    assert_eq!(wide, 27 + 2 + 1);
+    // 36 specs; replay verdicts are per model (3 figures), mediation per metric (2),
+    // the three engine charts per arm (2 each); each A/B chart draws its one metric.
+    assert_eq!(wide, 36 + 2 + 1 + 3);
     assert!(!html.contains(r#"<svg width="#), "plotters' fixed-size root must be replaced");
 }
 
@@ -240,10 +241,72 @@ fn ab_points_are_filled_when_significant_after_holm_and_ratios_are_read_against_
         ("p_value_holm", f(&[0.8, 0.09, 0.6, 0.001])),
     ]);
     let html = render(&empty_input().with_table("ab", vec![ab])).unwrap();
-    assert_eq!(html.matches(r#"data-chart="ab_diff" data-layout="wide""#).count(), 2, "one chart per metric");
+    // Each metric in the A/B chart of its kind: the rates, and cost with decode speed and KV cache.
+    assert_eq!(html.matches(r#"data-chart="ab_rates" data-layout="wide""#).count(), 1);
+    assert_eq!(html.matches(r#"data-chart="ab_capacity" data-layout="wide""#).count(), 1);
+    assert!(html.contains("Table `ab` has no rows."), "the latency chart has none of its metrics");
     assert_eq!(html.matches("Ratios of B to A: the reference line is at 1.").count(), 1, "only the cost chart");
     assert!(html.contains("significant (p_value_holm &lt; 0.05)"), "the legend names the test");
     assert!(html.contains("<td>ratio"), "the table shows each row's effect");
+    assert!(!html.contains("Sample ratio mismatch"), "a table without the check raises no warning");
+}
+
+#[test]
+fn ab_rows_without_a_test_are_read_by_their_interval() {
+    // A P95 has no test (null p): its point is filled when its interval excludes 0.
+    let f = |values: &[Option<f64>]| floats(values);
+    let ab = batch(vec![
+        ("context_bin", strings(&["0-1K", "16K+"])),
+        ("metric", strings(&["ttft_p95_ms", "ttft_p95_ms"])),
+        ("effect", strings(&["difference", "difference"])),
+        ("diff", f(&[Some(12.0), Some(3.0)])),
+        ("ci_low", f(&[Some(4.0), Some(-2.0)])),
+        ("ci_high", f(&[Some(20.0), Some(8.0)])),
+        ("p_value_holm", f(&[None, None])),
+    ]);
+    let html = render(&empty_input().with_table("ab", vec![ab])).unwrap();
+    let wide = html.split(r#"data-chart="ab_latency" data-layout="wide""#).nth(1).unwrap();
+    let marks = &wide[wide.find(r#"<g class="marks">"#).unwrap()..wide.find("</svg>").unwrap()];
+    // Each point is a white disc and its mark; only the 0-1K mark is filled with the series colour.
+    let fills: Vec<&str> = marks
+        .split("<circle")
+        .skip(1)
+        .map(|circle| circle.split("fill=\"").nth(1).and_then(|f| f.split('"').next()).unwrap_or(""))
+        .collect();
+    assert_eq!(fills.len(), 4, "{fills:?}");
+    let coloured = fills.iter().filter(|f| !["none", "#FFFFFF", "#ffffff", ""].contains(f)).count();
+    assert_eq!(coloured, 1, "one filled point, 0-1K: {fills:?}");
+    assert!(html.contains("without a test, the 95% interval excludes 0"), "the legend says how it was read");
+}
+
+#[test]
+fn a_failed_sample_ratio_check_raises_a_warning_naming_its_bins() {
+    let f = |values: &[f64]| floats(&values.iter().map(|v| Some(*v)).collect::<Vec<_>>());
+    let ab = batch(vec![
+        ("context_bin", strings(&["0-1K", "16K+", "all", "0-1K", "16K+", "all"])),
+        (
+            "metric",
+            strings(&[
+                "sample_ratio",
+                "sample_ratio",
+                "sample_ratio",
+                "implicit_truncation_rate",
+                "implicit_truncation_rate",
+                "implicit_truncation_rate",
+            ]),
+        ),
+        ("effect", strings(&["difference"; 6])),
+        ("diff", f(&[0.0, -0.08, -0.01, 0.001, 0.05, 0.01])),
+        ("ci_low", f(&[-0.01, -0.1, -0.02, -0.01, 0.03, 0.0])),
+        ("ci_high", f(&[0.01, -0.06, 0.0, 0.012, 0.07, 0.02])),
+        ("p_value_holm", f(&[0.9, 1e-9, 1e-4, 0.8, 0.001, 0.04])),
+        ("sample_ratio_mismatch", Arc::new(BooleanArray::from(vec![false, true, true, false, true, true])) as ArrayRef),
+    ]);
+    let html = render(&empty_input().with_table("ab", vec![ab])).unwrap();
+    let warning = r#"<p class="warning span" role="alert" data-flag="ab_rates">Sample ratio mismatch"#;
+    assert_eq!(html.matches(warning).count(), 1, "one warning above the rates");
+    assert!(html.contains("may be biased (Context bin: 16K+, all).</p>"), "it names the flagged bins");
+    assert!(!html.contains(r#"data-flag="ab_latency""#), "a chart without rows raises none");
 }
 
 #[test]
@@ -280,15 +343,24 @@ fn page_for_50_models_9_bins_90_days_is_under_2_mib() {
 
 // ---------------------------------------------------------------- exported studies
 
-/// The charts of the load-test, A/B and model-internals studies.
-const STUDY_CHARTS: [&str; 14] = [
+/// The charts of the token-timing, load-test, engine, A/B and model-internals studies.
+const STUDY_CHARTS: [&str; 23] = [
+    "first_token",
+    "last_token",
+    "itl_jitter",
+    "tail_jitter",
     "throughput_qps",
     "throughput_tokens",
     "concurrency_mean",
     "concurrency_peak",
     "load_summary",
     "gateway_engine",
-    "ab_diff",
+    "engine_time",
+    "engine_kv_hit",
+    "engine_step_jitter",
+    "ab_rates",
+    "ab_latency",
+    "ab_capacity",
     "head_waste",
     "moe_load",
     "quality",
@@ -298,12 +370,14 @@ const STUDY_CHARTS: [&str; 14] = [
     "kv_cache",
 ];
 
-/// Generates 20,000 requests over 3 days (`arms`: `--arms` if any, the candidate
-/// truncating 12% above 16K), adds `extra` inputs from tests/data, ingests with
-/// bins 0, 1K, 4K, 16K and exports with prices; returns `site/latest`.
+/// Generates 20,000 requests with per-token data over 3 days (`arms`: `--arms`
+/// if any, the candidate truncating 12% above 16K), adds `extra` inputs from
+/// tests/data, ingests with bins 0, 1K, 4K, 16K and exports with prices;
+/// returns `site/latest`.
 fn export_dataset(dir: &std::path::Path, arms: Option<&str>, extra: &[&str]) -> std::path::PathBuf {
     let log = dir.join("requests.jsonl");
-    let mut args = vec!["generate", "--requests", "20000", "--seed", "11", "--days", "3", "--output-chars", "40"];
+    let mut args =
+        vec!["generate", "--requests", "20000", "--seed", "11", "--days", "3", "--output-chars", "40", "--token-data"];
     if let Some(arms) = arms {
         args.extend(["--arms", arms]);
         if arms.contains("candidate") {
@@ -413,6 +487,10 @@ fn exported_studies_draw_one_mark_per_row_of_their_job_in_chromium() {
         ("drift_kl", "drift", &["kl_bits_mean", "kl_bits_p95"]),
         ("drift_share", "drift", &["drift_share"]),
         ("kv_cache", "kv_cache", &["kv_cache_gib_mean", "kv_cache_gib_max", "kv_cache_gib_per_gpu_mean"]),
+        ("first_token", "jitter", &["first_token_p50_ms", "first_token_p95_ms", "first_token_p99_ms"]),
+        ("last_token", "jitter", &["last_token_p50_ms", "last_token_p95_ms", "last_token_p99_ms"]),
+        ("itl_jitter", "jitter", &["itl_std_p50_ms", "itl_std_p95_ms"]),
+        ("tail_jitter", "jitter", &["tail_token_jitter_ms"]),
     ] {
         let figures = drawn(id);
         assert_eq!(figures.len(), 1, "{id}: {figures:?}");
@@ -421,6 +499,21 @@ fn exported_studies_draw_one_mark_per_row_of_their_job_in_chromium() {
         assert_eq!(n(&figures[0], "rects"), expected, "{id}: one bar per value of {job}.csv");
     }
     assert!(csv("gateway_engine")["matched"].iter().any(|m| m != "0"), "engine profiles joined no request");
+
+    // Engine charts: one figure per arm (the sample profiles' requests name none: one),
+    // one bar per number of its rows.
+    let engine = csv("engine");
+    let arms = distinct(&engine["variant"]);
+    for (id, columns) in [
+        ("engine_time", &["queue_p50_ms", "prefill_p50_ms", "decode_p50_ms"][..]),
+        ("engine_kv_hit", &["kv_cache_hit_rate"]),
+        ("engine_step_jitter", &["decode_step_std_p50_ms", "decode_step_std_p95_ms"]),
+    ] {
+        let figures = drawn(id);
+        assert_eq!(figures.len(), arms.len(), "{id}: one chart per arm");
+        let bars: usize = figures.iter().map(|f| n(f, "rects")).sum();
+        assert_eq!(bars, filled_cells(&engine, columns), "{id}: one bar per value of engine.csv");
+    }
 
     // Heatmap: one cell per layer x head, missing pairs drawn grey.
     let head_waste = csv("head_waste");
@@ -441,29 +534,53 @@ fn exported_studies_draw_one_mark_per_row_of_their_job_in_chromium() {
         assert_eq!(n(figure, "polylines"), distinct(&throughput["model"]).len(), "{id}: one line per model");
     }
 
-    // Intervals: per metric (in the order of ab.csv), a point (white disc + mark)
-    // per row, filled when Holm's p < 0.05, whiskers of 3 strokes, and the zero line.
+    // Intervals: per metric (in the order of ab.csv) in the chart of its kind, a
+    // point (white disc + mark) per row, filled when Holm's p < 0.05 (without a
+    // test: when the interval excludes the reference), whiskers of 3 strokes, and
+    // the reference line.
     let ab = csv("ab");
     let metrics = distinct(&ab["metric"]);
-    let figures = drawn("ab_diff");
-    assert_eq!(figures.len(), metrics.len(), "one A/B chart per metric");
+    assert_eq!(metrics.len(), 15, "{metrics:?}");
     let mut significant_total = 0;
-    for (metric, figure) in metrics.iter().zip(&figures) {
-        let rows: Vec<usize> = (0..ab["metric"].len()).filter(|&r| &ab["metric"][r] == metric).collect();
-        let num = |column: &str, r: usize| ab[column][r].parse::<f64>().ok();
-        let points = rows.iter().filter(|&&r| num("diff", r).is_some()).count();
-        let whiskers = rows
+    let num = |column: &str, r: usize| ab[column][r].parse::<f64>().ok();
+    for id in ["ab_rates", "ab_latency", "ab_capacity"] {
+        let spec = BUILTIN_CHARTS.iter().find(|s| s.id == id).unwrap();
+        // The chart's metrics with a value to draw.
+        let charted: Vec<&String> = metrics
             .iter()
-            .filter(|&&r| num("diff", r).is_some() && num("ci_low", r).is_some() && num("ci_high", r).is_some());
-        let significant =
-            rows.iter().filter(|&&r| num("diff", r).is_some() && num("p_value_holm", r).is_some_and(|p| p < 0.05));
-        let significant = significant.count();
-        significant_total += significant;
-        assert_eq!(n(figure, "circles"), 2 * points, "{metric}: a point per row");
-        assert_eq!(n(figure, "filled_circles"), significant, "{metric}: filled = significant after Holm");
-        assert_eq!(n(figure, "polylines"), 1 + 3 * whiskers.count(), "{metric}: whiskers and the zero line");
+            .filter(|m| spec.only.unwrap().values.contains(&m.as_str()))
+            .filter(|m| (0..ab["metric"].len()).any(|r| &&ab["metric"][r] == m && num("diff", r).is_some()))
+            .collect();
+        let figures = drawn(id);
+        assert_eq!(figures.len(), charted.len(), "{id}: one chart per metric");
+        for (metric, figure) in charted.into_iter().zip(&figures) {
+            let rows: Vec<usize> = (0..ab["metric"].len()).filter(|&r| &ab["metric"][r] == metric).collect();
+            let reference = if rows.iter().all(|&r| ab["effect"][r] == "ratio") { 1.0 } else { 0.0 };
+            let points = rows.iter().filter(|&&r| num("diff", r).is_some()).count();
+            let whiskers = rows
+                .iter()
+                .filter(|&&r| num("diff", r).is_some() && num("ci_low", r).is_some() && num("ci_high", r).is_some());
+            let significant = rows.iter().filter(|&&r| {
+                num("diff", r).is_some()
+                    && match num("p_value_holm", r) {
+                        Some(p) => p < 0.05,
+                        None => {
+                            num("ci_low", r).is_some_and(|lo| lo > reference)
+                                || num("ci_high", r).is_some_and(|hi| hi < reference)
+                        }
+                    }
+            });
+            let significant = significant.count();
+            significant_total += significant;
+            assert_eq!(n(figure, "circles"), 2 * points, "{metric}: a point per row");
+            assert_eq!(n(figure, "filled_circles"), significant, "{metric}: filled = significant");
+            assert_eq!(n(figure, "polylines"), 1 + 3 * whiskers.count(), "{metric}: whiskers and the reference line");
+        }
     }
     assert!(significant_total > 0, "the candidate's truncation above 16K must show as significant");
+    // The arms were drawn 50/50, as the job's default split says: no warning.
+    assert!(ab["sample_ratio_mismatch"].iter().all(|flag| flag == "false"), "generated arms fail the split check");
+    assert!(!html.contains("Sample ratio mismatch"));
     std::io::stdout().write_all(&out.stdout).unwrap();
 }
 
@@ -473,15 +590,27 @@ fn studies_whose_tables_are_absent_are_left_out_of_the_export() {
     let dir = tempfile::tempdir().unwrap();
     let latest = export_dataset(dir.path(), Some("control"), &[]);
     let html = std::fs::read_to_string(latest.join("index.html")).unwrap();
-    for id in ["gateway_engine", "ab_diff", "head_waste", "moe_load", "quality", "composite", "drift_kl", "drift_share"]
-    {
+    for id in [
+        "gateway_engine",
+        "engine_time",
+        "ab_rates",
+        "ab_latency",
+        "ab_capacity",
+        "head_waste",
+        "moe_load",
+        "quality",
+        "composite",
+        "drift_kl",
+        "drift_share",
+    ] {
         assert!(!html.contains(&format!(r#"data-chart="{id}""#)), "{id} drawn without its table");
     }
-    for table in ["gateway_engine", "ab", "head_waste", "moe_load", "quality", "composite", "drift"] {
+    for table in ["gateway_engine", "engine", "ab", "head_waste", "moe_load", "quality", "composite", "drift"] {
         assert!(!latest.join(format!("{table}.csv")).exists(), "{table} ran without its input");
     }
     for note in [
         "Not in this dataset (no `gateway_engine` table).",
+        "Not in this dataset (no `engine` table).",
         "Not in this dataset (no `ab` table).",
         "Not in this dataset (no `composite` or `drift` or `head_waste` or `moe_load` or `quality` table).",
     ] {

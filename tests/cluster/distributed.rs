@@ -196,6 +196,10 @@ const QUERIES: &[(&str, bool)] = &[
       compare_cost_per_1k(array_agg(latency_ms ORDER BY request_id), array_agg(prompt_tokens ORDER BY request_id), \
                           array_agg(ttft_ms ORDER BY request_id), array_agg(completion_tokens ORDER BY request_id), 300, 11) AS c \
       FROM requests WHERE ttft_ms IS NOT NULL GROUP BY model", true),
+    ("SELECT model, compare_quantiles(array_agg(ttft_ms ORDER BY request_id), array_agg(latency_ms ORDER BY request_id), \
+      0.95, 300, 11) AS q, compare_std_devs(array_agg(ttft_ms ORDER BY request_id), \
+      array_agg(latency_ms ORDER BY request_id), 300, 11) AS s, sample_ratio_test(count(*), 40, 0.25) AS srm \
+      FROM requests WHERE ttft_ms IS NOT NULL GROUP BY model", true),
     ("SELECT model, context_bin, holm_adjust(p) OVER (PARTITION BY model) AS adjusted FROM \
       (SELECT model, context_bin, 1.0 / (1 + count(*)) AS p FROM requests GROUP BY model, context_bin)", false),
 ];

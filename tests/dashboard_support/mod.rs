@@ -281,28 +281,36 @@ pub fn mediation_heatmap(metrics: &[&str], layers: i64, positions: i64, rng: &mu
     .unwrap()
 }
 
-/// An A/B comparison table (context_bin, metric, n_a, n_b, effect, value_a, value_b,
-/// diff, ci_low, ci_high, p_value, p_value_holm).
+/// An A/B comparison table (sql/ab.sql: context_bin, metric, n_a, n_b, value_a,
+/// value_b, effect, diff, ci_low, ci_high, p_value, p_value_holm,
+/// sample_ratio_mismatch): one metric for each A/B chart.
 pub fn ab(rng: &mut Rng) -> RecordBatch {
     let mut bin = Vec::new();
-    let mut metric = Vec::new();
+    let (mut metric, mut effect) = (Vec::new(), Vec::new());
     let (mut n_a, mut n_b) = (Vec::new(), Vec::new());
     let mut f: Vec<Vec<Option<f64>>> = vec![Vec::new(); 7];
-    for name in ["implicit_truncation_rate"] {
+    for (name, kind, a, scale) in [
+        ("implicit_truncation_rate", "difference", 0.01, 0.002),
+        ("ttft_p95_ms", "difference", 400.0, 20.0),
+        ("cost_per_1k_tokens", "ratio", 0.002, 0.02),
+    ] {
         for (b, label) in BINS.iter().enumerate() {
             bin.push(label.to_string());
             metric.push(name.to_string());
+            effect.push(kind.to_string());
             n_a.push(2000 - b as i64 * 150);
             n_b.push(1980 - b as i64 * 150);
-            let a = 0.01 + 0.004 * b as f64;
-            let diff = -0.002 * b as f64 + rng.around(0.0, 1.0) * 0.002;
-            let half = 0.003 + 0.0006 * b as f64;
-            let p = if (diff.abs()) > half { 0.004 } else { 0.3 };
-            for (i, v) in [a, a + diff, diff, diff - half, diff + half, p, (p * 9.0).min(1.0)].iter().enumerate() {
+            let reference = if kind == "ratio" { 1.0 } else { 0.0 };
+            let diff = reference - scale * b as f64 + rng.around(0.0, 1.0) * scale;
+            let half = 1.5 * scale + 0.3 * scale * b as f64;
+            let p = if (diff - reference).abs() > half { 0.004 } else { 0.3 };
+            let value_b = if kind == "ratio" { a * diff } else { a + diff };
+            for (i, v) in [a, value_b, diff, diff - half, diff + half, p, (p * 9.0).min(1.0)].iter().enumerate() {
                 f[i].push(Some(*v));
             }
         }
     }
+    let rows = bin.len();
     let mut f = f.into_iter();
     let mut next = || floats(f.next().unwrap());
     RecordBatch::try_from_iter([
@@ -310,14 +318,117 @@ pub fn ab(rng: &mut Rng) -> RecordBatch {
         ("metric", strings(metric)),
         ("n_a", ints(n_a)),
         ("n_b", ints(n_b)),
-        ("effect", strings(vec!["difference".to_string(); BINS.len()])),
         ("value_a", next()),
         ("value_b", next()),
+        ("effect", strings(effect)),
         ("diff", next()),
         ("ci_low", next()),
         ("ci_high", next()),
         ("p_value", next()),
         ("p_value_holm", next()),
+        ("sample_ratio_mismatch", Arc::new(BooleanArray::from(vec![false; rows])) as ArrayRef),
+    ])
+    .unwrap()
+}
+
+/// The `jitter` table (sql/jitter.sql): per model x the first six bins.
+pub fn jitter(models: &[String], rng: &mut Rng) -> RecordBatch {
+    let (mut model, mut bin, mut requests) = (Vec::new(), Vec::new(), Vec::new());
+    let mut f: Vec<Vec<Option<f64>>> = vec![Vec::new(); 9];
+    for name in models {
+        for (b, label) in BINS.iter().take(6).enumerate() {
+            model.push(name.clone());
+            bin.push(label.to_string());
+            requests.push(500 - 60 * b as i64);
+            let first = rng.around(150.0 * (1.0 + b as f64 * 0.5), 0.1);
+            let last = rng.around(2500.0 + 300.0 * b as f64, 0.1);
+            let itl = rng.around(4.0 + b as f64, 0.2);
+            let values = [itl, itl * 2.5, first, first * 1.8, first * 2.4, last, last * 1.6, last * 2.1, last * 0.2];
+            for (i, v) in values.iter().enumerate() {
+                f[i].push(Some(*v));
+            }
+        }
+    }
+    let mut f = f.into_iter();
+    let mut next = || floats(f.next().unwrap());
+    RecordBatch::try_from_iter([
+        ("model", strings(model)),
+        ("context_bin", strings(bin)),
+        ("requests", ints(requests)),
+        ("itl_std_p50_ms", next()),
+        ("itl_std_p95_ms", next()),
+        ("first_token_p50_ms", next()),
+        ("first_token_p95_ms", next()),
+        ("first_token_p99_ms", next()),
+        ("last_token_p50_ms", next()),
+        ("last_token_p95_ms", next()),
+        ("last_token_p99_ms", next()),
+        ("tail_token_jitter_ms", next()),
+    ])
+    .unwrap()
+}
+
+/// The `engine` table (sql/engine.sql): per model x two arms x the first four bins.
+pub fn engine(models: &[String], rng: &mut Rng) -> RecordBatch {
+    let (mut model, mut variant, mut bin) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut profiles, mut matched) = (Vec::new(), Vec::new());
+    let mut f: Vec<Vec<Option<f64>>> = vec![Vec::new(); 13];
+    for name in models {
+        for arm in ["control", "candidate"] {
+            for (b, label) in BINS.iter().take(4).enumerate() {
+                model.push(name.clone());
+                variant.push(arm.to_string());
+                bin.push(label.to_string());
+                profiles.push(200);
+                matched.push(198);
+                let queue = rng.around(8.0, 0.5);
+                let prefill = rng.around(40.0 * (1u64 << b) as f64, 0.1);
+                let decode = rng.around(900.0, 0.1);
+                let overhead = queue + rng.around(12.0, 0.2);
+                let kernel = rng.around(25.0, 0.2);
+                let step = rng.around(1.5, 0.3);
+                let values = [
+                    queue,
+                    queue * 3.0,
+                    prefill,
+                    prefill * 1.5,
+                    decode,
+                    decode * 1.3,
+                    overhead,
+                    overhead * 2.0,
+                    rng.around(0.4, 0.5),
+                    kernel,
+                    kernel * 1.4,
+                    step,
+                    step * 2.2,
+                ];
+                for (i, v) in values.iter().enumerate() {
+                    f[i].push(Some(*v));
+                }
+            }
+        }
+    }
+    let mut f = f.into_iter();
+    let mut next = || floats(f.next().unwrap());
+    RecordBatch::try_from_iter([
+        ("model", strings(model)),
+        ("variant", strings(variant)),
+        ("context_bin", strings(bin)),
+        ("profiles", ints(profiles)),
+        ("matched", ints(matched)),
+        ("queue_p50_ms", next()),
+        ("queue_p95_ms", next()),
+        ("prefill_p50_ms", next()),
+        ("prefill_p95_ms", next()),
+        ("decode_p50_ms", next()),
+        ("decode_p95_ms", next()),
+        ("overhead_p50_ms", next()),
+        ("overhead_p95_ms", next()),
+        ("kv_cache_hit_rate", next()),
+        ("cuda_kernel_us_p50", next()),
+        ("cuda_kernel_us_p95", next()),
+        ("decode_step_std_p50_ms", next()),
+        ("decode_step_std_p95_ms", next()),
     ])
     .unwrap()
 }
@@ -563,8 +674,9 @@ pub fn drift(rng: &mut Rng) -> RecordBatch {
 
 /// A full dashboard input: report, kv_cache, daily (`days` days), replay, a
 /// 2-layer x 12-position mediation heatmap per metric, an A/B table, a load test
-/// (120 one-minute windows, its summary, gateway vs engine) and model internals
-/// (4 x 8 head waste, 4 MoE layers, quality, composite, drift).
+/// (120 one-minute windows, its summary, gateway vs engine), token timing
+/// (jitter), engine profiles (two arms) and model internals (4 x 8 head waste,
+/// 4 MoE layers, quality, composite, drift).
 pub fn realistic(models: &[String], days: i32) -> DashboardInput {
     let mut rng = Rng::new(7);
     let mut input = DashboardInput::new(
@@ -591,6 +703,8 @@ pub fn realistic(models: &[String], days: i32) -> DashboardInput {
         .with_table("throughput", vec![throughput(models, 120, 60, &mut rng)])
         .with_table("load_summary", vec![load_summary(models, &mut rng)])
         .with_table("gateway_engine", vec![gateway_engine(models, &mut rng)])
+        .with_table("jitter", vec![jitter(models, &mut rng)])
+        .with_table("engine", vec![engine(models, &mut rng)])
         .with_table("head_waste", vec![head_waste(4, 8, &mut rng)])
         .with_table("moe_load", vec![moe_load(4, &mut rng)])
         .with_table("quality", vec![quality(models, &mut rng)])

@@ -416,6 +416,42 @@ fn eval_sample_joins_the_gateway_requests() {
     assert!(col(by_id("gw-12"), "recall").is_null());
     assert_eq!(col(by_id("gw-07"), "issues"), serde_json::json!(["candidate_mismatch"]));
     assert_eq!(col(by_id("gw-01"), "candidates"), serde_json::json!(["d1", "d2", "d3"]));
+    let ranked = query(&out, "SELECT retrieved, relevant FROM evals WHERE request_id = 'gw-03'");
+    assert_eq!(ranked[0]["retrieved"], serde_json::json!(["doc-1", "doc-4"]), "in ranked order");
+    assert_eq!(ranked[0]["relevant"], serde_json::json!(["doc-4", "doc-5"]));
+    // Top-K recall by hand: gw-02 (qwen) finds its one relevant id 2nd: 0 at K = 1, then 1;
+    // gw-03 (llama) finds doc-4 2nd and never doc-5: 0, then 1/2.
+    let curve = common::tokscope(&[
+        "job",
+        "recall_at_k",
+        "--param",
+        "max_k=3",
+        "--format",
+        "json",
+        "--data",
+        out.to_str().unwrap(),
+    ]);
+    let points: Vec<(String, i64, i64, f64)> = curve
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .map(|r| {
+            let model = r["model"].as_str().unwrap().to_string();
+            (model, r["k"].as_i64().unwrap(), r["records"].as_i64().unwrap(), r["recall_at_k"].as_f64().unwrap())
+        })
+        .collect();
+    let llama = "llama-3.1-8b-instruct".to_string();
+    let qwen = "qwen2.5-72b-instruct".to_string();
+    assert_eq!(
+        points,
+        vec![
+            (llama.clone(), 1, 1, 0.0),
+            (llama.clone(), 2, 1, 0.5),
+            (llama, 3, 1, 0.5),
+            (qwen.clone(), 1, 1, 0.0),
+            (qwen.clone(), 2, 1, 1.0),
+            (qwen, 3, 1, 1.0)
+        ]
+    );
     let reject = query(&out, "SELECT source_line, error FROM rejects");
     assert_eq!(reject[0]["source_line"], 9);
 

@@ -128,6 +128,71 @@ fn gateway_engine_job_on_the_sample_pair() {
 }
 
 #[test]
+fn engine_job_agrees_with_numpy_on_the_sample_pair() {
+    let (dir, out, _) = sample_dataset();
+    let ours = dir.path().join("engine.json");
+    std::fs::write(&ours, serde_json::to_string(&job_rows(&out, "engine")).unwrap()).unwrap();
+    // Python joins the raw files by request_id and recomputes every column (docs/metrics.md,
+    // "engine"): default context bins, decode sums of usable entries, decode-step standard
+    // deviations (ddof 1), overhead = gateway latency - prefill - decode, type-7 quantiles.
+    let script = format!(
+        r#"
+import json, math
+import numpy as np
+EDGES = [131072, 65536, 32768, 16384, 8192, 4096, 2048, 1024, 0]
+LABELS = ["128K+", "64K-128K", "32K-64K", "16K-32K", "8K-16K", "4K-8K", "2K-4K", "1K-2K", "0-1K"]
+gateway = {{}}
+for line in open({gateway:?}):
+    v = json.loads(line)
+    gateway[v["request_id"]] = v
+groups = {{}}
+for line in open({profile:?}):
+    try:
+        p = json.loads(line)
+    except ValueError:
+        continue  # the truncated line is rejected
+    g = gateway.get(p["request_id"])
+    steps = p["decode_latency_ms"]
+    usable = [x for x in steps if isinstance(x, (int, float)) and x >= 0]
+    decode = sum(usable) if len(usable) == len(steps) else None
+    binned = next((LABELS[i] for i, e in enumerate(EDGES) if g["prompt_tokens"] >= e), None) if g else None
+    key = ((g or p).get("model") or p.get("model"), binned)
+    groups.setdefault(key, []).append(dict(
+        matched=g is not None, prefill=p["prefill_latency_ms"], decode=decode,
+        overhead=g["latency_ms"] - p["prefill_latency_ms"] - decode if g and decode is not None else None,
+        hit=p.get("kv_cache_hit_ratio"), kernel=p.get("cuda_kernel_avg_us"),
+        step_std=float(np.std(usable, ddof=1)) if len(usable) >= 2 else None))
+ours = json.load(open({ours:?}))
+assert len(ours) == len(groups), (len(ours), sorted(groups))
+checked = 0
+for r in ours:
+    rows = groups[(r["model"], r.get("context_bin"))]
+    assert r["profiles"] == len(rows) and r["matched"] == sum(x["matched"] for x in rows), r
+    assert r.get("variant") is None and r.get("queue_p50_ms") is None, r  # no arms, no queue times logged
+    for column, key, q in [("prefill_p50_ms", "prefill", .5), ("prefill_p95_ms", "prefill", .95),
+                           ("decode_p50_ms", "decode", .5), ("decode_p95_ms", "decode", .95),
+                           ("overhead_p50_ms", "overhead", .5), ("overhead_p95_ms", "overhead", .95),
+                           ("cuda_kernel_us_p50", "kernel", .5), ("cuda_kernel_us_p95", "kernel", .95),
+                           ("decode_step_std_p50_ms", "step_std", .5), ("decode_step_std_p95_ms", "step_std", .95),
+                           ("kv_cache_hit_rate", "hit", None)]:
+        values = [x[key] for x in rows if x[key] is not None]
+        if not values:
+            assert r.get(column) is None, (column, r)
+            continue
+        want = float(np.mean(values)) if q is None else float(np.quantile(values, q))
+        assert abs(r[column] - want) <= 1e-9 * max(1.0, abs(want)), (column, r[column], want)
+        checked += 1
+print(checked)
+"#,
+        gateway = data_dir().join("profile/gateway.jsonl").to_str().unwrap(),
+        profile = data_dir().join("profile/profile.jsonl").to_str().unwrap(),
+        ours = ours.to_str().unwrap(),
+    );
+    let checked: u64 = common::python(&script).trim().parse().unwrap();
+    assert!(checked >= 40, "{checked} values checked");
+}
+
+#[test]
 fn records_missing_required_fields_are_rejected_and_counted() {
     let dir = tempfile::tempdir().unwrap();
     let lines = [

@@ -236,8 +236,9 @@ def bootstrap_cases():
     cases = []
     n_resamples = 50_000
 
+    # Every comparison reports arm B against arm A: B - A, and B / A for the cost ratio.
     def median_diff(x, y, axis):
-        return np.median(x, axis=axis) - np.median(y, axis=axis)
+        return np.median(y, axis=axis) - np.median(x, axis=axis)
 
     medians = [
         ("latency_odd", rng.lognormal(5.0, 0.4, 201), rng.lognormal(5.1, 0.4, 151)),
@@ -254,7 +255,7 @@ def bootstrap_cases():
             "name": name,
             "a": a.tolist(),
             "b": b.tolist(),
-            "estimate": num(np.median(a) - np.median(b)),
+            "estimate": num(np.median(b) - np.median(a)),
             "scipy_lo": num(res.confidence_interval.low),
             "scipy_hi": num(res.confidence_interval.high),
             "scipy_resamples": n_resamples,
@@ -277,12 +278,12 @@ def bootstrap_cases():
             ib = ib.astype(int)
             per_1k_a = 1000 * cost_a[ia].sum(axis=axis) / tok_a[ia].sum(axis=axis)
             per_1k_b = 1000 * cost_b[ib].sum(axis=axis) / tok_b[ib].sum(axis=axis)
-            return per_1k_a / per_1k_b
+            return per_1k_b / per_1k_a
 
         res = stats.bootstrap((np.arange(na), np.arange(nb)), ratio, n_resamples=n_resamples,
                               method="percentile", confidence_level=0.95, vectorized=True,
                               rng=np.random.default_rng(2))
-        estimate = (1000 * cost_a.sum() / tok_a.sum()) / (1000 * cost_b.sum() / tok_b.sum())
+        estimate = (1000 * cost_b.sum() / tok_b.sum()) / (1000 * cost_a.sum() / tok_a.sum())
         cases.append({
             "kind": "cost_ratio",
             "name": name,
@@ -295,7 +296,63 @@ def bootstrap_cases():
             "scipy_hi": num(res.confidence_interval.high),
             "scipy_resamples": n_resamples,
         })
+
+    # P95 (type 7, numpy's "linear") and sample standard deviations (ddof=1) of two arms.
+    rng = np.random.default_rng(271)
+
+    def p95_diff(x, y, axis):
+        return np.quantile(y, 0.95, axis=axis, method="linear") - np.quantile(x, 0.95, axis=axis, method="linear")
+
+    def std_diff(x, y, axis):
+        return np.std(y, ddof=1, axis=axis) - np.std(x, ddof=1, axis=axis)
+
+    for kind, statistic, samples in [
+        ("quantile_difference", p95_diff, [
+            ("latency_p95", rng.lognormal(6.0, 0.5, 400), rng.lognormal(6.1, 0.5, 350)),
+            ("ttft_p95_small", rng.lognormal(4.0, 0.8, 60), rng.lognormal(4.2, 0.8, 45)),
+        ]),
+        ("std_dev_difference", std_diff, [
+            ("tail_jitter", rng.normal(800, 60, 250), rng.normal(820, 90, 300)),
+            ("tail_jitter_skewed", rng.lognormal(5.0, 0.6, 150), rng.lognormal(5.0, 0.4, 180)),
+        ]),
+    ]:
+        for name, a, b in samples:
+            a = np.round(a, 4)
+            b = np.round(b, 4)
+            res = stats.bootstrap((a, b), statistic, n_resamples=n_resamples, method="percentile",
+                                  confidence_level=0.95, vectorized=True, rng=np.random.default_rng(4))
+            cases.append({
+                "kind": kind,
+                "name": name,
+                "a": a.tolist(),
+                "b": b.tolist(),
+                "estimate": num(statistic(a, b, axis=-1)),
+                "scipy_lo": num(res.confidence_interval.low),
+                "scipy_hi": num(res.confidence_interval.high),
+                "scipy_resamples": n_resamples,
+            })
     return cases
+
+
+def sample_ratio_cases():
+    # Pearson's chi-square of the arm sizes against the intended split (SciPy's
+    # chisquare), and the Wilson interval of arm B's share (statsmodels).
+    out = []
+    for name, na, nb, share_b in [
+        ("even_split_held", 5_012, 4_988, 0.5),
+        ("even_split_broken", 5_200, 4_800, 0.5),
+        ("ten_percent_treatment", 9_000, 1_000, 0.1),
+        ("ten_percent_short", 9_100, 900, 0.1),
+        ("small", 7, 3, 0.5),
+        ("one_arm_empty", 40, 0, 0.5),
+        ("huge_mismatch", 1_000_000, 900_000, 0.5),
+    ]:
+        n = na + nb
+        chi2, p = stats.chisquare([na, nb], f_exp=[n * (1 - share_b), n * share_b])
+        lo, hi = proportion_confint(nb, n, alpha=0.05, method="wilson")
+        out.append({"name": name, "n_a": na, "n_b": nb, "share_b": share_b, "chi_square": num(chi2),
+                    "p_value": num(p), "wilson": [num(lo), num(hi)]})
+    return out
 
 
 def median_cases():
@@ -338,12 +395,12 @@ def large_cost_ratio_cases():
             ib = ib.astype(int)
             per_1k_a = 1000 * cost_a[ia].sum(axis=axis) / tok_a[ia].sum(axis=axis)
             per_1k_b = 1000 * cost_b[ib].sum(axis=axis) / tok_b[ib].sum(axis=axis)
-            return per_1k_a / per_1k_b
+            return per_1k_b / per_1k_a
 
         res = stats.bootstrap((np.arange(na), np.arange(nb)), ratio, n_resamples=resamples,
                               method="percentile", confidence_level=0.95, vectorized=True,
                               batch=250, rng=np.random.default_rng(3))
-        estimate = (1000 * cost_a.sum() / tok_a.sum()) / (1000 * cost_b.sum() / tok_b.sum())
+        estimate = (1000 * cost_b.sum() / tok_b.sum()) / (1000 * cost_a.sum() / tok_a.sum())
         cases.append({
             "name": name,
             "arm_formula": "tokens_i = 50 + (i * 7919 + offset) % 3950; "
@@ -351,6 +408,36 @@ def large_cost_ratio_cases():
             "a": {"n": na, "offset": off_a, "rate": rate_a},
             "b": {"n": nb, "offset": off_b, "rate": rate_b},
             "estimate": num(estimate),
+            "scipy_lo": num(res.confidence_interval.low),
+            "scipy_hi": num(res.confidence_interval.high),
+            "scipy_resamples": resamples,
+        })
+    return cases
+
+
+def large_std_dev_cases():
+    # Arms above EXACT_RESAMPLING_MAX: the values are the formula arm's costs
+    # (in microdollars, so they read like milliseconds); SciPy resamples value by value.
+    cases = []
+    for name, na, nb, off_a, off_b, rate_a, rate_b, resamples in [
+        ("std_dev_large_arms", 30_000, 25_000, 11, 5_003, 0.5, 0.55, 10_000),
+    ]:
+        _, a = formula_arm(na, off_a, rate_a)
+        _, b = formula_arm(nb, off_b, rate_b)
+
+        def std_diff(x, y, axis):
+            return np.std(y, ddof=1, axis=axis) - np.std(x, ddof=1, axis=axis)
+
+        res = stats.bootstrap((a, b), std_diff, n_resamples=resamples, method="percentile",
+                              confidence_level=0.95, vectorized=True, batch=250,
+                              rng=np.random.default_rng(6))
+        cases.append({
+            "name": name,
+            "arm_formula": "values_i = tokens_i * rate * (0.5 + ((i * 104729 + offset) % 1000) / 1000), "
+                           "tokens_i = 50 + (i * 7919 + offset) % 3950",
+            "a": {"n": na, "offset": off_a, "rate": rate_a},
+            "b": {"n": nb, "offset": off_b, "rate": rate_b},
+            "estimate": num(std_diff(a, b, axis=-1)),
             "scipy_lo": num(res.confidence_interval.low),
             "scipy_hi": num(res.confidence_interval.high),
             "scipy_resamples": resamples,
@@ -366,10 +453,13 @@ def main():
         "normal": normal_cases(),
         "bootstrap": bootstrap_cases(),
         "bootstrap_large": large_cost_ratio_cases(),
+        "std_dev_large": large_std_dev_cases(),
+        "sample_ratio": sample_ratio_cases(),
         "median": median_cases(),
     }
     dump("ab_stats.json", ab)
-    n_ab = sum(len(ab[k]) for k in ("proportions", "mann_whitney", "holm", "bootstrap", "bootstrap_large"))
+    n_ab = sum(len(ab[k]) for k in ("proportions", "mann_whitney", "holm", "bootstrap", "bootstrap_large",
+                                     "std_dev_large", "sample_ratio"))
     print(f"ab_stats.json: {n_ab} A/B cases (+{len(ab['normal'])} normal, {len(ab['median'])} median)")
 
 

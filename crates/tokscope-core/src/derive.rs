@@ -705,6 +705,10 @@ pub struct ProfileDerived<'r> {
     pub decode_ms: Option<f64>,
     /// `prefill_latency_ms + decode_ms`.
     pub engine_ms: Option<f64>,
+    /// Decode-step jitter: the sample standard deviation of the usable
+    /// `decode_latency_ms` entries ([`crate::stats::sample_std_dev`]); `None`
+    /// with fewer than two.
+    pub decode_step_std_ms: Option<f64>,
     /// The parser's issue codes.
     pub issues: Vec<&'r str>,
     /// [`day_of`] the engine's `ts`, or day 0 (1970-01-01) without one.
@@ -723,6 +727,7 @@ pub fn derive_profile<'r>(rec: &'r ProfileRecord<'_>) -> ProfileDerived<'r> {
     ProfileDerived {
         decode_ms: decode,
         engine_ms: decode.map(|d| rec.prefill_latency_ms + d),
+        decode_step_std_ms: crate::stats::sample_std_dev(rec.decode_latency_ms.iter().flatten().copied()),
         issues: rec.issues.iter().map(String::as_str).collect(),
         day: rec.ts_micros.map(day_of).unwrap_or(0),
     }
@@ -782,10 +787,13 @@ mod tests {
         };
         let d = derive_profile(&rec);
         assert_eq!((d.decode_ms, d.engine_ms, d.day), (Some(44.0), Some(89.0), 0));
+        // Steps 12.5, 10, 10.5, 11: mean 11, squares 2.25 + 1 + 0.25 + 0 = 3.5 over 3.
+        assert_eq!(d.decode_step_std_ms, Some((3.5f64 / 3.0).sqrt()));
         rec.decode_latency_ms.push(None);
         rec.ts_micros = Some(1_717_243_200_250_000);
         let d = derive_profile(&rec);
         assert_eq!((d.decode_ms, d.engine_ms), (None, None));
+        assert_eq!(d.decode_step_std_ms, Some((3.5f64 / 3.0).sqrt()), "an unusable entry is left out");
         assert_eq!(d.day, 19_875); // 2024-06-01
         assert_eq!(decode_ms(&[]), Some(0.0));
     }

@@ -6,6 +6,7 @@
 use std::borrow::Cow;
 
 use serde_json::Value;
+use unicode_segmentation::UnicodeSegmentation;
 
 /// The text of a message's `content`: a string, or the `text` of its parts
 /// (`[{"type": "text", "text": ...}, ...]`) joined by spaces.
@@ -45,10 +46,14 @@ pub fn last_user_message(prompt: &str) -> Option<Cow<'_, str>> {
     content_text(last.get("content")?).map(|c| Cow::Owned(c.into_owned()))
 }
 
-/// Words (runs of non-whitespace) of the prompt's last user message; `None`
-/// when the prompt has no user message.
+/// Words of the prompt's last user message by Unicode's default word
+/// boundaries (UAX #29): the segments between boundaries that hold a letter or
+/// digit (`unicode_words`). Spaces separate English words; each Chinese
+/// character and each Japanese kana outside a katakana run is a word of its
+/// own (no dictionary); `don't`, `3.14` and `カタカナ` are one word each.
+/// `None` when the prompt has no user message.
 pub fn last_user_words(prompt: &str) -> Option<usize> {
-    last_user_message(prompt).map(|m| m.split_whitespace().count())
+    last_user_message(prompt).map(|m| m.unicode_words().count())
 }
 
 #[cfg(test)]
@@ -60,6 +65,26 @@ mod tests {
         assert_eq!(last_user_words("What is the capital of France?"), Some(6));
         assert_eq!(last_user_words("  "), Some(0));
         assert_eq!(last_user_words("[not json"), Some(2));
+    }
+
+    #[test]
+    fn words_follow_unicode_word_boundaries() {
+        // Counted by hand from UAX #29's rules, and the same as Python's `regex`
+        // module splitting at `\b` with its WORD flag (Unicode's default word boundaries).
+        for (text, words) in [
+            ("今天天气很好", 6),           // one word per Han character
+            ("東京に行きます", 7),         // Han and hiragana, one each
+            ("東京タワーはどこですか", 9), // a katakana run is one word
+            ("KV缓存是什么？", 6),         // KV, then five characters; ？ is no word
+            ("안녕하세요 세계", 2),        // Hangul words split by the space
+            ("don't stop", 2),             // an apostrophe inside a word
+            ("3.14 is pi", 3),             // a decimal point inside a number
+            ("e-mail", 2),                 // a hyphen splits
+            ("GPT-4 是什么", 5),
+            ("what  is\nKV cache?", 4),
+        ] {
+            assert_eq!(last_user_words(text), Some(words), "{text}");
+        }
     }
 
     #[test]

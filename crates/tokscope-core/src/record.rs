@@ -166,6 +166,9 @@ pub struct ProfileRecord<'a> {
     pub kv_cache_hit_ratio: Option<f64>,
     /// Mean CUDA kernel time over the request's steps, microseconds.
     pub cuda_kernel_avg_us: Option<f64>,
+    /// Time the request waited in the engine's queue before its first
+    /// scheduled step, milliseconds; `None` when not logged.
+    pub queue_ms: Option<f64>,
     /// Time spent in prefill.
     pub prefill_latency_ms: f64,
     /// One entry per generated token; `None` for an entry that is not a
@@ -189,6 +192,7 @@ impl ProfileRecord<'_> {
             inference_steps: self.inference_steps,
             kv_cache_hit_ratio: self.kv_cache_hit_ratio,
             cuda_kernel_avg_us: self.cuda_kernel_avg_us,
+            queue_ms: self.queue_ms,
             prefill_latency_ms: self.prefill_latency_ms,
             decode_latency_ms: self.decode_latency_ms,
             extra: self.extra,

@@ -4,9 +4,9 @@
 
 use serde_json::Value;
 use tokscope_core::stats::ab::{
-    bootstrap_cost_ratio, bootstrap_median_difference, compare_medians, holm_adjust, mann_whitney_u, median,
-    newcombe_difference_interval, normal_cdf, normal_sf, two_proportion_z_test, BootstrapConfig, Proportion,
-    RequestCost,
+    bootstrap_cost_ratio, bootstrap_median_difference, compare_medians, compare_quantiles, compare_std_devs,
+    holm_adjust, mann_whitney_u, median, newcombe_difference_interval, normal_cdf, normal_sf, sample_ratio_test,
+    two_proportion_z_test, BootstrapConfig, Proportion, RequestCost,
 };
 
 fn cases(section: &str) -> Vec<Value> {
@@ -191,6 +191,49 @@ fn bootstrap_median_difference_agrees_with_scipy() {
         assert_eq!(r.resamples_used, BOOTSTRAP.resamples);
         check_bootstrap(c, r.estimate, r.lo, r.hi);
     }
+}
+
+#[test]
+fn bootstrap_p95_difference_agrees_with_scipy() {
+    for c in cases("bootstrap").iter().filter(|c| c["kind"] == "quantile_difference") {
+        let r = compare_quantiles(&nums(&c["a"]), &nums(&c["b"]), 0.95, BOOTSTRAP).expect("valid arms");
+        assert_eq!(r.difference.resamples_used, BOOTSTRAP.resamples);
+        check_bootstrap(c, r.difference.estimate, r.difference.lo, r.difference.hi);
+    }
+}
+
+#[test]
+fn bootstrap_std_dev_difference_agrees_with_scipy() {
+    let small = cases("bootstrap");
+    let small = small.iter().filter(|c| c["kind"] == "std_dev_difference");
+    for c in small {
+        let r = compare_std_devs(&nums(&c["a"]), &nums(&c["b"]), BOOTSTRAP).expect("valid arms");
+        check_bootstrap(c, r.difference.estimate, r.difference.lo, r.difference.hi);
+    }
+    // Arms above EXACT_RESAMPLING_MAX draw their sums from the normal limit.
+    for c in cases("std_dev_large") {
+        let values = |spec: &Value| -> Vec<f64> { formula_arm(spec).iter().map(|r| r.cost_usd).collect() };
+        let (a, b) = (values(&c["a"]), values(&c["b"]));
+        assert!(a.len() > tokscope_core::stats::ab::EXACT_RESAMPLING_MAX);
+        let r = compare_std_devs(&a, &b, BOOTSTRAP).expect("valid arms");
+        check_bootstrap(&c, r.difference.estimate, r.difference.lo, r.difference.hi);
+    }
+}
+
+#[test]
+fn sample_ratio_matches_scipy_chisquare() {
+    // chi2: relative 1e-12; p-value: relative 1e-12 (1e-300 absolute where it
+    // underflows); the Wilson interval of B's share as statsmodels', 1e-14.
+    let cases = cases("sample_ratio");
+    for c in &cases {
+        let t = sample_ratio_test(int(&c["n_a"]), int(&c["n_b"]), num(&c["share_b"])).expect("valid counts");
+        assert!(close(t.chi_square, num(&c["chi_square"]), 1e-300, 1e-12), "{}: chi2 {}", name(c), t.chi_square);
+        assert!(close(t.p_value, num(&c["p_value"]), 1e-300, 1e-12), "{}: p {:e}", name(c), t.p_value);
+        let w = nums(&c["wilson"]);
+        assert!(close(t.share_b_interval.lo, w[0], INTERVAL_ABS, 0.0), "{}", name(c));
+        assert!(close(t.share_b_interval.hi, w[1], INTERVAL_ABS, 0.0), "{}", name(c));
+    }
+    assert!(cases.len() >= 7);
 }
 
 #[test]

@@ -5,12 +5,23 @@
 //! Holm's correction across bins is a window function. Definitions:
 //! docs/metrics.md, "ab"; implementations: `tokscope_core::stats::ab`.
 //!
+//! Arm A is the control, arm B the treatment: every comparison is B against
+//! A (`diff = value_b - value_a`, or `value_b / value_a` for the cost ratio),
+//! and every one returns the same struct ([`COMPARISON_FIELDS`]), so a job
+//! lists them side by side.
+//!
 //! - `compare_proportions(x_a, n_a, x_b, n_b)`: rates, Newcombe interval of
 //!   the difference, two-proportion z-test.
 //! - `compare_medians(a, b, resamples, seed)`: medians of two lists, bootstrap
 //!   interval of the difference, Mann-Whitney U test.
+//! - `compare_quantiles(a, b, p, resamples, seed)`: type-7 quantiles of two
+//!   lists, bootstrap interval of the difference, no test.
+//! - `compare_std_devs(a, b, resamples, seed)`: sample standard deviations,
+//!   bootstrap interval of the difference, no test.
 //! - `compare_cost_per_1k(cost_a, tokens_a, cost_b, tokens_b, resamples, seed)`:
 //!   cost per 1K tokens of each arm, bootstrap interval of the ratio.
+//! - `sample_ratio_test(n_a, n_b, share_b)`: each arm's share of the requests,
+//!   chi-square test of the split against the intended one.
 //! - `holm_adjust(p) OVER (PARTITION BY ...)`: Holm-adjusted p-values of a family.
 
 use std::sync::Arc;
@@ -26,12 +37,12 @@ use datafusion::logical_expr::{
     WindowUDFImpl,
 };
 use rayon::prelude::*;
-use tokscope_core::stats::ab::{self, AbError, BootstrapConfig, Proportion, RequestCost};
+use tokscope_core::stats::ab::{self, AbError, BootstrapConfig, BootstrapInterval, Proportion, RequestCost};
 
-/// The fields of `compare_proportions` and `compare_medians`.
+/// The fields of every comparison: each arm's value, the effect of B against
+/// A (`diff`: a difference, or the cost ratio) with its 95% interval, and the
+/// p-value of its test (null where none applies).
 pub const COMPARISON_FIELDS: [&str; 6] = ["value_a", "value_b", "diff", "ci_low", "ci_high", "p_value"];
-/// The fields of `compare_cost_per_1k`.
-pub const RATIO_FIELDS: [&str; 5] = ["value_a", "value_b", "ratio", "ci_low", "ci_high"];
 
 fn struct_fields(names: &[&str]) -> Fields {
     names.iter().map(|n| Field::new(*n, DataType::Float64, true)).collect()
@@ -39,17 +50,94 @@ fn struct_fields(names: &[&str]) -> Fields {
 
 /// `compare_proportions(x_a, n_a, x_b, n_b)`.
 pub fn compare_proportions() -> ScalarUDF {
-    ScalarUDF::from(CompareProportions { signature: Signature::any(4, Volatility::Immutable) })
+    Comparison::udf(Kind::Proportions)
 }
 
 /// `compare_medians(a, b, resamples, seed)`.
 pub fn compare_medians() -> ScalarUDF {
-    ScalarUDF::from(CompareMedians { signature: Signature::any(4, Volatility::Immutable) })
+    Comparison::udf(Kind::Medians)
+}
+
+/// `compare_quantiles(a, b, p, resamples, seed)`.
+pub fn compare_quantiles() -> ScalarUDF {
+    Comparison::udf(Kind::Quantiles)
+}
+
+/// `compare_std_devs(a, b, resamples, seed)`.
+pub fn compare_std_devs() -> ScalarUDF {
+    Comparison::udf(Kind::StdDevs)
 }
 
 /// `compare_cost_per_1k(cost_a, tokens_a, cost_b, tokens_b, resamples, seed)`.
 pub fn compare_cost_per_1k() -> ScalarUDF {
-    ScalarUDF::from(CompareCostPer1k { signature: Signature::any(6, Volatility::Immutable) })
+    Comparison::udf(Kind::CostPer1k)
+}
+
+/// `sample_ratio_test(n_a, n_b, share_b)`.
+pub fn sample_ratio_test() -> ScalarUDF {
+    Comparison::udf(Kind::SampleRatio)
+}
+
+/// Which comparison a [`Comparison`] computes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Kind {
+    Proportions,
+    Medians,
+    Quantiles,
+    StdDevs,
+    CostPer1k,
+    SampleRatio,
+}
+
+impl Kind {
+    /// The SQL name and the number of arguments.
+    fn name_and_arity(self) -> (&'static str, usize) {
+        match self {
+            Kind::Proportions => ("compare_proportions", 4),
+            Kind::Medians => ("compare_medians", 4),
+            Kind::Quantiles => ("compare_quantiles", 5),
+            Kind::StdDevs => ("compare_std_devs", 4),
+            Kind::CostPer1k => ("compare_cost_per_1k", 6),
+            Kind::SampleRatio => ("sample_ratio_test", 3),
+        }
+    }
+}
+
+/// Every comparison function: the same struct out ([`COMPARISON_FIELDS`]),
+/// its rows computed by the function of its kind.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct Comparison {
+    kind: Kind,
+    signature: Signature,
+}
+
+impl Comparison {
+    fn udf(kind: Kind) -> ScalarUDF {
+        ScalarUDF::from(Comparison { kind, signature: Signature::any(kind.name_and_arity().1, Volatility::Immutable) })
+    }
+}
+
+impl ScalarUDFImpl for Comparison {
+    fn name(&self) -> &str {
+        self.kind.name_and_arity().0
+    }
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+    fn return_type(&self, _arg_types: &[DataType]) -> DfResult<DataType> {
+        Ok(comparison_type())
+    }
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+        let name = self.name();
+        match self.kind {
+            Kind::Proportions => invoke_proportions(&args),
+            Kind::Medians => compare_lists(&args, name, 2, |a, b, config, _| medians_row(a, b, config)),
+            Kind::Quantiles => invoke_quantiles(&args, name),
+            Kind::StdDevs => compare_lists(&args, name, 2, |a, b, config, _| std_devs_row(a, b, config)),
+            Kind::CostPer1k => invoke_cost_per_1k(&args, name),
+            Kind::SampleRatio => invoke_sample_ratio(&args),
+        }
+    }
 }
 
 /// `holm_adjust(p) OVER (PARTITION BY family)`.
@@ -60,9 +148,10 @@ pub fn holm_adjust() -> WindowUDF {
 /// One output row of a comparison: each field `None` where undefined.
 type Row = Vec<Option<f64>>;
 
-/// A struct column from rows of optional floats (a field is null where the
-/// row has `None`; the struct itself is never null).
-fn struct_of(names: &[&str], rows: Vec<Row>) -> DfResult<ColumnarValue> {
+/// A comparison's struct column from rows of optional floats (a field is
+/// null where the row has `None`; the struct itself is never null).
+fn struct_of(rows: Vec<Row>) -> DfResult<ColumnarValue> {
+    let names = &COMPARISON_FIELDS;
     let mut builders: Vec<Float64Builder> = names.iter().map(|_| Float64Builder::with_capacity(rows.len())).collect();
     for row in rows {
         for (b, v) in builders.iter_mut().zip(row) {
@@ -71,6 +160,53 @@ fn struct_of(names: &[&str], rows: Vec<Row>) -> DfResult<ColumnarValue> {
     }
     let children: Vec<ArrayRef> = builders.iter_mut().map(|b| Arc::new(b.finish()) as ArrayRef).collect();
     Ok(ColumnarValue::Array(Arc::new(StructArray::try_new(struct_fields(names), children, None)?)))
+}
+
+/// The return type of every comparison.
+fn comparison_type() -> DataType {
+    DataType::Struct(struct_fields(&COMPARISON_FIELDS))
+}
+
+/// A comparison whose effect exists: values, `diff` and its interval, `p`.
+fn compared(value_a: f64, value_b: f64, diff: &BootstrapInterval, p_value: Option<f64>) -> Row {
+    vec![Some(value_a), Some(value_b), Some(diff.estimate), Some(diff.lo), Some(diff.hi), p_value]
+}
+
+/// A comparison without an effect: the arms' values where they exist.
+fn values_only(value_a: Option<f64>, value_b: Option<f64>) -> Row {
+    vec![value_a, value_b, None, None, None, None]
+}
+
+/// Row `i` of two list columns as finite values (nulls and non-finite values
+/// left out, as `quantile_cont` leaves out NaN).
+fn finite_arms(a: &ListArray, b: &ListArray, i: usize) -> (Vec<f64>, Vec<f64>) {
+    let finite = |v: Vec<Option<f64>>| -> Vec<f64> { v.into_iter().flatten().filter(|x| x.is_finite()).collect() };
+    (finite(row_values(a, i)), finite(row_values(b, i)))
+}
+
+/// Rows of a comparison of two lists per row (`a`, `b` the first two
+/// arguments, bootstrap settings at `config_at`), computed in parallel: each
+/// row sorts its two arms.
+fn compare_lists(
+    args: &ScalarFunctionArgs,
+    function: &str,
+    config_at: usize,
+    row: impl Fn(Vec<f64>, Vec<f64>, BootstrapConfig, usize) -> DfResult<Row> + Sync,
+) -> DfResult<ColumnarValue> {
+    let arrays = arrays(args)?;
+    let (a, b) = (float_lists(&arrays[0], function)?, float_lists(&arrays[1], function)?);
+    let configs = (0..args.number_rows)
+        .map(|i| bootstrap_config(&arrays[config_at], &arrays[config_at + 1], i, function))
+        .collect::<DfResult<Vec<_>>>()?;
+    let rows = configs
+        .into_par_iter()
+        .enumerate()
+        .map(|(i, config)| {
+            let (a, b) = finite_arms(&a, &b, i);
+            row(a, b, config, i)
+        })
+        .collect::<DfResult<Vec<_>>>()?;
+    struct_of(rows)
 }
 
 /// The arguments as arrays of one length (scalars expanded).
@@ -115,11 +251,6 @@ fn bootstrap_config(resamples: &ArrayRef, seed: &ArrayRef, i: usize, function: &
 
 // ---------------------------------------------------------------- compare_proportions
 
-#[derive(Debug, PartialEq, Eq, Hash)]
-struct CompareProportions {
-    signature: Signature,
-}
-
 /// The comparison of `x_a / n_a` with `x_b / n_b` (docs/metrics.md, "ab").
 fn proportions_row(xa: i64, na: i64, xb: i64, nb: i64) -> DfResult<Row> {
     let arm = |x: i64, n: i64| -> DfResult<Option<Proportion>> {
@@ -134,96 +265,86 @@ fn proportions_row(xa: i64, na: i64, xb: i64, nb: i64) -> DfResult<Row> {
     };
     let (a, b) = (arm(xa, na)?, arm(xb, nb)?);
     let (value_a, value_b) = (a.map(|p| p.rate()), b.map(|p| p.rate()));
-    let Some((a, b)) = a.zip(b) else { return Ok(vec![value_a, value_b, None, None, None, None]) };
-    let ci = ab::newcombe_difference_interval(a, b);
-    let test = ab::two_proportion_z_test(a, b);
-    Ok(vec![value_a, value_b, Some(a.rate() - b.rate()), Some(ci.lo), Some(ci.hi), Some(test.p_value)])
+    let Some((a, b)) = a.zip(b) else { return Ok(values_only(value_a, value_b)) };
+    // B - A: the building blocks compute first minus second.
+    let ci = ab::newcombe_difference_interval(b, a);
+    let test = ab::two_proportion_z_test(b, a);
+    Ok(vec![value_a, value_b, Some(b.rate() - a.rate()), Some(ci.lo), Some(ci.hi), Some(test.p_value)])
 }
 
-impl ScalarUDFImpl for CompareProportions {
-    fn name(&self) -> &str {
-        "compare_proportions"
-    }
-    fn signature(&self) -> &Signature {
-        &self.signature
-    }
-    fn return_type(&self, _arg_types: &[DataType]) -> DfResult<DataType> {
-        Ok(DataType::Struct(struct_fields(&COMPARISON_FIELDS)))
-    }
-    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
-        let arrays = arrays(&args)?;
-        let ints = arrays.iter().map(|a| cast(a, &DataType::Int64)).collect::<Result<Vec<_>, _>>()?;
-        let ints: Vec<_> = ints.iter().map(|a| a.as_primitive::<Int64Type>()).collect();
-        let rows = (0..args.number_rows)
-            .map(|i| {
-                if ints.iter().any(|a| a.is_null(i)) {
-                    return Ok(vec![None; COMPARISON_FIELDS.len()]);
-                }
-                proportions_row(ints[0].value(i), ints[1].value(i), ints[2].value(i), ints[3].value(i))
-            })
-            .collect::<DfResult<Vec<_>>>()?;
-        struct_of(&COMPARISON_FIELDS, rows)
-    }
+/// Rows of `compare_proportions`.
+fn invoke_proportions(args: &ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+    let arrays = arrays(args)?;
+    let ints = arrays.iter().map(|a| cast(a, &DataType::Int64)).collect::<Result<Vec<_>, _>>()?;
+    let ints: Vec<_> = ints.iter().map(|a| a.as_primitive::<Int64Type>()).collect();
+    let rows = (0..args.number_rows)
+        .map(|i| {
+            if ints.iter().any(|a| a.is_null(i)) {
+                return Ok(vec![None; COMPARISON_FIELDS.len()]);
+            }
+            proportions_row(ints[0].value(i), ints[1].value(i), ints[2].value(i), ints[3].value(i))
+        })
+        .collect::<DfResult<Vec<_>>>()?;
+    struct_of(rows)
 }
 
 // ---------------------------------------------------------------- compare_medians
 
-#[derive(Debug, PartialEq, Eq, Hash)]
-struct CompareMedians {
-    signature: Signature,
-}
-
-/// The comparison of the medians of two samples; non-finite values are left
-/// out (as `quantile_cont` leaves out NaN), an empty arm has no median.
-fn medians_row(a: Vec<Option<f64>>, b: Vec<Option<f64>>, config: BootstrapConfig) -> DfResult<Row> {
-    let finite = |v: Vec<Option<f64>>| -> Vec<f64> { v.into_iter().flatten().filter(|x| x.is_finite()).collect() };
-    let (a, b) = (finite(a), finite(b));
+/// The comparison of the medians of two samples; an empty arm has no median.
+fn medians_row(a: Vec<f64>, b: Vec<f64>, config: BootstrapConfig) -> DfResult<Row> {
     match ab::compare_medians(&a, &b, config) {
-        Ok(c) => Ok(vec![
-            Some(c.median_a),
-            Some(c.median_b),
-            Some(c.difference.estimate),
-            Some(c.difference.lo),
-            Some(c.difference.hi),
-            Some(c.mann_whitney.p_value),
-        ]),
-        Err(AbError::EmptyArm) => Ok(vec![ab::median(&a), ab::median(&b), None, None, None, None]),
+        Ok(c) => Ok(compared(c.median_a, c.median_b, &c.difference, Some(c.mann_whitney.p_value))),
+        Err(AbError::EmptyArm) => Ok(values_only(ab::median(&a), ab::median(&b))),
         Err(e) => exec_err!("compare_medians: {e}"),
     }
 }
 
-impl ScalarUDFImpl for CompareMedians {
-    fn name(&self) -> &str {
-        "compare_medians"
+// ---------------------------------------------------------------- compare_quantiles
+
+/// The type-7 `p`-quantile of a sorted copy of `values`; `None` when empty.
+fn quantile_of(values: &[f64], p: f64) -> Option<f64> {
+    let mut sorted = values.to_vec();
+    sorted.sort_unstable_by(f64::total_cmp);
+    (!sorted.is_empty()).then(|| tokscope_core::stats::quantile_sorted(&sorted, p))
+}
+
+/// The comparison of one quantile of two samples: no test (null p-value).
+fn quantiles_row(a: Vec<f64>, b: Vec<f64>, p: f64, config: BootstrapConfig) -> DfResult<Row> {
+    match ab::compare_quantiles(&a, &b, p, config) {
+        Ok(c) => Ok(compared(c.quantile_a, c.quantile_b, &c.difference, None)),
+        Err(AbError::EmptyArm) => Ok(values_only(quantile_of(&a, p), quantile_of(&b, p))),
+        Err(e) => exec_err!("compare_quantiles: {e}"),
     }
-    fn signature(&self) -> &Signature {
-        &self.signature
-    }
-    fn return_type(&self, _arg_types: &[DataType]) -> DfResult<DataType> {
-        Ok(DataType::Struct(struct_fields(&COMPARISON_FIELDS)))
-    }
-    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
-        let arrays = arrays(&args)?;
-        let (a, b) = (float_lists(&arrays[0], self.name())?, float_lists(&arrays[1], self.name())?);
-        let configs = (0..args.number_rows)
-            .map(|i| bootstrap_config(&arrays[2], &arrays[3], i, self.name()))
-            .collect::<DfResult<Vec<_>>>()?;
-        // Each row sorts its two arms: rows (bins) run in parallel.
-        let rows = configs
-            .into_par_iter()
-            .enumerate()
-            .map(|(i, config)| medians_row(row_values(&a, i), row_values(&b, i), config))
-            .collect::<DfResult<Vec<_>>>()?;
-        struct_of(&COMPARISON_FIELDS, rows)
+}
+
+/// Rows of `compare_quantiles`: the probability is the third argument.
+fn invoke_quantiles(args: &ScalarFunctionArgs, name: &str) -> DfResult<ColumnarValue> {
+    let probability = cast(&arrays(args)?[2], &DataType::Float64)?;
+    let probability = probability.as_primitive::<Float64Type>().clone();
+    compare_lists(args, name, 3, |a, b, config, i| {
+        match probability.is_valid(i).then(|| probability.value(i)).filter(|p| (0.0..=1.0).contains(p)) {
+            Some(p) => quantiles_row(a, b, p, config),
+            None => exec_err!("compare_quantiles: p must be a number in [0, 1]"),
+        }
+    })
+}
+
+// ---------------------------------------------------------------- compare_std_devs
+
+/// The comparison of the sample standard deviations of two samples: no test;
+/// an arm of fewer than two values has none.
+fn std_devs_row(a: Vec<f64>, b: Vec<f64>, config: BootstrapConfig) -> DfResult<Row> {
+    match ab::compare_std_devs(&a, &b, config) {
+        Ok(c) => Ok(compared(c.std_dev_a, c.std_dev_b, &c.difference, None)),
+        Err(AbError::EmptyArm | AbError::SingleValue) => {
+            let std_dev = |v: &[f64]| tokscope_core::stats::sample_std_dev(v.iter().copied());
+            Ok(values_only(std_dev(&a), std_dev(&b)))
+        }
+        Err(e) => exec_err!("compare_std_devs: {e}"),
     }
 }
 
 // ---------------------------------------------------------------- compare_cost_per_1k
-
-#[derive(Debug, PartialEq, Eq, Hash)]
-struct CompareCostPer1k {
-    signature: Signature,
-}
 
 /// An arm's priced requests, in `(cost, tokens)` order (so the values do not
 /// depend on the order rows arrive in): pairs with a null cost or null tokens
@@ -253,35 +374,66 @@ fn cost_row(a: Vec<RequestCost>, b: Vec<RequestCost>, config: BootstrapConfig) -
     let per_1k = |arm: &[RequestCost]| Some(ab::cost_per_1k(arm)).filter(|v| v.is_finite());
     let (value_a, value_b) = (per_1k(&a), per_1k(&b));
     match ab::bootstrap_cost_ratio(&a, &b, config) {
-        Ok(r) => Ok(vec![value_a, value_b, Some(r.estimate), Some(r.lo), Some(r.hi)]),
-        Err(AbError::EmptyArm | AbError::UndefinedRatio) => Ok(vec![value_a, value_b, None, None, None]),
+        Ok(r) => Ok(vec![value_a, value_b, Some(r.estimate), Some(r.lo), Some(r.hi), None]),
+        Err(AbError::EmptyArm | AbError::UndefinedRatio) => Ok(values_only(value_a, value_b)),
         Err(e) => exec_err!("compare_cost_per_1k: {e}"),
     }
 }
 
-impl ScalarUDFImpl for CompareCostPer1k {
-    fn name(&self) -> &str {
-        "compare_cost_per_1k"
+/// Rows of `compare_cost_per_1k`.
+fn invoke_cost_per_1k(args: &ScalarFunctionArgs, name: &str) -> DfResult<ColumnarValue> {
+    let arrays = arrays(args)?;
+    let lists = arrays[..4].iter().map(|a| float_lists(a, name)).collect::<DfResult<Vec<_>>>()?;
+    let arms = (0..args.number_rows)
+        .map(|i| {
+            let a = request_costs(row_values(&lists[0], i), row_values(&lists[1], i))?;
+            let b = request_costs(row_values(&lists[2], i), row_values(&lists[3], i))?;
+            Ok((a, b, bootstrap_config(&arrays[4], &arrays[5], i, name)?))
+        })
+        .collect::<DfResult<Vec<_>>>()?;
+    let rows = arms.into_par_iter().map(|(a, b, config)| cost_row(a, b, config)).collect::<DfResult<Vec<_>>>()?;
+    struct_of(rows)
+}
+
+// ---------------------------------------------------------------- sample_ratio_test
+
+/// Each arm's share of `n_a + n_b` requests; `diff` = B's share minus the
+/// intended `share_b`, its interval the Wilson interval of B's share minus
+/// `share_b`, and the chi-square test of the split (docs/metrics.md, "ab").
+fn sample_ratio_row(n_a: i64, n_b: i64, share_b: f64) -> DfResult<Row> {
+    if n_a < 0 || n_b < 0 {
+        return exec_err!("sample_ratio_test: counts must be non-negative, got {n_a} and {n_b}");
     }
-    fn signature(&self) -> &Signature {
-        &self.signature
+    match ab::sample_ratio_test(n_a as u64, n_b as u64, share_b) {
+        Ok(t) => Ok(vec![
+            Some(1.0 - t.share_b),
+            Some(t.share_b),
+            Some(t.share_b - share_b),
+            Some(t.share_b_interval.lo - share_b),
+            Some(t.share_b_interval.hi - share_b),
+            Some(t.p_value),
+        ]),
+        Err(AbError::EmptyArm) => Ok(values_only(None, None)),
+        Err(e) => exec_err!("sample_ratio_test: {e}"),
     }
-    fn return_type(&self, _arg_types: &[DataType]) -> DfResult<DataType> {
-        Ok(DataType::Struct(struct_fields(&RATIO_FIELDS)))
-    }
-    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
-        let arrays = arrays(&args)?;
-        let lists = arrays[..4].iter().map(|a| float_lists(a, self.name())).collect::<DfResult<Vec<_>>>()?;
-        let arms = (0..args.number_rows)
-            .map(|i| {
-                let a = request_costs(row_values(&lists[0], i), row_values(&lists[1], i))?;
-                let b = request_costs(row_values(&lists[2], i), row_values(&lists[3], i))?;
-                Ok((a, b, bootstrap_config(&arrays[4], &arrays[5], i, self.name())?))
-            })
-            .collect::<DfResult<Vec<_>>>()?;
-        let rows = arms.into_par_iter().map(|(a, b, config)| cost_row(a, b, config)).collect::<DfResult<Vec<_>>>()?;
-        struct_of(&RATIO_FIELDS, rows)
-    }
+}
+
+/// Rows of `sample_ratio_test`.
+fn invoke_sample_ratio(args: &ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+    let arrays = arrays(args)?;
+    let counts = arrays[..2].iter().map(|a| cast(a, &DataType::Int64)).collect::<Result<Vec<_>, _>>()?;
+    let (n_a, n_b) = (counts[0].as_primitive::<Int64Type>(), counts[1].as_primitive::<Int64Type>());
+    let share = cast(&arrays[2], &DataType::Float64)?;
+    let share = share.as_primitive::<Float64Type>();
+    let rows = (0..args.number_rows)
+        .map(|i| {
+            if n_a.is_null(i) || n_b.is_null(i) || share.is_null(i) {
+                return Ok(vec![None; COMPARISON_FIELDS.len()]);
+            }
+            sample_ratio_row(n_a.value(i), n_b.value(i), share.value(i))
+        })
+        .collect::<DfResult<Vec<_>>>()?;
+    struct_of(rows)
 }
 
 // ---------------------------------------------------------------- holm_adjust
@@ -337,6 +489,28 @@ mod tests {
         assert_eq!(proportions_row(3, 4, 0, 0).unwrap(), vec![Some(0.75), None, None, None, None, None]);
         assert!(proportions_row(5, 4, 1, 2).is_err());
         assert!(proportions_row(-1, 4, 1, 2).is_err());
+    }
+
+    #[test]
+    fn proportions_compare_b_against_a() {
+        // 5/10 in A, 8/10 in B: B - A = 0.3, Newcombe's interval of B - A
+        // (statsmodels: [-0.1092, 0.6165] for 8/10 - 5/10), z-test p 0.1649.
+        let row = proportions_row(5, 10, 8, 10).unwrap();
+        assert_eq!(row[..2], [Some(0.5), Some(0.8)]);
+        assert!((row[2].unwrap() - 0.3).abs() < 1e-15);
+        assert!(row[3].unwrap() < 0.0 && row[4].unwrap() > 0.3, "{row:?}");
+    }
+
+    #[test]
+    fn sample_ratio_rows_give_each_arms_share() {
+        // 60 vs 40 against 50/50: B's share 0.4, 0.1 below the split; chi2 = 4.
+        let row = sample_ratio_row(60, 40, 0.5).unwrap();
+        assert_eq!(row[..2], [Some(0.6), Some(0.4)]);
+        assert!((row[2].unwrap() + 0.1).abs() < 1e-15);
+        assert!((row[5].unwrap() - 2.0 * ab::normal_sf(2.0)).abs() < 1e-15);
+        assert_eq!(sample_ratio_row(0, 0, 0.5).unwrap(), vec![None; 6]);
+        assert!(sample_ratio_row(1, 1, 0.0).is_err());
+        assert!(sample_ratio_row(-1, 1, 0.5).is_err());
     }
 
     #[test]

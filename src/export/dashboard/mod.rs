@@ -19,7 +19,8 @@ mod spec;
 pub use format::date_label;
 pub use input::DashboardInput;
 pub use spec::{
-    builtin_charts, Axis, ChartKind, ChartSpec, TableColumn, Unit, ValueColumn, BUILTIN_CHARTS, CONTEXT_BIN, DATE,
+    builtin_charts, Axis, ChartKind, ChartSpec, Flag, RowFilter, TableColumn, Unit, ValueColumn, BUILTIN_CHARTS,
+    CONTEXT_BIN, DATE,
 };
 
 use crate::error::Result;

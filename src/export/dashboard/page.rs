@@ -52,6 +52,8 @@ struct ChartView {
     /// Why nothing is drawn (table absent or empty).
     note: Option<String>,
     notes: Vec<String>,
+    /// Raised by the rows (a failed sample-ratio check): shown first, as an alert.
+    warnings: Vec<String>,
     figures: Vec<FigureView>,
 }
 
@@ -170,6 +172,7 @@ fn chart_view(spec: &ChartSpec, input: &DashboardInput, ctx: &Context, figure_co
         facet_column: spec.facet,
         note: None,
         notes: Vec::new(),
+        warnings: Vec::new(),
         figures: Vec::new(),
     };
     let Some((table, batches)) = spec.tables.iter().find_map(|t| input.tables.get(*t).map(|b| (*t, b))) else {
@@ -180,8 +183,9 @@ fn chart_view(spec: &ChartSpec, input: &DashboardInput, ctx: &Context, figure_co
     view.table = table.to_string();
     match chart::draw(spec, table, batches, ctx)? {
         Drawn::Empty(reason) => view.note = Some(reason),
-        Drawn::Figures { figures, notes } => {
+        Drawn::Figures { figures, notes, warnings } => {
             view.notes = notes;
+            view.warnings = warnings;
             view.figures = figures
                 .into_iter()
                 .map(|figure| {

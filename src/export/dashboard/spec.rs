@@ -19,7 +19,8 @@ pub enum ChartKind {
     /// The first value column as a point with a `[low, high]` whisker per `x`
     /// category and series, and a reference line at zero. A point is filled when
     /// it is significant: its `significant` p-value is below 0.05, or, without
-    /// such a column, its interval excludes zero; else it is hollow.
+    /// such a column or where the row has no p-value (no test applies), its
+    /// interval excludes the reference; else it is hollow.
     Interval {
         /// Column holding the interval's lower end.
         low: &'static str,
@@ -90,6 +91,27 @@ pub struct TableColumn {
     pub unit: Unit,
 }
 
+/// The rows a chart draws: those whose `column` holds one of `values` (the A/B
+/// metrics of one unit, say), in the table's order.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RowFilter {
+    /// Column compared.
+    pub column: &'static str,
+    /// Values kept.
+    pub values: &'static [&'static str],
+}
+
+/// A warning shown above a chart when a boolean column is true on any of its
+/// rows (a failed sample-ratio check, say), naming those rows' `x` categories.
+/// A table without the column raises none.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Flag {
+    /// Boolean column.
+    pub column: &'static str,
+    /// The warning, completed by the flagged categories.
+    pub warning: &'static str,
+}
+
 /// One chart, as data. See the crate docs for how to add one.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct ChartSpec {
@@ -119,6 +141,10 @@ pub struct ChartSpec {
     pub unit: Unit,
     /// Columns shown in the data table only (e.g. sample sizes, p-values).
     pub table_only: &'static [TableColumn],
+    /// Draw only these rows; `None`: all.
+    pub only: Option<RowFilter>,
+    /// A warning raised by the rows.
+    pub flag: Option<Flag>,
 }
 
 impl ChartSpec {
@@ -137,6 +163,8 @@ impl ChartSpec {
         value_label: "",
         unit: Unit::Other(""),
         table_only: &[],
+        only: None,
+        flag: None,
     };
 }
 
@@ -162,6 +190,37 @@ pub const WORD_BIN: Axis = Axis { column: "word_bin", label: "Query length", uni
 
 /// The `date` axis of daily tables.
 pub const DATE: Axis = Axis { column: "date", label: "Date", unit: Unit::Date };
+
+/// What the A/B charts share: B against A per metric (one chart each) and
+/// context bin, significance from Holm's p-value, sizes and values in the
+/// table, and the sample-ratio warning.
+const AB_CHART: ChartSpec = ChartSpec {
+    kind: ChartKind::Interval {
+        low: "ci_low",
+        high: "ci_high",
+        significant: Some("p_value_holm"),
+        effect: Some("effect"),
+    },
+    series: None,
+    facet: Some("metric"),
+    values: &[ValueColumn::new("diff", "B - A")],
+    value_label: "B - A",
+    unit: Unit::Other("metric units"),
+    table_only: &[
+        TableColumn { column: "n_a", label: "n A", unit: Unit::Count("requests") },
+        TableColumn { column: "n_b", label: "n B", unit: Unit::Count("requests") },
+        TableColumn { column: "value_a", label: "A", unit: Unit::Other("metric units") },
+        TableColumn { column: "value_b", label: "B", unit: Unit::Other("metric units") },
+        TableColumn { column: "p_value", label: "p", unit: Unit::Other("p") },
+        TableColumn { column: "p_value_holm", label: "p (Holm)", unit: Unit::Other("p") },
+    ],
+    flag: Some(Flag {
+        column: "sample_ratio_mismatch",
+        warning: "Sample ratio mismatch: the arms' split is not the intended one (the ab job's split \
+                  parameter), so requests were lost or moved between arms and these comparisons may be biased",
+    }),
+    ..ChartSpec::BASE
+};
 
 /// The charts drawn by default, in page order. Each table is looked up by name in
 /// `DashboardInput::tables`; a chart whose tables are all absent is replaced by a
@@ -239,6 +298,64 @@ pub const BUILTIN_CHARTS: &[ChartSpec] = &[
         caption: "Median decode time per generated token after the first.",
         values: &[ValueColumn::new("tpot_p50_ms", "P50")],
         value_label: "TPOT P50",
+        unit: Unit::Ms,
+        ..ChartSpec::BASE
+    },
+    ChartSpec {
+        id: "first_token",
+        section: "Token timing",
+        tables: &["jitter"],
+        title: "First-token latency by context bin",
+        caption: "Exact P50 (solid), P95 and P99 (lighter) of the first token's emission time, over requests logged \
+                  with per-token times.",
+        values: &[
+            ValueColumn::new("first_token_p50_ms", "P50"),
+            ValueColumn::new("first_token_p95_ms", "P95"),
+            ValueColumn::new("first_token_p99_ms", "P99"),
+        ],
+        value_label: "First token",
+        unit: Unit::Ms,
+        table_only: &[TableColumn { column: "requests", label: "Requests", unit: Unit::Count("requests") }],
+        ..ChartSpec::BASE
+    },
+    ChartSpec {
+        id: "last_token",
+        section: "Token timing",
+        tables: &["jitter"],
+        title: "Last-token latency by context bin",
+        caption: "Exact P50 (solid), P95 and P99 (lighter) of the last token's emission time: the tail a user waits \
+                  for, kept apart from the first token.",
+        values: &[
+            ValueColumn::new("last_token_p50_ms", "P50"),
+            ValueColumn::new("last_token_p95_ms", "P95"),
+            ValueColumn::new("last_token_p99_ms", "P99"),
+        ],
+        value_label: "Last token",
+        unit: Unit::Ms,
+        table_only: &[TableColumn { column: "requests", label: "Requests", unit: Unit::Count("requests") }],
+        ..ChartSpec::BASE
+    },
+    ChartSpec {
+        id: "itl_jitter",
+        section: "Token timing",
+        tables: &["jitter"],
+        title: "Inter-token jitter by context bin",
+        caption: "P50 (solid) and P95 (light) over requests of each request's standard deviation of its inter-token \
+                  latencies.",
+        values: &[ValueColumn::new("itl_std_p50_ms", "P50"), ValueColumn::new("itl_std_p95_ms", "P95")],
+        value_label: "ITL standard deviation",
+        unit: Unit::Ms,
+        ..ChartSpec::BASE
+    },
+    ChartSpec {
+        id: "tail_jitter",
+        section: "Token timing",
+        tables: &["jitter"],
+        title: "Tail-token jitter by context bin",
+        caption: "The standard deviation across requests of the last token's time after the first: how much the end \
+                  of a response moves from request to request.",
+        values: &[ValueColumn::new("tail_token_jitter_ms", "tail-token jitter")],
+        value_label: "Tail-token jitter",
         unit: Unit::Ms,
         ..ChartSpec::BASE
     },
@@ -373,6 +490,61 @@ pub const BUILTIN_CHARTS: &[ChartSpec] = &[
         ..ChartSpec::BASE
     },
     ChartSpec {
+        id: "engine_time",
+        section: "Engine",
+        tables: &["engine"],
+        title: "Engine time per request: queue, prefill and decode",
+        caption: "Medians over the engine's profiles, one chart per experiment arm: solid = time in the engine's \
+                  queue, lighter = prefill, lightest = decode. The table adds P95s and the gateway's overhead \
+                  (its latency minus prefill and decode, queueing included).",
+        facet: Some("variant"),
+        values: &[
+            ValueColumn::new("queue_p50_ms", "queue P50"),
+            ValueColumn::new("prefill_p50_ms", "prefill P50"),
+            ValueColumn::new("decode_p50_ms", "decode P50"),
+        ],
+        value_label: "Time per request",
+        unit: Unit::Ms,
+        table_only: &[
+            TableColumn { column: "profiles", label: "Profiles", unit: Unit::Count("profiles") },
+            TableColumn { column: "queue_p95_ms", label: "Queue P95", unit: Unit::Ms },
+            TableColumn { column: "prefill_p95_ms", label: "Prefill P95", unit: Unit::Ms },
+            TableColumn { column: "decode_p95_ms", label: "Decode P95", unit: Unit::Ms },
+            TableColumn { column: "overhead_p50_ms", label: "Overhead P50", unit: Unit::Ms },
+            TableColumn { column: "overhead_p95_ms", label: "Overhead P95", unit: Unit::Ms },
+        ],
+        ..ChartSpec::BASE
+    },
+    ChartSpec {
+        id: "engine_kv_hit",
+        section: "Engine",
+        tables: &["engine"],
+        title: "KV-cache hit rate by context bin",
+        caption: "Mean share of the prompt served from the engine's KV / prefix cache, one chart per experiment arm.",
+        facet: Some("variant"),
+        values: &[ValueColumn::new("kv_cache_hit_rate", "KV-cache hits")],
+        value_label: "KV-cache hit rate",
+        unit: Unit::Rate,
+        table_only: &[
+            TableColumn { column: "cuda_kernel_us_p50", label: "CUDA kernel P50", unit: Unit::Other("µs") },
+            TableColumn { column: "cuda_kernel_us_p95", label: "CUDA kernel P95", unit: Unit::Other("µs") },
+        ],
+        ..ChartSpec::BASE
+    },
+    ChartSpec {
+        id: "engine_step_jitter",
+        section: "Engine",
+        tables: &["engine"],
+        title: "Decode-step jitter by context bin",
+        caption: "P50 (solid) and P95 (light) of each profile's standard deviation of its decode-step latencies, one \
+                  chart per experiment arm.",
+        facet: Some("variant"),
+        values: &[ValueColumn::new("decode_step_std_p50_ms", "P50"), ValueColumn::new("decode_step_std_p95_ms", "P95")],
+        value_label: "Decode-step std",
+        unit: Unit::Ms,
+        ..ChartSpec::BASE
+    },
+    ChartSpec {
         id: "daily_cost",
         section: "Daily trends",
         tables: &["daily"],
@@ -471,33 +643,56 @@ pub const BUILTIN_CHARTS: &[ChartSpec] = &[
         ..ChartSpec::BASE
     },
     ChartSpec {
-        id: "ab_diff",
+        id: "ab_rates",
         section: "A/B comparison",
         tables: &["ab"],
-        title: "Arm B minus arm A by context bin",
-        caption: "B - A per metric (rates: difference of proportions; TTFT and TPOT: difference of medians; \
-                  cost per 1K tokens: the ratio B / A) with its 95% interval; a filled point is significant \
-                  after Holm's correction across the bins of its metric.",
-        kind: ChartKind::Interval {
-            low: "ci_low",
-            high: "ci_high",
-            significant: Some("p_value_holm"),
-            effect: Some("effect"),
-        },
-        series: None,
-        facet: Some("metric"),
-        values: &[ValueColumn::new("diff", "B - A")],
-        value_label: "B - A",
-        unit: Unit::Other("metric units"),
-        table_only: &[
-            TableColumn { column: "n_a", label: "n A", unit: Unit::Count("requests") },
-            TableColumn { column: "n_b", label: "n B", unit: Unit::Count("requests") },
-            TableColumn { column: "value_a", label: "A", unit: Unit::Other("metric units") },
-            TableColumn { column: "value_b", label: "B", unit: Unit::Other("metric units") },
-            TableColumn { column: "p_value", label: "p", unit: Unit::Other("p") },
-            TableColumn { column: "p_value_holm", label: "p (Holm)", unit: Unit::Other("p") },
-        ],
-        ..ChartSpec::BASE
+        title: "Arm B minus arm A: split and rates by context bin",
+        caption: "B - A per metric with its 95% interval, in percentage points: B's share of the requests against \
+                  the intended split, then the rates; a filled point is significant after Holm's correction across \
+                  the bins of its metric.",
+        only: Some(RowFilter {
+            column: "metric",
+            values: &["sample_ratio", "eos_compliance_rate", "eos_marker_rate", "implicit_truncation_rate"],
+        }),
+        unit: Unit::Rate,
+        ..AB_CHART
+    },
+    ChartSpec {
+        id: "ab_latency",
+        section: "A/B comparison",
+        tables: &["ab"],
+        title: "Arm B minus arm A: latency and jitter by context bin",
+        caption: "B - A of medians (TTFT, TPOT, ITL standard deviation), P95s (TTFT, TPOT, end-to-end) and the \
+                  standard deviation of the last token's time after the first, with 95% intervals; a filled point \
+                  is significant (Holm), or, for a metric without a test, its interval excludes 0.",
+        only: Some(RowFilter {
+            column: "metric",
+            values: &[
+                "ttft_p50_ms",
+                "ttft_p95_ms",
+                "tpot_p50_ms",
+                "tpot_p95_ms",
+                "e2e_p95_ms",
+                "itl_std_p50_ms",
+                "tail_token_jitter_ms",
+            ],
+        }),
+        unit: Unit::Ms,
+        ..AB_CHART
+    },
+    ChartSpec {
+        id: "ab_capacity",
+        section: "A/B comparison",
+        tables: &["ab"],
+        title: "Arm B against arm A: decode speed, KV cache and cost by context bin",
+        caption: "B - A of median decode tokens/s and KV-cache GiB per request, B / A of cost per 1K tokens (read \
+                  against 1), with 95% intervals. Output tokens/s per arm over the experiment window has no interval: \
+                  it is in the job's table, not drawn.",
+        only: Some(RowFilter {
+            column: "metric",
+            values: &["decode_tps_p50", "kv_cache_gib_p50", "cost_per_1k_tokens"],
+        }),
+        ..AB_CHART
     },
     ChartSpec {
         id: "head_waste",

@@ -28,13 +28,21 @@ pub struct EvalRow {
     pub factscore: Option<f64>,
     /// Human rating in [1, 5].
     pub human_score: Option<f64>,
+    /// Ids of the retrieved items, best-ranked first.
+    pub retrieved: Option<Vec<String>>,
+    /// Ids of the items that should have been retrieved.
+    pub relevant: Option<Vec<String>>,
     /// Problems found in the record (codes in docs/metrics.md); the record is kept.
     pub issues: Vec<&'static str>,
 }
 
 impl EvalRow {
     fn candidate_names(&self) -> Option<Vec<&str>> {
-        self.candidates.as_ref().map(|c| c.iter().map(String::as_str).collect())
+        Self::names(&self.candidates)
+    }
+
+    fn names(ids: &Option<Vec<String>>) -> Option<Vec<&str>> {
+        ids.as_ref().map(|c| c.iter().map(String::as_str).collect())
     }
 }
 
@@ -66,6 +74,10 @@ table! {
         factscore: Float64 nullable = e.factscore,
         /// Human rating in [1, 5]; null when absent or out of range.
         human_score: Float64 nullable = e.human_score,
+        /// Ids of the items a retrieval step returned, best-ranked first (for recall at K); null when not logged.
+        retrieved: Utf8List nullable = EvalRow::names(&e.retrieved).as_deref(),
+        /// Ids of the items it should have returned; null when not logged.
+        relevant: Utf8List nullable = EvalRow::names(&e.relevant).as_deref(),
         /// Problems in the record (codes in docs/metrics.md); null when none. The record is always kept.
         issues: Utf8List nullable = Some(e.issues.as_slice()),
         /// Input path or object URL.

@@ -32,6 +32,8 @@ table! {
         kv_cache_hit_ratio: Float64 nullable = p.kv_cache_hit_ratio,
         /// Mean CUDA kernel time over the request's steps, microseconds.
         cuda_kernel_avg_us: Float64 nullable = p.cuda_kernel_avg_us,
+        /// Time in the engine's queue before the request's first scheduled step; null when not logged.
+        queue_ms: Float64 nullable = p.queue_ms,
         /// Time spent in prefill.
         prefill_latency_ms: Float64 = p.prefill_latency_ms,
         /// Entries of decode_latency_ms (generated tokens as the engine counts them).
@@ -40,6 +42,8 @@ table! {
         decode_ms: Float64 nullable = d.decode_ms,
         /// prefill_latency_ms + decode_ms.
         engine_ms: Float64 nullable = d.engine_ms,
+        /// Sample standard deviation of the usable decode_latency_ms entries (decode-step jitter); null with fewer than two.
+        decode_step_std_ms: Float64 nullable [Incompressible] = d.decode_step_std_ms,
         /// Problems in the record (codes in docs/metrics.md); null when none. The record is always kept.
         issues: Utf8List nullable = Some(d.issues.as_slice()),
         /// Input path or object URL.

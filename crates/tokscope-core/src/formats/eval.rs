@@ -2,8 +2,9 @@
 //! `request_id` of the scored request: `task`, `reference` (gold answer),
 //! `relevance_true` and `relevance_model` (two distributions over the same
 //! candidates, objects `candidate -> probability`), `recall`,
-//! `semantic_similarity`, `factscore`, `human_score`; all but `request_id`
-//! optional.
+//! `semantic_similarity`, `factscore`, `human_score`, and ranked retrieval
+//! results: `retrieved` (item ids, best first) and `relevant` (the ids that
+//! should be retrieved); all but `request_id` optional.
 //!
 //! A line is rejected when it is not a JSON object, has no `request_id`, or
 //! holds a score or probability that is not a number. Values that are
@@ -19,8 +20,16 @@ use super::{fields, LineContext, LogFormat, Parsed, Probe, Row};
 use crate::catalog::evals::EvalRow;
 
 /// Keys that make a line with a `request_id` an evaluation record.
-const EVAL_KEYS: [&str; 7] =
-    ["relevance_true", "relevance_model", "recall", "semantic_similarity", "factscore", "human_score", "reference"];
+const EVAL_KEYS: [&str; 8] = [
+    "relevance_true",
+    "relevance_model",
+    "recall",
+    "semantic_similarity",
+    "factscore",
+    "human_score",
+    "reference",
+    "retrieved",
+];
 
 /// How far from 1 a distribution's sum may be (the same tolerance as `kl_divergence`).
 pub const SUM_TOLERANCE: f64 = crate::stats::kl::SUM_TOLERANCE;
@@ -67,6 +76,23 @@ fn distribution(obj: &Map<String, Value>, field: &str) -> Result<Option<BTreeMap
     }
 }
 
+/// A list of item ids (strings, or numbers written as text), in logged order.
+fn ids(obj: &Map<String, Value>, field: &str) -> Result<Option<Vec<String>>, String> {
+    match obj.get(field) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|item| match item {
+                Value::String(s) => Ok(s.clone()),
+                Value::Number(n) => Ok(n.to_string()),
+                other => Err(format!("{field} must hold item ids (strings or numbers), got {other}")),
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map(Some),
+        Some(other) => Err(format!("{field} must be an array of item ids, got {other}")),
+    }
+}
+
 fn is_distribution(d: &BTreeMap<String, f64>) -> bool {
     d.values().all(|p| p.is_finite() && *p >= 0.0) && (d.values().sum::<f64>() - 1.0).abs() <= SUM_TOLERANCE
 }
@@ -80,8 +106,14 @@ pub fn parse_record(line: &[u8]) -> Result<EvalRow, String> {
         None | Some(Value::Null) => return Err("missing required field request_id".to_string()),
         Some(other) => return Err(format!("request_id must be a non-empty string, got {other}")),
     };
-    let mut row =
-        EvalRow { request_id, task: text(&obj, "task")?, reference: text(&obj, "reference")?, ..Default::default() };
+    let mut row = EvalRow {
+        request_id,
+        task: text(&obj, "task")?,
+        reference: text(&obj, "reference")?,
+        retrieved: ids(&obj, "retrieved")?,
+        relevant: ids(&obj, "relevant")?,
+        ..Default::default()
+    };
 
     let mut scores = [None; 4];
     for (slot, (field, lo, hi, out_of_range)) in scores.iter_mut().zip(SCORES) {
@@ -125,7 +157,8 @@ impl LogFormat for Eval {
     }
 
     fn about(&self) -> &'static str {
-        "evaluation records by request_id: reference, relevance distributions, recall, similarity, FactScore, human score"
+        "evaluation records by request_id: reference, relevance distributions, recall, ranked retrieval results, \
+         similarity, FactScore, human score"
     }
 
     fn detect(&self, line: &Probe<'_>) -> bool {
@@ -183,6 +216,16 @@ mod tests {
             .unwrap_err()
             .contains("relevance_true.x"));
         assert!(parse_record(br#"{"request_id":"gw-11","task":"qa","recall":0.9,"factscore": "#).is_err());
+    }
+
+    #[test]
+    fn ranked_retrieval_results_keep_their_order() {
+        let r = parse_record(br#"{"request_id":"a","retrieved":["d7","d2",9],"relevant":["d2"]}"#).unwrap();
+        assert_eq!(r.retrieved, Some(vec!["d7".to_string(), "d2".to_string(), "9".to_string()]));
+        assert_eq!(r.relevant, Some(vec!["d2".to_string()]));
+        assert!(parse_record(br#"{"request_id":"a","retrieved":"d7,d2"}"#).unwrap_err().contains("array"));
+        assert!(parse_record(br#"{"request_id":"a","retrieved":[{"id":1}]}"#).unwrap_err().contains("item ids"));
+        assert!(Eval.detect(&Probe::new(br#"{"request_id":"a","retrieved":["d1"],"relevant":["d1"]}"#)));
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! serving engine (`request_id`, `prefill_latency_ms`, `decode_latency_ms`
 //! with one entry per generated token, and optionally `ts` on the engine's
 //! clock, `engine_id`, `gpu_id`, `model`, `inference_steps`,
-//! `kv_cache_hit_ratio`, `cuda_kernel_avg_us`). A line becomes a `profiles`
+//! `kv_cache_hit_ratio`, `cuda_kernel_avg_us`, `queue_ms`). A line becomes a `profiles`
 //! row and one `tokens` row per decode step (`source = 'engine'`); the join to
 //! the gateway's request happens in SQL.
 
@@ -36,6 +36,7 @@ struct ProfileLine<'a> {
     inference_steps: Option<f64>,
     kv_cache_hit_ratio: Option<f64>,
     cuda_kernel_avg_us: Option<f64>,
+    queue_ms: Option<f64>,
     prefill_latency_ms: Option<f64>,
     decode_latency_ms: Option<&'a RawValue>,
     extra: Vec<(Cow<'a, str>, &'a RawValue)>,
@@ -61,6 +62,7 @@ impl<'de> Deserialize<'de> for ProfileLine<'de> {
                         "inference_steps" => p.inference_steps = map.next_value()?,
                         "kv_cache_hit_ratio" => p.kv_cache_hit_ratio = map.next_value()?,
                         "cuda_kernel_avg_us" => p.cuda_kernel_avg_us = map.next_value()?,
+                        "queue_ms" => p.queue_ms = map.next_value()?,
                         "prefill_latency_ms" => p.prefill_latency_ms = map.next_value()?,
                         "decode_latency_ms" => p.decode_latency_ms = Some(map.next_value()?),
                         _ => {
@@ -129,6 +131,7 @@ impl<'a> ProfileLine<'a> {
             inference_steps: fields::opt_token_count("inference_steps", self.inference_steps)?,
             kv_cache_hit_ratio,
             cuda_kernel_avg_us: non_negative("cuda_kernel_avg_us", "microseconds", self.cuda_kernel_avg_us)?,
+            queue_ms: non_negative("queue_ms", "milliseconds", self.queue_ms)?,
             prefill_latency_ms,
             decode_latency_ms,
             extra: extra_json(&self.extra),
@@ -171,8 +174,9 @@ mod tests {
 
     #[test]
     fn full_record_parses() {
-        let line = br#"{"request_id":"gw-03","ts":"2024-06-01T12:00:10.251Z","engine_id":"vllm-0","gpu_id":1,"model":"m","inference_steps":4,"kv_cache_hit_ratio":0.25,"cuda_kernel_avg_us":180.5,"prefill_latency_ms":30,"decode_latency_ms":[10,7.5,8],"batch":3}"#;
+        let line = br#"{"request_id":"gw-03","ts":"2024-06-01T12:00:10.251Z","engine_id":"vllm-0","gpu_id":1,"model":"m","inference_steps":4,"kv_cache_hit_ratio":0.25,"cuda_kernel_avg_us":180.5,"queue_ms":4.25,"prefill_latency_ms":30,"decode_latency_ms":[10,7.5,8],"batch":3}"#;
         let p = parse(line).unwrap();
+        assert_eq!(p.queue_ms, Some(4.25));
         assert_eq!(p.request_id, "gw-03");
         assert_eq!(p.ts_micros, Some(1_717_243_210_251_000));
         assert_eq!((p.engine_id.as_deref(), p.gpu_id, p.model.as_deref()), (Some("vllm-0"), Some(1), Some("m")));
@@ -205,6 +209,8 @@ mod tests {
         assert!(err(r#"{"request_id":"r","prefill_latency_ms":1}"#).contains("decode_latency_ms"));
         assert!(err(r#"{"request_id":"r","prefill_latency_ms":"x","decode_latency_ms":[1]}"#).contains("invalid"));
         assert!(err(r#"{"request_id":"r","prefill_latency_ms":-2,"decode_latency_ms":[1]}"#).contains("non-negative"));
+        assert!(err(r#"{"request_id":"r","queue_ms":-1,"prefill_latency_ms":1,"decode_latency_ms":[1]}"#)
+            .contains("queue_ms must be a non-negative number of milliseconds"));
         assert!(err(r#"{"request_id":"r","prefill_latency_ms":1,"decode_latency_ms":"12,13"}"#).contains("array"));
         assert!(err(r#"{"request_id":"r","prefill_latency_ms":1,"decode_latency_ms":{"0":1}}"#).contains("array"));
         assert!(err(r#"{"request_id":"r","ts":"soon","prefill_latency_ms":1,"decode_latency_ms":[1]}"#)

@@ -1,10 +1,19 @@
 //! Statistics for comparing two arms of an A/B experiment (two models, two
 //! versions of one model behind one gateway): intervals and tests for rates,
-//! the Mann-Whitney test and a bootstrap interval for medians, a bootstrap
-//! interval for the ratio of costs, and Holm's correction across bins. Every
-//! interval is 95% and every p-value two-sided; the definitions (written out
-//! in `docs/metrics.md`, "ab") match SciPy and statsmodels, which the oracle
+//! the Mann-Whitney test and bootstrap intervals for medians and other
+//! quantiles, a bootstrap interval for the difference of standard deviations
+//! and for the ratio of costs, Holm's correction across bins, and the
+//! sample-ratio-mismatch test of the arms' sizes. Every interval is 95% and
+//! every p-value two-sided; the definitions (written out in
+//! `docs/metrics.md`, "ab") match SciPy and statsmodels, which the oracle
 //! fixtures in `tests/data/oracles/ab_stats.json` check.
+//!
+//! Direction: arm A is the control, arm B the treatment, and every
+//! comparison of arms reports B against A (`b - a`, and `b / a` for the cost
+//! ratio), as experimentation tools do. The two-sample building blocks
+//! ([`newcombe_difference_interval`], [`two_proportion_z_test`],
+//! [`mann_whitney_u`]) keep the order of their arguments, as statsmodels and
+//! SciPy do: `first - second`.
 
 use std::fmt;
 
@@ -42,11 +51,17 @@ pub enum AbError {
     NegativeCost,
     /// A p-value outside `[0, 1]` was given to [`holm_adjust`].
     PValueOutOfRange(f64),
-    /// The cost ratio does not exist: an arm has no tokens, or arm B costs
+    /// The cost ratio does not exist: an arm has no tokens, or arm A costs
     /// nothing (or every bootstrap resample hit such a case).
     UndefinedRatio,
     /// A bootstrap was asked for zero resamples.
     NoResamples,
+    /// An arm has one observation: it has no sample standard deviation.
+    SingleValue,
+    /// A quantile's probability outside `[0, 1]`.
+    ProbabilityOutOfRange(f64),
+    /// An intended share of arm B outside `(0, 1)`.
+    SplitOutOfRange(f64),
 }
 
 impl fmt::Display for AbError {
@@ -60,9 +75,12 @@ impl fmt::Display for AbError {
             AbError::NegativeCost => write!(f, "a request has a negative cost"),
             AbError::PValueOutOfRange(p) => write!(f, "p-value {p} is outside [0, 1]"),
             AbError::UndefinedRatio => {
-                write!(f, "cost ratio undefined: an arm has no tokens or arm B costs nothing")
+                write!(f, "cost ratio undefined: an arm has no tokens or arm A costs nothing")
             }
             AbError::NoResamples => write!(f, "a bootstrap needs at least one resample"),
+            AbError::SingleValue => write!(f, "an arm has one observation: no standard deviation"),
+            AbError::ProbabilityOutOfRange(p) => write!(f, "quantile probability {p} is outside [0, 1]"),
+            AbError::SplitOutOfRange(s) => write!(f, "intended share of arm B {s} is outside (0, 1)"),
         }
     }
 }
@@ -486,30 +504,38 @@ fn percentile_interval(estimate: f64, mut stats: Vec<f64>) -> Result<BootstrapIn
     })
 }
 
-/// Draws the type-7 median of a bootstrap resample of one sorted arm in
-/// constant time, from the order statistics of uniforms.
+/// Draws the type-7 `p`-quantile of a bootstrap resample of one sorted arm
+/// in constant time, from the order statistics of uniforms.
 ///
 /// A resample of `n` draws with replacement is `x[floor(n U_i)]` for `n`
-/// uniforms `U_i`, so its `k`-th smallest value (0-based) is
-/// `x[floor(n U_(k))]`, and `U_(k)` follows Beta(k + 1, n - k). For even `n`
-/// the next order statistic is the smallest of the `n - k - 1` uniforms above
-/// `U_(k)`: `U_(k) + (1 - U_(k)) (1 - V^(1 / (n - k - 1)))`, `V` uniform.
-/// The resample's median therefore has exactly the distribution of the median
+/// uniforms `U_i`; `floor(n u)` does not decrease with `u`, so the
+/// resample's `k`-th smallest value (0-based) is `x[floor(n U_(k))]`, and
+/// `U_(k)` follows Beta(k + 1, n - k). The type-7 quantile interpolates the
+/// order statistics `k = floor(h)` and `k + 1`, `h = p (n - 1)`, with weight
+/// `h - k`; when that weight is not 0 the next order statistic is the
+/// smallest of the `n - k - 1` uniforms above `U_(k)`:
+/// `U_(k) + (1 - U_(k)) (1 - V^(1 / (n - k - 1)))`, `V` uniform. The
+/// resample's quantile therefore has exactly the distribution of the quantile
 /// of `n` values drawn one by one, at a cost that does not grow with `n`.
-struct ResampledMedian<'x> {
+struct ResampledQuantile<'x> {
     sorted: &'x [f64],
-    /// 0-based index of the lower middle value (`floor((n - 1) / 2)`).
+    /// 0-based index of the lower order statistic (`floor(p (n - 1))`).
     k: usize,
+    /// Weight of the next order statistic (`p (n - 1) - k`); 0 when the
+    /// quantile is an order statistic (the median of an odd sample).
+    weight: f64,
     lower: Beta<f64>,
 }
 
-impl<'x> ResampledMedian<'x> {
-    fn new(sorted: &'x [f64]) -> Self {
+impl<'x> ResampledQuantile<'x> {
+    /// `sorted` is non-empty; `p` in `[0, 1]`.
+    fn new(sorted: &'x [f64], p: f64) -> Self {
         let n = sorted.len();
-        let k = (n - 1) / 2;
+        let h = p * (n - 1) as f64;
+        let k = (h.floor() as usize).min(n - 1);
         // Both shape parameters are >= 1 for any n >= 1: the constructor cannot fail.
         let lower = Beta::new((k + 1) as f64, (n - k) as f64).unwrap_or_else(|_| unreachable!("shapes >= 1"));
-        ResampledMedian { sorted, k, lower }
+        ResampledQuantile { sorted, k, weight: h - h.floor(), lower }
     }
 
     fn at(&self, u: f64) -> f64 {
@@ -521,14 +547,34 @@ impl<'x> ResampledMedian<'x> {
         let n = self.sorted.len();
         let u = self.lower.sample(rng);
         let lower = self.at(u);
-        if n % 2 == 1 {
+        // A weight above 0 means h < n - 1, so at least one uniform lies above U_(k).
+        if self.weight == 0.0 {
             return lower;
         }
         let above = (n - self.k - 1) as f64;
         let v: f64 = rng.random();
         let next = u + (1.0 - u) * (1.0 - (1.0 - v).powf(1.0 / above));
-        lower + 0.5 * (self.at(next) - lower)
+        lower + self.weight * (self.at(next) - lower)
     }
+}
+
+/// `quantile_p(b) - quantile_p(a)` of two sorted, non-empty arms with its
+/// percentile bootstrap interval: each of the `B` resamples draws arm A's
+/// resample quantile, then arm B's ([`ResampledQuantile`]), from one
+/// `StdRng::seed_from_u64(seed)`.
+fn quantile_difference(a: &[f64], b: &[f64], p: f64, config: BootstrapConfig) -> Result<BootstrapInterval, AbError> {
+    if config.resamples == 0 {
+        return Err(AbError::NoResamples);
+    }
+    let (draw_a, draw_b) = (ResampledQuantile::new(a, p), ResampledQuantile::new(b, p));
+    let mut rng = StdRng::seed_from_u64(config.seed);
+    let stats = (0..config.resamples)
+        .map(|_| {
+            let qa = draw_a.sample(&mut rng);
+            draw_b.sample(&mut rng) - qa
+        })
+        .collect();
+    percentile_interval(quantile_sorted(b, p) - quantile_sorted(a, p), stats)
 }
 
 /// Medians of two arms compared: the values, their difference with a 95%
@@ -539,19 +585,19 @@ pub struct MedianComparison {
     pub median_a: f64,
     /// Type-7 median of arm B.
     pub median_b: f64,
-    /// `median_a - median_b` and its bootstrap interval.
+    /// `median_b - median_a` and its bootstrap interval.
     pub difference: BootstrapInterval,
-    /// [`mann_whitney_u`] of A against B.
+    /// [`mann_whitney_u`] of A against B (the p-value is symmetric).
     pub mann_whitney: MannWhitney,
 }
 
-/// `median(a) - median(b)` with a 95% percentile bootstrap interval, and the
+/// `median(b) - median(a)` with a 95% percentile bootstrap interval, and the
 /// Mann-Whitney test of the two samples (both arms sorted once).
 ///
 /// Bootstrap: `B` resamples; each draws arm A's resample median, then arm B's,
-/// with [`ResampledMedian`]'s order-statistic method from one
+/// with [`ResampledQuantile`]'s order-statistic method from one
 /// `StdRng::seed_from_u64(seed)` (A: one Beta draw, plus one uniform when
-/// `n_a` is even; then B likewise); the statistic is their difference, and
+/// `n_a` is even; then B likewise); the statistic is B's minus A's, and
 /// `[lo, hi]` are the type-7 2.5% and 97.5% quantiles of the `B` statistics.
 /// This is the same distribution as resampling `n_a` and `n_b` values one by
 /// one (the oracle tests compare it with SciPy's `bootstrap`), in `O(B)` after
@@ -560,27 +606,15 @@ pub struct MedianComparison {
 /// Errors: `EmptyArm`, `NonFiniteValue`, `NoResamples`.
 pub fn compare_medians(a: &[f64], b: &[f64], config: BootstrapConfig) -> Result<MedianComparison, AbError> {
     let (a, b) = (sorted_finite(a)?, sorted_finite(b)?);
-    if config.resamples == 0 {
-        return Err(AbError::NoResamples);
-    }
-    let (median_a, median_b) = (quantile_sorted(&a, 0.5), quantile_sorted(&b, 0.5));
-    let (draw_a, draw_b) = (ResampledMedian::new(&a), ResampledMedian::new(&b));
-    let mut rng = StdRng::seed_from_u64(config.seed);
-    let stats = (0..config.resamples)
-        .map(|_| {
-            let ma = draw_a.sample(&mut rng);
-            ma - draw_b.sample(&mut rng)
-        })
-        .collect();
     Ok(MedianComparison {
-        median_a,
-        median_b,
-        difference: percentile_interval(median_a - median_b, stats)?,
+        median_a: quantile_sorted(&a, 0.5),
+        median_b: quantile_sorted(&b, 0.5),
+        difference: quantile_difference(&a, &b, 0.5, config)?,
         mann_whitney: mann_whitney_u_sorted(&a, &b)?,
     })
 }
 
-/// `median(a) - median(b)` with its 95% percentile bootstrap interval (see
+/// `median(b) - median(a)` with its 95% percentile bootstrap interval (see
 /// [`compare_medians`]).
 pub fn bootstrap_median_difference(
     a: &[f64],
@@ -588,6 +622,142 @@ pub fn bootstrap_median_difference(
     config: BootstrapConfig,
 ) -> Result<BootstrapInterval, AbError> {
     compare_medians(a, b, config).map(|c| c.difference)
+}
+
+/// One quantile of two arms compared: the values and their difference with a
+/// 95% percentile bootstrap interval.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct QuantileComparison {
+    /// Type-7 quantile of arm A.
+    pub quantile_a: f64,
+    /// Type-7 quantile of arm B.
+    pub quantile_b: f64,
+    /// `quantile_b - quantile_a` and its bootstrap interval.
+    pub difference: BootstrapInterval,
+}
+
+/// `quantile_p(b) - quantile_p(a)` (type 7, `p` in `[0, 1]`: 0.95 for a P95)
+/// with a 95% percentile bootstrap interval drawn as [`compare_medians`]
+/// draws the median's (for `p = 0.5` the intervals are the same). No test
+/// goes with it: the Mann-Whitney test compares whole distributions, not one
+/// of their quantiles.
+///
+/// Errors: `EmptyArm`, `NonFiniteValue`, `NoResamples`, `ProbabilityOutOfRange`.
+pub fn compare_quantiles(a: &[f64], b: &[f64], p: f64, config: BootstrapConfig) -> Result<QuantileComparison, AbError> {
+    if !(0.0..=1.0).contains(&p) {
+        return Err(AbError::ProbabilityOutOfRange(p));
+    }
+    let (a, b) = (sorted_finite(a)?, sorted_finite(b)?);
+    Ok(QuantileComparison {
+        quantile_a: quantile_sorted(&a, p),
+        quantile_b: quantile_sorted(&b, p),
+        difference: quantile_difference(&a, &b, p, config)?,
+    })
+}
+
+/// Draws the sums of a pair of values, `(sum x, sum y)`, over one arm's
+/// bootstrap resample: a request's cost and tokens, or a value's deviation
+/// from its arm's mean and its square.
+enum ResampledSums {
+    /// Value by value: `n` indices `random_range(0..n)`.
+    Exact(Vec<(f64, f64)>),
+    /// The normal limit of the resample sums, `N(n mean, n cov)` with the
+    /// arm's mean and (population) covariance of `(x, y)`, drawn as
+    /// `n mean + sqrt(n) L (z1, z2)` with `L` the Cholesky factor of `cov`
+    /// and `z1`, `z2` standard normals.
+    Normal { n: f64, mean: (f64, f64), l11: f64, l21: f64, l22: f64 },
+}
+
+impl ResampledSums {
+    /// Exact up to [`EXACT_RESAMPLING_MAX`] pairs, the normal limit above.
+    fn new(pairs: Vec<(f64, f64)>) -> Self {
+        if pairs.len() <= EXACT_RESAMPLING_MAX {
+            return ResampledSums::Exact(pairs);
+        }
+        let n = pairs.len() as f64;
+        let mean = pairs.iter().fold((0.0, 0.0), |(x, y), p| (x + p.0 / n, y + p.1 / n));
+        let (mut var_x, mut var_y, mut cov) = (0.0, 0.0, 0.0);
+        for p in &pairs {
+            let (dx, dy) = (p.0 - mean.0, p.1 - mean.1);
+            var_x += dx * dx / n;
+            var_y += dy * dy / n;
+            cov += dx * dy / n;
+        }
+        let l11 = var_x.sqrt();
+        let l21 = if l11 > 0.0 { cov / l11 } else { 0.0 };
+        let l22 = (var_y - l21 * l21).max(0.0).sqrt();
+        ResampledSums::Normal { n, mean, l11, l21, l22 }
+    }
+
+    fn sample(&self, rng: &mut StdRng) -> (f64, f64) {
+        match self {
+            ResampledSums::Exact(pairs) => {
+                let n = pairs.len();
+                (0..n).fold((0.0, 0.0), |(x, y), _| {
+                    let p = pairs[rng.random_range(0..n)];
+                    (x + p.0, y + p.1)
+                })
+            }
+            &ResampledSums::Normal { n, mean, l11, l21, l22 } => {
+                let (z1, z2): (f64, f64) = (StandardNormal.sample(rng), StandardNormal.sample(rng));
+                let root = n.sqrt();
+                (n * mean.0 + root * l11 * z1, n * mean.1 + root * (l21 * z1 + l22 * z2))
+            }
+        }
+    }
+}
+
+/// Standard deviations of two arms compared: the values and their difference
+/// with a 95% percentile bootstrap interval.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct StdDevComparison {
+    /// Sample standard deviation (`n - 1`) of arm A.
+    pub std_dev_a: f64,
+    /// Sample standard deviation of arm B.
+    pub std_dev_b: f64,
+    /// `std_dev_b - std_dev_a` and its bootstrap interval.
+    pub difference: BootstrapInterval,
+}
+
+/// `s(b) - s(a)`, `s` the sample standard deviation (`n - 1` in the
+/// denominator, SQL's `stddev_samp`), with a 95% percentile bootstrap
+/// interval. Each arm is sorted (so the result does not depend on the order
+/// of its values) and taken as deviations `d` from its mean; a resample's
+/// standard deviation comes from its sums `S1 = sum d`, `S2 = sum d^2`:
+/// `sqrt(max(0, S2 - S1^2 / n) / (n - 1))` (the same value for any shift of
+/// the data, and free of the cancellation raw squares would suffer). Each of
+/// `B` resamples draws arm A's sums, then arm B's, from one
+/// `StdRng::seed_from_u64(seed)`: value by value up to
+/// [`EXACT_RESAMPLING_MAX`] values, from their normal limit above, as the
+/// cost ratio does ([`bootstrap_cost_ratio`]). No test goes with it.
+///
+/// Errors: `EmptyArm`, `SingleValue` (an arm of one value), `NonFiniteValue`,
+/// `NoResamples`.
+pub fn compare_std_devs(a: &[f64], b: &[f64], config: BootstrapConfig) -> Result<StdDevComparison, AbError> {
+    let (a, b) = (sorted_finite(a)?, sorted_finite(b)?);
+    if a.len() < 2 || b.len() < 2 {
+        return Err(AbError::SingleValue);
+    }
+    if config.resamples == 0 {
+        return Err(AbError::NoResamples);
+    }
+    let deviations = |arm: &[f64]| -> Vec<(f64, f64)> {
+        let mean = arm.iter().sum::<f64>() / arm.len() as f64;
+        arm.iter().map(|x| (x - mean, (x - mean) * (x - mean))).collect()
+    };
+    let std_dev = |n: usize, (s1, s2): (f64, f64)| ((s2 - s1 * s1 / n as f64).max(0.0) / (n - 1) as f64).sqrt();
+    let (da, db) = (deviations(&a), deviations(&b));
+    let sums = |d: &[(f64, f64)]| d.iter().fold((0.0, 0.0), |(x, y), p| (x + p.0, y + p.1));
+    let (std_dev_a, std_dev_b) = (std_dev(a.len(), sums(&da)), std_dev(b.len(), sums(&db)));
+    let (draw_a, draw_b) = (ResampledSums::new(da), ResampledSums::new(db));
+    let mut rng = StdRng::seed_from_u64(config.seed);
+    let stats = (0..config.resamples)
+        .map(|_| {
+            let sa = std_dev(a.len(), draw_a.sample(&mut rng));
+            std_dev(b.len(), draw_b.sample(&mut rng)) - sa
+        })
+        .collect();
+    Ok(StdDevComparison { std_dev_a, std_dev_b, difference: percentile_interval(std_dev_b - std_dev_a, stats)? })
 }
 
 /// One request of an arm, for [`bootstrap_cost_ratio`].
@@ -613,57 +783,8 @@ pub fn sorted_requests(arm: &[RequestCost]) -> Vec<RequestCost> {
     v
 }
 
-/// Draws `(sum of cost, sum of tokens)` of one arm's bootstrap resample.
-enum ResampledSums<'x> {
-    /// Request by request: `n` indices `random_range(0..n)`.
-    Exact(&'x [RequestCost]),
-    /// The normal limit of the resample sums, `N(n mean, n cov)` with the
-    /// arm's mean and (population) covariance of `(cost, tokens)`, drawn as
-    /// `n mean + sqrt(n) L (z1, z2)` with `L` the Cholesky factor of `cov`
-    /// and `z1`, `z2` standard normals.
-    Normal { n: f64, mean: (f64, f64), l11: f64, l21: f64, l22: f64 },
-}
-
-impl<'x> ResampledSums<'x> {
-    fn new(arm: &'x [RequestCost]) -> Self {
-        if arm.len() <= EXACT_RESAMPLING_MAX {
-            return ResampledSums::Exact(arm);
-        }
-        let n = arm.len() as f64;
-        let mean = arm.iter().fold((0.0, 0.0), |(c, t), r| (c + r.cost_usd / n, t + r.tokens as f64 / n));
-        let (mut var_c, mut var_t, mut cov) = (0.0, 0.0, 0.0);
-        for r in arm {
-            let (dc, dt) = (r.cost_usd - mean.0, r.tokens as f64 - mean.1);
-            var_c += dc * dc / n;
-            var_t += dt * dt / n;
-            cov += dc * dt / n;
-        }
-        let l11 = var_c.sqrt();
-        let l21 = if l11 > 0.0 { cov / l11 } else { 0.0 };
-        let l22 = (var_t - l21 * l21).max(0.0).sqrt();
-        ResampledSums::Normal { n, mean, l11, l21, l22 }
-    }
-
-    fn sample(&self, rng: &mut StdRng) -> (f64, f64) {
-        match *self {
-            ResampledSums::Exact(arm) => {
-                let n = arm.len();
-                (0..n).fold((0.0, 0.0), |(c, t), _| {
-                    let r = arm[rng.random_range(0..n)];
-                    (c + r.cost_usd, t + r.tokens as f64)
-                })
-            }
-            ResampledSums::Normal { n, mean, l11, l21, l22 } => {
-                let (z1, z2): (f64, f64) = (StandardNormal.sample(rng), StandardNormal.sample(rng));
-                let root = n.sqrt();
-                (n * mean.0 + root * l11 * z1, n * mean.1 + root * (l21 * z1 + l22 * z2))
-            }
-        }
-    }
-}
-
 /// Ratio of the arms' cost per 1K tokens,
-/// `(1000 sum_A cost / sum_A tokens) / (1000 sum_B cost / sum_B tokens)`,
+/// `(1000 sum_B cost / sum_B tokens) / (1000 sum_A cost / sum_A tokens)`,
 /// with a 95% percentile bootstrap interval. Each arm's requests are first
 /// sorted by `(cost_usd, tokens)`, so that neither the sums' rounding nor the
 /// resamples depend on the order the requests arrive in. Each of `B` resamples
@@ -673,7 +794,7 @@ impl<'x> ResampledSums<'x> {
 /// [`EXACT_RESAMPLING_MAX`] requests draws its two sums from their normal
 /// limit instead ([`ResampledSums::Normal`]; docs/metrics.md says why that is
 /// within the Monte Carlo error). A resample whose ratio does not exist (no
-/// tokens, or no cost in B, or a negative sum) is skipped and not counted in
+/// tokens, or no cost in A, or a negative sum) is skipped and not counted in
 /// `resamples_used`.
 ///
 /// Errors: `EmptyArm`; `NonFiniteValue` or `NegativeCost` for a bad cost;
@@ -698,22 +819,74 @@ pub fn bootstrap_cost_ratio(
         return Err(AbError::NoResamples);
     }
     let (a, b) = (sorted_requests(a), sorted_requests(b));
-    let (a, b) = (a.as_slice(), b.as_slice());
-    let estimate = cost_per_1k(a) / cost_per_1k(b);
-    if !estimate.is_finite() {
+    let (per_1k_a, per_1k_b) = (cost_per_1k(&a), cost_per_1k(&b));
+    if !(per_1k_a.is_finite() && per_1k_b.is_finite() && per_1k_a > 0.0) {
         return Err(AbError::UndefinedRatio);
     }
-    let (sums_a, sums_b) = (ResampledSums::new(a), ResampledSums::new(b));
+    let estimate = per_1k_b / per_1k_a;
+    let pairs =
+        |arm: &[RequestCost]| -> Vec<(f64, f64)> { arm.iter().map(|r| (r.cost_usd, r.tokens as f64)).collect() };
+    let (sums_a, sums_b) = (ResampledSums::new(pairs(&a)), ResampledSums::new(pairs(&b)));
     let mut rng = StdRng::seed_from_u64(config.seed);
     let stats = (0..config.resamples)
         .filter_map(|_| {
             let (cost_a, tokens_a) = sums_a.sample(&mut rng);
             let (cost_b, tokens_b) = sums_b.sample(&mut rng);
-            let ratio = (cost_a / tokens_a) / (cost_b / tokens_b);
-            (cost_a >= 0.0 && tokens_a > 0.0 && cost_b > 0.0 && tokens_b > 0.0 && ratio.is_finite()).then_some(ratio)
+            let ratio = (cost_b / tokens_b) / (cost_a / tokens_a);
+            (cost_b >= 0.0 && tokens_b > 0.0 && cost_a > 0.0 && tokens_a > 0.0 && ratio.is_finite()).then_some(ratio)
         })
         .collect();
     percentile_interval(estimate, stats)
+}
+
+// -------------------------------------------------------- sample ratio
+
+/// The sample-ratio-mismatch test of an experiment's arm sizes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SampleRatio {
+    /// Arm B's observed share of the requests, `n_b / (n_a + n_b)`.
+    pub share_b: f64,
+    /// The Wilson interval (95%) of that share.
+    pub share_b_interval: Interval,
+    /// Pearson's chi-square statistic of the counts against the intended split.
+    pub chi_square: f64,
+    /// Its p-value (1 degree of freedom).
+    pub p_value: f64,
+}
+
+/// Pearson's chi-square goodness-of-fit test of the arm sizes against the
+/// intended split, `expected_share_b` of the requests to arm B: with
+/// `N = n_a + n_b`, `e_a = N (1 - s)`, `e_b = N s`,
+/// `chi2 = (n_a - e_a)^2 / e_a + (n_b - e_b)^2 / e_b`, and with one degree of
+/// freedom `p = P[chi2_1 > chi2] = 2 P[Z > sqrt(chi2)]`; equal to SciPy's
+/// `chisquare([n_a, n_b], [e_a, e_b])`. A small p-value says the split is not
+/// the one intended (a sample ratio mismatch): assignment or logging dropped
+/// requests of one arm, and the comparison of the arms may be biased.
+///
+/// ```
+/// use tokscope_core::stats::ab::sample_ratio_test;
+/// // 5,200 vs 4,800 against 50/50: chi2 = 2 * 200^2 / 5,000 = 16.
+/// let t = sample_ratio_test(5200, 4800, 0.5)?;
+/// assert!((t.chi_square - 16.0).abs() < 1e-12 && t.p_value < 1e-4);
+/// # Ok::<(), tokscope_core::stats::ab::AbError>(())
+/// ```
+///
+/// Errors: `EmptyArm` when both arms are empty, `SplitOutOfRange` unless
+/// `0 < expected_share_b < 1`.
+pub fn sample_ratio_test(n_a: u64, n_b: u64, expected_share_b: f64) -> Result<SampleRatio, AbError> {
+    if !(expected_share_b > 0.0 && expected_share_b < 1.0) {
+        return Err(AbError::SplitOutOfRange(expected_share_b));
+    }
+    let share = Proportion::new(n_b, n_a + n_b)?;
+    let n = (n_a + n_b) as f64;
+    let (e_a, e_b) = (n * (1.0 - expected_share_b), n * expected_share_b);
+    let chi_square = (n_a as f64 - e_a).powi(2) / e_a + (n_b as f64 - e_b).powi(2) / e_b;
+    Ok(SampleRatio {
+        share_b: share.rate(),
+        share_b_interval: share.wilson_interval(),
+        chi_square,
+        p_value: (2.0 * normal_sf(chi_square.sqrt())).min(1.0),
+    })
 }
 
 // --------------------------------------------------------------------- Holm
@@ -905,7 +1078,7 @@ mod tests {
         let x = [10.0, 20.0, 30.0, 40.0, 50.0];
         let (n, k) = (5u32, 2u32);
         let binom = |m: u32, r: u32| -> f64 { (0..r).fold(1.0, |acc, i| acc * (m - i) as f64 / (i + 1) as f64) };
-        let sampler = ResampledMedian::new(&x);
+        let sampler = ResampledQuantile::new(&x, 0.5);
         let mut rng = StdRng::seed_from_u64(11);
         let draws: Vec<f64> = (0..200_000).map(|_| sampler.sample(&mut rng)).collect();
         for j in 0..5u32 {
@@ -917,35 +1090,101 @@ mod tests {
         }
     }
 
-    #[test]
-    fn resampled_median_of_even_n_matches_resampling_one_by_one() {
-        // Even n: the median averages two order statistics. Compare the
-        // sampler's distribution with the plain resampling it stands for.
-        let x = [1.0, 2.0, 4.0, 8.0, 16.0, 32.0];
-        let sampler = ResampledMedian::new(&x);
-        let mut rng = StdRng::seed_from_u64(5);
+    /// The sampler's distribution of the resample `p`-quantile of `x` against
+    /// the plain resampling it stands for, at each of `cuts` (100,000 draws each).
+    fn assert_like_resampling_one_by_one(x: &[f64], p: f64, seed: u64, cuts: &[f64]) {
+        let sampler = ResampledQuantile::new(x, p);
+        let mut rng = StdRng::seed_from_u64(seed);
         let fast: Vec<f64> = (0..100_000).map(|_| sampler.sample(&mut rng)).collect();
         let slow: Vec<f64> = (0..100_000)
             .map(|_| {
                 let mut r: Vec<f64> = (0..x.len()).map(|_| x[rng.random_range(0..x.len())]).collect();
                 r.sort_unstable_by(f64::total_cmp);
-                quantile_sorted(&r, 0.5)
+                quantile_sorted(&r, p)
             })
             .collect();
-        for cut in [1.5, 3.0, 5.0, 6.0, 10.0, 12.0, 20.0] {
-            let share = |v: &[f64]| v.iter().filter(|&&d| d <= cut).count() as f64 / v.len() as f64;
-            assert!(close(share(&fast), share(&slow), 0.008), "P[median* <= {cut}]");
+        for cut in cuts {
+            let share = |v: &[f64]| v.iter().filter(|&&d| d <= *cut).count() as f64 / v.len() as f64;
+            assert!(close(share(&fast), share(&slow), 0.008), "P[quantile_{p}* <= {cut}]");
         }
     }
 
     #[test]
-    fn compare_medians_of_constant_arms_has_zero_width() {
-        let r = compare_medians(&[5.0, 5.0, 5.0], &[2.0, 2.0], BootstrapConfig::default()).unwrap();
-        assert_eq!((r.median_a, r.median_b), (5.0, 2.0));
-        assert_eq!(r.difference, BootstrapInterval { estimate: 3.0, lo: 3.0, hi: 3.0, resamples_used: 1000 });
-        // Complete separation, 3 vs 2: U = 6 = n_a n_b; ties 3^3 - 3 + 2^3 - 2 = 30,
-        // s = sqrt(6/12 * (6 - 30/20)) = 1.5, z = (6 - 3 - 0.5) / 1.5.
-        assert!(close(r.mann_whitney.p_value, 2.0 * normal_sf(2.5 / 1.5), 1e-15));
+    fn resampled_median_of_even_n_matches_resampling_one_by_one() {
+        // Even n: the median averages two order statistics.
+        assert_like_resampling_one_by_one(
+            &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0],
+            0.5,
+            5,
+            &[1.5, 3.0, 5.0, 6.0, 10.0, 12.0, 20.0],
+        );
+    }
+
+    #[test]
+    fn resampled_p95_matches_resampling_one_by_one() {
+        // n = 7: h = 0.95 * 6 = 5.7, so the P95 interpolates the 6th and 7th
+        // order statistics with weight 0.7.
+        let x = [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0];
+        let sampler = ResampledQuantile::new(&x, 0.95);
+        assert_eq!(sampler.k, 5);
+        assert!(close(sampler.weight, 0.7, 1e-12));
+        assert_like_resampling_one_by_one(&x, 0.95, 8, &[4.0, 10.0, 16.0, 25.0, 32.0, 50.0, 63.0]);
+    }
+
+    #[test]
+    fn compare_quantiles_by_hand() {
+        // A = 1..=5: P95 at h = 3.8, 4 + 0.8 * 1 = 4.8; B = 10, 20: h = 0.95, 10 + 0.95 * 10 = 19.5.
+        let c = compare_quantiles(&[5.0, 1.0, 4.0, 2.0, 3.0], &[20.0, 10.0], 0.95, BootstrapConfig::default()).unwrap();
+        assert!(close(c.quantile_a, 4.8, 1e-12) && close(c.quantile_b, 19.5, 1e-12), "{c:?}");
+        assert!(close(c.difference.estimate, 14.7, 1e-12));
+        assert!(c.difference.lo <= c.difference.estimate && c.difference.estimate <= c.difference.hi);
+        // At p = 0.5 the interval is compare_medians' own.
+        let (a, b) = ([1.0, 4.0, 2.0, 8.0, 5.0, 7.0], [3.0, 1.0, 0.5, 2.0]);
+        let cfg = BootstrapConfig { resamples: 300, seed: 4 };
+        assert_eq!(
+            compare_quantiles(&a, &b, 0.5, cfg).unwrap().difference,
+            compare_medians(&a, &b, cfg).unwrap().difference
+        );
+        assert_eq!(compare_quantiles(&a, &b, 1.5, cfg), Err(AbError::ProbabilityOutOfRange(1.5)));
+        assert_eq!(compare_quantiles(&[], &b, 0.95, cfg), Err(AbError::EmptyArm));
+    }
+
+    #[test]
+    fn compare_std_devs_by_hand() {
+        // A = 10, 20, 30: s = 10. B = 1, 3: mean 2, s = sqrt(2). B - A = sqrt(2) - 10.
+        let c = compare_std_devs(&[30.0, 10.0, 20.0], &[1.0, 3.0], BootstrapConfig::default()).unwrap();
+        assert!(close(c.std_dev_a, 10.0, 1e-12) && close(c.std_dev_b, 2f64.sqrt(), 1e-12), "{c:?}");
+        assert!(close(c.difference.estimate, 2f64.sqrt() - 10.0, 1e-12));
+        // A resample of B draws 1 or 3 twice each way: s* is 0 (half the time) or sqrt(2);
+        // of A, at most 20 (10, 30, 30 or similar), never negative.
+        assert!(c.difference.lo >= -20.0 && c.difference.hi <= 2f64.sqrt(), "{c:?}");
+        // Constant arms: zero width.
+        let flat = compare_std_devs(&[5.0, 5.0], &[7.0, 7.0, 7.0], BootstrapConfig::default()).unwrap();
+        assert_eq!((flat.difference.lo, flat.difference.estimate, flat.difference.hi), (0.0, 0.0, 0.0));
+        assert_eq!(compare_std_devs(&[1.0], &[1.0, 2.0], BootstrapConfig::default()), Err(AbError::SingleValue));
+        assert_eq!(compare_std_devs(&[], &[1.0, 2.0], BootstrapConfig::default()), Err(AbError::EmptyArm));
+    }
+
+    #[test]
+    fn std_dev_of_shifted_values_loses_nothing() {
+        // Deviations -6, -3, 3, 6 around 1e9: s^2 = 90 / 3 = 30; B the same values: difference 0.
+        let a = [4.0, 7.0, 13.0, 16.0].map(|x| 1e9 + x);
+        let c = compare_std_devs(&a, &[4.0, 7.0, 13.0, 16.0], BootstrapConfig { resamples: 50, seed: 1 }).unwrap();
+        assert!(close(c.std_dev_a, 30f64.sqrt(), 1e-9) && close(c.difference.estimate, 0.0, 1e-9), "{c:?}");
+    }
+
+    #[test]
+    fn sample_ratio_by_hand() {
+        // 60 vs 40 against 50/50: e = 50 each, chi2 = (100 + 100) / 50 = 4, p = 2 P[Z > 2].
+        let t = sample_ratio_test(60, 40, 0.5).unwrap();
+        assert!(close(t.chi_square, 4.0, 1e-12) && close(t.p_value, 2.0 * normal_sf(2.0), 1e-15), "{t:?}");
+        assert_eq!(t.share_b, 0.4);
+        assert_eq!(t.share_b_interval, Proportion::new(40, 100).unwrap().wilson_interval());
+        // 90 vs 10 against a 10% treatment: exactly as intended.
+        let t = sample_ratio_test(90, 10, 0.1).unwrap();
+        assert_eq!((t.chi_square, t.p_value), (0.0, 1.0));
+        assert_eq!(sample_ratio_test(0, 0, 0.5), Err(AbError::EmptyArm));
+        assert_eq!(sample_ratio_test(5, 5, 1.0), Err(AbError::SplitOutOfRange(1.0)));
     }
 
     #[test]
@@ -957,8 +1196,8 @@ mod tests {
         assert_eq!(first, bootstrap_median_difference(&a, &b, cfg).unwrap());
         let other = bootstrap_median_difference(&a, &b, BootstrapConfig { seed: 43, ..cfg }).unwrap();
         assert_ne!((first.lo, first.hi), (other.lo, other.hi));
-        // median(a) = 4.5, median(b) = 1.5.
-        assert_eq!(first.estimate, 3.0);
+        // median(b) - median(a) = 1.5 - 4.5.
+        assert_eq!(first.estimate, -3.0);
         assert!(first.lo <= first.estimate && first.estimate <= first.hi);
         assert_eq!(compare_medians(&a, &[], cfg), Err(AbError::EmptyArm));
         assert_eq!(compare_medians(&a, &b, BootstrapConfig { resamples: 0, seed: 0 }), Err(AbError::NoResamples));
@@ -966,14 +1205,14 @@ mod tests {
 
     #[test]
     fn bootstrap_cost_ratio_with_flat_rates_is_exact() {
-        // Arm A pays 0.5 USD per token, arm B 0.25: every resample's ratio is
-        // (1000 * 0.5 S / S) / (1000 * 0.25 T / T) = 500 / 250 = 2 exactly.
+        // Arm A pays 0.5 USD per token, arm B 0.25: every resample's ratio B / A is
+        // (1000 * 0.25 T / T) / (1000 * 0.5 S / S) = 250 / 500 = 0.5 exactly.
         let a: Vec<RequestCost> =
             [10, 30, 7].iter().map(|&t| RequestCost { tokens: t, cost_usd: 0.5 * t as f64 }).collect();
         let b: Vec<RequestCost> =
             [4, 12].iter().map(|&t| RequestCost { tokens: t, cost_usd: 0.25 * t as f64 }).collect();
         let r = bootstrap_cost_ratio(&a, &b, BootstrapConfig { resamples: 200, seed: 9 }).unwrap();
-        assert_eq!(r, BootstrapInterval { estimate: 2.0, lo: 2.0, hi: 2.0, resamples_used: 200 });
+        assert_eq!(r, BootstrapInterval { estimate: 0.5, lo: 0.5, hi: 0.5, resamples_used: 200 });
     }
 
     #[test]
@@ -983,9 +1222,9 @@ mod tests {
         let a = [RequestCost { tokens: 100, cost_usd: 0.01 }, RequestCost { tokens: 0, cost_usd: 0.0 }];
         let b = [RequestCost { tokens: 100, cost_usd: 0.02 }];
         let r = bootstrap_cost_ratio(&a, &b, BootstrapConfig::default()).unwrap();
-        assert_eq!(r.estimate, 0.5);
+        assert_eq!(r.estimate, 2.0);
         assert!((650..=850).contains(&r.resamples_used), "{r:?}");
-        assert_eq!((r.lo, r.hi), (0.5, 0.5));
+        assert_eq!((r.lo, r.hi), (2.0, 2.0));
     }
 
     #[test]
@@ -1007,8 +1246,10 @@ mod tests {
         let no_tokens = [RequestCost { tokens: 0, cost_usd: 0.1 }];
         let cfg = BootstrapConfig::default();
         assert_eq!(bootstrap_cost_ratio(&[], &ok, cfg), Err(AbError::EmptyArm));
-        assert_eq!(bootstrap_cost_ratio(&ok, &free, cfg), Err(AbError::UndefinedRatio));
+        assert_eq!(bootstrap_cost_ratio(&free, &ok, cfg), Err(AbError::UndefinedRatio));
+        assert_eq!(bootstrap_cost_ratio(&ok, &free, cfg).map(|r| r.estimate), Ok(0.0), "B may cost nothing");
         assert_eq!(bootstrap_cost_ratio(&no_tokens, &ok, cfg), Err(AbError::UndefinedRatio));
+        assert_eq!(bootstrap_cost_ratio(&ok, &no_tokens, cfg), Err(AbError::UndefinedRatio));
         let negative = [RequestCost { tokens: 10, cost_usd: -0.1 }];
         assert_eq!(bootstrap_cost_ratio(&negative, &ok, cfg), Err(AbError::NegativeCost));
         let nan = [RequestCost { tokens: 10, cost_usd: f64::NAN }];

@@ -1,7 +1,7 @@
 //! Interval plot: a point estimate with its [low, high] whisker per category and
 //! series, and a reference line at zero (at one for a figure of ratios). A
-//! filled point is significant: its p-value column (when the spec names one) is
-//! below 0.05, else its interval excludes the reference.
+//! filled point is significant: its p-value (when the spec names a column and
+//! the row has one) is below 0.05, else its interval excludes the reference.
 
 use std::collections::HashMap;
 
@@ -46,15 +46,21 @@ pub(super) fn draw(
     });
     let reference = if ratios { 1.0 } else { 0.0 };
     let mut estimates = Vec::new();
+    // Rows without a p-value (no test applies) are read by their interval.
+    let mut untested = false;
     for &r in rows {
         let label = spec.series.map(|c| frame.column(c)[r].label());
         let Some(s) = series.index_of(&label) else { continue };
         let Some(value) = frame.column(estimate_column)[r].num() else { continue };
         let low = frame.column(low)[r].num();
         let high = frame.column(high)[r].num();
-        let significant = match p_value {
-            Some(column) => frame.column(column)[r].num().is_some_and(|p| p < ALPHA),
-            None => matches!((low, high), (Some(lo), Some(hi)) if lo > reference || hi < reference),
+        let excludes_reference = matches!((low, high), (Some(lo), Some(hi)) if lo > reference || hi < reference);
+        let significant = match p_value.and_then(|column| frame.column(column)[r].num()) {
+            Some(p) => p < ALPHA,
+            None => {
+                untested |= p_value.is_some() && low.is_some() && high.is_some();
+                excludes_reference
+            }
         };
         estimates.push(Estimate {
             category: category_index[x[r].label().as_str()],
@@ -127,6 +133,10 @@ pub(super) fn draw(
         })
         .collect();
     let (filled, hollow) = match p_value {
+        Some(column) if untested => (
+            format!("significant ({column} < {ALPHA}; without a test, the 95% interval excludes {reference})"),
+            "not significant".to_string(),
+        ),
         Some(column) => (format!("significant ({column} < {ALPHA})"), "not significant".to_string()),
         None => (format!("95% interval excludes {reference}"), format!("includes {reference}")),
     };

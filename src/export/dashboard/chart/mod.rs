@@ -16,7 +16,7 @@ use arrow::array::RecordBatch;
 
 use crate::error::Result;
 use crate::export::dashboard::frame::{Cell, Frame};
-use crate::export::dashboard::spec::{ChartKind, ChartSpec, Unit};
+use crate::export::dashboard::spec::{ChartKind, ChartSpec, Flag, Unit};
 
 pub(crate) use palette::hex;
 
@@ -68,6 +68,8 @@ pub(crate) enum Drawn {
     Figures {
         figures: Vec<Figure>,
         notes: Vec<String>,
+        /// Raised by the spec's [`Flag`]: shown above the chart, apart from notes.
+        warnings: Vec<String>,
     },
     /// The table is there but has nothing to draw; the reason.
     Empty(String),
@@ -153,10 +155,16 @@ pub(crate) fn draw(spec: &ChartSpec, table: &str, batches: &[RecordBatch], ctx: 
     // Table-only columns are extras: a table without one just shows less.
     let present = |column: &str| batches.first().is_none_or(|b| b.schema().index_of(column).is_ok());
     let extras: Vec<&'static str> = spec.table_only.iter().map(|c| c.column).filter(|c| present(c)).collect();
+    let flag = spec.flag.filter(|f| present(f.column));
     let mut names = needed_columns(spec);
     names.extend(&extras);
+    names.extend(flag.map(|f| f.column));
     let frame = Frame::read(table, batches, &names)?;
     let mut rows: Vec<usize> = (0..frame.rows()).collect();
+    if let Some(only) = spec.only {
+        let cells = frame.column(only.column);
+        rows.retain(|&r| only.values.contains(&cells[r].label().as_str()));
+    }
     if spec.kind == ChartKind::LinesOverTime {
         // The newest `trend_days` UTC days, for dates and timestamps alike.
         let day_of = |cell: &Cell| cell.seconds().map(|s| (s / 86_400.0).floor() as i64);
@@ -175,6 +183,7 @@ pub(crate) fn draw(spec: &ChartSpec, table: &str, batches: &[RecordBatch], ctx: 
         return Ok(Drawn::Empty(format!("Table `{table}` has no values in {}.", columns.join(", "))));
     }
 
+    let warnings = flag.map(|f| flagged(&f, spec, &frame, &rows)).into_iter().flatten().collect();
     let mut notes = Vec::new();
     let mut facets: Vec<(Option<String>, Vec<usize>)> = Vec::new();
     match spec.facet {
@@ -187,6 +196,18 @@ pub(crate) fn draw(spec: &ChartSpec, table: &str, batches: &[RecordBatch], ctx: 
                     Some((_, facet_rows)) => facet_rows.push(r),
                     None => facets.push((Some(label), vec![r])),
                 }
+            }
+            // A facet without a value to draw (an A/B metric the data cannot give) is named, not drawn blank.
+            let empty: Vec<String> = facets
+                .iter()
+                .filter(|(_, rows)| {
+                    !rows.iter().any(|&r| spec.values.iter().any(|v| frame.column(v.column)[r].num().is_some()))
+                })
+                .filter_map(|(label, _)| label.clone())
+                .collect();
+            if !empty.is_empty() {
+                notes.push(format!("No values to draw for `{column}` = {}.", empty.join(", ")));
+                facets.retain(|(label, _)| label.as_ref().is_none_or(|l| !empty.contains(l)));
             }
             facets
                 .sort_by_key(|(label, _)| label.as_ref().and_then(|l| ctx.rank.get(l).copied()).unwrap_or(usize::MAX));
@@ -229,11 +250,22 @@ pub(crate) fn draw(spec: &ChartSpec, table: &str, batches: &[RecordBatch], ctx: 
             table: data_table(spec, &frame, &rows, ctx),
         });
     }
-    Ok(Drawn::Figures { figures, notes })
+    Ok(Drawn::Figures { figures, notes, warnings })
+}
+
+/// The flag's warning, naming the `x` categories of the rows where its column
+/// is true; `None` when it is true on none.
+fn flagged(flag: &Flag, spec: &ChartSpec, frame: &Frame, rows: &[usize]) -> Option<String> {
+    let (raised, x) = (frame.column(flag.column), frame.column(spec.x.column));
+    let categories = axis::ordered_labels(
+        rows.iter().filter(|&&r| matches!(&raised[r], Cell::Text(t) if t == "true")).map(|&r| &x[r]),
+    );
+    (!categories.is_empty()).then(|| format!("{} ({}: {}).", flag.warning, spec.x.label, categories.join(", ")))
 }
 
 fn needed_columns(spec: &ChartSpec) -> Vec<&'static str> {
     let mut names = vec![spec.x.column];
+    names.extend(spec.only.map(|only| only.column));
     names.extend(spec.series);
     names.extend(spec.facet);
     names.extend(spec.values.iter().map(|v| v.column));
