@@ -34,34 +34,6 @@ use crate::jobs::{self, Job};
 use crate::progress::Progress;
 use crate::store::{self, StoreOptions};
 
-/// The jobs an export runs by default, in page order; each runs only when
-/// its tables hold rows, `cost` only with prices and `ab` only when the
-/// requests name at least two experiment arms (`variant`).
-pub const DEFAULT_JOBS: &[&str] = &[
-    "report",
-    "daily",
-    "eos",
-    "latency",
-    "cost",
-    "kv_cache",
-    "jitter",
-    "confidence",
-    "eos_logprob",
-    "replay",
-    "mediation",
-    "mediation_heatmap",
-    "throughput",
-    "load_summary",
-    "gateway_engine",
-    "engine",
-    "ab",
-    "head_waste",
-    "moe_load",
-    "quality",
-    "composite",
-    "drift",
-];
-
 /// The most windows the exported `throughput` table spans: its window is the
 /// shortest of [`THROUGHPUT_WINDOWS`] that covers the requests' time range in
 /// at most this many, so a month of logs draws hours, a 10-minute load test seconds.
@@ -81,7 +53,9 @@ pub struct ExportOptions {
     pub to: String,
     /// The export's date: it is published as `<to>/<date>/`.
     pub date: NaiveDate,
-    /// Jobs to run; `None`: [`DEFAULT_JOBS`] whose tables hold rows.
+    /// Jobs to run; `None`: the dashboard's ([`jobs::dashboard_jobs`]) whose
+    /// tables hold rows, `cost` only with prices and `ab` only when the
+    /// requests name at least two experiment arms (`variant`).
     pub jobs: Option<Vec<String>>,
     /// Whether prices were given (the `cost` job runs only then by default).
     pub priced: bool,
@@ -185,8 +159,7 @@ async fn choose_jobs(ctx: &SessionContext, options: &ExportOptions) -> Result<Ve
         return names.iter().map(|n| jobs::job(n)).collect();
     }
     let mut chosen = Vec::new();
-    for name in DEFAULT_JOBS {
-        let job = jobs::job(name)?;
+    for job in jobs::dashboard_jobs() {
         if job.name == "cost" && !options.priced {
             continue;
         }
@@ -196,7 +169,7 @@ async fn choose_jobs(ctx: &SessionContext, options: &ExportOptions) -> Result<Ve
         }
         let mut present = true;
         for table in job.tables {
-            present &= has_rows(ctx, table).await;
+            present &= has_rows(ctx, table.name).await;
         }
         if present {
             chosen.push(job);

@@ -16,7 +16,7 @@ use arrow::record_batch::RecordBatch;
 use datafusion::prelude::SessionContext;
 
 use datafusion::datasource::empty::EmptyTable;
-use tokscope_core::catalog::CATALOG;
+use tokscope_core::catalog::{TableDef, CATALOG};
 
 use crate::engine;
 use crate::error::{Error, Result};
@@ -34,9 +34,12 @@ pub struct Job {
     pub params: &'static [Param],
     /// Tables whose rows it needs (those it reads, and `tokens` for the columns
     /// derived from per-token data): the job runs only where they hold rows.
-    pub tables: &'static [&'static str],
+    pub tables: &'static [&'static TableDef],
     /// The columns a terminal table shows by default (`--wide`: all); empty: all.
     pub key_columns: &'static [&'static str],
+    /// Its place on the dashboard (the export runs the jobs with one, in this
+    /// order; `tokscope export --jobs` runs any); `None`: not on the page.
+    pub page: Option<u8>,
 }
 
 /// A job parameter: `{{name}}` in the job's SQL.
@@ -124,151 +127,178 @@ fn duration_micros(text: &str) -> Option<i64> {
 const METRICS_SQL: &str = include_str!("../../sql/metrics.sql");
 
 macro_rules! job {
-    ($name:literal, $about:literal, tables: [$($table:literal),*]
-     $(, params: [$(($p:literal, $d:literal $(, $kind:ident)?)),*])? $(, key: [$($key:literal),*])?) => {
+    ($name:literal, $about:literal, tables: [$($table:ident),*]
+     $(, params: [$(($p:literal, $d:literal $(, $kind:ident)?)),*])? $(, key: [$($key:literal),*])?
+     $(, page: $page:literal)?) => {
         Job {
             name: $name,
             about: $about,
             sql: include_str!(concat!("../../sql/", $name, ".sql")),
             params: &[$($(Param { name: $p, default: $d, kind: job!(@kind $($kind)?) }),*)?],
-            tables: &[$($table),*],
+            tables: &[$(tokscope_core::catalog::tables::$table),*],
             key_columns: &[$($($key),*)?],
+            page: job!(@page $($page)?),
         }
     };
+    (@page) => { None };
+    (@page $page:literal) => { Some($page) };
     (@kind) => { ParamKind::Number };
     (@kind $kind:ident) => { ParamKind::$kind };
 }
 
 /// Every job.
 pub const JOBS: &[Job] = &[
-    job!("eos", "EOS compliance and silent-truncation rate per model x context bin", tables: ["requests", "request_counts"]),
+    job!("eos", "EOS compliance and silent-truncation rate per model x context bin", tables: [REQUESTS, REQUEST_COUNTS], page: 3),
     job!(
         "latency",
         "exact TTFT / TPOT / latency percentiles and throughput per model (or --param by=model_version|variant) x context bin",
-        tables: ["requests"],
-        params: [("by", "model", Grouping)]
+        tables: [REQUESTS],
+        params: [("by", "model", Grouping)],
+        page: 4
     ),
-    job!("cost", "cost (needs --pricing) per model x context bin, unpriced requests counted", tables: ["requests"]),
+    job!("cost", "cost (needs --pricing) per model x context bin, unpriced requests counted", tables: [REQUESTS], page: 5),
     job!(
         "kv_cache",
         "KV-cache GiB per request and per GPU (mean, max) per model x context bin",
-        tables: ["requests"],
-        params: [("tp", "0")]
+        tables: [REQUESTS],
+        params: [("tp", "0")],
+        page: 6
     ),
     job!(
         "report",
         "eos + latency + cost side by side (what `tokscope run` prints)",
-        tables: ["requests"],
+        tables: [REQUESTS],
         // What a reader scans first; the other columns with `--wide` (docs/cli.md).
         key: ["model", "context_bin", "requests", "eos_compliance_rate", "implicit_truncation_rate",
-              "ttft_p50_ms", "tpot_p50_ms", "latency_p95_ms", "cost_usd", "cost_per_1k_tokens"]
+              "ttft_p50_ms", "tpot_p50_ms", "latency_p95_ms", "cost_usd", "cost_per_1k_tokens"],
+        page: 1
     ),
-    job!("daily", "cost, EOS compliance, truncation and TTFT per UTC day x model (the dashboard's trends)", tables: ["requests"]),
+    job!("daily", "cost, EOS compliance, truncation and TTFT per UTC day x model (the dashboard's trends)", tables: [REQUESTS], page: 2),
     // The jitter jobs and eos_logprob read columns of `requests` that ingest derives from
     // per-token data: without token rows there is nothing to report.
     job!(
         "jitter",
         "inter-token and tail-token jitter, first- and last-token latency per model (or --param by=model_version|variant) \
          x context bin",
-        tables: ["requests", "tokens"],
-        params: [("by", "model", Grouping)]
+        tables: [REQUESTS, TOKENS],
+        params: [("by", "model", Grouping)],
+        page: 7
     ),
-    job!("jitter_requests", "per-request itl_std_ms, first_token_ms, last_token_ms", tables: ["requests", "tokens"]),
+    job!("jitter_requests", "per-request itl_std_ms, first_token_ms, last_token_ms", tables: [REQUESTS, TOKENS]),
     job!(
         "confidence",
         "logprob / entropy confidence and low-confidence spans per model x context bin x eos_status",
-        tables: ["tokens"],
-        params: [("low_logprob", "-0.6931471805599453"), ("high_entropy_bits", "1.0")]
+        tables: [TOKENS],
+        params: [("low_logprob", "-0.6931471805599453"), ("high_entropy_bits", "1.0")],
+        page: 8
     ),
-    job!("eos_logprob", "logprob of the last token: EOS tokens vs silent truncations, per model x context bin", tables: ["requests", "tokens"]),
-    job!("replay", "replay verdicts (natural stop / confirmed truncation / ...) per model x context bin", tables: ["replay_verdicts"]),
+    job!("eos_logprob", "logprob of the last token: EOS tokens vs silent truncations, per model x context bin", tables: [REQUESTS, TOKENS], page: 9),
+    job!("replay", "replay verdicts (natural stop / confirmed truncation / ...) per model x context bin", tables: [REPLAY_VERDICTS], page: 10),
     job!(
         "mediation",
         "causal mediation per layer: TE, IE, DE, weight perturbation (mean, 95% bootstrap CI)",
-        tables: ["interventions"],
-        params: [("resamples", "1000"), ("seed", "0")]
+        tables: [INTERVENTIONS],
+        params: [("resamples", "1000"), ("seed", "0")],
+        page: 11
     ),
-    job!("mediation_heatmap", "mean indirect effect per metric x layer x restored position", tables: ["interventions"]),
+    job!("mediation_heatmap", "mean indirect effect per metric x layer x restored position", tables: [INTERVENTIONS], page: 12),
     job!(
         "head_waste",
         "attention layer x head of a kernel trace: actual vs peak FLOPs, waste ratio, flagged heads",
-        tables: ["kernels"],
-        params: [("peak_tflops", "989"), ("threshold", "0.5"), ("q_len", "0"), ("kv_len", "0"), ("head_dim", "0")]
+        tables: [KERNELS],
+        params: [("peak_tflops", "989"), ("threshold", "0.5"), ("q_len", "0"), ("kv_len", "0"), ("head_dim", "0")],
+        page: 18
     ),
     job!(
         "moe_load",
         "MoE router load per layer: expert shares, hot experts, imbalance, CV, routing entropy, redundancy bound",
-        tables: ["moe_routing"]
+        tables: [MOE_ROUTING],
+        page: 19
     ),
     job!(
         "drift",
         "intent drift per query-length bin: KL divergence of model vs gold relevance (mean, p95, share above threshold)",
-        tables: ["evals"],
-        params: [("short_max", "3"), ("medium_max", "6"), ("threshold", "0.85")]
+        tables: [EVALS],
+        params: [("short_max", "3"), ("medium_max", "6"), ("threshold", "0.85")],
+        page: 22
     ),
     job!(
         "quality",
         "answer quality per model x task: mean BLEU-4 against the reference, mean FactScore, f1_fact",
-        tables: ["evals"],
-        params: [("bleu_weight", "0.4"), ("factscore_weight", "0.6")]
+        tables: [EVALS],
+        params: [("bleu_weight", "0.4"), ("factscore_weight", "0.6")],
+        page: 20
     ),
     job!(
         "composite",
         "composite serving score per model: throughput, p95 latency, recall, semantic similarity",
-        tables: ["requests", "evals"],
-        params: [("w1", "0.3"), ("w2", "0.25"), ("w3", "0.25"), ("w4", "0.2"), ("qps_scale", "1000"), ("latency_budget_ms", "200")]
+        tables: [REQUESTS, EVALS],
+        params: [("w1", "0.3"), ("w2", "0.25"), ("w3", "0.25"), ("w4", "0.2"), ("qps_scale", "1000"), ("latency_budget_ms", "200")],
+        page: 21
     ),
     job!(
         "recall",
         "retrieval recall of evaluation records per model x context bin: mean, P50, P10",
-        tables: ["evals"]
+        tables: [EVALS]
     ),
     job!(
         "recall_at_k",
         "top-K recall curve (K = 1..max_k) of evaluation records with ranked retrieval results, per model",
-        tables: ["evals"],
+        tables: [EVALS],
         params: [("max_k", "100")]
     ),
     job!(
         "gateway_engine",
         "gateway log joined to engine profiles: matches, clock offset, prefill / decode / overhead percentiles per model x context bin",
-        tables: ["requests", "profiles"]
+        tables: [REQUESTS, PROFILES],
+        page: 15
     ),
     job!(
         "engine",
         "engine profiles per model x variant x context bin: queue / prefill / decode / overhead P50 and P95, \
          KV-cache hit rate, CUDA kernel time, decode-step jitter",
-        tables: ["profiles"]
+        tables: [PROFILES],
+        page: 16
     ),
     job!(
         "kv_cache_peak",
         "the most KV cache held at once per GPU (engine profiles' engine_id / gpu_id), with peak concurrency",
-        tables: ["requests", "profiles"],
+        tables: [REQUESTS, PROFILES],
         params: [("tp", "0")]
     ),
     job!(
         "throughput",
         "requests, tokens/s, mean and peak concurrency, TTFT and end-to-end percentiles per model (or --param \
          by=model_version|variant) x time window",
-        tables: ["requests"],
-        params: [("window", "60s", Duration), ("by", "model", Grouping)]
+        tables: [REQUESTS],
+        params: [("window", "60s", Duration), ("by", "model", Grouping)],
+        page: 13
     ),
     job!(
         "load_summary",
         "a load test's whole run per model (or --param by=model_version|variant): throughput over wall time, \
          concurrency, latency percentiles",
-        tables: ["requests"],
-        params: [("by", "model", Grouping)]
+        tables: [REQUESTS],
+        params: [("by", "model", Grouping)],
+        page: 14
     ),
     job!(
         "ab",
         "two experiment arms compared per context bin, B against A: split check, rates, latency, jitter, KV cache, \
          throughput, cost, with 95% CIs and Holm-adjusted p-values",
-        tables: ["requests"],
+        tables: [REQUESTS],
         params: [("a", "", Label), ("b", "", Label), ("resamples", "1000"), ("seed", "0"), ("split", "0.5"),
-                 ("srm_alpha", "0.001")]
+                 ("srm_alpha", "0.001")],
+        page: 17
     ),
 ];
+
+/// The jobs on the dashboard, in page order.
+pub fn dashboard_jobs() -> Vec<&'static Job> {
+    let mut jobs: Vec<&'static Job> = JOBS.iter().filter(|j| j.page.is_some()).collect();
+    jobs.sort_by_key(|j| j.page);
+    jobs
+}
 
 /// Looks a job up by name.
 pub fn job(name: &str) -> Result<&'static Job> {
@@ -409,7 +439,7 @@ pub async fn run_job(ctx: &SessionContext, job: &Job) -> Result<Vec<RecordBatch>
 /// empty report.
 pub async fn run_job_with(ctx: &SessionContext, job: &Job, params: &[(String, String)]) -> Result<Vec<RecordBatch>> {
     let sql = job.sql_with(params)?;
-    for &name in job.tables {
+    for name in job.tables.iter().map(|t| t.name) {
         // A table the dataset lacks fails here, with the dataset's own message.
         let provider = ctx.table_provider(name).await?;
         let any: &dyn std::any::Any = provider.as_ref();

@@ -176,5 +176,5 @@ fn queries_during_writes_to_an_object_store_see_each_row_once() {
     s3.put("lake", &[]);
     let dir = tempfile::tempdir().unwrap();
     let reader = Processes { data: "s3://lake/ds".into(), env: s3.env() };
-    readers_see_each_row_once("s3://lake/ds", &s3.env(), dir.path(), &reader, 200);
+    readers_see_each_row_once("s3://lake/ds", &s3.env(), dir.path(), &reader, 100);
 }

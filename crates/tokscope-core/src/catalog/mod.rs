@@ -52,6 +52,33 @@ pub const CATALOG: &[TableDef] = &[
     evals::EvalsBuilder::DEF,
 ];
 
+/// Each table's entry as a constant, for code that names tables (a job's
+/// inputs): a misspelt table is a compile error, not a missing table at run time.
+pub mod tables {
+    use super::TableDef;
+
+    /// `requests`.
+    pub const REQUESTS: &TableDef = &super::requests::RequestsBuilder::DEF;
+    /// `request_counts`.
+    pub const REQUEST_COUNTS: &TableDef = &super::request_counts::RequestCountsBuilder::DEF;
+    /// `tokens`.
+    pub const TOKENS: &TableDef = &super::tokens::TokensBuilder::DEF;
+    /// `profiles`.
+    pub const PROFILES: &TableDef = &super::profiles::ProfilesBuilder::DEF;
+    /// `rejects`.
+    pub const REJECTS: &TableDef = &super::rejects::RejectsBuilder::DEF;
+    /// `replay_verdicts`.
+    pub const REPLAY_VERDICTS: &TableDef = &super::replay_verdicts::VerdictsBuilder::DEF;
+    /// `interventions`.
+    pub const INTERVENTIONS: &TableDef = &super::interventions::InterventionsBuilder::DEF;
+    /// `kernels`.
+    pub const KERNELS: &TableDef = &super::kernels::KernelsBuilder::DEF;
+    /// `moe_routing`.
+    pub const MOE_ROUTING: &TableDef = &super::moe_routing::MoeRoutingBuilder::DEF;
+    /// `evals`.
+    pub const EVALS: &TableDef = &super::evals::EvalsBuilder::DEF;
+}
+
 /// Name of the hive partition column (`date=YYYY-MM-DD`) of partitioned tables.
 /// It is a directory level, not a column inside the Parquet files.
 pub const DATE_PARTITION: &str = "date";
