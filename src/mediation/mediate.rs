@@ -4,12 +4,12 @@
 
 use tokscope_core::catalog::interventions::InterventionRow;
 
-use super::interventions::{gate_perturbation, gaussian_noise, subject_positions, Metric, Subject};
+use super::interventions::{gaussian_noise, subject_positions, weight_noise, Metric, Subject};
 use super::table;
 use crate::dataset::DatasetRoot;
 use crate::error::Result;
 use crate::progress::Progress;
-use crate::replay::{self, ForwardOptions, HiddenPatch, Intervention, ReplayModel};
+use crate::replay::{self, ForwardOptions, HiddenPatch, Intervention, LayerEdit, LayerMatrix, ReplayModel};
 
 tokscope_core::named_enum! {
     /// Which interventions [`mediate`] runs.
@@ -167,13 +167,13 @@ pub fn mediate_one(
         for l in 0..layers {
             for s in 0..options.samples {
                 let seed = prompt_seed.wrapping_add(((l as u64) << 32) | s as u64);
-                let delta = gate_perturbation(model, l, options.sigma, seed)?;
+                let edit = LayerEdit::Weight(weight_noise(model, l, LayerMatrix::MlpGate, options.sigma, seed)?);
                 rows.push(row(
                     Kind::Perturb.name(),
                     Some(l),
                     None,
                     s,
-                    subject.measure(model, metric, None, Some(&delta))?,
+                    subject.measure(model, metric, None, Some(&edit))?,
                 ));
             }
         }

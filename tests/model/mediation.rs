@@ -8,9 +8,9 @@ use std::path::PathBuf;
 
 use serde_json::Value;
 use tokscope::mediation::interventions;
-use tokscope::mediation::interventions::{gate_perturbation, Metric, Subject};
+use tokscope::mediation::interventions::{weight_noise, Metric, Subject};
 use tokscope::mediation::trace::{causal_trace, expected_forward_equivalents};
-use tokscope::replay::{DeviceRequest, ReplayModel};
+use tokscope::replay::{DeviceRequest, LayerEdit, LayerMatrix, ReplayModel};
 
 fn model_dir() -> PathBuf {
     common::data_dir().join("models/tiny-stories-a")
@@ -128,17 +128,19 @@ fn zero_sigma_perturbation_changes_nothing_and_weights_stay_untouched() {
     let ids = replay.tokenizer.encode_prompt(PROMPT).unwrap();
     let cont = replay.tokenizer.encode_continuation(" saw a cat.</s>").unwrap();
     let subject = Subject::new(model, ids, cont, 10).unwrap();
+    let gate_perturbation =
+        |layer, sigma, seed| LayerEdit::Weight(weight_noise(model, layer, LayerMatrix::MlpGate, sigma, seed).unwrap());
     for metric in [Metric::TargetProb, Metric::ContinuationLogprob, Metric::PEos, Metric::Bleu4] {
         let clean = subject.measure(model, metric, None, None).unwrap();
-        let zero = gate_perturbation(model, 1, 0.0, 3).unwrap();
+        let zero = gate_perturbation(1, 0.0, 3);
         // The perturbation delta y(perturb) - y(clean) (docs/metrics.md).
         let delta = subject.measure(model, metric, None, Some(&zero)).unwrap() - clean;
         assert_eq!(delta, 0.0, "{metric:?}");
-        let big = gate_perturbation(model, 0, 0.5, 3).unwrap();
+        let big = gate_perturbation(0, 0.5, 3);
         subject.measure(model, metric, None, Some(&big)).unwrap();
     }
     assert!(subject.measure(model, Metric::Bleu4, None, None).unwrap() == 1.0);
-    let big = gate_perturbation(model, 0, 0.5, 3).unwrap();
+    let big = gate_perturbation(0, 0.5, 3);
     let moved = subject.measure(model, Metric::TargetProb, None, Some(&big)).unwrap();
     assert_ne!(moved, subject.measure(model, Metric::TargetProb, None, None).unwrap());
     assert_eq!(model.weights_checksum(), before, "a perturbed run must not modify the model");

@@ -1,7 +1,7 @@
 //! The three interventions of causal mediation analysis on the CPU decoder,
 //! all expressed through the replay hooks ([`Intervention`] on the residual
-//! stream, [`GateDelta`] on one MLP gate) so no model weights are copied, and
-//! the outcome metrics they are measured with.
+//! stream, a [`LayerEdit`] of one layer's weights) so no model weights are
+//! copied, and the outcome metrics they are measured with.
 
 use std::path::Path;
 
@@ -13,7 +13,9 @@ use super::bleu::bleu4;
 use crate::error::{Error, Result};
 use crate::replay::decode::{argmax, eos_probability};
 use crate::replay::kernels::log_softmax;
-use crate::replay::{EmbeddingNoise, ForwardOptions, GateDelta, Intervention, LlamaModel, LogitsFor};
+use crate::replay::{
+    EmbeddingNoise, ForwardOptions, Intervention, LayerEdit, LayerMatrix, LlamaModel, LogitsFor, WeightDelta,
+};
 
 /// Meng et al. (2022) corrupt with noise of 3x the embedding matrix's std.
 pub const DEFAULT_NOISE_SCALE: f64 = 3.0;
@@ -57,11 +59,19 @@ pub fn read_noise_file(path: &Path, hidden_size: usize) -> Result<Vec<EmbeddingN
     Ok(noise)
 }
 
-/// `N(0, sigma^2)` noise for layer `layer`'s MLP gate, seeded.
-pub fn gate_perturbation(model: &LlamaModel, layer: usize, sigma: f64, seed: u64) -> Result<GateDelta> {
+/// `N(0, sigma^2)` noise for `matrix` of layer `layer`, seeded: the values
+/// are drawn row-major (`[out, in]`) from a `StdRng` seeded with `seed`
+/// (rand 0.9) through `rand_distr::Normal`, each rounded to f32.
+pub fn weight_noise(
+    model: &LlamaModel,
+    layer: usize,
+    matrix: LayerMatrix,
+    sigma: f64,
+    seed: u64,
+) -> Result<WeightDelta> {
     let normal = Normal::new(0.0f64, sigma).map_err(|e| config_err!("perturbation sigma {sigma}: {e}"))?;
     let mut rng = StdRng::seed_from_u64(seed);
-    model.gate_delta(layer, || normal.sample(&mut rng) as f32)
+    model.weight_delta(layer, matrix, || normal.sample(&mut rng) as f32)
 }
 
 /// Token span of `subject` inside `prompt`, as positions in `prompt_ids`
@@ -133,15 +143,15 @@ impl Subject {
         })
     }
 
-    /// `y` under `intervention` and `gate_delta` (both `None`: the clean run).
+    /// `y` under `intervention` and `layer_edit` (both `None`: the clean run).
     pub fn measure(
         &self,
         model: &LlamaModel,
         metric: Metric,
         intervention: Option<&Intervention>,
-        gate_delta: Option<&GateDelta>,
+        layer_edit: Option<&LayerEdit>,
     ) -> Result<f64> {
-        let options = ForwardOptions { intervention, gate_delta, ..Default::default() };
+        let options = ForwardOptions { intervention, layer_edit, ..Default::default() };
         match metric {
             Metric::TargetProb => {
                 let row = last_row(model.forward(&self.prompt_ids, &mut model.new_cache(), options)?.logits)?;
@@ -179,9 +189,9 @@ impl Subject {
     }
 }
 
-/// Greedy decoding with the intervention and gate delta active in the prefill
+/// Greedy decoding with the intervention and layer edit active in the prefill
 /// and in every step (noise and patches address prompt positions, so steps
-/// are only affected through the cache and the perturbed gate).
+/// are only affected through the cache; an edited layer runs at every position).
 fn greedy(
     model: &LlamaModel,
     prompt_ids: &[u32],
