@@ -162,7 +162,7 @@ pub const JOBS: &[Job] = &[
     job!("replay", "replay verdicts (natural stop / confirmed truncation / ...) per model x context bin", tables: ["replay_verdicts"]),
     job!(
         "mediation",
-        "causal mediation per layer: TE, IE, DE, weight perturbation (mean, 95% bootstrap CI)",
+        "causal mediation per layer: TE, IE, DE of corruption and of changed layers, weight perturbation (mean, 95% bootstrap CI)",
         tables: ["interventions"],
         params: [("resamples", "1000"), ("seed", "0")]
     ),
