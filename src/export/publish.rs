@@ -44,6 +44,7 @@ pub const DEFAULT_JOBS: &[&str] = &[
     "replay",
     "mediation",
     "mediation_heatmap",
+    "mediation_layers",
     "throughput",
     "load_summary",
     "gateway_engine",

@@ -166,6 +166,12 @@ pub const JOBS: &[Job] = &[
         tables: ["interventions"],
         params: [("resamples", "1000"), ("seed", "0")]
     ),
+    job!(
+        "mediation_layers",
+        "direct and indirect effect of each changed layer (weight noise, skipped layer) per study (mean, 95% bootstrap CI)",
+        tables: ["interventions"],
+        params: [("resamples", "1000"), ("seed", "0")]
+    ),
     job!("mediation_heatmap", "mean indirect effect per metric x layer x restored position", tables: ["interventions"]),
     job!(
         "head_waste",

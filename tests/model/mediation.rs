@@ -368,9 +368,9 @@ fn mediate_runs_logged_requests_into_the_interventions_table() {
 }
 
 /// `tokscope mediate --intervention weight-noise,skip-layer` on logged requests (their
-/// reference answers in `evals`), then the `mediation` job: per metric and layer, the mean
-/// TE, DE and IE over prompts x noise seeds equal the NumPy decoder's within 1e-4, and each
-/// interval holds its mean.
+/// reference answers in `evals`), then the `mediation` and `mediation_layers` jobs: per
+/// metric and layer, the mean TE, DE and IE over prompts x noise seeds equal the NumPy
+/// decoder's within 1e-4, and each interval holds its mean.
 #[test]
 fn mediate_per_layer_effects_through_the_jobs_match_a_numpy_decoder() {
     let dir = tempfile::tempdir().unwrap();
@@ -427,6 +427,8 @@ fn mediate_per_layer_effects_through_the_jobs_match_a_numpy_decoder() {
 
     let report = common::tokscope(&["mediation-report", "--data", ds, "--format", "json"]);
     let rows: Vec<Value> = report.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let layers = common::tokscope(&["job", "mediation_layers", "--data", ds, "--format", "json"]);
+    let chart_rows: Vec<Value> = layers.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     let means = oracle["means"].as_array().unwrap();
     // 3 metrics x 2 layers x (weight-noise, skip-layer) x (te, de, ie).
     assert_eq!(means.len(), 3 * 2 * 2 * 3);
@@ -444,5 +446,23 @@ fn mediate_per_layer_effects_through_the_jobs_match_a_numpy_decoder() {
         assert!(lo <= mean + 1e-12 && mean <= hi + 1e-12, "{row}");
         let sigma = if expected["intervention"] == "weight-noise" { json!(LAYER_SIGMA) } else { Value::Null };
         assert_eq!(row["sigma"], sigma, "{row}");
+        if expected["effect"] != "te" {
+            let study = match expected["weight"].as_str() {
+                Some(weight) => {
+                    format!("{}, weight-noise {weight} sigma {LAYER_SIGMA}", expected["metric"].as_str().unwrap())
+                }
+                None => format!("{}, skip-layer", expected["metric"].as_str().unwrap()),
+            };
+            let chart = chart_rows
+                .iter()
+                .find(|r| {
+                    r["study"] == study.as_str() && r["layer"] == expected["layer"] && r["effect"] == expected["effect"]
+                })
+                .unwrap_or_else(|| panic!("no mediation_layers row for {study} in {layers}"));
+            for column in ["mean", "ci_lo", "ci_hi"] {
+                let (a, b) = (chart[column].as_f64().unwrap(), row[column].as_f64().unwrap());
+                assert!((a - b).abs() < 1e-12, "{column}: mediation_layers {chart} vs mediation {row}");
+            }
+        }
     }
 }
