@@ -9,7 +9,7 @@ use tokscope::mediation::interventions::{Metric, DEFAULT_NOISE_SCALE, DEFAULT_PE
 use tokscope::mediation::mediate::{mediate, Kind, MediateOptions};
 use tokscope::mediation::trace::{trace_prompt, Noise, TraceOptions};
 use tokscope::mediation::{heatmap_grids, table};
-use tokscope::replay::DeviceRequest;
+use tokscope::replay::{DeviceRequest, LayerMatrix};
 use tokscope::{engine, jobs};
 
 use super::args::{choice, QuietArgs, TableArgs};
@@ -69,10 +69,15 @@ pub struct MediateArgs {
     /// At most this many requests (ordered by request_id).
     #[arg(long, default_value_t = 20)]
     limit: usize,
-    /// Interventions to run (comma-separated); default all.
+    /// Interventions to run (comma-separated); default corrupt, restore and perturb.
+    /// weight-noise and skip-layer change each layer in turn and measure it by the
+    /// total and the direct path (docs/mediation.md, "Per-layer effects").
     #[arg(long, value_delimiter = ',', default_values_t = [Kind::Corrupt, Kind::Restore, Kind::Perturb],
           value_parser = choice::<Kind>(Kind::NAMES))]
     intervention: Vec<Kind>,
+    /// The matrix weight-noise perturbs in each layer.
+    #[arg(long, default_value_t = LayerMatrix::MlpGate, value_parser = choice::<LayerMatrix>(LayerMatrix::NAMES))]
+    weight: LayerMatrix,
     /// Outcome metric.
     #[arg(long, default_value_t = Metric::TargetProb, value_parser = choice::<Metric>(Metric::NAMES))]
     metric: Metric,
@@ -80,8 +85,9 @@ pub struct MediateArgs {
     /// token between BOS and the last one.
     #[arg(long)]
     subject: Option<String>,
-    /// Noise / perturbation samples per prompt.
-    #[arg(long, default_value_t = 3)]
+    /// Noise / perturbation samples per prompt; for weight-noise, the noise seeds
+    /// per layer (each one perturbed model, the same for every prompt).
+    #[arg(long, visible_alias = "seeds", default_value_t = 3)]
     samples: usize,
     /// Base seed of noise and perturbations.
     #[arg(long, default_value_t = 0)]
@@ -89,13 +95,13 @@ pub struct MediateArgs {
     /// Noise std as a multiple of the embedding matrix's std.
     #[arg(long, default_value_t = DEFAULT_NOISE_SCALE)]
     noise_scale: f64,
-    /// Std of the gate-weight perturbation.
+    /// Std of the weight noise (perturb and weight-noise).
     #[arg(long, default_value_t = DEFAULT_PERTURB_SIGMA)]
     sigma: f64,
     /// Also restore every (layer, position) cell (heatmap rows).
     #[arg(long)]
     cells: bool,
-    /// Greedy budget for the bleu4 metric.
+    /// Greedy budget for the BLEU metrics (bleu4, sacrebleu, sacrebleu_ref).
     #[arg(long, default_value_t = 40)]
     max_new_tokens: usize,
     /// Import rows from an external tool's JSONL instead of running the model.
@@ -193,6 +199,7 @@ pub fn run_mediate(args: &MediateArgs, out: &mut impl Write) -> anyhow::Result<(
                 seed: args.seed,
                 noise_scale: args.noise_scale,
                 sigma: args.sigma,
+                weight: args.weight,
                 cells: args.cells,
                 max_new_tokens: args.max_new_tokens,
                 progress: args.quiet.progress(),

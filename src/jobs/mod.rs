@@ -196,10 +196,17 @@ pub const JOBS: &[Job] = &[
     job!("replay", "replay verdicts (natural stop / confirmed truncation / ...) per model x context bin", tables: [REPLAY_VERDICTS], page: 10),
     job!(
         "mediation",
-        "causal mediation per layer: TE, IE, DE, weight perturbation (mean, 95% bootstrap CI)",
+        "causal mediation per layer: TE, IE, DE of corruption and of changed layers, weight perturbation (mean, 95% bootstrap CI)",
         tables: [INTERVENTIONS],
         params: [("resamples", "1000"), ("seed", "0")],
         page: 11
+    ),
+    job!(
+        "mediation_layers",
+        "direct and indirect effect of each changed layer (weight noise, skipped layer) per study (mean, 95% bootstrap CI)",
+        tables: [INTERVENTIONS],
+        params: [("resamples", "1000"), ("seed", "0")],
+        page: 13
     ),
     job!("mediation_heatmap", "mean indirect effect per metric x layer x restored position", tables: [INTERVENTIONS], page: 12),
     job!(
@@ -207,34 +214,34 @@ pub const JOBS: &[Job] = &[
         "attention layer x head of a kernel trace: actual vs peak FLOPs, waste ratio, flagged heads",
         tables: [KERNELS],
         params: [("peak_tflops", "989"), ("threshold", "0.5"), ("q_len", "0"), ("kv_len", "0"), ("head_dim", "0")],
-        page: 18
+        page: 19
     ),
     job!(
         "moe_load",
         "MoE router load per layer: expert shares, hot experts, imbalance, CV, routing entropy, redundancy bound",
         tables: [MOE_ROUTING],
-        page: 19
+        page: 20
     ),
     job!(
         "drift",
         "intent drift per query-length bin: KL divergence of model vs gold relevance (mean, p95, share above threshold)",
         tables: [EVALS],
         params: [("short_max", "3"), ("medium_max", "6"), ("threshold", "0.85")],
-        page: 22
+        page: 23
     ),
     job!(
         "quality",
         "answer quality per model x task: mean BLEU-4 against the reference, mean FactScore, f1_fact",
         tables: [EVALS],
         params: [("bleu_weight", "0.4"), ("factscore_weight", "0.6")],
-        page: 20
+        page: 21
     ),
     job!(
         "composite",
         "composite serving score per model: throughput, p95 latency, recall, semantic similarity",
         tables: [REQUESTS, EVALS],
         params: [("w1", "0.3"), ("w2", "0.25"), ("w3", "0.25"), ("w4", "0.2"), ("qps_scale", "1000"), ("latency_budget_ms", "200")],
-        page: 21
+        page: 22
     ),
     job!(
         "recall",
@@ -251,14 +258,14 @@ pub const JOBS: &[Job] = &[
         "gateway_engine",
         "gateway log joined to engine profiles: matches, clock offset, prefill / decode / overhead percentiles per model x context bin",
         tables: [REQUESTS, PROFILES],
-        page: 15
+        page: 16
     ),
     job!(
         "engine",
         "engine profiles per model x variant x context bin: queue / prefill / decode / overhead P50 and P95, \
          KV-cache hit rate, CUDA kernel time, decode-step jitter",
         tables: [PROFILES],
-        page: 16
+        page: 17
     ),
     job!(
         "kv_cache_peak",
@@ -272,7 +279,7 @@ pub const JOBS: &[Job] = &[
          by=model_version|variant) x time window",
         tables: [REQUESTS],
         params: [("window", "60s", Duration), ("by", "model", Grouping)],
-        page: 13
+        page: 14
     ),
     job!(
         "load_summary",
@@ -280,7 +287,7 @@ pub const JOBS: &[Job] = &[
          concurrency, latency percentiles",
         tables: [REQUESTS],
         params: [("by", "model", Grouping)],
-        page: 14
+        page: 15
     ),
     job!(
         "ab",
@@ -289,7 +296,7 @@ pub const JOBS: &[Job] = &[
         tables: [REQUESTS],
         params: [("a", "", Label), ("b", "", Label), ("resamples", "1000"), ("seed", "0"), ("split", "0.5"),
                  ("srm_alpha", "0.001")],
-        page: 17
+        page: 18
     ),
 ];
 
@@ -462,6 +469,15 @@ pub async fn run_job_with(ctx: &SessionContext, job: &Job, params: &[(String, St
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_dashboard_job_has_its_own_place_on_the_page() {
+        let pages: Vec<u8> = super::dashboard_jobs().iter().filter_map(|j| j.page).collect();
+        let places: Vec<u8> = (1..=pages.len() as u8).collect();
+        assert_eq!(pages, places, "pages 1..n, each once");
+        let names: Vec<&str> = super::dashboard_jobs().iter().map(|j| j.name).collect();
+        assert_eq!(&names[..3], ["report", "daily", "eos"]);
+    }
 
     #[test]
     fn every_job_expands_and_names_its_metrics() {

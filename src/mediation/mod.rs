@@ -13,7 +13,7 @@ pub mod mediate;
 pub mod table;
 
 // The interventions run the decoder: the `tokscope-model` crate's.
-pub use tokscope_model::mediation::{bleu, interventions, trace};
+pub use tokscope_model::mediation::{bleu, interventions, layers, trace};
 
 use arrow::array::{Array, Float64Array, Int32Array, StringArray};
 use arrow::record_batch::RecordBatch;

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use arrow::record_batch::RecordBatch;
 pub use tokscope_core::catalog::interventions::InterventionRow;
-use tokscope_core::catalog::interventions::{InterventionsBuilder, KINDS};
+use tokscope_core::catalog::interventions::{InterventionsBuilder, KINDS, PATHS};
 
 use crate::dataset::DatasetRoot;
 use crate::error::{Error, Result};
@@ -41,6 +41,9 @@ pub fn read_jsonl(path: &Path) -> Result<Vec<InterventionRow>> {
                 row.intervention
             ));
         }
+        if let Some(effect_path) = row.path.as_deref().filter(|p| !PATHS.contains(p)) {
+            return Err(config_err!("{} line {}: path {effect_path:?} is not one of {PATHS:?}", path.display(), n + 1));
+        }
         rows.push(row);
     }
     Ok(rows)
@@ -74,6 +77,9 @@ mod tests {
         assert_eq!(rows.len(), 1);
         assert_eq!((rows[0].layer, rows[0].sample), (None, 0));
         std::fs::write(&p, "{\"prompt_id\":\"a\",\"intervention\":\"zap\",\"metric\":\"m\",\"value\":0.5}\n").unwrap();
+        assert!(read_jsonl(&p).is_err());
+        let sideways = r#"{"prompt_id":"a","intervention":"skip-layer","metric":"m","value":0.5,"path":"sideways"}"#;
+        std::fs::write(&p, sideways).unwrap();
         assert!(read_jsonl(&p).is_err());
         assert_eq!(to_batch(&rows).unwrap().num_rows(), 1);
     }

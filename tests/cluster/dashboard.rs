@@ -86,9 +86,9 @@ fn each_chart_has_a_wide_and_a_narrow_svg_with_a_viewbox() {
     let wide = html.matches(r#"data-layout="wide" viewBox="0 0 640 "#).count();
     let narrow = html.matches(r#"data-layout="narrow" viewBox="0 0 360 "#).count();
     assert_eq!(wide, narrow);
-    // 36 specs; replay verdicts are per model (3 figures), mediation per metric (2),
+    // 37 specs; replay verdicts are per model (3 figures), mediation per metric (2),
     // the three engine charts per arm (2 each); each A/B chart draws its one metric.
-    assert_eq!(wide, 36 + 2 + 1 + 3);
+    assert_eq!(wide, 37 + 2 + 1 + 3);
     assert!(!html.contains(r#"<svg width="#), "plotters' fixed-size root must be replaced");
 }
 
@@ -97,7 +97,7 @@ fn absent_tables_become_not_in_this_dataset_notes() {
     let html = render(&empty_input().with_table("report", vec![one_row_report("m")])).unwrap();
     assert!(html.contains("Not in this dataset (no `daily` table)."));
     assert!(html.contains("Not in this dataset (no `kv_cache` table)."));
-    assert!(html.contains("Not in this dataset (no `mediation_heatmap` table)."));
+    assert!(html.contains("Not in this dataset (no `mediation_heatmap` or `mediation_layers` table)."));
     assert!(html.contains(r#"data-chart="cost_per_1k""#), "cost falls back to the report table");
     assert!(html.contains(r#"data-chart="ttft""#), "latency falls back to the report table");
 }
@@ -307,6 +307,29 @@ fn a_failed_sample_ratio_check_raises_a_warning_naming_its_bins() {
     assert_eq!(html.matches(warning).count(), 1, "one warning above the rates");
     assert!(html.contains("may be biased (Context bin: 16K+, all).</p>"), "it names the flagged bins");
     assert!(!html.contains(r#"data-flag="ab_latency""#), "a chart without rows raises none");
+}
+
+#[test]
+fn changed_layers_draw_de_and_ie_side_by_side_per_layer_one_chart_per_study() {
+    let f = |values: &[f64]| floats(&values.iter().map(|v| Some(*v)).collect::<Vec<_>>());
+    let studies = ["sacrebleu, skip-layer", "sacrebleu, weight-noise mlp.gate sigma 0.01"];
+    let table = batch(vec![
+        ("study", strings(&[studies[0], studies[0], studies[1], studies[1], studies[1], studies[1]])),
+        ("layer", ints(&[0, 0, 0, 0, 1, 1])),
+        ("effect", strings(&["de", "ie", "de", "ie", "de", "ie"])),
+        ("n", ints(&[3, 3, 6, 6, 6, 6])),
+        ("mean", f(&[-40.0, -12.5, -0.82, -2.17, -0.1, -0.4])),
+        ("ci_lo", f(&[-55.0, -20.0, -1.4, -3.0, -0.5, -0.9])),
+        ("ci_hi", f(&[-25.0, -5.0, -0.3, -1.2, 0.2, 0.1])),
+    ]);
+    let html = render(&empty_input().with_table("mediation_layers", vec![table])).unwrap();
+    assert_eq!(html.matches(r#"data-chart="mediation_layers" data-layout="wide""#).count(), 2, "one per study");
+    for study in studies {
+        assert!(html.contains(study), "{study} names its chart");
+    }
+    assert!(html.contains("Layer (index)"), "layers along x");
+    assert!(html.contains("95% interval excludes 0"), "filled points read against zero");
+    assert!(html.contains("<td>-0.82") && html.contains("<td>-2.17"), "layer 0's DE and IE in the table");
 }
 
 #[test]
@@ -584,6 +607,97 @@ fn exported_studies_draw_one_mark_per_row_of_their_job_in_chromium() {
     std::io::stdout().write_all(&out.stdout).unwrap();
 }
 
+/// Mediation rows (the `interventions` table's JSONL): per prompt a clean run, and per
+/// layer 0..3 two noise draws of mlp.gate by each path plus the layer skipped by each
+/// path, the effects growing with depth and spread across prompts.
+fn changed_layer_rows() -> Vec<String> {
+    let mut rows = Vec::new();
+    for (p, clean) in [("p1", 60.0), ("p2", 80.0), ("p3", 70.0)] {
+        rows.push(format!(r#"{{"prompt_id":"{p}","intervention":"clean","metric":"sacrebleu","value":{clean}}}"#));
+        let spread = clean / 70.0;
+        for layer in 0..4 {
+            let depth = f64::from(4 - layer);
+            for draw in 0..2 {
+                let (direct, total) = (clean - 0.5 * depth * spread, clean - (2.0 * depth + f64::from(draw)) * spread);
+                for (path, y) in [("direct", direct), ("total", total)] {
+                    rows.push(format!(
+                        r#"{{"prompt_id":"{p}","intervention":"weight-noise","weight":"mlp.gate","sigma":0.01,"metric":"sacrebleu","layer":{layer},"sample":{draw},"path":"{path}","value":{y}}}"#
+                    ));
+                }
+            }
+            // Skipping a layer: its direct path carries a small loss with either sign.
+            let skip_direct = clean + (f64::from(layer) - 1.5) * spread;
+            for (path, y) in [("direct", skip_direct), ("total", clean - 10.0 * depth)] {
+                rows.push(format!(
+                    r#"{{"prompt_id":"{p}","intervention":"skip-layer","metric":"sacrebleu","layer":{layer},"path":"{path}","value":{y}}}"#
+                ));
+            }
+        }
+    }
+    rows
+}
+
+#[test]
+fn exported_changed_layers_draw_two_intervals_per_layer_in_chromium() {
+    let dir = tempfile::tempdir().unwrap();
+    let rows = common::write_file(dir.path(), "rows.jsonl", changed_layer_rows().join("\n"));
+    let data = dir.path().join("ds");
+    let ds = data.to_str().unwrap();
+    common::tokscope(&["mediate", "--data", ds, "--import", &rows]);
+    let site = dir.path().join("site");
+    common::tokscope(&["export", "--data", ds, "--to", site.to_str().unwrap(), "--date", "2024-06-03"]);
+    let latest = site.join("latest");
+    let page = latest.join("index.html");
+    let html = std::fs::read_to_string(&page).unwrap();
+    let table = read_csv(&latest.join("mediation_layers.csv"));
+    let studies = distinct(&table["study"]);
+    assert_eq!(studies, ["sacrebleu, skip-layer", "sacrebleu, weight-noise mlp.gate sigma 0.01"]);
+    // 4 layers x (DE, IE) per study, each over its (prompt, draw) cells.
+    assert_eq!(table["layer"].len(), 2 * 8);
+    let cells: Vec<&str> = table["n"].iter().map(String::as_str).collect();
+    assert_eq!(cells, [vec!["3"; 8], vec!["6"; 8]].concat());
+    assert!(html.contains(r#"data-chart="mediation_layers""#));
+
+    if !common::chromium_available() {
+        return;
+    }
+    let counts_path = dir.path().join("counts.json");
+    let out = common::browser_check(
+        &page,
+        &["mediation_layers"],
+        dir.path(),
+        &[format!("--counts={}", counts_path.display())],
+    );
+    assert!(
+        out.status.success(),
+        "browser check failed:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let counts: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&counts_path).unwrap()).unwrap();
+    let n = |v: &serde_json::Value, key: &str| v[key].as_u64().unwrap() as usize;
+    for viewport in ["desktop", "phone"] {
+        let layout = if viewport == "desktop" { "wide" } else { "narrow" };
+        let figures: Vec<&serde_json::Value> = counts[viewport]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["id"] == "mediation_layers" && c["layout"] == layout)
+            .collect();
+        assert_eq!(figures.len(), studies.len(), "{viewport}: one chart per study");
+        for (study, figure) in studies.iter().zip(figures) {
+            let rows: Vec<usize> = (0..table["study"].len()).filter(|&r| &table["study"][r] == study).collect();
+            let num = |column: &str, r: usize| table[column][r].parse::<f64>().unwrap();
+            let excludes_zero = rows.iter().filter(|&&r| num("ci_lo", r) > 0.0 || num("ci_hi", r) < 0.0).count();
+            // Per layer a DE and an IE point (white disc + mark), each with a 3-stroke whisker; the zero line.
+            assert_eq!(n(figure, "circles"), 2 * rows.len(), "{viewport} {study}: a point per row");
+            assert_eq!(n(figure, "filled_circles"), excludes_zero, "{viewport} {study}: filled = excludes 0");
+            assert_eq!(n(figure, "polylines"), 1 + 3 * rows.len(), "{viewport} {study}: whiskers and the zero line");
+        }
+    }
+    std::io::stdout().write_all(&out.stdout).unwrap();
+}
+
 #[test]
 fn studies_whose_tables_are_absent_are_left_out_of_the_export() {
     // One arm only, and no profiles, kernels, routing or evaluations.
@@ -619,5 +733,18 @@ fn studies_whose_tables_are_absent_are_left_out_of_the_export() {
     // The load test needs requests only.
     for id in ["throughput_qps", "concurrency_peak", "load_summary"] {
         assert!(html.contains(&format!(r#"data-chart="{id}""#)), "{id} missing");
+    }
+}
+
+/// The job registry and the chart specs agree: every chart draws from jobs
+/// the export runs (a chart naming another would never be drawn). Jobs on the
+/// page without a chart (`confidence`, ...) are exported as files only.
+#[test]
+fn every_chart_draws_from_jobs_the_export_runs() {
+    let on_page: Vec<&str> = tokscope::jobs::dashboard_jobs().iter().map(|j| j.name).collect();
+    for spec in BUILTIN_CHARTS {
+        for table in spec.tables {
+            assert!(on_page.contains(table), "chart {} draws from {table}, not a job on the page", spec.id);
+        }
     }
 }

@@ -1,5 +1,5 @@
 //! Hand-made result tables shaped like tokscope's SQL jobs (sql/report.sql,
-//! sql/replay.sql, sql/mediation_heatmap.sql, the daily and A/B tables, the load
+//! sql/replay.sql, sql/mediation_heatmap.sql, sql/mediation_layers.sql, the daily and A/B tables, the load
 //! test's and the model internals' tables),
 //! with plausible numbers from a seeded generator. Shared by the tests and the
 //! `realistic` example.
@@ -277,6 +277,40 @@ pub fn mediation_heatmap(metrics: &[&str], layers: i64, positions: i64, rng: &mu
         ("position", ints(position)),
         ("ie", floats(ie)),
         ("prompts", ints(prompts)),
+    ])
+    .unwrap()
+}
+
+/// The `mediation_layers` table (sql/mediation_layers.sql): DE and IE with
+/// their intervals for each of `layers` layers per study, the indirect effect
+/// growing in the lower layers (what layers above them amplify).
+pub fn mediation_layers(studies: &[&str], layers: i64, rng: &mut Rng) -> RecordBatch {
+    let (mut study, mut layer, mut effect, mut n, mut mean, mut lo, mut hi) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for name in studies {
+        for l in 0..layers {
+            let depth = 1.0 - l as f64 / layers as f64;
+            for (name_of_effect, centre) in [("de", -0.8 - 0.2 * depth), ("ie", -2.2 * depth)] {
+                let m = centre + rng.next() * 0.2 - 0.1;
+                let half = 0.3 + rng.next() * 0.3;
+                study.push(name.to_string());
+                layer.push(l);
+                effect.push(name_of_effect.to_string());
+                n.push(60);
+                mean.push(Some(m));
+                lo.push(Some(m - half));
+                hi.push(Some(m + half));
+            }
+        }
+    }
+    RecordBatch::try_from_iter([
+        ("study", strings(study)),
+        ("layer", ints(layer)),
+        ("effect", strings(effect)),
+        ("n", ints(n)),
+        ("mean", floats(mean)),
+        ("ci_lo", floats(lo)),
+        ("ci_hi", floats(hi)),
     ])
     .unwrap()
 }
@@ -673,7 +707,7 @@ pub fn drift(rng: &mut Rng) -> RecordBatch {
 }
 
 /// A full dashboard input: report, kv_cache, daily (`days` days), replay, a
-/// 2-layer x 12-position mediation heatmap per metric, an A/B table, a load test
+/// 2-layer x 12-position mediation heatmap per metric, DE and IE of 4 layers, an A/B table, a load test
 /// (120 one-minute windows, its summary, gateway vs engine), token timing
 /// (jitter), engine profiles (two arms) and model internals (4 x 8 head waste,
 /// 4 MoE layers, quality, composite, drift).
@@ -698,6 +732,10 @@ pub fn realistic(models: &[String], days: i32) -> DashboardInput {
         .with_table(
             "mediation_heatmap",
             vec![mediation_heatmap(&["target_prob", "continuation_logprob"], 2, 12, &mut rng)],
+        )
+        .with_table(
+            "mediation_layers",
+            vec![mediation_layers(&["sacrebleu, weight-noise mlp.gate sigma 0.01"], 4, &mut rng)],
         )
         .with_table("ab", vec![ab(&mut rng)])
         .with_table("throughput", vec![throughput(models, 120, 60, &mut rng)])

@@ -1,16 +1,19 @@
 //! Causal mediation: `tokscope trace` against golden.json's causal_trace, the
-//! activation-reuse cost, weight perturbation, and `mediate` ->
-//! `interventions` -> `mediation-report` end to end.
+//! activation-reuse cost, weight perturbation, per-layer TE / DE / IE against
+//! an independent NumPy decoder, and `mediate` -> `interventions` ->
+//! `mediation-report` end to end.
 
 use crate::common;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::process::Command;
 
-use serde_json::Value;
+use serde_json::{json, Value};
 use tokscope::mediation::interventions;
-use tokscope::mediation::interventions::{gate_perturbation, Metric, Subject};
+use tokscope::mediation::interventions::{weight_noise, Metric, Subject};
+use tokscope::mediation::layers::{measure_paths, LayerChange};
 use tokscope::mediation::trace::{causal_trace, expected_forward_equivalents};
-use tokscope::replay::{DeviceRequest, ReplayModel};
+use tokscope::replay::{DeviceRequest, ForwardOptions, LayerEdit, LayerMatrix, ReplayModel};
 
 fn model_dir() -> PathBuf {
     common::data_dir().join("models/tiny-stories-a")
@@ -128,20 +131,132 @@ fn zero_sigma_perturbation_changes_nothing_and_weights_stay_untouched() {
     let ids = replay.tokenizer.encode_prompt(PROMPT).unwrap();
     let cont = replay.tokenizer.encode_continuation(" saw a cat.</s>").unwrap();
     let subject = Subject::new(model, ids, cont, 10).unwrap();
-    for metric in [Metric::TargetProb, Metric::ContinuationLogprob, Metric::PEos, Metric::Bleu4] {
-        let clean = subject.measure(model, metric, None, None).unwrap();
-        let zero = gate_perturbation(model, 1, 0.0, 3).unwrap();
+    let gate = |layer, sigma| LayerEdit::Weight(weight_noise(model, layer, LayerMatrix::MlpGate, sigma, 3).unwrap());
+    let (zero, big) = (gate(1, 0.0), gate(0, 0.5));
+    let zero_run = ForwardOptions { layer_edit: Some(&zero), ..Default::default() };
+    let big_run = ForwardOptions { layer_edit: Some(&big), ..Default::default() };
+    let clean_run = ForwardOptions::default();
+    for metric in [Metric::TargetProb, Metric::ContinuationLogprob, Metric::PEos, Metric::Bleu4, Metric::SacreBleu] {
+        let clean = subject.measure(&replay, metric, clean_run).unwrap();
         // The perturbation delta y(perturb) - y(clean) (docs/metrics.md).
-        let delta = subject.measure(model, metric, None, Some(&zero)).unwrap() - clean;
+        let delta = subject.measure(&replay, metric, zero_run).unwrap() - clean;
         assert_eq!(delta, 0.0, "{metric:?}");
-        let big = gate_perturbation(model, 0, 0.5, 3).unwrap();
-        subject.measure(model, metric, None, Some(&big)).unwrap();
+        subject.measure(&replay, metric, big_run).unwrap();
     }
-    assert!(subject.measure(model, Metric::Bleu4, None, None).unwrap() == 1.0);
-    let big = gate_perturbation(model, 0, 0.5, 3).unwrap();
-    let moved = subject.measure(model, Metric::TargetProb, None, Some(&big)).unwrap();
-    assert_ne!(moved, subject.measure(model, Metric::TargetProb, None, None).unwrap());
+    assert!(subject.measure(&replay, Metric::Bleu4, clean_run).unwrap() == 1.0);
+    // sacreBLEU of a text against itself, in points: 100 up to its percent arithmetic.
+    assert!((subject.measure(&replay, Metric::SacreBleu, clean_run).unwrap() - 100.0).abs() < 1e-9);
+    assert!(subject.measure(&replay, Metric::SacreBleuRef, clean_run).is_err(), "no reference to score against");
+    let moved = subject.measure(&replay, Metric::TargetProb, big_run).unwrap();
+    assert_ne!(moved, subject.measure(&replay, Metric::TargetProb, clean_run).unwrap());
     assert_eq!(model.weights_checksum(), before, "a perturbed run must not modify the model");
+}
+
+// ------------------------------------------------------------------ per-layer effects
+
+/// Prompts of the per-layer tests, with the reference answers `sacrebleu_ref` scores against.
+const LAYER_PROMPTS: [(&str, &str); 2] =
+    [("Once upon a time, Lily", " saw a big star in the sky."), ("Tom had a big", " dog and a red ball.")];
+/// Large enough to move the tiny model's greedy outputs (at 0.01 it keeps every token).
+const LAYER_SIGMA: f64 = 0.3;
+/// Greedy budget of the BLEU metrics in these tests.
+const LAYER_TOKENS: usize = 12;
+const LAYER_METRICS: [Metric; 3] = [Metric::TargetProb, Metric::SacreBleu, Metric::SacreBleuRef];
+
+/// `tests/oracles/llama_numpy.py mediate`: the per-layer effects computed from their
+/// definitions by an independent float64 decoder, for `changes` (each layer's edit, drawn
+/// here: its noise written to a file as raw f32 for the oracle to add to the weights).
+fn numpy_layer_effects(replay: &ReplayModel, changes: &[(LayerEdit, usize)], dir: &Path) -> Value {
+    let mut specs = Vec::new();
+    for (k, (edit, sample)) in changes.iter().enumerate() {
+        specs.push(match edit {
+            LayerEdit::Skip { layer } => json!({"layer": layer, "sample": sample, "skip": true}),
+            LayerEdit::Weight(delta) => {
+                let bytes: Vec<u8> = delta.delta.to_f32().iter().flat_map(|v| v.to_le_bytes()).collect();
+                let noise = common::write_file(dir, &format!("noise-{k}.f32"), bytes);
+                json!({"layer": delta.layer, "sample": sample, "weight": delta.matrix.name(), "noise": noise})
+            }
+        });
+    }
+    let prompts: Vec<Value> = LAYER_PROMPTS
+        .iter()
+        .map(|(prompt, reference)| json!({"ids": replay.tokenizer.encode_prompt(prompt).unwrap(), "reference": reference}))
+        .collect();
+    let spec = json!({
+        "model_dir": model_dir(),
+        "max_new_tokens": LAYER_TOKENS,
+        "metrics": LAYER_METRICS.map(|m| m.name()),
+        "prompts": prompts,
+        "changes": specs,
+    });
+    let spec = common::write_file(dir, "spec.json", spec.to_string());
+    let script = common::repo().join("tests/oracles/llama_numpy.py");
+    let out = Command::new("python3").arg(script).arg("mediate").arg(spec).output().expect("python3 runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let oracle: Value = serde_json::from_slice(&out.stdout).expect("oracle prints JSON");
+    // Every greedy choice of the oracle wins by far more than f32 rounding moves a logit
+    // (under 1e-4 on this model), so both decoders pick the same tokens.
+    let margin = oracle["min_margin"].as_f64().unwrap();
+    assert!(margin > 1e-3, "a greedy choice of the oracle is a near tie ({margin}): pick other noise");
+    oracle
+}
+
+/// Every matrix of every layer, and every layer skipped: TE, DE and IE of each prompt and
+/// metric equal the NumPy decoder's within 1e-4 (BLEU in points, 0-100).
+#[test]
+fn per_layer_effects_of_every_matrix_and_skipped_layer_match_a_numpy_decoder() {
+    let replay = ReplayModel::load(&model_dir(), DeviceRequest::Auto).unwrap();
+    let model = &replay.model;
+    let mut changes = Vec::new();
+    for layer in 0..model.config().num_hidden_layers {
+        for &matrix in LayerMatrix::ALL {
+            let change = LayerChange::WeightNoise { matrix, sigma: LAYER_SIGMA };
+            changes.push((change.edit(model, layer, 0, 0).unwrap(), 0));
+        }
+        changes.push((LayerChange::Skip.edit(model, layer, 0, 0).unwrap(), 0));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let oracle = numpy_layer_effects(&replay, &changes, dir.path());
+    let cells = oracle["cells"].as_array().unwrap();
+    let mut compared = 0;
+    let mut moved = [0usize; 3];
+    for (p, (prompt, reference)) in LAYER_PROMPTS.iter().enumerate() {
+        let ids = replay.tokenizer.encode_prompt(prompt).unwrap();
+        let subject =
+            Subject::new(model, ids, Vec::new(), LAYER_TOKENS).unwrap().with_reference(Some(reference.to_string()));
+        for (m, metric) in LAYER_METRICS.into_iter().enumerate() {
+            let clean = subject.measure(&replay, metric, ForwardOptions::default()).unwrap();
+            for (edit, _) in &changes {
+                let y = measure_paths(&replay, &subject, metric, edit).unwrap();
+                let (te, de, ie) = (y.total - clean, y.direct - clean, y.total - y.direct);
+                let weight = match edit {
+                    LayerEdit::Weight(delta) => Value::from(delta.matrix.name()),
+                    LayerEdit::Skip { .. } => Value::Null,
+                };
+                let cell = cells
+                    .iter()
+                    .find(|c| {
+                        c["prompt"] == p
+                            && c["metric"] == metric.name()
+                            && c["layer"] == edit.layer()
+                            && c["weight"] == weight
+                    })
+                    .unwrap_or_else(|| panic!("no oracle cell for {metric} {edit:?}"));
+                for (name, ours) in [("clean", clean), ("te", te), ("de", de), ("ie", ie)] {
+                    let theirs = cell[name].as_f64().unwrap();
+                    assert!(
+                        (ours - theirs).abs() < 1e-4,
+                        "prompt {p} {metric} {edit:?} {name}: {ours} vs numpy {theirs}"
+                    );
+                }
+                compared += 1;
+                moved[m] += usize::from(te.abs() > 1e-3 && (de - te).abs() > 1e-3);
+            }
+        }
+    }
+    assert_eq!(compared, 2 * 3 * (2 * 7 + 2));
+    // The check can fail: the changes move every metric, and not only by the direct path.
+    assert!(moved.iter().all(|&k| k > 0), "changes with TE != DE per metric: {moved:?}");
 }
 
 /// Hand-computed effects through the job: two prompts, one layer.
@@ -204,7 +319,7 @@ fn imported_rows_give_hand_computed_effects_and_heatmap() {
         tokscope::jobs::run_job(&ctx, job).await.unwrap()
     });
     let names: Vec<String> = batches[0].schema().fields().iter().map(|f| f.name().clone()).collect();
-    assert_eq!(names, ["metric", "layer", "effect", "n", "mean", "ci_lo", "ci_hi"]);
+    assert_eq!(names, ["metric", "intervention", "weight", "sigma", "layer", "effect", "n", "mean", "ci_lo", "ci_hi"]);
     assert_eq!(batches.iter().map(|b| b.num_rows()).sum::<usize>(), rows.len());
     // The table is queryable like any other.
     let counted = common::query(&data, "SELECT count(*) AS n FROM interventions");
@@ -248,6 +363,106 @@ fn mediate_runs_logged_requests_into_the_interventions_table() {
     assert_eq!(rows.len(), 2);
     assert_eq!(rows[0]["metric"], "p_eos");
     let report = common::tokscope(&["mediation-report", "--data", ds, "--format", "csv"]);
-    assert!(report.starts_with("metric,layer,effect,n,mean,ci_lo,ci_hi"), "{report}");
+    assert!(report.starts_with("metric,intervention,weight,sigma,layer,effect,n,mean,ci_lo,ci_hi"), "{report}");
     assert_eq!(report.lines().count(), 1 + 2 * 4, "{report}");
+}
+
+/// `tokscope mediate --intervention weight-noise,skip-layer` on logged requests (their
+/// reference answers in `evals`), then the `mediation` and `mediation_layers` jobs: per
+/// metric and layer, the mean TE, DE and IE over prompts x noise seeds equal the NumPy
+/// decoder's within 1e-4, and each interval holds its mean.
+#[test]
+fn mediate_per_layer_effects_through_the_jobs_match_a_numpy_decoder() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("ds");
+    let mut requests = Vec::new();
+    let mut evals = Vec::new();
+    for (k, (prompt, reference)) in LAYER_PROMPTS.iter().enumerate() {
+        let id = format!("r{k}");
+        requests.push(json!({"ts": 1717200000000u64, "request_id": id, "model": "tiny", "prompt_tokens": 7,
+            "completion_tokens": 3, "finish_reason": "stop", "prompt": prompt, "model_output": " saw a cat."}));
+        evals.push(json!({"request_id": id, "task": "qa", "reference": reference}));
+    }
+    let lines = |rows: &[Value]| rows.iter().map(Value::to_string).collect::<Vec<_>>().join("\n");
+    let log = common::write_file(dir.path(), "log.jsonl", lines(&requests));
+    let evals = common::write_file(dir.path(), "evals.jsonl", lines(&evals));
+    common::ingest(&[&log, &evals], &data, &[]);
+    let (ds, model) = (data.to_str().unwrap(), model_dir());
+    let sigma = LAYER_SIGMA.to_string();
+    let tokens = LAYER_TOKENS.to_string();
+    for metric in LAYER_METRICS {
+        let out = common::tokscope(&[
+            "mediate",
+            "--data",
+            ds,
+            "--model",
+            model.to_str().unwrap(),
+            "--intervention",
+            "weight-noise,skip-layer",
+            "--weight",
+            "attn.k",
+            "--sigma",
+            &sigma,
+            "--seeds",
+            "2",
+            "--metric",
+            metric.name(),
+            "--max-new-tokens",
+            &tokens,
+        ]);
+        // Per request: clean 1 + 2 layers x (2 seeds + 1 skip) x 2 paths.
+        assert!(out.contains(&format!("wrote {} intervention rows", 2 * (1 + 2 * 3 * 2))), "{out}");
+    }
+
+    let replay = ReplayModel::load(&model, DeviceRequest::Auto).unwrap();
+    let mut changes = Vec::new();
+    for layer in 0..2 {
+        let noise = LayerChange::WeightNoise { matrix: LayerMatrix::AttnK, sigma: LAYER_SIGMA };
+        for seed in 0..2 {
+            changes.push((noise.edit(&replay.model, layer, 0, seed).unwrap(), seed));
+        }
+        changes.push((LayerChange::Skip.edit(&replay.model, layer, 0, 0).unwrap(), 0));
+    }
+    let oracle = numpy_layer_effects(&replay, &changes, dir.path());
+
+    let report = common::tokscope(&["mediation-report", "--data", ds, "--format", "json"]);
+    let rows: Vec<Value> = report.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let layers = common::tokscope(&["job", "mediation_layers", "--data", ds, "--format", "json"]);
+    let chart_rows: Vec<Value> = layers.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let means = oracle["means"].as_array().unwrap();
+    // 3 metrics x 2 layers x (weight-noise, skip-layer) x (te, de, ie).
+    assert_eq!(means.len(), 3 * 2 * 2 * 3);
+    assert_eq!(rows.len(), means.len(), "{report}");
+    for expected in means {
+        let row = rows
+            .iter()
+            .find(|r| ["metric", "intervention", "weight", "layer", "effect"].iter().all(|k| r[*k] == expected[*k]))
+            .unwrap_or_else(|| panic!("no report row for {expected}"));
+        let (mean, theirs) = (row["mean"].as_f64().unwrap(), expected["mean"].as_f64().unwrap());
+        assert!((mean - theirs).abs() < 1e-4, "{row} vs numpy {expected}");
+        // Cells: 2 prompts x 2 seeds of noise, 2 prompts of a skipped layer.
+        assert_eq!(row["n"], expected["n"], "{row}");
+        let (lo, hi) = (row["ci_lo"].as_f64().unwrap(), row["ci_hi"].as_f64().unwrap());
+        assert!(lo <= mean + 1e-12 && mean <= hi + 1e-12, "{row}");
+        let sigma = if expected["intervention"] == "weight-noise" { json!(LAYER_SIGMA) } else { Value::Null };
+        assert_eq!(row["sigma"], sigma, "{row}");
+        if expected["effect"] != "te" {
+            let study = match expected["weight"].as_str() {
+                Some(weight) => {
+                    format!("{}, weight-noise {weight} sigma {LAYER_SIGMA}", expected["metric"].as_str().unwrap())
+                }
+                None => format!("{}, skip-layer", expected["metric"].as_str().unwrap()),
+            };
+            let chart = chart_rows
+                .iter()
+                .find(|r| {
+                    r["study"] == study.as_str() && r["layer"] == expected["layer"] && r["effect"] == expected["effect"]
+                })
+                .unwrap_or_else(|| panic!("no mediation_layers row for {study} in {layers}"));
+            for column in ["mean", "ci_lo", "ci_hi"] {
+                let (a, b) = (chart[column].as_f64().unwrap(), row[column].as_f64().unwrap());
+                assert!((a - b).abs() < 1e-12, "{column}: mediation_layers {chart} vs mediation {row}");
+            }
+        }
+    }
 }

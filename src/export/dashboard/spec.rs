@@ -643,6 +643,24 @@ pub const BUILTIN_CHARTS: &[ChartSpec] = &[
         ..ChartSpec::BASE
     },
     ChartSpec {
+        id: "mediation_layers",
+        section: "Mediation",
+        tables: &["mediation_layers"],
+        title: "Direct and indirect effect of each changed layer",
+        caption: "Each layer changed in turn (weight noise or skipped): DE = y(change by the residual stream's \
+                  direct path only) - y(clean), IE = TE - DE, mean over prompts x noise draws with its 95% \
+                  bootstrap interval; one chart per metric and change.",
+        kind: ChartKind::Interval { low: "ci_lo", high: "ci_hi", significant: None, effect: None },
+        x: Axis { column: "layer", label: "Layer", unit: Unit::Index },
+        series: Some("effect"),
+        facet: Some("study"),
+        values: &[ValueColumn::new("mean", "effect")],
+        value_label: "Effect",
+        unit: Unit::Other("metric units"),
+        table_only: &[TableColumn { column: "n", label: "Cells", unit: Unit::Count("prompt x draw cells") }],
+        ..ChartSpec::BASE
+    },
+    ChartSpec {
         id: "ab_rates",
         section: "A/B comparison",
         tables: &["ab"],

@@ -1,7 +1,7 @@
-//! The three interventions of causal mediation analysis on the CPU decoder,
-//! all expressed through the replay hooks ([`Intervention`] on the residual
-//! stream, [`GateDelta`] on one MLP gate) so no model weights are copied, and
-//! the outcome metrics they are measured with.
+//! The interventions of causal mediation analysis on the CPU decoder, all
+//! expressed through the replay hooks ([`Intervention`] on the residual
+//! stream, a [`LayerEdit`] of one layer's weights or of the whole layer) so
+//! no model weights are copied, and the outcome metrics they are measured with.
 
 use std::path::Path;
 
@@ -9,15 +9,20 @@ use rand::rngs::StdRng;
 use rand::SeedableRng;
 use rand_distr::{Distribution, Normal};
 
+use tokscope_core::stats::bleu::sentence_bleu;
+
 use super::bleu::bleu4;
 use crate::error::{Error, Result};
 use crate::replay::decode::{argmax, eos_probability};
 use crate::replay::kernels::log_softmax;
-use crate::replay::{EmbeddingNoise, ForwardOptions, GateDelta, Intervention, LlamaModel, LogitsFor};
+use crate::replay::{EmbeddingNoise, ForwardOptions, LayerMatrix, LlamaModel, LogitsFor, ReplayModel, WeightDelta};
+
+#[cfg(doc)]
+use crate::replay::{Intervention, LayerEdit};
 
 /// Meng et al. (2022) corrupt with noise of 3x the embedding matrix's std.
 pub const DEFAULT_NOISE_SCALE: f64 = 3.0;
-/// Default sigma of the gate-weight perturbation.
+/// Default sigma of weight noise (the gate perturbation and `weight-noise`).
 pub const DEFAULT_PERTURB_SIGMA: f64 = 0.01;
 
 /// Gaussian noise rows for `positions`, `N(0, std^2)` per value, from a seeded RNG:
@@ -57,11 +62,19 @@ pub fn read_noise_file(path: &Path, hidden_size: usize) -> Result<Vec<EmbeddingN
     Ok(noise)
 }
 
-/// `N(0, sigma^2)` noise for layer `layer`'s MLP gate, seeded.
-pub fn gate_perturbation(model: &LlamaModel, layer: usize, sigma: f64, seed: u64) -> Result<GateDelta> {
+/// `N(0, sigma^2)` noise for `matrix` of layer `layer`, seeded: the values
+/// are drawn row-major (`[out, in]`) from a `StdRng` seeded with `seed`
+/// (rand 0.9) through `rand_distr::Normal`, each rounded to f32.
+pub fn weight_noise(
+    model: &LlamaModel,
+    layer: usize,
+    matrix: LayerMatrix,
+    sigma: f64,
+    seed: u64,
+) -> Result<WeightDelta> {
     let normal = Normal::new(0.0f64, sigma).map_err(|e| config_err!("perturbation sigma {sigma}: {e}"))?;
     let mut rng = StdRng::seed_from_u64(seed);
-    model.gate_delta(layer, || normal.sample(&mut rng) as f32)
+    model.weight_delta(layer, matrix, || normal.sample(&mut rng) as f32)
 }
 
 /// Token span of `subject` inside `prompt`, as positions in `prompt_ids`
@@ -95,6 +108,12 @@ tokscope_core::named_enum! {
         Bleu4 = "bleu4",
         /// P(EOS) at the cut point: after the prompt and the logged continuation.
         PEos = "p_eos",
+        /// sacreBLEU's sentence BLEU (0-100) of the greedy output's text against
+        /// the clean run's greedy output's text.
+        SacreBleu = "sacrebleu",
+        /// sacreBLEU's sentence BLEU (0-100) of the greedy output's text against
+        /// the logged reference answer.
+        SacreBleuRef = "sacrebleu_ref",
     }
 }
 
@@ -109,10 +128,12 @@ pub struct Subject {
     /// The clean run's top next token after the prompt.
     pub target_id: u32,
     /// The clean run's greedy output (BLEU reference), decoded on first use:
-    /// only [`Metric::Bleu4`] needs it, and it costs `max_new_tokens` steps.
+    /// only the BLEU metrics need it, and it costs `max_new_tokens` steps.
     clean_greedy: std::sync::OnceLock<Vec<u32>>,
-    /// Greedy budget for [`Metric::Bleu4`].
+    /// Greedy budget for the BLEU metrics.
     pub max_new_tokens: usize,
+    /// The logged reference answer, for [`Metric::SacreBleuRef`].
+    pub reference: Option<String>,
 }
 
 impl Subject {
@@ -130,18 +151,20 @@ impl Subject {
             continuation_ids,
             clean_greedy: std::sync::OnceLock::new(),
             max_new_tokens,
+            reference: None,
         })
     }
 
-    /// `y` under `intervention` and `gate_delta` (both `None`: the clean run).
-    pub fn measure(
-        &self,
-        model: &LlamaModel,
-        metric: Metric,
-        intervention: Option<&Intervention>,
-        gate_delta: Option<&GateDelta>,
-    ) -> Result<f64> {
-        let options = ForwardOptions { intervention, gate_delta, ..Default::default() };
+    /// The same subject with a logged reference answer ([`Metric::SacreBleuRef`]).
+    pub fn with_reference(self, reference: Option<String>) -> Self {
+        Subject { reference, ..self }
+    }
+
+    /// `y` under the intervention and layer edit of `options` (none: the
+    /// clean run); its `logits` and `hidden_states` are the metric's business.
+    pub fn measure(&self, replay: &ReplayModel, metric: Metric, options: ForwardOptions<'_>) -> Result<f64> {
+        let model = &replay.model;
+        let options = ForwardOptions { logits: LogitsFor::LastPosition, hidden_states: false, ..options };
         match metric {
             Metric::TargetProb => {
                 let row = last_row(model.forward(&self.prompt_ids, &mut model.new_cache(), options)?.logits)?;
@@ -166,22 +189,34 @@ impl Subject {
             }
             Metric::Bleu4 => {
                 let out = greedy(model, &self.prompt_ids, self.max_new_tokens, options)?;
-                let reference = match self.clean_greedy.get() {
-                    Some(r) => r,
-                    None => {
-                        let r = greedy(model, &self.prompt_ids, self.max_new_tokens, ForwardOptions::default())?;
-                        self.clean_greedy.get_or_init(|| r)
-                    }
+                Ok(bleu4(&out, self.clean_greedy(model)?))
+            }
+            Metric::SacreBleu | Metric::SacreBleuRef => {
+                let out = replay.tokenizer.decode(&greedy(model, &self.prompt_ids, self.max_new_tokens, options)?)?;
+                let reference = match (metric, &self.reference) {
+                    (Metric::SacreBleu, _) => replay.tokenizer.decode(self.clean_greedy(model)?)?,
+                    (_, Some(reference)) => reference.clone(),
+                    (_, None) => return Err(config_err!("no logged reference to score {metric} against")),
                 };
-                Ok(bleu4(&out, reference))
+                Ok(100.0 * sentence_bleu(&out, &reference))
             }
         }
     }
+
+    /// The clean run's greedy output, decoded on first use.
+    fn clean_greedy(&self, model: &LlamaModel) -> Result<&[u32]> {
+        if let Some(ids) = self.clean_greedy.get() {
+            return Ok(ids);
+        }
+        let ids = greedy(model, &self.prompt_ids, self.max_new_tokens, ForwardOptions::default())?;
+        Ok(self.clean_greedy.get_or_init(|| ids))
+    }
 }
 
-/// Greedy decoding with the intervention and gate delta active in the prefill
+/// Greedy decoding with the intervention and layer edit active in the prefill
 /// and in every step (noise and patches address prompt positions, so steps
-/// are only affected through the cache and the perturbed gate).
+/// are only affected through the cache; an edited layer runs at every
+/// position, its direct path too).
 fn greedy(
     model: &LlamaModel,
     prompt_ids: &[u32],

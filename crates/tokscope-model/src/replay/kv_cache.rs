@@ -11,10 +11,33 @@ pub(crate) struct LayerCache {
     pub(crate) values: Vec<f32>,
 }
 
+impl LayerCache {
+    /// Appends `len` zero keys and values (a skipped layer's rows).
+    pub(crate) fn push_zeros(&mut self, len: usize) {
+        self.keys.resize(self.keys.len() + len, 0.0);
+        self.values.resize(self.values.len() + len, 0.0);
+    }
+
+    fn truncate(&mut self, len: usize) {
+        self.keys.truncate(len);
+        self.values.truncate(len);
+    }
+
+    /// The first `len` values of keys and values, copied.
+    fn prefix(&self, len: usize) -> LayerCache {
+        let take = |v: &[f32]| v[..len.min(v.len())].to_vec();
+        LayerCache { keys: take(&self.keys), values: take(&self.values) }
+    }
+}
+
 /// The key/value cache of one sequence.
 #[derive(Debug, Clone)]
 pub struct KvCache {
     pub(crate) layers: Vec<LayerCache>,
+    /// The edited layer's own keys and values when an edit reaches the output
+    /// by the direct path only (`EditPath::Direct`): that layer runs twice,
+    /// edited and clean, and the clean run's go in `layers`.
+    pub(crate) direct: LayerCache,
     len: usize,
     kv_width: usize,
 }
@@ -36,7 +59,12 @@ pub fn sequence_bytes(config: &ModelConfig, tokens: usize) -> usize {
 impl KvCache {
     /// An empty cache shaped for `config`.
     pub fn new(config: &ModelConfig) -> Self {
-        KvCache { layers: vec![LayerCache::default(); config.num_hidden_layers], len: 0, kv_width: config.kv_width() }
+        KvCache {
+            layers: vec![LayerCache::default(); config.num_hidden_layers],
+            direct: LayerCache::default(),
+            len: 0,
+            kv_width: config.kv_width(),
+        }
     }
 
     /// Number of positions cached; the next token goes at this position.
@@ -53,9 +81,8 @@ impl KvCache {
     /// continuations of one prompt after a single prefill.
     pub fn truncate(&mut self, len: usize) {
         if len < self.len {
-            for layer in &mut self.layers {
-                layer.keys.truncate(len * self.kv_width);
-                layer.values.truncate(len * self.kv_width);
+            for layer in self.layers.iter_mut().chain([&mut self.direct]) {
+                layer.truncate(len * self.kv_width);
             }
             self.len = len;
         }
@@ -70,15 +97,9 @@ impl KvCache {
             .layers
             .iter()
             .enumerate()
-            .map(|(l, layer)| {
-                if l < first_layer {
-                    LayerCache::default()
-                } else {
-                    LayerCache { keys: layer.keys[..width].to_vec(), values: layer.values[..width].to_vec() }
-                }
-            })
+            .map(|(l, layer)| if l < first_layer { LayerCache::default() } else { layer.prefix(width) })
             .collect();
-        KvCache { layers, len: len.min(self.len), kv_width: self.kv_width }
+        KvCache { layers, direct: self.direct.prefix(width), len: len.min(self.len), kv_width: self.kv_width }
     }
 
     /// Whether this cache has the layer count and key width of `config`.

@@ -42,7 +42,7 @@ pub use decode::{greedy_decode, score_continuation, ContinuationScore, Decoder, 
 pub use device::{Device, DeviceRequest};
 pub use intervention::{EmbeddingNoise, HiddenPatch, Intervention};
 pub use kv_cache::KvCache;
-pub use model::{ForwardOptions, ForwardOutput, GateDelta, LlamaModel, LogitsFor};
+pub use model::{EditPath, ForwardOptions, ForwardOutput, LayerEdit, LayerMatrix, LlamaModel, LogitsFor, WeightDelta};
 pub use tokenizer::PromptTokenizer;
 
 use crate::error::Result;

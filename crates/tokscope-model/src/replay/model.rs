@@ -39,20 +39,98 @@ pub struct ForwardOptions<'a> {
     pub hidden_states: bool,
     /// Edits to the residual stream (causal tracing); `None` for a clean run.
     pub intervention: Option<&'a Intervention>,
-    /// An additive change to one layer's MLP gate weights (weight-perturbation
-    /// mediation); `None` runs the model's own weights.
-    pub gate_delta: Option<&'a GateDelta>,
+    /// A change to one decoder layer (weight noise, or the layer skipped) for
+    /// per-layer mediation; `None` runs the model as it is. A sequence must
+    /// run every one of its forward passes with the same edit (its keys and
+    /// values are cached).
+    pub layer_edit: Option<&'a LayerEdit>,
+    /// Which paths `layer_edit` reaches the output by.
+    pub edit_path: EditPath,
 }
 
-/// `delta` is added to layer `layer`'s MLP gate projection during a forward
-/// pass: the gate becomes `gate_proj(h) + delta(h)`. Only this one matrix is
-/// held, so perturbing a layer never copies (or mutates) the model's weights.
+tokscope_core::named_enum! {
+    /// One projection matrix of a decoder layer, by the name `--weight` takes.
+    pub enum LayerMatrix as "weight" {
+        /// Attention query projection.
+        AttnQ = "attn.q",
+        /// Attention key projection.
+        AttnK = "attn.k",
+        /// Attention value projection.
+        AttnV = "attn.v",
+        /// Attention output projection.
+        AttnO = "attn.o",
+        /// SwiGLU gate projection.
+        MlpGate = "mlp.gate",
+        /// SwiGLU up projection.
+        MlpUp = "mlp.up",
+        /// SwiGLU down projection.
+        MlpDown = "mlp.down",
+    }
+}
+
+impl LayerMatrix {
+    /// The matrix in `layer`'s weights.
+    fn of(self, layer: &LayerWeights) -> &Linear {
+        match self {
+            LayerMatrix::AttnQ => &layer.q_proj,
+            LayerMatrix::AttnK => &layer.k_proj,
+            LayerMatrix::AttnV => &layer.v_proj,
+            LayerMatrix::AttnO => &layer.o_proj,
+            LayerMatrix::MlpGate => &layer.gate_proj,
+            LayerMatrix::MlpUp => &layer.up_proj,
+            LayerMatrix::MlpDown => &layer.down_proj,
+        }
+    }
+}
+
+/// `delta` is added to one projection matrix of one layer during a forward
+/// pass: the projection becomes `W x + D x = (W + D) x`. Only this one matrix
+/// is held, so perturbing a layer never copies (or mutates) the model's weights.
 #[derive(Debug, Clone)]
-pub struct GateDelta {
-    /// Decoder layer whose gate is perturbed.
+pub struct WeightDelta {
+    /// Decoder layer whose matrix is perturbed.
     pub layer: usize,
-    /// `[intermediate_size, hidden_size]`, like `gate_proj`.
+    /// Which of its matrices.
+    pub matrix: LayerMatrix,
+    /// `D`, shaped like the matrix (`[out, in]`, no bias).
     pub delta: Linear,
+}
+
+/// A change to one decoder layer.
+#[derive(Debug, Clone)]
+pub enum LayerEdit {
+    /// One of the layer's matrices plus a delta.
+    Weight(WeightDelta),
+    /// The layer replaced by the identity on the residual stream: its
+    /// attention and MLP add nothing.
+    Skip {
+        /// The skipped layer.
+        layer: usize,
+    },
+}
+
+impl LayerEdit {
+    /// The edited layer.
+    pub fn layer(&self) -> usize {
+        match self {
+            LayerEdit::Weight(delta) => delta.layer,
+            LayerEdit::Skip { layer } => *layer,
+        }
+    }
+}
+
+/// The paths by which a [`LayerEdit`] of layer `L` reaches the output.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum EditPath {
+    /// Every path: the layers above `L` read the edited stream (the total effect).
+    #[default]
+    Total,
+    /// The residual stream's direct path to the final norm only (path
+    /// patching): the layers above `L` read the stream of the unedited layer,
+    /// so each computes its clean output, and `d = edited output - clean
+    /// output` of layer `L` (on the same input) is added to the stream after
+    /// the last layer, before the final norm (docs/mediation.md).
+    Direct,
 }
 
 /// The result of one forward pass over `n` new positions.
@@ -63,6 +141,8 @@ pub struct ForwardOutput {
     /// With [`ForwardOptions::hidden_states`]: `hidden_states[k][i]` is the
     /// residual stream of new position `i` after `k` layers (`k = 0`: the
     /// embeddings, after any noise), before the final norm. Empty otherwise.
+    /// With [`EditPath::Direct`] these are the streams the layers read, without
+    /// the edit's direct contribution (which only the final norm sees).
     pub hidden_states: Vec<Vec<Vec<f32>>>,
 }
 
@@ -117,9 +197,7 @@ impl LlamaModel {
         if !cache.fits(cfg) {
             return Err(model_err!("KV cache was made for a model of another shape"));
         }
-        if let Some(intervention) = options.intervention {
-            intervention.validate(h, cfg.num_hidden_layers)?;
-        }
+        self.validate(options)?;
 
         let mut x = Vec::with_capacity(n * h);
         for &t in tokens {
@@ -152,7 +230,8 @@ impl LlamaModel {
     /// applied (it is already in `residual`); hidden patches and `gate_delta`
     /// for layers `>= first_layer` are. `hidden_states[k]` then holds the
     /// stream of positions `start..` after `first_layer + k` layers.
-    /// `first_layer == L` only applies the head.
+    /// `first_layer == L` only applies the head. A [`LayerEdit`] of a layer
+    /// below `first_layer` has no effect.
     pub fn forward_from_layer(
         &self,
         prefix: &KvCache,
@@ -177,9 +256,7 @@ impl LlamaModel {
             return Err(model_err!("the prefix cache holds {} positions, {start} needed", prefix.len()));
         }
         cfg.check_sequence(start, n)?;
-        if let Some(intervention) = options.intervention {
-            intervention.validate(h, cfg.num_hidden_layers)?;
-        }
+        self.validate(options)?;
         let mut x = residual.to_vec();
         let mut hidden_states = Vec::new();
         if options.hidden_states {
@@ -189,6 +266,34 @@ impl LlamaModel {
         let mut cache = prefix.prefix(start, first_layer);
         self.run_layers(&mut x, n, start, first_layer, &mut cache, options, &mut hidden_states);
         Ok(self.finish(x, n, options, hidden_states))
+    }
+
+    /// Checks an intervention's and a layer edit's shapes against the model.
+    fn validate(&self, options: ForwardOptions<'_>) -> Result<()> {
+        let cfg = &self.config;
+        if let Some(intervention) = options.intervention {
+            intervention.validate(cfg.hidden_size, cfg.num_hidden_layers)?;
+        }
+        if let Some(edit) = options.layer_edit {
+            let layer = self.weights.layers.get(edit.layer()).ok_or_else(|| {
+                model_err!("cannot edit layer {} of a {}-layer model", edit.layer(), cfg.num_hidden_layers)
+            })?;
+            if let LayerEdit::Weight(d) = edit {
+                let w = d.matrix.of(layer);
+                if (d.delta.out_features(), d.delta.in_features()) != (w.out_features(), w.in_features()) {
+                    return Err(model_err!(
+                        "{} delta of layer {} is {} x {}, the matrix {} x {}",
+                        d.matrix,
+                        d.layer,
+                        d.delta.out_features(),
+                        d.delta.in_features(),
+                        w.out_features(),
+                        w.in_features()
+                    ));
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Runs layers `first_layer..L` over `n` new positions starting at `start`.
@@ -204,10 +309,32 @@ impl LlamaModel {
         hidden_states: &mut Vec<Vec<Vec<f32>>>,
     ) {
         let h = self.config.hidden_size;
+        // With EditPath::Direct: the edited layer's output minus its clean output.
+        let mut direct: Option<Vec<f32>> = None;
         for (l, layer) in self.weights.layers.iter().enumerate().skip(first_layer) {
-            self.attention_block(layer, x, n, start, &mut cache.layers[l]);
-            let delta = options.gate_delta.filter(|d| d.layer == l);
-            self.mlp_block(layer, x, n, delta);
+            match (options.layer_edit.filter(|e| e.layer() == l), options.edit_path) {
+                (None, _) => self.layer_block(layer, x, n, start, &mut cache.layers[l], None),
+                (Some(LayerEdit::Skip { .. }), EditPath::Total) => {
+                    // The identity adds nothing; the layer's cache rows (never
+                    // read: this sequence skips the layer at every position)
+                    // keep every layer at the same length.
+                    cache.layers[l].push_zeros(n * self.config.kv_width());
+                }
+                (Some(LayerEdit::Weight(delta)), EditPath::Total) => {
+                    self.layer_block(layer, x, n, start, &mut cache.layers[l], Some(delta));
+                }
+                (Some(edit), EditPath::Direct) => {
+                    // The edited layer on the same (clean) input, with keys and
+                    // values of its own; the stream goes on with the clean output.
+                    let mut edited = x.to_vec();
+                    if let LayerEdit::Weight(delta) = edit {
+                        self.layer_block(layer, &mut edited, n, start, &mut cache.direct, Some(delta));
+                    }
+                    self.layer_block(layer, x, n, start, &mut cache.layers[l], None);
+                    edited.iter_mut().zip(x.iter()).for_each(|(e, c)| *e -= c);
+                    direct = Some(edited);
+                }
+            }
             if let Some(intervention) = options.intervention {
                 intervention.patch_layer_output(l, x, start, h);
             }
@@ -215,6 +342,25 @@ impl LlamaModel {
                 hidden_states.push(split_rows(x, h));
             }
         }
+        if let Some(d) = direct {
+            // The edit's only path to the output: the residual stream, straight to the final norm.
+            x.iter_mut().zip(&d).for_each(|(a, b)| *a += b);
+        }
+    }
+
+    /// One decoder layer: `x += attention(x)`, then `x += mlp(x)`, with
+    /// `delta` added to its matrix.
+    fn layer_block(
+        &self,
+        layer: &LayerWeights,
+        x: &mut [f32],
+        n: usize,
+        start: usize,
+        cache: &mut LayerCache,
+        delta: Option<&WeightDelta>,
+    ) {
+        self.attention_block(layer, x, n, start, cache, delta);
+        self.mlp_block(layer, x, n, delta);
     }
 
     /// Final norm and output projection of the positions `options` asks for.
@@ -236,13 +382,20 @@ impl LlamaModel {
         ForwardOutput { logits, hidden_states }
     }
 
-    /// A zero [`GateDelta`] for `layer` plus `noise(row, col)` per weight, so
-    /// callers can perturb a gate without seeing the model's weights.
-    pub fn gate_delta(&self, layer: usize, mut noise: impl FnMut() -> f32) -> Result<GateDelta> {
-        let gate = &self.weights.layers.get(layer).ok_or_else(|| model_err!("no layer {layer} to perturb"))?.gate_proj;
-        let (out, inp) = (gate.out_features(), gate.in_features());
+    /// A [`WeightDelta`] for `matrix` of `layer` whose values are `noise()`
+    /// drawn row-major (`[out, in]`), so callers can perturb a matrix without
+    /// seeing the model's weights.
+    pub fn weight_delta(
+        &self,
+        layer: usize,
+        matrix: LayerMatrix,
+        mut noise: impl FnMut() -> f32,
+    ) -> Result<WeightDelta> {
+        let weights = self.weights.layers.get(layer).ok_or_else(|| model_err!("no layer {layer} to perturb"))?;
+        let w = matrix.of(weights);
+        let (out, inp) = (w.out_features(), w.in_features());
         let values = (0..out * inp).map(|_| noise()).collect();
-        Ok(GateDelta { layer, delta: Linear::new(values, None, out, inp)? })
+        Ok(WeightDelta { layer, matrix, delta: Linear::new(values, None, out, inp)? })
     }
 
     /// Standard deviation of every value in the input embedding matrix; the
@@ -296,13 +449,21 @@ impl LlamaModel {
     }
 
     /// `x += o_proj(attention(rope(q), rope(k), v))` over the cache plus the new positions.
-    fn attention_block(&self, layer: &LayerWeights, x: &mut [f32], n: usize, start: usize, cache: &mut LayerCache) {
+    fn attention_block(
+        &self,
+        layer: &LayerWeights,
+        x: &mut [f32],
+        n: usize,
+        start: usize,
+        cache: &mut LayerCache,
+        delta: Option<&WeightDelta>,
+    ) {
         let cfg = &self.config;
         let (hd, qw, kvw) = (cfg.head_dim, cfg.q_width(), cfg.kv_width());
         let normed = rms_norm(x, &layer.input_layernorm, cfg.rms_norm_eps);
-        let mut q = layer.q_proj.forward(&normed, n);
-        let mut k = layer.k_proj.forward(&normed, n);
-        let v = layer.v_proj.forward(&normed, n);
+        let mut q = project(layer, LayerMatrix::AttnQ, delta, &normed, n);
+        let mut k = project(layer, LayerMatrix::AttnK, delta, &normed, n);
+        let v = project(layer, LayerMatrix::AttnV, delta, &normed, n);
         for i in 0..n {
             apply_rope(&mut q[i * qw..(i + 1) * qw], start + i, &self.inv_freq);
             apply_rope(&mut k[i * kvw..(i + 1) * kvw], start + i, &self.inv_freq);
@@ -335,24 +496,35 @@ impl LlamaModel {
         } else {
             attn.par_chunks_mut(hd).enumerate().for_each(head_output);
         }
-        let projected = layer.o_proj.forward(&attn, n);
+        let projected = project(layer, LayerMatrix::AttnO, delta, &attn, n);
         x.iter_mut().zip(&projected).for_each(|(a, b)| *a += b);
     }
 
     /// `x += down(silu(gate(norm(x))) * up(norm(x)))`.
-    fn mlp_block(&self, layer: &LayerWeights, x: &mut [f32], n: usize, delta: Option<&GateDelta>) {
+    fn mlp_block(&self, layer: &LayerWeights, x: &mut [f32], n: usize, delta: Option<&WeightDelta>) {
         let normed = rms_norm(x, &layer.post_attention_layernorm, self.config.rms_norm_eps);
-        let mut gate = layer.gate_proj.forward(&normed, n);
-        if let Some(delta) = delta {
-            // (W + D) h = W h + D h: the perturbed gate without a copy of W.
-            let extra = delta.delta.forward(&normed, n);
-            gate.iter_mut().zip(&extra).for_each(|(g, e)| *g += e);
-        }
-        let up = layer.up_proj.forward(&normed, n);
+        let mut gate = project(layer, LayerMatrix::MlpGate, delta, &normed, n);
+        let up = project(layer, LayerMatrix::MlpUp, delta, &normed, n);
         gate.iter_mut().zip(&up).for_each(|(g, u)| *g = silu(*g) * u);
-        let down = layer.down_proj.forward(&gate, n);
+        let down = project(layer, LayerMatrix::MlpDown, delta, &gate, n);
         x.iter_mut().zip(&down).for_each(|(a, b)| *a += b);
     }
+}
+
+/// `matrix` of `layer` applied to `n` rows of `input`, plus `delta` when it is
+/// that matrix's: `(W + D) x = W x + D x`, without a copy of `W`.
+fn project(
+    layer: &LayerWeights,
+    matrix: LayerMatrix,
+    delta: Option<&WeightDelta>,
+    input: &[f32],
+    n: usize,
+) -> Vec<f32> {
+    let mut out = matrix.of(layer).forward(input, n);
+    if let Some(delta) = delta.filter(|d| d.matrix == matrix) {
+        out.iter_mut().zip(&delta.delta.forward(input, n)).for_each(|(o, e)| *o += e);
+    }
+    out
 }
 
 fn split_rows(flat: &[f32], width: usize) -> Vec<Vec<f32>> {
@@ -469,6 +641,18 @@ mod tests {
         tiny_model_stored(Storage::SingleF32)
     }
 
+    /// Logits of [`TOKENS`] after the first `prefill`, run one at a time through the cache
+    /// (one row per position from `prefill - 1`).
+    fn stepped_logits(model: &LlamaModel, prefill: usize, options: ForwardOptions<'_>) -> Vec<Vec<f32>> {
+        let mut cache = model.new_cache();
+        let mut stepped = model.forward(&TOKENS[..prefill], &mut cache, options).unwrap().logits;
+        for &t in &TOKENS[prefill..] {
+            stepped.extend(model.forward(&[t], &mut cache, options).unwrap().logits);
+        }
+        assert_eq!(cache.len(), TOKENS.len());
+        stepped
+    }
+
     fn all_logits(model: &LlamaModel, tokens: &[u32]) -> Vec<Vec<f32>> {
         let options = ForwardOptions { logits: LogitsFor::AllPositions, ..Default::default() };
         model.forward(tokens, &mut model.new_cache(), options).unwrap().logits
@@ -501,12 +685,7 @@ mod tests {
         let model = tiny_model();
         let full = all_logits(&model, &TOKENS);
         // Prefill two tokens, then feed the rest one at a time through the cache.
-        let mut cache = model.new_cache();
-        let mut stepped = model.forward(&TOKENS[..2], &mut cache, ForwardOptions::default()).unwrap().logits;
-        for &t in &TOKENS[2..] {
-            stepped.extend(model.forward(&[t], &mut cache, ForwardOptions::default()).unwrap().logits);
-        }
-        assert_eq!(cache.len(), TOKENS.len());
+        let stepped = stepped_logits(&model, 2, ForwardOptions::default());
         for (i, row) in stepped.iter().enumerate() {
             let d = max_abs_diff(row, &full[i + 1]);
             assert!(d < 1e-5, "position {}: max diff {d}", i + 1);
@@ -582,18 +761,88 @@ mod tests {
         assert!(model.forward_from_layer(&empty, 1, &full.hidden_states[0][1..].concat(), 0, options).is_err());
     }
 
+    fn run_edited(model: &LlamaModel, edit: &LayerEdit, path: EditPath) -> Vec<Vec<f32>> {
+        let options = ForwardOptions {
+            logits: LogitsFor::AllPositions,
+            layer_edit: Some(edit),
+            edit_path: path,
+            ..Default::default()
+        };
+        model.forward(&TOKENS, &mut model.new_cache(), options).unwrap().logits
+    }
+
+    fn noise_edit(model: &LlamaModel, matrix: LayerMatrix, value: f32) -> LayerEdit {
+        LayerEdit::Weight(model.weight_delta(0, matrix, || value).unwrap())
+    }
+
     #[test]
-    fn zero_gate_delta_is_exact_and_a_nonzero_one_changes_the_output() {
+    fn a_zero_delta_is_exact_and_a_nonzero_one_changes_the_output_for_every_matrix() {
         let model = tiny_model();
         let clean = all_logits(&model, &TOKENS);
-        let run = |delta: &GateDelta| {
-            let options =
-                ForwardOptions { logits: LogitsFor::AllPositions, gate_delta: Some(delta), ..Default::default() };
-            model.forward(&TOKENS, &mut model.new_cache(), options).unwrap().logits
+        for &matrix in LayerMatrix::ALL {
+            // Direct path: d = (x + f(x)) - (x + f(x)) = 0 exactly; adding it changes nothing.
+            for path in [EditPath::Total, EditPath::Direct] {
+                assert_eq!(run_edited(&model, &noise_edit(&model, matrix, 0.0), path), clean, "{matrix} {path:?}");
+            }
+            let moved = run_edited(&model, &noise_edit(&model, matrix, 0.1), EditPath::Total);
+            assert!(max_abs_diff(&moved[5], &clean[5]) > 1e-4, "{matrix}");
+        }
+        assert!(model.weight_delta(1, LayerMatrix::MlpGate, || 0.0).is_err());
+    }
+
+    #[test]
+    fn an_edit_of_the_top_layer_has_no_layer_above_it_to_mediate() {
+        // One layer: the direct path is every path, so the two runs agree (up to the
+        // rounding of adding d = edited - clean back onto the clean output).
+        let model = tiny_model();
+        for edit in [noise_edit(&model, LayerMatrix::AttnK, 0.1), LayerEdit::Skip { layer: 0 }] {
+            let total = run_edited(&model, &edit, EditPath::Total);
+            let direct = run_edited(&model, &edit, EditPath::Direct);
+            for (t, d) in total.iter().zip(&direct) {
+                assert!(max_abs_diff(t, d) < 1e-5, "{edit:?}: {}", max_abs_diff(t, d));
+            }
+        }
+    }
+
+    #[test]
+    fn skipping_the_only_layer_reads_the_embeddings_out() {
+        let model = tiny_model();
+        let logits = run_edited(&model, &LayerEdit::Skip { layer: 0 }, EditPath::Total);
+        for (i, &t) in TOKENS.iter().enumerate() {
+            let embedding = model.weights.embed_tokens.row_f32(t as usize);
+            let normed = rms_norm(&embedding, &model.weights.norm, model.config.rms_norm_eps);
+            let by_hand = model.weights.output_projection().forward(&normed, 1);
+            assert!(max_abs_diff(&logits[i], &by_hand) < 1e-6, "position {i}");
+        }
+    }
+
+    #[test]
+    fn cached_decoding_under_an_edit_equals_one_pass_over_the_sequence() {
+        // The direct path keeps the edited layer's keys and values apart from the clean ones.
+        let model = tiny_model();
+        for edit in [noise_edit(&model, LayerMatrix::AttnV, 0.2), LayerEdit::Skip { layer: 0 }] {
+            for path in [EditPath::Total, EditPath::Direct] {
+                let full = run_edited(&model, &edit, path);
+                let options = ForwardOptions { layer_edit: Some(&edit), edit_path: path, ..Default::default() };
+                for (i, row) in stepped_logits(&model, 3, options).iter().enumerate() {
+                    let d = max_abs_diff(row, &full[i + 2]);
+                    assert!(d < 1e-5, "{edit:?} {path:?} position {}: {d}", i + 2);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn an_edit_of_a_missing_layer_or_of_the_wrong_shape_is_refused() {
+        let model = tiny_model();
+        let run = |edit: &LayerEdit| {
+            let options = ForwardOptions { layer_edit: Some(edit), ..Default::default() };
+            model.forward(&TOKENS, &mut model.new_cache(), options)
         };
-        assert_eq!(run(&model.gate_delta(0, || 0.0).unwrap()), clean);
-        assert!(max_abs_diff(&run(&model.gate_delta(0, || 0.1).unwrap())[5], &clean[5]) > 1e-4);
-        assert!(model.gate_delta(1, || 0.0).is_err());
+        assert!(run(&LayerEdit::Skip { layer: 1 }).is_err());
+        let mut wrong = model.weight_delta(0, LayerMatrix::MlpGate, || 0.0).unwrap();
+        wrong.matrix = LayerMatrix::MlpDown;
+        assert!(run(&LayerEdit::Weight(wrong)).is_err());
     }
 
     #[test]
