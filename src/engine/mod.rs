@@ -192,7 +192,7 @@ pub fn runtime() -> Result<tokio::runtime::Runtime> {
 /// Registers tokscope's SQL functions (see [`udfs`]) in `ctx`; registering
 /// again replaces them, e.g. with other prices.
 pub fn register_udfs(ctx: &SessionContext, config: &UdfConfig) {
-    for function in udfs::Function::all(&config.pricing, &config.architectures, &config.markers) {
+    for function in udfs::Function::all(config) {
         match function.build() {
             udfs::Udf::Scalar(f) => ctx.register_udf(f),
             udfs::Udf::Aggregate(f) => ctx.register_udaf(f),

@@ -225,9 +225,6 @@ pub fn last_user_words() -> ScalarUDF {
     ))
 }
 
-/// The functions that need configuration ([`Function::is_configured`]), by name.
-pub const CONFIGURED: [&str; 4] = ["price_usd", "kv_cache_bytes", "kv_tensor_parallel", "is_eos_marker"];
-
 /// A SQL function of any kind, as a session registers it.
 #[derive(Debug, Clone)]
 pub enum Udf {
@@ -261,155 +258,143 @@ impl Udf {
     }
 }
 
-/// tokscope's functions that need nothing beyond their arguments.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Plain {
-    /// `redundancy_bound`.
-    RedundancyBound,
-    /// `quantile_cont`.
-    QuantileCont,
-    /// `quantiles_cont`.
-    QuantilesCont,
-    /// `bootstrap_mean_ci`.
-    BootstrapMeanCi,
-    /// `kl_divergence`.
-    KlDivergence,
-    /// `bleu4`.
-    Bleu4,
-    /// `last_user_words`.
-    LastUserWords,
-    /// `max_overlap`.
-    MaxOverlap,
-    /// `compare_proportions`.
-    CompareProportions,
-    /// `compare_medians`.
-    CompareMedians,
-    /// `compare_quantiles`.
-    CompareQuantiles,
-    /// `compare_std_devs`.
-    CompareStdDevs,
-    /// `compare_cost_per_1k`.
-    CompareCostPer1k,
-    /// `sample_ratio_test`.
-    SampleRatioTest,
-    /// `holm_adjust`.
-    HolmAdjust,
-    /// `longest_run`.
-    LongestRun,
-    /// `first_last_by`.
-    FirstLastBy,
-}
-
-impl Plain {
-    /// Every one of them.
-    pub const ALL: [Plain; 17] = [
-        Plain::RedundancyBound,
-        Plain::QuantileCont,
-        Plain::QuantilesCont,
-        Plain::BootstrapMeanCi,
-        Plain::KlDivergence,
-        Plain::Bleu4,
-        Plain::LastUserWords,
-        Plain::MaxOverlap,
-        Plain::CompareProportions,
-        Plain::CompareMedians,
-        Plain::CompareCostPer1k,
-        Plain::HolmAdjust,
-        Plain::LongestRun,
-        Plain::FirstLastBy,
-        // A distributed plan names a function by its index here: new ones go last.
-        Plain::CompareQuantiles,
-        Plain::CompareStdDevs,
-        Plain::SampleRatioTest,
-    ];
-
-    /// The function.
-    pub fn build(self) -> Udf {
-        match self {
-            Plain::RedundancyBound => Udf::Scalar(redundancy_bound()),
-            Plain::QuantileCont => Udf::Aggregate(quantile_cont()),
-            Plain::QuantilesCont => Udf::Aggregate(quantiles_cont()),
-            Plain::BootstrapMeanCi => Udf::Aggregate(bootstrap_mean_ci()),
-            Plain::KlDivergence => Udf::Scalar(kl_divergence()),
-            Plain::Bleu4 => Udf::Scalar(bleu4()),
-            Plain::LastUserWords => Udf::Scalar(last_user_words()),
-            Plain::MaxOverlap => Udf::Aggregate(concurrency::max_overlap()),
-            Plain::CompareProportions => Udf::Scalar(ab::compare_proportions()),
-            Plain::CompareMedians => Udf::Scalar(ab::compare_medians()),
-            Plain::CompareQuantiles => Udf::Scalar(ab::compare_quantiles()),
-            Plain::CompareStdDevs => Udf::Scalar(ab::compare_std_devs()),
-            Plain::SampleRatioTest => Udf::Scalar(ab::sample_ratio_test()),
-            Plain::CompareCostPer1k => Udf::Scalar(ab::compare_cost_per_1k()),
-            Plain::HolmAdjust => Udf::Window(ab::holm_adjust()),
-            Plain::LongestRun => Udf::Aggregate(runs::longest_run()),
-            Plain::FirstLastBy => Udf::Aggregate(first_last::first_last_by()),
+/// Declares tokscope's functions that need nothing beyond their arguments,
+/// each once: its variant, its SQL name and how it is built. The order is the
+/// wire order (a distributed plan names a plain function by its index in
+/// [`Plain::ALL`]): new ones go last.
+macro_rules! plain_functions {
+    ($($variant:ident: $name:literal => $kind:ident($build:expr)),* $(,)?) => {
+        /// tokscope's functions that need nothing beyond their arguments.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum Plain {
+            $(#[doc = concat!("`", $name, "`.")] $variant),*
         }
-    }
+
+        impl Plain {
+            /// Every one of them, in wire order.
+            pub const ALL: &'static [Plain] = &[$(Plain::$variant),*];
+
+            /// Its SQL name.
+            pub fn name(self) -> &'static str {
+                match self {
+                    $(Plain::$variant => $name),*
+                }
+            }
+
+            /// The function.
+            pub fn build(self) -> Udf {
+                match self {
+                    $(Plain::$variant => Udf::$kind($build)),*
+                }
+            }
+        }
+    };
 }
 
-/// One of tokscope's SQL functions with the configuration it carries: what
-/// a distributed plan must ship so a remote process computes the same thing
-/// (`engine::distributed::codec`).
-#[derive(Debug, Clone)]
-pub enum Function {
-    /// `price_usd` with its prices.
-    PriceUsd(Arc<Pricing>),
-    /// `kv_cache_bytes` with its model shapes.
-    KvCacheBytes(Arc<Architectures>),
-    /// `kv_tensor_parallel` with its model shapes.
-    KvTensorParallel(Arc<Architectures>),
-    /// `is_eos_marker` with its markers.
-    IsEosMarker(Arc<EosMarkers>),
-    /// A function without configuration.
-    Plain(Plain),
+plain_functions! {
+    RedundancyBound: "redundancy_bound" => Scalar(redundancy_bound()),
+    QuantileCont: "quantile_cont" => Aggregate(quantile_cont()),
+    QuantilesCont: "quantiles_cont" => Aggregate(quantiles_cont()),
+    BootstrapMeanCi: "bootstrap_mean_ci" => Aggregate(bootstrap_mean_ci()),
+    KlDivergence: "kl_divergence" => Scalar(kl_divergence()),
+    Bleu4: "bleu4" => Scalar(bleu4()),
+    LastUserWords: "last_user_words" => Scalar(last_user_words()),
+    MaxOverlap: "max_overlap" => Aggregate(concurrency::max_overlap()),
+    CompareProportions: "compare_proportions" => Scalar(ab::compare_proportions()),
+    CompareMedians: "compare_medians" => Scalar(ab::compare_medians()),
+    CompareCostPer1k: "compare_cost_per_1k" => Scalar(ab::compare_cost_per_1k()),
+    HolmAdjust: "holm_adjust" => Window(ab::holm_adjust()),
+    LongestRun: "longest_run" => Aggregate(runs::longest_run()),
+    FirstLastBy: "first_last_by" => Aggregate(first_last::first_last_by()),
+    CompareQuantiles: "compare_quantiles" => Scalar(ab::compare_quantiles()),
+    CompareStdDevs: "compare_std_devs" => Scalar(ab::compare_std_devs()),
+    SampleRatioTest: "sample_ratio_test" => Scalar(ab::sample_ratio_test()),
+}
+
+/// What a configured function carries to a remote process
+/// (`engine::distributed::codec` implements it for each configuration).
+pub trait Configuration: Send + Sync + Sized + 'static {
+    /// The payload that travels with the plan.
+    fn encode(&self) -> DfResult<Vec<u8>>;
+    /// The configuration a payload holds (`name`: the function, for errors).
+    fn decode(body: &[u8], name: &str) -> DfResult<Arc<Self>>;
+}
+
+/// Declares tokscope's functions that carry configuration, each once: its
+/// variant (also the name of the type implementing it, whose field holds the
+/// configuration), its SQL name, its payload tag in a distributed plan
+/// (fixed: never reuse one), the configuration's type and the field of
+/// [`super::UdfConfig`] it comes from, and its constructor.
+macro_rules! configured_functions {
+    ($($variant:ident { $field:ident }: $name:literal, tag $tag:literal, $config:ty, from $from:ident => $build:ident),* $(,)?) => {
+        /// One of tokscope's SQL functions with the configuration it carries: what
+        /// a distributed plan must ship so a remote process computes the same thing
+        /// (`engine::distributed::codec`).
+        #[derive(Debug, Clone)]
+        pub enum Function {
+            $(#[doc = concat!("`", $name, "` with its configuration.")] $variant(Arc<$config>),)*
+            /// A function without configuration.
+            Plain(Plain),
+        }
+
+        /// The functions that need configuration ([`Function::is_configured`]), by name.
+        pub const CONFIGURED: &[&str] = &[$($name),*];
+
+        impl Function {
+            /// Every tokscope SQL function, configured from `config`: what a session registers.
+            pub fn all(config: &super::UdfConfig) -> Vec<Function> {
+                let mut all = vec![$(Function::$variant(Arc::clone(&config.$from))),*];
+                all.extend(Plain::ALL.iter().copied().map(Function::Plain));
+                all
+            }
+
+            /// The function.
+            pub fn build(&self) -> Udf {
+                match self {
+                    $(Function::$variant(c) => Udf::Scalar($build(Arc::clone(c))),)*
+                    Function::Plain(p) => p.build(),
+                }
+            }
+
+            /// The scalar function's definition, if it is one of tokscope's.
+            pub fn of_udf(udf: &ScalarUDF) -> Option<Function> {
+                let inner = udf.inner();
+                $(if let Some(f) = inner.downcast_ref::<$variant>() {
+                    return Some(Function::$variant(Arc::clone(&f.$field)));
+                })*
+                Self::plain(&Udf::Scalar(udf.clone()))
+            }
+
+            /// The payload tag and body of a configured function (`None` for a plain one).
+            pub fn configuration(&self) -> DfResult<Option<(u8, Vec<u8>)>> {
+                Ok(match self {
+                    $(Function::$variant(c) => Some(($tag, c.encode()?)),)*
+                    Function::Plain(_) => None,
+                })
+            }
+
+            /// The configured function of payload tag `tag` (`None` for another tag).
+            pub fn from_configuration(tag: u8, body: &[u8], name: &str) -> DfResult<Option<Function>> {
+                Ok(match tag {
+                    $($tag => Some(Function::$variant(<$config as Configuration>::decode(body, name)?)),)*
+                    _ => None,
+                })
+            }
+        }
+    };
+}
+
+configured_functions! {
+    PriceUsd { pricing }: "price_usd", tag 1, Pricing, from pricing => price_usd,
+    KvCacheBytes { architectures }: "kv_cache_bytes", tag 2, Architectures, from architectures => kv_cache_bytes,
+    KvTensorParallel { architectures }: "kv_tensor_parallel", tag 3, Architectures, from architectures => kv_tensor_parallel,
+    IsEosMarker { markers }: "is_eos_marker", tag 4, EosMarkers, from markers => is_eos_marker,
 }
 
 impl Function {
-    /// Every tokscope SQL function, configured with `pricing`,
-    /// `architectures` and `markers`: what a session registers.
-    pub fn all(pricing: &Arc<Pricing>, architectures: &Arc<Architectures>, markers: &Arc<EosMarkers>) -> Vec<Function> {
-        let mut all = vec![
-            Function::PriceUsd(Arc::clone(pricing)),
-            Function::KvCacheBytes(Arc::clone(architectures)),
-            Function::KvTensorParallel(Arc::clone(architectures)),
-            Function::IsEosMarker(Arc::clone(markers)),
-        ];
-        all.extend(Plain::ALL.into_iter().map(Function::Plain));
-        all
-    }
-
     /// Whether the function needs configuration (a stand-in without it must fail).
     pub fn is_configured(&self) -> bool {
         !matches!(self, Function::Plain(_))
-    }
-
-    /// The function.
-    pub fn build(&self) -> Udf {
-        match self {
-            Function::PriceUsd(p) => Udf::Scalar(price_usd(Arc::clone(p))),
-            Function::KvCacheBytes(a) => Udf::Scalar(kv_cache_bytes(Arc::clone(a))),
-            Function::KvTensorParallel(a) => Udf::Scalar(kv_tensor_parallel(Arc::clone(a))),
-            Function::IsEosMarker(m) => Udf::Scalar(is_eos_marker(Arc::clone(m))),
-            Function::Plain(p) => p.build(),
-        }
-    }
-
-    /// The scalar function's definition, if it is one of tokscope's.
-    pub fn of_udf(udf: &ScalarUDF) -> Option<Function> {
-        let inner = udf.inner();
-        if let Some(f) = inner.downcast_ref::<PriceUsd>() {
-            return Some(Function::PriceUsd(Arc::clone(&f.pricing)));
-        }
-        if let Some(f) = inner.downcast_ref::<KvCacheBytes>() {
-            return Some(Function::KvCacheBytes(Arc::clone(&f.architectures)));
-        }
-        if let Some(f) = inner.downcast_ref::<KvTensorParallel>() {
-            return Some(Function::KvTensorParallel(Arc::clone(&f.architectures)));
-        }
-        if let Some(f) = inner.downcast_ref::<IsEosMarker>() {
-            return Some(Function::IsEosMarker(Arc::clone(&f.markers)));
-        }
-        Self::plain(&Udf::Scalar(udf.clone()))
     }
 
     /// The definition of a function of any kind, if it is one of tokscope's.
@@ -435,7 +420,10 @@ impl Function {
     /// implementing type (so DataFusion's `quantile_cont` alias of
     /// `percentile_cont` is never taken for tokscope's).
     fn plain(udf: &Udf) -> Option<Function> {
-        Plain::ALL.into_iter().find_map(|p| {
+        Plain::ALL.iter().copied().find_map(|p| {
+            if p.name() != udf.name() {
+                return None;
+            }
             let built = p.build();
             (built.name() == udf.name()
                 && std::mem::discriminant(&built) == std::mem::discriminant(udf)
@@ -1193,6 +1181,20 @@ mod tests {
 
     /// Several quantiles at once are each the single quantile, bit for bit:
     /// ties, signed zeros, one value, quantiles out of order and repeated.
+    #[test]
+    fn each_declared_name_is_the_name_the_function_registers() {
+        for p in super::Plain::ALL {
+            assert_eq!(p.build().name(), p.name());
+        }
+        let config = crate::engine::UdfConfig::new().unwrap();
+        let configured: Vec<String> = super::Function::all(&config)
+            .iter()
+            .filter(|f| f.is_configured())
+            .map(|f| f.build().name().to_string())
+            .collect();
+        assert_eq!(configured, super::CONFIGURED);
+    }
+
     #[test]
     fn quantiles_at_once_equal_each_alone() {
         let mut seed = 7u64;

@@ -38,7 +38,7 @@ use sha2::{Digest, Sha256};
 
 use crate::engine::architectures::Architectures;
 use crate::engine::pricing::Pricing;
-use crate::engine::udfs::{Function, Plain, Udf};
+use crate::engine::udfs::{Configuration, Function, Plain, Udf};
 use tokscope_core::derive::EosMarkers;
 
 const MAGIC: &[u8; 4] = b"TKSF";
@@ -46,24 +46,25 @@ const MAGIC: &[u8; 4] = b"TKSF";
 /// builds then fails with a clear error instead of computing differently.
 const VERSION: u8 = 1;
 
-const PRICE_USD: u8 = 1;
-const KV_CACHE_BYTES: u8 = 2;
-const KV_TENSOR_PARALLEL: u8 = 3;
-const IS_EOS_MARKER: u8 = 4;
+// Configured functions carry the payload tag their declaration gives
+// (`udfs::configured_functions!`, below this base).
 /// Plain functions: this plus their index in [`Plain::ALL`] (new ones go at its end).
 const PLAIN_BASE: u8 = 32;
 
 /// The payload of `function` (never empty: an empty payload means "look the
 /// function up by name", which a tokscope function must never be).
 pub fn encode(function: &Function) -> DfResult<Vec<u8>> {
-    let (kind, body) = match function {
-        Function::PriceUsd(p) => (PRICE_USD, compress(&p.to_wire())?),
-        Function::KvCacheBytes(a) => (KV_CACHE_BYTES, compress(&a.to_wire())?),
-        Function::KvTensorParallel(a) => (KV_TENSOR_PARALLEL, compress(&a.to_wire())?),
-        Function::IsEosMarker(m) => (IS_EOS_MARKER, compress(m.as_ref())?),
-        Function::Plain(p) => {
+    let (kind, body) = match (function, function.configuration()?) {
+        (_, Some(tagged)) => tagged,
+        (Function::Plain(p), None) => {
             let index = Plain::ALL.iter().position(|q| q == p).unwrap_or_default();
             (PLAIN_BASE + index as u8, Vec::new())
+        }
+        (_, None) => {
+            return plan_err!(
+                "tokscope function {}: a configured function without its payload",
+                function.build().name()
+            )
         }
     };
     let mut buf = Vec::with_capacity(6 + body.len());
@@ -127,18 +128,13 @@ fn to_df(e: crate::Error) -> datafusion::error::DataFusionError {
 /// The function a payload describes; `None` when `buf` is not a tokscope payload.
 pub fn decode(name: &str, buf: &[u8]) -> DfResult<Option<Udf>> {
     let Some((kind, body)) = split(name, buf)? else { return Ok(None) };
-    let function = match kind {
-        PRICE_USD => Function::PriceUsd(cached(&PRICINGS, body, || {
-            Pricing::from_wire(decompress(body, name)?).map_err(|e| to_df(e.into()))
-        })?),
-        KV_CACHE_BYTES => Function::KvCacheBytes(architectures(name, body)?),
-        KV_TENSOR_PARALLEL => Function::KvTensorParallel(architectures(name, body)?),
-        IS_EOS_MARKER => Function::IsEosMarker(cached(&MARKERS, body, || decompress(body, name))?),
-        plain => match Plain::ALL.get(usize::from(plain.wrapping_sub(PLAIN_BASE))) {
-            Some(p) if plain >= PLAIN_BASE => Function::Plain(*p),
+    let function = match Function::from_configuration(kind, body, name)? {
+        Some(configured) => configured,
+        None => match Plain::ALL.get(usize::from(kind.wrapping_sub(PLAIN_BASE))) {
+            Some(p) if kind >= PLAIN_BASE => Function::Plain(*p),
             _ => {
                 return plan_err!(
-                    "tokscope function {name}: unknown payload kind {plain} (run the same tokscope build on the \
+                    "tokscope function {name}: unknown payload kind {kind} (run the same tokscope build on the \
                      client, the scheduler and every executor)"
                 )
             }
@@ -151,8 +147,34 @@ pub fn decode(name: &str, buf: &[u8]) -> DfResult<Option<Udf>> {
     Ok(Some(udf))
 }
 
-fn architectures(name: &str, body: &[u8]) -> DfResult<Arc<Architectures>> {
-    cached(&ARCHITECTURES, body, || Architectures::from_wire(decompress(body, name)?).map_err(|e| to_df(e.into())))
+impl Configuration for Pricing {
+    fn encode(&self) -> DfResult<Vec<u8>> {
+        compress(&self.to_wire())
+    }
+
+    fn decode(body: &[u8], name: &str) -> DfResult<Arc<Self>> {
+        cached(&PRICINGS, body, || Pricing::from_wire(decompress(body, name)?).map_err(|e| to_df(e.into())))
+    }
+}
+
+impl Configuration for Architectures {
+    fn encode(&self) -> DfResult<Vec<u8>> {
+        compress(&self.to_wire())
+    }
+
+    fn decode(body: &[u8], name: &str) -> DfResult<Arc<Self>> {
+        cached(&ARCHITECTURES, body, || Architectures::from_wire(decompress(body, name)?).map_err(|e| to_df(e.into())))
+    }
+}
+
+impl Configuration for EosMarkers {
+    fn encode(&self) -> DfResult<Vec<u8>> {
+        compress(self)
+    }
+
+    fn decode(body: &[u8], name: &str) -> DfResult<Arc<Self>> {
+        cached(&MARKERS, body, || decompress(body, name))
+    }
 }
 
 fn wrong_kind(name: &str, udf: &Udf, expected: &str) -> datafusion::error::DataFusionError {
@@ -316,7 +338,8 @@ mod tests {
     #[test]
     fn every_function_travels_with_a_payload_and_comes_back_the_same() {
         let (pricing, architectures, markers) = configured();
-        let all = Function::all(&pricing, &architectures, &markers);
+        let config = crate::engine::UdfConfig { pricing, architectures, markers };
+        let all = Function::all(&config);
         assert_eq!(all.len(), crate::engine::udfs::CONFIGURED.len() + Plain::ALL.len());
         for function in &all {
             let udf = function.build();

@@ -141,8 +141,8 @@ pub struct ExecutorOptions {
 /// order, so there the alias may win: the scheduler relies on the payloads
 /// alone, which every tokscope function carries ([`codec`]).
 pub fn by_name_functions() -> Vec<Udf> {
-    let mut functions: Vec<Udf> = Plain::ALL.into_iter().map(Plain::build).collect();
-    functions.extend(udfs::CONFIGURED.into_iter().map(|name| Udf::Scalar(udfs::unconfigured(name))));
+    let mut functions: Vec<Udf> = Plain::ALL.iter().map(|p| p.build()).collect();
+    functions.extend(udfs::CONFIGURED.iter().map(|name| Udf::Scalar(udfs::unconfigured(name))));
     functions
 }
 
