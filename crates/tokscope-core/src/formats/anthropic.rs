@@ -70,7 +70,7 @@ pub fn parse<'a>(line: &'a [u8], ctx: &LineContext<'_>) -> Result<RequestRecord<
         .then(|| RawValue::from_string(format!("[{}]", other_blocks.join(","))).ok())
         .flatten();
     let mut unread = envelope::unread(line, body, MESSAGE_KEYS, &[("usage", USAGE_KEYS)]);
-    unread.extend(blocks.as_deref().map(|b| (Cow::Borrowed("content"), b)));
+    unread.extend(blocks.as_deref().and_then(|b| fields::kept_member(Cow::Borrowed("content"), b)));
     let output_text = match text.len() {
         0 => None,
         1 => text.into_iter().next(),

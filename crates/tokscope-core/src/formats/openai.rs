@@ -207,24 +207,34 @@ const USAGE_KEYS: &[&str] =
     &["prompt_tokens", "completion_tokens", "total_tokens", "prompt_tokens_details", "completion_tokens_details"];
 
 /// What no column holds: the envelope's, completion's and usage's other keys
-/// ([`envelope::unread`]), and the first choice's message but its text
-/// (`message.tool_calls`, `message.refusal`, ...).
-fn chat_unread<'x>(line: &'x [u8], body: &'x [u8]) -> Vec<(Cow<'x, str>, &'x RawValue)> {
+/// ([`envelope::unread`]), and the first choice's ([`first_choice_unread`]).
+fn chat_unread<'x>(line: &'x [u8], body: &'x [u8]) -> Vec<fields::Member<'x>> {
     let mut unread = envelope::unread(line, body, COMPLETION_KEYS, &[("usage", USAGE_KEYS)]);
+    unread.extend(first_choice_unread(body, ""));
+    unread
+}
+
+/// What no column holds of a completion's first choice: its message but
+/// the text (`message.tool_calls`, `message.refusal`, ...) and its other keys
+/// (`choice.<key>`), each key after `prefix`. For the completions that
+/// gateways log inside their own records too (LiteLLM, Helicone).
+pub(crate) fn first_choice_unread<'x>(body: &'x [u8], prefix: &str) -> Vec<fields::Member<'x>> {
     #[derive(Deserialize)]
     struct Choices<'a> {
         #[serde(borrow, default)]
         choices: Vec<&'a RawValue>,
     }
-    if let Some(first) = fields::from_json::<Choices<'_>>(body).ok().and_then(|c| c.choices.into_iter().next()) {
-        for (key, raw) in fields::unread_members(first.get(), &["index", "finish_reason", "logprobs"], "") {
-            match key.as_ref() {
-                "message" => unread.extend(fields::unread_members(raw.get(), &["content"], "message.")),
-                _ => unread.push((Cow::Owned(format!("choice.{key}")), raw)),
-            }
-        }
-    }
-    unread
+    let Some(first) = fields::from_json::<Choices<'_>>(body).ok().and_then(|c| c.choices.into_iter().next()) else {
+        return Vec::new();
+    };
+    let read = ["index", "finish_reason", "logprobs", "message"];
+    fields::unread_nested(first.get(), &read, &[("message", &["content"])], "")
+        .into_iter()
+        .map(|(key, raw)| {
+            let under = if key.starts_with("message.") { "" } else { "choice." };
+            (Cow::Owned(format!("{prefix}{under}{key}")), raw)
+        })
+        .collect()
 }
 
 #[derive(Deserialize)]

@@ -10,12 +10,49 @@
 
 use std::borrow::Cow;
 
-/// Whether a logged key names credentials (or headers, which carry them):
-/// the formats that keep unread keys in `extra` never keep these.
+/// Whether a logged key names credentials, or what carries them: the
+/// formats that keep unread keys in `extra` never keep these
+/// ([`crate::formats::fields::unread_members`]), at any depth. Matched
+/// without regard to ASCII case:
+/// - a name that is a credential: `authorization`, `cookie`, `set-cookie`,
+///   `password`, `secret`, `token`, `bearer`;
+/// - a name ending in `api_key`, `api-key` or `api_key_hash` (`api_key`,
+///   `x-api-key`, LiteLLM's hashed keys `user_api_key`, `user_api_key_hash`
+///   and `changed_by_api_key`; not `user_api_key_alias` or `_team_id`,
+///   which name the key's owner and hold no secret), or in `_secret`,
+///   `_password`, `_token` after `access`, `refresh`, `id`, `oauth`,
+///   `session`, `auth` or `bearer` (`client_secret`, `oauth_token`);
+/// - headers, which carry credentials: `headers` and any name ending in
+///   `_headers` (LiteLLM's `additional_headers`, `requester_custom_headers`);
+/// - pre-signed URLs, whose query string is a credential: Helicone's
+///   `signed_body_url` and `asset_urls`, any name ending in `signed_url`.
 pub fn is_credential_key(key: &str) -> bool {
-    ["headers", "api_key", "api-key", "x-api-key", "authorization", "cookie", "password", "secret", "token"]
-        .iter()
-        .any(|k| key.eq_ignore_ascii_case(k))
+    const NAMES: [&str; 9] =
+        ["authorization", "cookie", "set-cookie", "password", "secret", "token", "bearer", "headers", "asset_urls"];
+    const ENDINGS: [&str; 16] = [
+        "api_key",
+        "api-key",
+        "api_key_hash",
+        "_secret",
+        "_password",
+        "access_token",
+        "refresh_token",
+        "id_token",
+        "oauth_token",
+        "session_token",
+        "auth_token",
+        "bearer_token",
+        "_headers",
+        "signed_url",
+        "signed_body_url",
+        "private_key",
+    ];
+    let ends_with = |suffix: &str| {
+        key.len() >= suffix.len()
+            && key.is_char_boundary(key.len() - suffix.len())
+            && key[key.len() - suffix.len()..].eq_ignore_ascii_case(suffix)
+    };
+    NAMES.iter().any(|n| key.eq_ignore_ascii_case(n)) || ENDINGS.iter().any(|e| ends_with(e))
 }
 
 /// What a secret string becomes.
@@ -143,6 +180,42 @@ mod tests {
         );
         assert!(matches!(scrub_json(br#"{"a":"b"}"#, |_| true), Cow::Owned(_)));
         assert!(matches!(scrub_json(br#"{"a":1}"#, |_| false), Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn credential_keys_are_named_by_what_they_hold() {
+        for key in [
+            "api_key",
+            "X-Api-Key",
+            "user_api_key",
+            "user_api_key_hash",
+            "changed_by_api_key",
+            "Authorization",
+            "headers",
+            "additional_headers",
+            "requester_custom_headers",
+            "signed_body_url",
+            "asset_urls",
+            "client_secret",
+            "oauth_token",
+            "token",
+        ] {
+            assert!(is_credential_key(key), "{key}");
+        }
+        for key in [
+            "user_api_key_alias",
+            "user_api_key_team_id",
+            "prompt_tokens",
+            "cached_token_count",
+            "time_to_first_token",
+            "max_tokens",
+            "api_base",
+            "cache_key",
+            "request_user_id",
+            "é_api_k",
+        ] {
+            assert!(!is_credential_key(key), "{key}");
+        }
     }
 
     #[test]
