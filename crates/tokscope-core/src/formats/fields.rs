@@ -340,6 +340,12 @@ pub fn kept_member<'a>(key: Cow<'a, str>, v: &'a RawValue) -> Option<Member<'a>>
     Some((key, value))
 }
 
+/// The JSON array of the values `items` (each one's JSON text), for the
+/// parts of a logged array that `extra` keeps; `None` when there is none.
+pub fn json_array(items: &[&str]) -> Option<Box<RawValue>> {
+    (!items.is_empty()).then(|| RawValue::from_string(format!("[{}]", items.join(","))).ok()).flatten()
+}
+
 /// Whether a logged value says nothing: `null`, `""`, `[]` or `{}`.
 pub fn is_empty_value(v: &RawValue) -> bool {
     matches!(v.get(), "null" | "\"\"" | "[]" | "{}")

@@ -201,9 +201,10 @@ fn chat_record<'a>(
 }
 
 /// A completion's keys read into columns.
-const COMPLETION_KEYS: &[&str] = &["id", "object", "created", "model", "system_fingerprint", "choices", "usage"];
+pub(crate) const COMPLETION_KEYS: &[&str] =
+    &["id", "object", "created", "model", "system_fingerprint", "choices", "usage"];
 /// The usage keys read into columns.
-const USAGE_KEYS: &[&str] =
+pub(crate) const USAGE_KEYS: &[&str] =
     &["prompt_tokens", "completion_tokens", "total_tokens", "prompt_tokens_details", "completion_tokens_details"];
 
 /// What no column holds: the envelope's, completion's and usage's other keys

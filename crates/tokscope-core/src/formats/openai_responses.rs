@@ -101,7 +101,7 @@ fn other_output(output: &RawValue) -> Option<Box<RawValue>> {
             }
         }
     }
-    (!kept.is_empty()).then(|| RawValue::from_string(format!("[{}]", kept.join(","))).ok()).flatten()
+    fields::json_array(&kept)
 }
 
 #[derive(Deserialize)]
