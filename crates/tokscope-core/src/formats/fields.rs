@@ -299,8 +299,9 @@ pub fn unread_members<'a>(raw: &'a str, read: &[&str], prefix: &str) -> Vec<Memb
 
 /// [`unread_members`] of `raw`, the objects `nested` names taken one level
 /// down (whether or not `read` names them): each such object's members less
-/// the keys read of it, written `{prefix}{object}.{key}` (a value that is
-/// not an object is kept as logged unless `read` names it).
+/// the keys read of it, written `{prefix}{object}.{key}` (an object logged
+/// as JSON text in a string too; any other value is kept as logged unless
+/// `read` names it).
 pub fn unread_nested<'a>(raw: &'a str, read: &[&str], nested: &[(&str, &[&str])], prefix: &str) -> Vec<Member<'a>> {
     let Ok(Members(members)) = serde_json::from_str::<Members<'a>>(raw) else { return Vec::new() };
     let mut out = Vec::new();
@@ -311,6 +312,12 @@ pub fn unread_nested<'a>(raw: &'a str, read: &[&str], nested: &[(&str, &[&str])]
         match nested.iter().find(|(name, _)| *name == key.as_ref()) {
             Some((name, inner)) if value.get().starts_with('{') => {
                 out.extend(unread_nested(value.get(), inner, &[], &format!("{prefix}{name}.")));
+            }
+            // An object exported as JSON text in a string is that object.
+            Some((name, inner)) if value.get().starts_with("\"{") => {
+                let Ok(object) = serde_json::from_str::<String>(value.get()) else { continue };
+                let members = unread_nested(&object, inner, &[], &format!("{prefix}{name}."));
+                out.extend(members.into_iter().map(|(k, v)| (Cow::Owned(k.into_owned()), Cow::Owned(v.into_owned()))));
             }
             _ if read.contains(&key.as_ref()) => {}
             _ => {
@@ -330,7 +337,9 @@ pub fn kept_member<'a>(key: Cow<'a, str>, v: &'a RawValue) -> Option<Member<'a>>
     if secrets::is_credential_key(&key) {
         return None;
     }
-    if !v.get().starts_with(['{', '[']) {
+    // Objects and arrays, and strings that hold one (a column exported as JSON text).
+    let text = v.get();
+    if !(text.starts_with(['{', '[']) || text.starts_with("\"{") || text.starts_with("\"[")) {
         return Some((key, Cow::Borrowed(v)));
     }
     let value = match secrets::scrub_json(v.get().as_bytes(), secrets::is_credential_key) {
@@ -733,8 +742,17 @@ mod tests {
                 "x.usage_n=null",
             ]
         );
-        // A nested name whose value is no object is kept as logged, unless read.
+        // A nested name whose value is no object is kept as logged, unless read;
+        // an object in a string is that object, and credentials in strings never pass.
         assert_eq!(kept(r#"{"usage":7}"#, &[], &[("usage", &[])]), ["x.usage=7"]);
+        assert_eq!(
+            kept(r#"{"meta":"{\"api_key\": \"k\", \"in\": 1, \"n\": 2}"}"#, &[], &[("meta", &["in"])]),
+            ["x.meta.n=2"]
+        );
+        assert_eq!(
+            kept(r#"{"meta":"{\"api_key\": \"k\", \"n\": 2}"}"#, &[], &[]),
+            [r#"x.meta="{\"api_key\": \"REDACTED\", \"n\": 2}""#]
+        );
         assert!(kept(r#"{"usage":7}"#, &["usage"], &[("usage", &[])]).is_empty());
         assert!(kept("[1]", &[], &[]).is_empty());
         let empty = |v: &str| is_empty_value(&serde_json::from_str::<Box<RawValue>>(v).unwrap());

@@ -59,8 +59,26 @@ pub fn is_credential_key(key: &str) -> bool {
 pub const REDACTED: &str = "REDACTED";
 
 /// `text` with the string values of keys for which `is_secret` holds
-/// replaced by `"REDACTED"`; borrowed unchanged when there is none.
+/// replaced by `"REDACTED"`, also inside strings that hold JSON text (a
+/// column exported as JSON in a string); borrowed unchanged when there is none.
 pub fn scrub_json<'a>(text: &'a [u8], is_secret: impl Fn(&str) -> bool) -> Cow<'a, [u8]> {
+    scrub(text, &is_secret)
+}
+
+/// The JSON string literal `literal` (quotes included) scrubbed, when its
+/// text is a JSON object or array holding secrets.
+fn scrub_json_in_string(literal: &[u8], is_secret: &dyn Fn(&str) -> bool) -> Option<Vec<u8>> {
+    if !matches!(literal.get(1), Some(b'{' | b'[')) {
+        return None;
+    }
+    let inner: String = serde_json::from_slice(literal).ok()?;
+    match scrub(inner.as_bytes(), is_secret) {
+        Cow::Borrowed(_) => None,
+        Cow::Owned(scrubbed) => serde_json::to_vec(&String::from_utf8_lossy(&scrubbed)).ok(),
+    }
+}
+
+fn scrub<'a>(text: &'a [u8], is_secret: &dyn Fn(&str) -> bool) -> Cow<'a, [u8]> {
     let mut out: Option<Vec<u8>> = None;
     // Depth of the secret value being scrubbed (0: not in one), and whether
     // the next token is the value of a secret key.
@@ -81,8 +99,13 @@ pub fn scrub_json<'a>(text: &'a [u8], is_secret: impl Fn(&str) -> bool) -> Cow<'
                     buf.extend_from_slice(b"\"");
                     value_is_secret = false;
                 } else {
-                    if let Some(buf) = out.as_mut() {
-                        buf.extend_from_slice(&text[i..end]);
+                    match (is_key, scrub_json_in_string(&text[i..end], is_secret)) {
+                        (false, Some(scrubbed)) => out.get_or_insert_with(|| text[..i].to_vec()).extend(scrubbed),
+                        _ => {
+                            if let Some(buf) = out.as_mut() {
+                                buf.extend_from_slice(&text[i..end]);
+                            }
+                        }
                     }
                     if is_key {
                         let key = String::from_utf8_lossy(&text[i + 1..end.saturating_sub(1).max(i + 1)]);
@@ -224,6 +247,15 @@ mod tests {
         let line = format!("id-1,{hash},0.5,deadbeef");
         assert_eq!(&*scrub_hex_hashes(line.as_bytes()), b"id-1,REDACTED,0.5,deadbeef");
         assert!(matches!(scrub_hex_hashes(b"a0e1b2c3-0000-4000-8000-000000000001"), Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn json_in_strings_is_scrubbed_too() {
+        assert_eq!(
+            scrub(r#"{"metadata":"{\"user_api_key\": \"88dc\", \"n\": [\"a\"]}","note":"{not json"}"#),
+            r#"{"metadata":"{\"user_api_key\": \"REDACTED\", \"n\": [\"a\"]}","note":"{not json"}"#
+        );
+        assert!(matches!(scrub_json(br#"{"m":"{\"a\": 1}"}"#, |k| k == "api_key"), Cow::Borrowed(_)));
     }
 
     #[test]
