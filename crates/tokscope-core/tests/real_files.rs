@@ -275,6 +275,27 @@ fn langfuse_public_api_observations_in_camel_case() {
     let x = extras(&r);
     assert_eq!((x[0]["projectId"].as_str(), x[0]["trace_id"].as_str()), (Some("proj-1"), Some("trace-real-1")));
     assert_eq!(x[0]["cost_details"]["total"].as_f64(), Some(0.0002301));
+    // Every key of the observation that no column holds; modelParameters and
+    // metadata whole (a column holds one member of each); the latency column's unit.
+    assert_eq!(
+        x[0].as_object().unwrap().keys().collect::<Vec<_>>(),
+        [
+            "cost_details",
+            "environment",
+            "latency_unit",
+            "level",
+            "metadata",
+            "modelParameters",
+            "name",
+            "parent_observation_id",
+            "projectId",
+            "trace_id",
+            "trace_name",
+            "user_id"
+        ]
+    );
+    assert_eq!(x[0]["modelParameters"], serde_json::json!({"max_tokens": 256, "temperature": 0.2}));
+    assert_eq!((x[0]["latency_unit"].as_str(), x[0]["level"].as_str()), (Some("s"), Some("DEFAULT")));
 }
 
 #[test]
