@@ -269,7 +269,22 @@ pub fn parse_batch<'a>(line: &'a [u8], ctx: &LineContext<'_>) -> Result<RequestR
     let mut rec = chat_record(body, Envelope::default(), body, ctx)?;
     rec.request_id = Some(b.custom_id);
     rec.status = fields::opt_token_count("status_code", resp.and_then(|r| r.status_code))?.map(|s| s as i32);
+    rec.extra = extra_json(&batch_unread(line, body));
     Ok(rec)
+}
+
+/// What no column holds of a Batch API line: the completion's as
+/// `openai_chat` keeps it, with its own `id` (the request id is the
+/// line's `custom_id`), and the line's other keys under `batch.` (`batch.id`,
+/// `batch.error`, `batch.response.request_id`: OpenAI's id of the call).
+fn batch_unread<'x>(line: &'x [u8], body: &'x [u8]) -> Vec<fields::Member<'x>> {
+    let read: Vec<&str> = COMPLETION_KEYS.iter().copied().filter(|k| *k != "id").collect();
+    let mut unread = envelope::unread(body, body, &read, &[("usage", USAGE_KEYS)]);
+    unread.extend(first_choice_unread(body, ""));
+    if let Ok(line) = std::str::from_utf8(line) {
+        unread.extend(fields::unread_nested(line, &["custom_id"], &[("response", &["status_code", "body"])], "batch."));
+    }
+    unread
 }
 
 /// OpenAI Chat Completions responses, bare or in an envelope.
@@ -365,6 +380,11 @@ mod tests {
         let ok = br#"{"id":"batch_req_1","custom_id":"req-7","response":{"status_code":200,"request_id":"x","body":{"id":"c","object":"chat.completion","created":1717236000,"model":"gpt-4o","choices":[{"message":{"content":"ok"},"finish_reason":"length"}],"usage":{"prompt_tokens":3,"completion_tokens":4}}},"error":null}"#;
         let r = parse_batch(ok, &LineContext::default()).unwrap();
         assert_eq!((r.request_id.as_deref(), r.status), (Some("req-7"), Some(200)));
+        // The completion's id (the request id is custom_id), then the line's own keys.
+        assert_eq!(
+            r.extra.as_deref(),
+            Some(r#"{"id":"c","batch.id":"batch_req_1","batch.response.request_id":"x","batch.error":null}"#)
+        );
         let bad = br#"{"id":"batch_req_2","custom_id":"req-8","response":null,"error":{"code":"server_error","message":"boom"}}"#;
         assert!(parse_batch(bad, &LineContext::default()).unwrap_err().contains("req-8 failed"));
     }
