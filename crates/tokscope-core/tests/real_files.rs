@@ -125,6 +125,72 @@ fn litellm_gcs_bucket_payloads() {
     assert_eq!(r.text("finish_reason_raw"), [s("stop"), s("length"), s("tool_calls"), s("stop")]);
     assert_eq!(r.text("finish_reason"), [s("stop"), s("length"), s("tool_calls"), s("stop")]);
     assert_eq!(r.text("model_output"), [s("Paris."), s("Once upon a time"), None, s("Paris.")]);
+    assert_eq!(r.text("model_version"), [s("fp_real"), s("fp_real"), s("fp_real"), s("fp_real")]);
+    // Nothing lost: every key the payload has and no column holds, one level
+    // down in its objects and its response; not the empty ones (most of the
+    // 46 keys and of metadata's 35), not the provider's headers, and of the
+    // 9 KB price-map entry only its key (the costs it gave are cost_breakdown).
+    let x = extras(&r);
+    let keys = |i: usize| x[i].as_object().unwrap().keys().map(String::as_str).collect::<Vec<_>>();
+    let common = [
+        "api_base",
+        "call_type",
+        "cost_breakdown",
+        "cost_finalized",
+        "custom_llm_provider",
+        "hidden_params.api_base",
+        "hidden_params.litellm_model_name",
+        "hidden_params.litellm_overhead_time_ms",
+        "litellm_call_id",
+        "model_map_information.model_map_key",
+        "requested_model",
+        "response.created",
+        "response.message.role",
+        "response.object",
+        "saved_cache_cost",
+        "standard_built_in_tools_params",
+        "status_fields",
+        "trace_id",
+    ];
+    assert_eq!(keys(0), common);
+    assert_eq!(keys(1), common);
+    let mut tool_call = common.to_vec();
+    tool_call.extend(["model_parameters.tools", "response.message.tool_calls"]);
+    tool_call.sort();
+    assert_eq!(keys(2), tool_call);
+    assert_eq!(
+        keys(3),
+        [
+            "api_base",
+            "call_type",
+            "cost_breakdown",
+            "cost_finalized",
+            "custom_llm_provider",
+            "hidden_params.api_base",
+            "litellm_call_id",
+            "model_map_information.model_map_key",
+            "model_parameters.stream",
+            "model_parameters.stream_options",
+            "requested_model",
+            "response.created",
+            "response.message.role",
+            "response.object",
+            "response.usage.cost",
+            "saved_cache_cost",
+            "standard_built_in_tools_params",
+            "status_fields",
+            "stream",
+            "trace_id"
+        ]
+    );
+    assert_eq!(x[0]["litellm_call_id"], "e27aa1c4-8881-4505-a846-e371a66fed00");
+    assert_eq!(x[0]["model_map_information.model_map_key"], "gpt-4o-mini-2024-07-18");
+    assert_eq!(x[1]["cost_breakdown"]["cache_read_cost"], 0.0000768);
+    assert_eq!(x[2]["response.message.tool_calls"][0]["function"]["name"], "get_weather");
+    assert_eq!(x[3]["model_parameters.stream_options"]["include_usage"], true);
+    for e in r.text("extra").into_iter().flatten() {
+        assert!(!e.contains("llm_provider-") && !e.contains("input_cost_per_token") && e.len() < 2048, "{e}");
+    }
 }
 
 #[test]
@@ -209,6 +275,27 @@ fn langfuse_public_api_observations_in_camel_case() {
     let x = extras(&r);
     assert_eq!((x[0]["projectId"].as_str(), x[0]["trace_id"].as_str()), (Some("proj-1"), Some("trace-real-1")));
     assert_eq!(x[0]["cost_details"]["total"].as_f64(), Some(0.0002301));
+    // Every key of the observation that no column holds; modelParameters and
+    // metadata whole (a column holds one member of each); the latency column's unit.
+    assert_eq!(
+        x[0].as_object().unwrap().keys().collect::<Vec<_>>(),
+        [
+            "cost_details",
+            "environment",
+            "latency_unit",
+            "level",
+            "metadata",
+            "modelParameters",
+            "name",
+            "parent_observation_id",
+            "projectId",
+            "trace_id",
+            "trace_name",
+            "user_id"
+        ]
+    );
+    assert_eq!(x[0]["modelParameters"], serde_json::json!({"max_tokens": 256, "temperature": 0.2}));
+    assert_eq!((x[0]["latency_unit"].as_str(), x[0]["level"].as_str()), (Some("s"), Some("DEFAULT")));
 }
 
 #[test]

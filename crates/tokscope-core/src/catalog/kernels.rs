@@ -30,6 +30,8 @@ pub struct KernelRow {
     pub flops: Option<f64>,
     /// The event's `args` object (a pair's merged) as compact JSON.
     pub args: Option<String>,
+    /// The event's keys no column holds (a pair's merged) as a JSON object.
+    pub extra: Option<String>,
 }
 
 table! {
@@ -62,6 +64,8 @@ table! {
         flops: Float64 nullable = k.flops,
         /// The event's `args` (a pair's begin and end merged) as compact JSON.
         args: Utf8 nullable [NoStatistics] = k.args.as_deref(),
+        /// The event's other keys (`id`, `bp`, `tts`, `cname`, ...; a pair's begin and end merged) as a JSON object; credentials never; null when none.
+        extra: Utf8 nullable [NoStatistics] = k.extra.as_deref(),
         /// Input path or object URL.
         source_file: Utf8 [Dictionary] = o.file,
         /// 1-based line where the event (a pair's begin event) starts in the decompressed input.

@@ -66,11 +66,9 @@ pub fn parse<'a>(line: &'a [u8], ctx: &LineContext<'_>) -> Result<RequestRecord<
         }
     }
     // What no column holds: the tool calls and other blocks, the message's and usage's other keys.
-    let blocks = (!other_blocks.is_empty())
-        .then(|| RawValue::from_string(format!("[{}]", other_blocks.join(","))).ok())
-        .flatten();
+    let blocks = fields::json_array(&other_blocks);
     let mut unread = envelope::unread(line, body, MESSAGE_KEYS, &[("usage", USAGE_KEYS)]);
-    unread.extend(blocks.as_deref().map(|b| (Cow::Borrowed("content"), b)));
+    unread.extend(blocks.as_deref().and_then(|b| fields::kept_member(Cow::Borrowed("content"), b)));
     let output_text = match text.len() {
         0 => None,
         1 => text.into_iter().next(),
@@ -105,9 +103,9 @@ pub fn parse<'a>(line: &'a [u8], ctx: &LineContext<'_>) -> Result<RequestRecord<
 }
 
 /// A message's keys read into columns (`content`: its text blocks).
-const MESSAGE_KEYS: &[&str] = &["id", "type", "role", "model", "content", "stop_reason", "usage"];
+pub(crate) const MESSAGE_KEYS: &[&str] = &["id", "type", "role", "model", "content", "stop_reason", "usage"];
 /// The usage keys read into columns.
-const USAGE_KEYS: &[&str] =
+pub(crate) const USAGE_KEYS: &[&str] =
     &["input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"];
 
 /// Anthropic Messages responses, bare or in an envelope.

@@ -47,7 +47,7 @@ struct CanonicalLine<'a> {
     token_times_ms: Option<Vec<Option<f64>>>,
     decode_latency_ms: Option<Vec<Option<f64>>>,
     logprobs: Option<Vec<LogprobEntry<'a>>>,
-    extra: Vec<(Cow<'a, str>, &'a RawValue)>,
+    extra: Vec<fields::Member<'a>>,
 }
 
 impl<'de> Deserialize<'de> for CanonicalLine<'de> {
@@ -95,7 +95,7 @@ impl<'de> Deserialize<'de> for CanonicalLine<'de> {
                         "logprobs" => c.logprobs = map.next_value()?,
                         _ => {
                             let v: &'de RawValue = map.next_value()?;
-                            c.extra.push((key, v));
+                            c.extra.extend(fields::kept_member(key, v));
                         }
                     }
                 }
@@ -107,7 +107,7 @@ impl<'de> Deserialize<'de> for CanonicalLine<'de> {
 }
 
 /// Serialises unknown keys back into one compact JSON object.
-pub(crate) fn extra_json(extra: &[(Cow<'_, str>, &RawValue)]) -> Option<String> {
+pub(crate) fn extra_json<V: std::ops::Deref<Target = RawValue>>(extra: &[(Cow<'_, str>, V)]) -> Option<String> {
     if extra.is_empty() {
         return None;
     }
@@ -163,7 +163,7 @@ impl<'a> CanonicalLine<'a> {
             match fields::arm_label(raw) {
                 Some(label) if variant.is_none() => variant = Some(label),
                 Some(_) => {}
-                None => extra.push((key, raw)),
+                None => extra.extend(fields::kept_member(key, raw)),
             }
         }
         Ok(RequestRecord {

@@ -11,14 +11,17 @@ use std::borrow::Cow;
 pub struct CsvHeader {
     line: Vec<u8>,
     columns: Vec<String>,
+    /// Whether each column is the first of its name (a later one is not read).
+    first: Vec<bool>,
 }
 
 impl CsvHeader {
     /// Reads a header line (a UTF-8 byte-order mark is dropped).
     pub fn parse(line: &[u8]) -> Result<CsvHeader, String> {
         let line = trim_line(line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line));
-        let columns = split_record(line)?.into_iter().map(|c| c.trim().to_string()).collect();
-        Ok(CsvHeader { line: line.to_vec(), columns })
+        let columns: Vec<String> = split_record(line)?.into_iter().map(|c| c.trim().to_string()).collect();
+        let first = columns.iter().enumerate().map(|(i, c)| !columns[..i].contains(c)).collect();
+        Ok(CsvHeader { line: line.to_vec(), columns, first })
     }
 
     /// The column names, in order.
@@ -66,6 +69,42 @@ impl<'a> CsvRow<'a> {
             .map(|v| v.trim().parse::<f64>().map_err(|_| format!("{name} is not a number: {v:?}")))
             .transpose()
     }
+}
+
+impl CsvRow<'_> {
+    /// The row as the JSON object a JSON export of the same table holds:
+    /// each non-empty cell under its column's name (the first column of a
+    /// name), a cell holding a JSON object or array as that JSON, any other
+    /// as a string. The formats whose tables are exported both ways
+    /// (LiteLLM's spend logs, Langfuse's observations) read a CSV row as
+    /// this object, so both exports are read by one reader.
+    pub fn to_json_object(&self) -> String {
+        let mut out = String::from("{");
+        let cells = self.header.columns.iter().zip(&self.header.first).zip(&self.cells);
+        for ((name, _), cell) in cells.filter(|((_, first), cell)| **first && !cell.is_empty()) {
+            if out.len() > 1 {
+                out.push(',');
+            }
+            push_json_string(&mut out, name);
+            out.push(':');
+            let trimmed = cell.trim();
+            let is_json =
+                trimmed.starts_with(['{', '[']) && serde_json::from_str::<serde::de::IgnoredAny>(trimmed).is_ok();
+            if is_json {
+                out.push_str(trimmed);
+            } else {
+                push_json_string(&mut out, cell);
+            }
+        }
+        out.push('}');
+        out
+    }
+}
+
+/// `text` as a JSON string literal.
+fn push_json_string(out: &mut String, text: &str) {
+    // Serialising a str cannot fail.
+    out.push_str(&serde_json::to_string(text).unwrap_or_default());
 }
 
 /// Joins cells into one CSV line, quoting those that need it.
@@ -182,5 +221,15 @@ mod tests {
         assert_eq!(row.number("spend"), Ok(Some(0.5)));
         assert!(h.row(b"r1,0.5").unwrap_err().contains("expected 3 cells"));
         assert!(h.row(b"r1,abc,z").unwrap().number("spend").unwrap_err().contains("not a number"));
+    }
+
+    #[test]
+    fn rows_read_as_the_json_object_of_a_json_export() {
+        let h = CsvHeader::parse(b"id,spend,meta,tags,note,empty,id").unwrap();
+        let row = h.row(br#"r1,0.5,"{""a"": [1]}","[""x""]","{not json",,r2"#).unwrap();
+        assert_eq!(
+            row.to_json_object(),
+            r#"{"id":"r1","spend":"0.5","meta":{"a": [1]},"tags":["x"],"note":"{not json"}"#
+        );
     }
 }

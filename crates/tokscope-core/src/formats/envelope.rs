@@ -7,7 +7,7 @@ use std::borrow::Cow;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::fields::{self, TsValue};
+use super::fields::{self, Member, TsValue};
 use super::LineContext;
 
 /// What the envelope adds to a response. A bare response parses as an empty envelope.
@@ -118,41 +118,20 @@ const REQUEST_KEYS: &[&str] =
 /// What no column holds, for `extra`: the envelope's other keys, its
 /// request's (`request.<key>`: sampling parameters, tools), the response
 /// body's keys that `body_keys` does not name, and inside the body each
-/// object of `nested` (`usage`) less the keys read of it (`usage.<key>`).
-/// `extra_json` of the result is the `extra` column.
-pub fn unread<'x>(
-    line: &'x [u8],
-    body: &'x [u8],
-    body_keys: &[&str],
-    nested: &[(&str, &[&str])],
-) -> Vec<(Cow<'x, str>, &'x RawValue)> {
+/// object of `nested` (`usage`) less the keys read of it (`usage.<key>`);
+/// credentials never ([`fields::unread_members`]). `extra_json` of the
+/// result is the `extra` column.
+pub fn unread<'x>(line: &'x [u8], body: &'x [u8], body_keys: &[&str], nested: &[(&str, &[&str])]) -> Vec<Member<'x>> {
     let (Ok(line), Ok(body)) = (std::str::from_utf8(line), std::str::from_utf8(body)) else { return Vec::new() };
     let bare = std::ptr::eq(line, body);
     let mut out = Vec::new();
     if !bare {
-        for (key, raw) in fields::unread_members(line, &[], "") {
-            match key.as_ref() {
-                k if super::secrets::is_credential_key(k) => {}
-                "request" => out.extend(
-                    fields::unread_members(raw.get(), REQUEST_KEYS, "request.")
-                        .into_iter()
-                        .filter(|(k, _)| !super::secrets::is_credential_key(&k["request.".len()..])),
-                ),
-                k if ENVELOPE_KEYS.contains(&k) => {}
-                _ => out.push((key, raw)),
-            }
-        }
+        out = fields::unread_nested(line, ENVELOPE_KEYS, &[("request", REQUEST_KEYS)], "");
     }
-    for (key, raw) in fields::unread_members(body, &[], "") {
-        if let Some((_, read)) = nested.iter().find(|(k, _)| *k == key.as_ref()) {
-            out.extend(fields::unread_members(raw.get(), read, &format!("{key}.")));
-        } else {
-            let read = body_keys.contains(&key.as_ref()) || (bare && ENVELOPE_KEYS.contains(&key.as_ref()));
-            if !read {
-                out.push((key, raw));
-            }
-        }
-    }
+    // A bare response's own keys with the envelope's names are read as the envelope's.
+    let read: Vec<&str> =
+        if bare { body_keys.iter().chain(ENVELOPE_KEYS).copied().collect() } else { body_keys.to_vec() };
+    out.extend(fields::unread_nested(body, &read, nested, ""));
     out
 }
 

@@ -10,6 +10,7 @@ use serde::Deserialize;
 
 use serde_json::value::RawValue;
 
+use super::secrets;
 use crate::record::TokenRecord;
 
 /// Token counts above this are "absurd" and rejected: no model has a context
@@ -281,23 +282,94 @@ impl<'de: 'a, 'a> Deserialize<'de> for Members<'a> {
     }
 }
 
+/// One member of a record kept in `extra`: its key (with the prefix of the
+/// object it came from) and its value's JSON text, borrowed from the line
+/// unless credentials had to be taken out of it.
+pub type Member<'a> = (Cow<'a, str>, Cow<'a, RawValue>);
+
 /// The members of the JSON object `raw` whose keys are not in `read`, each
 /// key written `{prefix}{key}` (`usage.` for the members of a `usage`
-/// object); none when `raw` is not an object.
-pub fn unread_members<'a>(raw: &'a str, read: &[&str], prefix: &str) -> Vec<(Cow<'a, str>, &'a RawValue)> {
+/// object); none when `raw` is not an object. The one definition of what a
+/// record keeps in `extra`: keys naming credentials
+/// ([`secrets::is_credential_key`]) are left out, and inside a kept object
+/// or array the string values of such keys become `REDACTED`.
+pub fn unread_members<'a>(raw: &'a str, read: &[&str], prefix: &str) -> Vec<Member<'a>> {
+    unread_nested(raw, read, &[], prefix)
+}
+
+/// [`unread_members`] of `raw`, the objects `nested` names taken one level
+/// down (whether or not `read` names them): each such object's members less
+/// the keys read of it, written `{prefix}{object}.{key}` (an object logged
+/// as JSON text in a string too; any other value is kept as logged unless
+/// `read` names it).
+pub fn unread_nested<'a>(raw: &'a str, read: &[&str], nested: &[(&str, &[&str])], prefix: &str) -> Vec<Member<'a>> {
     let Ok(Members(members)) = serde_json::from_str::<Members<'a>>(raw) else { return Vec::new() };
-    members
-        .into_iter()
-        .filter(|(k, _)| !read.contains(&k.as_ref()))
-        .map(|(k, v)| if prefix.is_empty() { (k, v) } else { (Cow::Owned(format!("{prefix}{k}")), v) })
-        .collect()
+    let mut out = Vec::new();
+    for (key, value) in members {
+        if secrets::is_credential_key(&key) {
+            continue;
+        }
+        match nested.iter().find(|(name, _)| *name == key.as_ref()) {
+            Some((name, inner)) if value.get().starts_with('{') => {
+                out.extend(unread_nested(value.get(), inner, &[], &format!("{prefix}{name}.")));
+            }
+            // An object exported as JSON text in a string is that object.
+            Some((name, inner)) if value.get().starts_with("\"{") => {
+                let Ok(object) = serde_json::from_str::<String>(value.get()) else { continue };
+                let members = unread_nested(&object, inner, &[], &format!("{prefix}{name}."));
+                out.extend(members.into_iter().map(|(k, v)| (Cow::Owned(k.into_owned()), Cow::Owned(v.into_owned()))));
+            }
+            _ if read.contains(&key.as_ref()) => {}
+            _ => {
+                let key = if prefix.is_empty() { key } else { Cow::Owned(format!("{prefix}{key}")) };
+                out.extend(kept_member(key, value));
+            }
+        }
+    }
+    out
+}
+
+/// A member of a record as `extra` keeps it: none when its key names
+/// credentials; else the value, the string values of credential keys inside
+/// it replaced by `REDACTED` (none if that could not be done). For formats
+/// that collect unknown keys themselves (canonical, profile).
+pub fn kept_member<'a>(key: Cow<'a, str>, v: &'a RawValue) -> Option<Member<'a>> {
+    if secrets::is_credential_key(&key) {
+        return None;
+    }
+    // Objects and arrays, and strings that hold one (a column exported as JSON text).
+    let text = v.get();
+    if !(text.starts_with(['{', '[']) || text.starts_with("\"{") || text.starts_with("\"[")) {
+        return Some((key, Cow::Borrowed(v)));
+    }
+    let value = match secrets::scrub_json(v.get().as_bytes(), secrets::is_credential_key) {
+        Cow::Borrowed(_) => Cow::Borrowed(v),
+        Cow::Owned(bytes) => Cow::Owned(RawValue::from_string(String::from_utf8(bytes).ok()?).ok()?),
+    };
+    Some((key, value))
+}
+
+/// The JSON array of the values `items` (each one's JSON text), for the
+/// parts of a logged array that `extra` keeps; `None` when there is none.
+pub fn json_array(items: &[&str]) -> Option<Box<RawValue>> {
+    (!items.is_empty()).then(|| RawValue::from_string(format!("[{}]", items.join(","))).ok()).flatten()
+}
+
+/// Whether a logged value says nothing: `null`, `""`, `[]` or `{}`.
+pub fn is_empty_value(v: &RawValue) -> bool {
+    matches!(v.get(), "null" | "\"\"" | "[]" | "{}")
 }
 
 /// [`unread_members`] of a record as JSON values, for an `extra` built as a
 /// map (with values of the format's own added); none when `raw` is not UTF-8.
 pub fn unread_values(raw: &[u8], read: &[&str]) -> serde_json::Map<String, serde_json::Value> {
     let Ok(text) = simdutf8::basic::from_utf8(raw) else { return serde_json::Map::new() };
-    unread_members(text, read, "")
+    members_to_values(unread_members(text, read, ""))
+}
+
+/// Kept members as a map of JSON values (a later key replaces an earlier one).
+pub fn members_to_values(members: Vec<Member<'_>>) -> serde_json::Map<String, serde_json::Value> {
+    members
         .into_iter()
         .map(|(k, v)| (k.into_owned(), serde_json::from_str(v.get()).unwrap_or(serde_json::Value::Null)))
         .collect()
@@ -650,6 +722,42 @@ mod tests {
         assert!(agree(b"{\"model\":\"a\"}\xff").is_err());
         assert_eq!(agree(b"{\"model\":\"a\",\"skip\":\"\xff\"}").unwrap().model.0, "a");
         assert!(agree(b"{\"model\":").is_err());
+    }
+
+    #[test]
+    fn unread_members_keep_what_no_column_holds_and_never_credentials() {
+        let kept = |raw: &str, read: &[&str], nested: &[(&str, &[&str])]| {
+            unread_nested(raw, read, nested, "x.")
+                .into_iter()
+                .map(|(k, v)| format!("{k}={}", v.get()))
+                .collect::<Vec<_>>()
+        };
+        let raw = r#"{"id":"r","api_key":"sk-1","headers":{"a":"b"},"meta":{"user_api_key_hash":"88dc","user_api_key_alias":"ci","n":1},"usage":{"in":3,"extra":4,"x-api-key":"k"},"tools":[{"token":"t"}],"usage_n":null}"#;
+        assert_eq!(
+            kept(raw, &["id", "usage"], &[("usage", &["in"])]),
+            [
+                r#"x.meta={"user_api_key_hash":"REDACTED","user_api_key_alias":"ci","n":1}"#,
+                "x.usage.extra=4",
+                r#"x.tools=[{"token":"REDACTED"}]"#,
+                "x.usage_n=null",
+            ]
+        );
+        // A nested name whose value is no object is kept as logged, unless read;
+        // an object in a string is that object, and credentials in strings never pass.
+        assert_eq!(kept(r#"{"usage":7}"#, &[], &[("usage", &[])]), ["x.usage=7"]);
+        assert_eq!(
+            kept(r#"{"meta":"{\"api_key\": \"k\", \"in\": 1, \"n\": 2}"}"#, &[], &[("meta", &["in"])]),
+            ["x.meta.n=2"]
+        );
+        assert_eq!(
+            kept(r#"{"meta":"{\"api_key\": \"k\", \"n\": 2}"}"#, &[], &[]),
+            [r#"x.meta="{\"api_key\": \"REDACTED\", \"n\": 2}""#]
+        );
+        assert!(kept(r#"{"usage":7}"#, &["usage"], &[("usage", &[])]).is_empty());
+        assert!(kept("[1]", &[], &[]).is_empty());
+        let empty = |v: &str| is_empty_value(&serde_json::from_str::<Box<RawValue>>(v).unwrap());
+        assert!(empty("null") && empty(r#""""#) && empty("[]") && empty("{}"));
+        assert!(!empty("0") && !empty("false") && !empty(r#"" ""#) && !empty("[null]"));
     }
 
     #[test]

@@ -62,23 +62,13 @@ struct Row<'a> {
     #[serde(borrow, default)]
     request_model: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
-    provider: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
     target_url: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
     request_path: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
     cache_reference_id: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
-    country_code: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
     request_properties: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    scores: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    prompt_id: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
-    storage_location: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
     request_body: Option<&'a RawValue>,
     #[serde(borrow, default)]
@@ -102,15 +92,44 @@ struct RequestBody<'a> {
     prompt: Option<&'a RawValue>,
 }
 
+/// The keys of a row read into columns (the model's, one of three, apart);
+/// the user id is never stored (`request_user_id`).
+const ROW_KEYS: &[&str] = &[
+    "request_id",
+    "request_created_at",
+    "response_created_at",
+    "response_status",
+    "delay_ms",
+    "latency",
+    "time_to_first_token",
+    "prompt_tokens",
+    "completion_tokens",
+    "total_tokens",
+    "prompt_cache_read_tokens",
+    "prompt_cache_write_tokens",
+    "cost",
+    "costUSD",
+    "cache_reference_id",
+    "request_body",
+    "response_body",
+    "request_user_id",
+];
+
+/// The keys of a request body read into columns (output cap, prompt).
+const REQUEST_BODY_KEYS: &[&str] =
+    &["max_completion_tokens", "max_tokens", "max_output_tokens", "messages", "input", "prompt"];
+
 /// The parts of a stored response body that matter: OpenAI Chat Completions or Anthropic Messages.
 #[derive(Deserialize, Default)]
 struct ResponseBody<'a> {
     #[serde(borrow, default)]
     choices: Vec<ChatChoice<'a>>,
     #[serde(borrow, default)]
+    system_fingerprint: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
     stop_reason: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
-    content: Option<Vec<ContentBlock<'a>>>,
+    content: Option<Vec<&'a RawValue>>,
     #[serde(default)]
     usage: Option<BodyUsage>,
     #[serde(borrow, default)]
@@ -167,6 +186,9 @@ struct BodyFacts {
     prompt: Option<String>,
     max_tokens: Option<f64>,
     error: Option<String>,
+    system_fingerprint: Option<String>,
+    /// What no column holds of the bodies: `request_body.<key>`, `response_body.<key>`.
+    unread: Map<String, Value>,
 }
 
 impl BodyFacts {
@@ -178,28 +200,51 @@ impl BodyFacts {
             if let Some(raw) = req.messages.or(req.input).or(req.prompt) {
                 facts.prompt = fields::text_or_json(raw).map_err(|e| e.to_string())?.map(Cow::into_owned);
             }
+            facts.keep(fields::unread_members(&text, REQUEST_BODY_KEYS, "request_body."));
         }
         let Some(text) = body_json(response) else { return Ok(facts) };
         let resp: ResponseBody<'_> = serde_json::from_str(&text).unwrap_or_default();
         facts.error = resp.error.and_then(|e| e.message).map(Cow::into_owned);
         facts.reasoning_tokens = resp.usage.and_then(|u| u.completion_tokens_details).and_then(|d| d.reasoning_tokens);
+        facts.system_fingerprint = resp.system_fingerprint.map(Cow::into_owned);
+        const PREFIX: &str = "response_body.";
         if let Some(choice) = resp.choices.into_iter().next() {
+            // A Chat Completion: its first choice is read as the `openai_chat` format reads it.
             let parts = choice.into_parts()?.into_owned();
             facts.finish_reason = parts.finish_reason.map(Cow::into_owned);
             facts.output = parts.output.map(Cow::into_owned);
             facts.tokens = parts.tokens;
-        } else {
+            let read = ["model", "system_fingerprint", "choices"];
+            facts.keep(fields::unread_nested(&text, &read, &[("usage", super::openai::USAGE_KEYS)], PREFIX));
+            facts.keep(super::openai::first_choice_unread(text.as_bytes(), PREFIX));
+        } else if let Some(blocks) = resp.content {
+            // An Anthropic message: the text blocks are the output, the others kept.
             facts.finish_reason = resp.stop_reason.map(Cow::into_owned);
-            let text: String = resp
-                .content
-                .unwrap_or_default()
-                .iter()
-                .filter(|b| b.kind.as_deref().unwrap_or("text") == "text")
-                .filter_map(|b| b.text.as_deref())
-                .collect();
-            facts.output = (!text.is_empty()).then_some(text);
+            let (mut output, mut others) = (String::new(), Vec::new());
+            for raw in blocks {
+                match serde_json::from_str::<ContentBlock<'_>>(raw.get()) {
+                    Ok(b) if b.kind.as_deref().unwrap_or("text") == "text" => output.extend(b.text),
+                    _ => others.push(raw.get()),
+                }
+            }
+            facts.output = (!output.is_empty()).then_some(output);
+            let read = ["type", "role", "model", "content", "stop_reason"];
+            facts.keep(fields::unread_nested(&text, &read, &[("usage", super::anthropic::USAGE_KEYS)], PREFIX));
+            let others = fields::json_array(&others);
+            facts.keep(others.as_deref().and_then(|o| fields::kept_member(Cow::Borrowed("response_body.content"), o)));
+        } else {
+            // Another body (a Responses API object, an error): not read, kept whole.
+            facts.keep(fields::unread_members(&text, &[], PREFIX));
         }
         Ok(facts)
+    }
+}
+
+impl BodyFacts {
+    /// Keeps members of a body in `extra`, leaving out those that say nothing.
+    fn keep<'m>(&mut self, members: impl IntoIterator<Item = fields::Member<'m>>) {
+        let members = members.into_iter().filter(|(_, v)| !fields::is_empty_value(v)).collect();
+        self.unread.extend(fields::members_to_values(members));
     }
 }
 
@@ -251,30 +296,24 @@ pub fn parse(line: &[u8]) -> Result<Parsed<'_>, String> {
         .and_then(|p| p.get("Helicone-Session-Id"))
         .and_then(Value::as_str)
         .map(|s| Cow::Owned(s.to_string()));
-    let mut extra = Map::new();
-    for (key, v) in [
-        ("provider", row.provider.map(|p| Value::String(p.into_owned()))),
-        ("target_url", row.target_url.map(|u| Value::String(u.into_owned()))),
-        ("country_code", row.country_code.map(|c| Value::String(c.into_owned()))),
-        ("request_properties", properties.filter(|p| !p.is_empty()).map(Value::Object)),
-        ("scores", row.scores.and_then(|s| serde_json::from_str::<Value>(s.get()).ok())),
-        ("prompt_id", row.prompt_id.map(|p| Value::String(p.into_owned()))),
-        ("storage_location", row.storage_location.map(|s| Value::String(s.into_owned()))),
-    ] {
-        if let Some(v) = v.filter(|v| !v.is_null() && v.as_object().is_none_or(|o| !o.is_empty())) {
-            extra.insert(key.into(), v);
-        }
-    }
-    let model = row
-        .model
-        .or(row.response_model)
-        .or(row.request_model)
-        .ok_or("missing model (model, response_model or request_model)")?;
+    let (model_key, model) =
+        [("model", row.model), ("response_model", row.response_model), ("request_model", row.request_model)]
+            .into_iter()
+            .find_map(|(key, m)| Some((key, m?)))
+            .ok_or("missing model (model, response_model or request_model)")?;
+    // What no column holds: the row's other keys as logged (empty ones say
+    // nothing), then the bodies' (credentials and signed URLs never).
+    let read: Vec<&str> = ROW_KEYS.iter().copied().chain([model_key]).collect();
+    let text = std::str::from_utf8(line).map_err(|e| format!("invalid UTF-8: {e}"))?;
+    let row_unread = fields::unread_members(text, &read, "").into_iter().filter(|(_, v)| !fields::is_empty_value(v));
+    let mut extra = fields::members_to_values(row_unread.collect());
+    extra.extend(body.unread);
     Ok(Parsed::Request(RequestRecord {
         request_id: Some(request_id),
         ts_micros: ts,
         session_id,
         model,
+        model_version: body.system_fingerprint.map(Cow::Owned),
         status,
         prompt_tokens: Some(prompt + cached + cache_write + audio),
         completion_tokens: completion,
@@ -321,7 +360,7 @@ impl LogFormat for Helicone {
 
     fn reject_raw<'a>(&self, raw: &'a [u8], _ctx: &LineContext<'_>) -> Cow<'a, [u8]> {
         // Pre-signed S3 URLs carry credentials in their query string.
-        secrets::scrub_json(raw, |key| key == "signed_body_url" || key == "asset_urls")
+        secrets::scrub_json(raw, secrets::is_credential_key)
     }
 }
 
@@ -361,11 +400,13 @@ mod tests {
             (r.finish_reason_raw.as_deref(), r.model_output.as_deref(), r.prompt.as_deref()),
             (None, None, None)
         );
-        let x = extra(&r);
-        assert_eq!((x["provider"].as_str(), x["country_code"].as_str()), (Some("OPENAI"), Some("FR")));
-        assert_eq!(x["request_properties"]["app"], "search");
-        assert!(
-            !r.extra.as_deref().unwrap().contains("X-Amz-Signature") && !r.extra.as_deref().unwrap().contains("user-1")
+        // Every key no column holds, as logged; not the signed URL, the user id, or
+        // the empty columns (null, {}, []); the bodies are Helicone's placeholder.
+        assert_eq!(
+            r.extra.as_deref(),
+            Some(
+                r#"{"cache_enabled":false,"country_code":"FR","properties":{"app":"search"},"provider":"OPENAI","request_properties":{"app":"search"},"response_id":"c1f0a6b2-0000-4000-8000-000000000001","storage_location":"s3","target_url":"https://api.openai.com/v1/chat/completions","updated_at":"2024-06-01 12:00:02.000"}"#
+            )
         );
     }
 
@@ -384,6 +425,13 @@ mod tests {
         assert_eq!(r.finish_reason_raw.as_deref(), Some("end_turn"));
         assert_eq!(r.model_output.as_deref(), Some("Here is the summary."));
         assert_eq!(r.prompt.as_deref(), Some(r#"[{"role":"user","content":"Summarise this document."}]"#));
+        // The bodies' keys no column holds come after the row's.
+        assert_eq!(
+            r.extra.as_deref(),
+            Some(
+                r#"{"cache_enabled":false,"country_code":"DE","provider":"ANTHROPIC","request_body.model":"claude-sonnet-4-5","request_body.stream":true,"response_body.id":"msg_h2","response_id":"c1f0a6b2-0000-4000-8000-000000000002","storage_location":"clickhouse","target_url":"https://api.anthropic.com/v1/messages","updated_at":"2024-06-01 12:01:06.000"}"#
+            )
+        );
     }
 
     #[test]
@@ -408,6 +456,12 @@ mod tests {
         );
         assert_eq!((r.ttft_ms, r.latency_ms, r.logged_cost_usd), (Some(4500.0), Some(6000.0), Some(0.00418)));
         assert_eq!((r.finish_reason_raw.as_deref(), r.model_output.as_deref()), (Some("stop"), Some("42")));
+        assert_eq!(
+            r.extra.as_deref(),
+            Some(
+                r#"{"cache_enabled":false,"country_code":"FR","provider":"OPENAI","request_body.model":"o3-mini","request_body.stream":true,"response_body.created":1717243326,"response_body.id":"chatcmpl-h4","response_body.message.role":"assistant","response_body.object":"chat.completion","response_id":"c1f0a6b2-0000-4000-8000-000000000004","storage_location":"clickhouse","target_url":"https://api.openai.com/v1/chat/completions","updated_at":"2024-06-01 12:03:07.000"}"#
+            )
+        );
         let r = request(5);
         let id = "a0e1b2c3-0000-4000-8000-000000000005";
         assert_eq!(
@@ -443,6 +497,50 @@ mod tests {
             String::from_utf8(Helicone.reject_raw(row.as_bytes(), &LineContext::default()).into_owned()).unwrap();
         assert!(row.contains("X-Amz-Signature") && !kept.contains("X-Amz-Signature"), "{kept}");
         assert!(kept.contains(r#""signed_body_url":"REDACTED""#));
+    }
+
+    #[test]
+    fn tool_calls_and_unread_bodies_are_kept_and_keys_never() {
+        // A body that is JSON text, with a tool call, an API key in the request body,
+        // headers, a model other than the one read, and audio tokens added to the prompt.
+        let req = r#"{\"model\":\"gpt-4o\",\"messages\":[],\"tools\":[{\"type\":\"function\"}],\"api_key\":\"sk-1\"}"#;
+        let resp = r#"{\"id\":\"c1\",\"system_fingerprint\":\"fp_1\",\"choices\":[{\"index\":0,\"finish_reason\":\"tool_calls\",\"message\":{\"content\":null,\"tool_calls\":[{\"id\":\"call_1\"}]}}],\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":2,\"x\":3}}"#;
+        let row = format!(
+            r#"{{"request_id":"h","request_created_at":"2024-06-01 12:00:00","response_status":200,"delay_ms":10,"model":"gpt-4o-2024-08-06","request_model":"gpt-4o","prompt_tokens":1,"completion_tokens":2,"prompt_audio_tokens":4,"request_headers":{{"Helicone-Auth":"Bearer sk-h"}},"request_body":"{req}","response_body":"{resp}"}}"#
+        );
+        let r = match parse(row.as_bytes()) {
+            Ok(Parsed::Request(r)) => r,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(
+            (r.prompt_tokens, r.model.as_ref(), r.model_version.as_deref()),
+            (Some(5), "gpt-4o-2024-08-06", Some("fp_1"))
+        );
+        assert_eq!(
+            r.extra.as_deref(),
+            Some(
+                r#"{"prompt_audio_tokens":4,"request_body.model":"gpt-4o","request_body.tools":[{"type":"function"}],"request_model":"gpt-4o","response_body.id":"c1","response_body.message.tool_calls":[{"id":"call_1"}],"response_body.usage.x":3}"#
+            )
+        );
+        // An Anthropic tool call, and a body no format reads (a Responses object), kept whole.
+        let anthropic = r#"{"request_id":"h","request_created_at":"2024-06-01 12:00:00","response_status":200,"delay_ms":10,"request_model":"claude","prompt_tokens":1,"completion_tokens":2,"response_body":{"id":"m","type":"message","content":[{"type":"text","text":"Hi"},{"type":"tool_use","id":"t"}],"stop_reason":"tool_use","stop_sequence":null,"usage":{"input_tokens":1,"output_tokens":2}}}"#;
+        let x = extra(&request_of(anthropic));
+        assert_eq!(
+            x,
+            serde_json::json!({"response_body.content": [{"type": "tool_use", "id": "t"}], "response_body.id": "m"})
+        );
+        let responses =
+            anthropic.replace(r#"{"id":"m","type":"message","content""#, r#"{"id":"m","object":"response","output""#);
+        let x = extra(&request_of(&responses));
+        assert_eq!(x["response_body.output"][1]["type"], "tool_use");
+        assert_eq!(x["response_body.object"], "response");
+    }
+
+    fn request_of(row: &str) -> RequestRecord<'static> {
+        match parse(row.as_bytes()) {
+            Ok(Parsed::Request(r)) => r.into_owned(),
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

@@ -11,10 +11,14 @@
 //! hold integer `layer` and `head` (or decimal strings), or whose name
 //! contains `layer_<l>.attn_head_<h>`.
 
+use std::fmt;
+
+use serde::de::{Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
+use super::canonical::extra_json;
 use super::{fields, Framing, LineContext, LogFormat, Parsed, Probe, Row};
 use crate::catalog::kernels::KernelRow;
 use crate::event_array::{head_first_element, head_object_keys};
@@ -22,24 +26,55 @@ use crate::event_array::{head_first_element, head_object_keys};
 /// Top-level keys that identify a trace document (Chrome / Kineto).
 const DOCUMENT_KEYS: [&str; 4] = ["traceEvents", "schemaVersion", "deviceProperties", "displayTimeUnit"];
 
-#[derive(Deserialize)]
+/// One event's members, read in one pass: the keys `kernels` has columns
+/// for, and the others (`id`, `bp`, `tts`, `cname`, flow ids, ...) kept for
+/// `extra` as [`fields::kept_member`] keeps them.
+#[derive(Default)]
 struct RawEvent<'a> {
-    #[serde(borrow, default)]
     ph: Option<&'a RawValue>,
-    #[serde(borrow, default)]
     name: Option<&'a RawValue>,
-    #[serde(borrow, default)]
     cat: Option<&'a RawValue>,
-    #[serde(borrow, default)]
     ts: Option<&'a RawValue>,
-    #[serde(borrow, default)]
     dur: Option<&'a RawValue>,
-    #[serde(borrow, default)]
     pid: Option<&'a RawValue>,
-    #[serde(borrow, default)]
     tid: Option<&'a RawValue>,
-    #[serde(borrow, default)]
     args: Option<&'a RawValue>,
+    extra: Vec<fields::Member<'a>>,
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for RawEvent<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> Visitor<'de> for V<'a> {
+            type Value = RawEvent<'a>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a trace event object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let mut e = RawEvent::default();
+                while let Some(fields::Text(key)) = map.next_key()? {
+                    let value: &'de RawValue = map.next_value()?;
+                    let slot = match key.as_ref() {
+                        "ph" => &mut e.ph,
+                        "name" => &mut e.name,
+                        "cat" => &mut e.cat,
+                        "ts" => &mut e.ts,
+                        "dur" => &mut e.dur,
+                        "pid" => &mut e.pid,
+                        "tid" => &mut e.tid,
+                        "args" => &mut e.args,
+                        _ => {
+                            e.extra.extend(fields::kept_member(key, value));
+                            continue;
+                        }
+                    };
+                    *slot = Some(value);
+                }
+                Ok(e)
+            }
+        }
+        d.deserialize_map(V(std::marker::PhantomData))
+    }
 }
 
 /// A begin (`B`) or end (`E`) event, waiting for its partner.
@@ -59,6 +94,8 @@ pub struct SpanEvent {
     pub ts_us: f64,
     /// The event's `args`.
     pub args: Option<Map<String, Value>>,
+    /// The event's keys that no column holds (`extra`).
+    pub extra: Map<String, Value>,
 }
 
 fn string(field: &str, raw: Option<&RawValue>) -> Result<Option<String>, String> {
@@ -135,6 +172,7 @@ fn interval(
     (pid, tid): (Option<String>, Option<String>),
     (ts_us, dur_us): (f64, f64),
     args: Option<Map<String, Value>>,
+    extra: Option<String>,
 ) -> Result<KernelRow, String> {
     let empty = Map::new();
     let a = args.as_ref().unwrap_or(&empty);
@@ -164,12 +202,14 @@ fn interval(
         head,
         flops,
         args: args.map(|a| Value::Object(a).to_string()),
+        extra,
     })
 }
 
 /// The interval of a matched begin/end pair: name and categories of the
-/// begin event (the end's when the begin has none), `args` merged (the end's
-/// keys win), duration `end.ts - begin.ts`, which must not be negative.
+/// begin event (the end's when the begin has none), `args` and the keys no
+/// column holds merged (the end's keys win), duration `end.ts - begin.ts`,
+/// which must not be negative.
 pub fn pair(begin: SpanEvent, end: SpanEvent) -> Result<KernelRow, String> {
     let dur = end.ts_us - begin.ts_us;
     if dur < 0.0 {
@@ -182,7 +222,11 @@ pub fn pair(begin: SpanEvent, end: SpanEvent) -> Result<KernelRow, String> {
         }
         (b, e) => b.or(e),
     };
-    interval(begin.name.or(end.name), begin.cat.or(end.cat), "B", (begin.pid, begin.tid), (begin.ts_us, dur), args)
+    let mut extra = begin.extra;
+    extra.extend(end.extra);
+    let extra = (!extra.is_empty()).then(|| Value::Object(extra).to_string());
+    let ids = (begin.pid, begin.tid);
+    interval(begin.name.or(end.name), begin.cat.or(end.cat), "B", ids, (begin.ts_us, dur), args, extra)
 }
 
 /// Parses one event.
@@ -209,10 +253,11 @@ pub fn parse_event(event: &[u8]) -> Result<Parsed<'static>, String> {
         if dur < 0.0 {
             return Err(format!("an X event needs a non-negative dur, got {dur}"));
         }
-        Row::Kernel(interval(name, cat, "X", ids, (ts, dur), args)?)
+        Row::Kernel(interval(name, cat, "X", ids, (ts, dur), args, extra_json(&raw.extra))?)
     } else {
         let (pid, tid) = ids;
-        Row::KernelSpan(SpanEvent { begin: phase == "B", name, cat, pid, tid, ts_us: ts, args })
+        let extra = fields::members_to_values(raw.extra);
+        Row::KernelSpan(SpanEvent { begin: phase == "B", name, cat, pid, tid, ts_us: ts, args, extra })
     };
     Ok(Parsed::Rows { rows: vec![row], skipped: 0 })
 }
@@ -293,6 +338,25 @@ mod tests {
         assert_eq!(k.args.as_deref(), Some(r#"{"head":"1","layer":"1"}"#));
         let k = kernel(r#"{"ph":"X","name":"aten::mm","ts":1.5,"dur":0.25}"#).unwrap();
         assert_eq!((k.layer, k.head), (None, None));
+    }
+
+    #[test]
+    fn keys_no_column_holds_are_kept_in_extra() {
+        let k =
+            kernel(r#"{"ph":"X","name":"k","ts":1,"dur":2,"tts":7,"cname":"good","id":"0x1","args":{},"token":"t"}"#)
+                .unwrap();
+        assert_eq!(
+            k.extra.as_deref(),
+            Some(r#"{"tts":7,"cname":"good","id":"0x1"}"#),
+            "the credential-named key never"
+        );
+        assert_eq!(k.args.as_deref(), Some("{}"));
+        assert_eq!(kernel(r#"{"ph":"X","name":"k","ts":1,"dur":2}"#).unwrap().extra, None);
+        let b = span(r#"{"ph":"B","name":"step","pid":0,"tid":1,"ts":10,"tts":3,"sf":4}"#);
+        let e = span(r#"{"ph":"E","pid":0,"tid":1,"ts":12,"tts":5}"#);
+        assert_eq!(pair(b, e).unwrap().extra.as_deref(), Some(r#"{"sf":4,"tts":5}"#), "the end's keys win");
+        let (b, e) = (span(r#"{"ph":"B","ts":10}"#), span(r#"{"ph":"E","ts":12}"#));
+        assert_eq!(pair(b, e).unwrap().extra, None);
     }
 
     #[test]

@@ -18,7 +18,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
-use super::csv::{CsvHeader, CsvRow};
+use super::csv::CsvHeader;
 use super::fields::{self, TimeUnit, TsValue};
 use super::{parse_array_line, parse_records, LineContext, LogFormat, Parsed, Probe};
 use crate::record::RequestRecord;
@@ -88,8 +88,11 @@ struct ObservationJson<'a> {
     model_id: Option<Cow<'a, str>>,
 }
 
-/// The keys of an observation [`ObservationJson`] reads, by both their
-/// exports' names (snake case) and the public API's (camel case).
+/// The keys of an observation [`ObservationJson`] reads into columns (or
+/// keeps under their exports' names), by both their exports' names (snake
+/// case) and the public API's (camel case). `model_parameters` and
+/// `metadata`, of which a column holds one member each (the output cap, the
+/// finish reason), are kept whole in `extra` as logged.
 const OBSERVATION_KEYS: &[&str] = &[
     "id",
     "type",
@@ -112,9 +115,6 @@ const OBSERVATION_KEYS: &[&str] = &[
     "timeToFirstToken",
     "input",
     "output",
-    "model_parameters",
-    "modelParameters",
-    "metadata",
     "session_id",
     "sessionId",
     "level",
@@ -236,59 +236,12 @@ impl<'a> Observation<'a> {
             obs.note(key, v.map(|s| Value::String(s.into_owned())));
         }
         obs.note("prompt_version", o.prompt_version);
-        // Every other key as logged (projectId, isRootObservation, calculated costs, ...).
+        // Every other key as logged (projectId, isRootObservation, calculated
+        // costs, modelParameters, metadata, ...); the empty ones say nothing.
         if let Ok(text) = std::str::from_utf8(raw) {
-            for (key, v) in fields::unread_members(text, OBSERVATION_KEYS, "") {
-                obs.note(&key, serde_json::from_str(v.get()).ok());
-            }
-        }
-        Ok(obs)
-    }
-
-    /// A CSV row: every cell is text (objects as JSON text); empty is null.
-    fn from_csv(row: &CsvRow<'_>) -> Result<Observation<'static>, String> {
-        let text = |name: &str| row.get(name).map(|s| Cow::Owned(s.to_string()));
-        let time = |name: &str| row.get(name).map(fields::parse_datetime_micros).transpose();
-        let usage = match row.get("usage_details") {
-            Some(t) => {
-                usage_map(serde_json::from_str(t).map_err(|e| format!("usage_details is not a JSON object: {e}"))?)?
-            }
-            None => Vec::new(),
-        };
-        let mut obs = Observation {
-            id: text("id"),
-            kind: text("type"),
-            start_us: time("start_time")?,
-            end_us: time("end_time")?,
-            completion_start_us: time("completion_start_time")?,
-            model: text("provided_model_name"),
-            usage,
-            cost_details: object_column(row.get("cost_details")),
-            total_cost: row.number("total_cost")?,
-            latency: row.number("latency")?,
-            time_to_first_token: row.number("time_to_first_token")?,
-            input: text("input"),
-            output: text("output"),
-            model_parameters: text("model_parameters"),
-            metadata: object_column(row.get("metadata")),
-            session_id: text("session_id"),
-            level: text("level"),
-            status_message: text("status_message"),
-            extra: Map::new(),
-        };
-        for key in [
-            "trace_id",
-            "parent_observation_id",
-            "name",
-            "environment",
-            "version",
-            "prompt_name",
-            "prompt_version",
-            "user_id",
-            "trace_name",
-            "model_id",
-        ] {
-            obs.note(key, row.get(key).map(|s| Value::String(s.to_string())));
+            let members = fields::unread_members(text, OBSERVATION_KEYS, "");
+            let members = members.into_iter().filter(|(_, v)| !fields::is_empty_value(v)).collect();
+            obs.extra.extend(fields::members_to_values(members));
         }
         Ok(obs)
     }
@@ -503,7 +456,9 @@ pub fn parse<'a>(line: &'a [u8], ctx: &LineContext<'_>) -> Result<Parsed<'a>, St
         if header.is_header_line(line) {
             return Ok(Parsed::Skip);
         }
-        return Observation::from_csv(&header.row(line)?)?.into_parsed(ctx);
+        // The row as the JSON export holds it, read by the same reader.
+        let row = header.row(line)?.to_json_object();
+        return Ok(Observation::from_json(row.as_bytes())?.into_parsed(ctx)?.into_owned());
     }
     match line.trim_ascii_start().first() {
         Some(b'[') => parse_array_line(line, |raw| parse_object(raw, ctx)),
@@ -738,6 +693,30 @@ mod tests {
     }
 
     #[test]
+    fn csv_rows_keep_every_column_no_column_holds() {
+        let csv = concat!(
+            r#"id,trace_id,project_id,type,start_time,end_time,provided_model_name,usage_details,model_parameters,environment,user_id,prompt_name,prompt_version,is_deleted,metadata,input,output,internal_model_id"#,
+            "\n",
+            r#"g1,t1,p1,GENERATION,2024-06-01 12:00:00.000,2024-06-01 12:00:01.000,gpt-4o,"{""input"":3,""output"":1}","{""max_tokens"":""64"",""temperature"":0.2}",prod,u-7,qa,3,false,"{""api_key"":""sk-1"",""app"":""search""}",hi,there,"#,
+        );
+        let header = observations_header(csv.lines().next().unwrap().as_bytes()).expect("header");
+        let ctx = LineContext { header: Some(&header), ..ctx() };
+        let r = request(parse(csv.lines().nth(1).unwrap().as_bytes(), &ctx));
+        assert_eq!(
+            (r.max_tokens, r.prompt.as_deref(), r.model_output.as_deref()),
+            (Some(64), Some("hi"), Some("there"))
+        );
+        assert_eq!(
+            r.extra.as_deref(),
+            Some(concat!(
+                r#"{"environment":"prod","is_deleted":"false","metadata":{"api_key":"REDACTED","app":"search"},"#,
+                r#""model_parameters":{"max_tokens":"64","temperature":0.2},"project_id":"p1","prompt_name":"qa","#,
+                r#""prompt_version":"3","trace_id":"t1","user_id":"u-7"}"#
+            ))
+        );
+    }
+
+    #[test]
     fn csv_and_json_array_exports() {
         let csv = concat!(
             r#""id","trace_id","type","start_time","end_time","completion_start_time","provided_model_name","usage_details","cost_details","total_cost","input","output","metadata""#,
@@ -759,6 +738,11 @@ mod tests {
             )
         );
         assert_eq!((r.prompt.as_deref(), r.model_output.as_deref()), (Some("hello"), Some("hi there")));
+        // The row read as the JSON export's object: its JSON cells as JSON.
+        assert_eq!(
+            r.extra.as_deref(),
+            Some(r#"{"cost_details":{"total":0.001},"metadata":{"finish_reason":"stop"},"trace_id":"t1"}"#)
+        );
         assert!(matches!(parse(lines.next().unwrap().as_bytes(), &ctx), Ok(Parsed::Rows { skipped: 1, .. })));
 
         let array = format!(

@@ -18,9 +18,9 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
-use super::csv::{CsvHeader, CsvRow};
+use super::csv::CsvHeader;
 use super::fields::{self, SecondsOrText, TsValue};
-use super::openai::ChatChoice;
+use super::openai::{self, ChatChoice};
 use super::{parse_array_line, secrets, LineContext, LogFormat, Parsed, Probe};
 use crate::record::{RequestRecord, TokenRecord};
 
@@ -90,6 +90,8 @@ impl Usage {
 struct Response<'a> {
     #[serde(borrow, default)]
     model: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    system_fingerprint: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
     choices: Vec<ChatChoice<'a>>,
     #[serde(default)]
@@ -162,6 +164,7 @@ struct Call {
     prompt: Option<String>,
     max_tokens: Option<f64>,
     response_model: Option<String>,
+    model_version: Option<String>,
     finish_reason: Option<String>,
     output: Option<String>,
     tokens: Vec<TokenRecord<'static>>,
@@ -175,6 +178,7 @@ impl Call {
     fn read_response(&mut self, raw: &str) -> Result<(), String> {
         let Ok(resp) = serde_json::from_str::<Response<'_>>(raw) else { return Ok(()) };
         self.response_model = resp.model.map(Cow::into_owned);
+        self.model_version = resp.system_fingerprint.map(Cow::into_owned);
         if let Some(choice) = resp.choices.into_iter().next() {
             let parts = choice.into_parts()?.into_owned();
             self.finish_reason = parts.finish_reason.map(Cow::into_owned);
@@ -196,10 +200,39 @@ impl Call {
         Ok(())
     }
 
-    fn note(&mut self, key: &str, v: Option<Value>) {
-        if let Some(v) = v.filter(|v| !v.is_null() && v.as_str() != Some("")) {
-            self.extra.insert(key.into(), v);
+    /// Keeps in `extra` what no column holds of a record (`raw`, JSON
+    /// text): its keys but `read`, the objects `nested` names one level down
+    /// (`metadata.<key>`), the logged `response` as `openai_chat` keeps a
+    /// completion (`response.<key>`), and the requested model as
+    /// `requested_model`. LiteLLM writes every field of its schema, most of
+    /// them empty: empty values say nothing and are left out.
+    fn keep_unread(&mut self, raw: &str, read: &[&str], nested: &[(&str, &[&str])]) {
+        let mut members = fields::unread_nested(raw, read, nested, "");
+        #[derive(Deserialize)]
+        struct Logged<'a> {
+            #[serde(borrow, default)]
+            model: Option<&'a RawValue>,
+            #[serde(borrow, default)]
+            response: Option<&'a RawValue>,
         }
+        let logged = serde_json::from_str::<Logged<'_>>(raw).ok();
+        members.extend(
+            logged.as_ref().and_then(|l| l.model).and_then(|m| fields::kept_member("requested_model".into(), m)),
+        );
+        // The response as logged: an object, or (CSV, some exports) JSON text in a string.
+        let response = logged.and_then(|l| l.response).map(json_text);
+        let response = response.as_deref().unwrap_or("");
+        if response.starts_with('{') {
+            members.extend(fields::unread_nested(
+                response,
+                RESPONSE_KEYS,
+                &[("usage", RESPONSE_USAGE_KEYS)],
+                "response.",
+            ));
+            members.extend(openai::first_choice_unread(response.as_bytes(), "response."));
+        }
+        let members = members.into_iter().filter(|(_, v)| !fields::is_empty_value(v)).collect();
+        self.extra.extend(fields::members_to_values(members));
     }
 
     /// The call as a request, a skip (not a model call, a response-cache
@@ -274,8 +307,9 @@ impl Call {
         Ok(Parsed::Request(RequestRecord {
             request_id: self.id.map(Cow::Owned),
             ts_micros: self.start_us,
-            session_id: self.session_id.map(Cow::Owned),
+            session_id: self.session_id.filter(|s| !s.is_empty()).map(Cow::Owned),
             model: Cow::Owned(model),
+            model_version: self.model_version.map(Cow::Owned),
             status: status.filter(|_| self.failed).map(|s| s as i32),
             prompt_tokens: Some(prompt),
             completion_tokens: completion,
@@ -305,15 +339,13 @@ struct Payload<'a> {
     #[serde(borrow, default)]
     call_type: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
-    trace_id: Option<Cow<'a, str>>,
+    session_id: Option<Cow<'a, str>>,
     #[serde(default)]
     stream: Option<bool>,
     #[serde(default, deserialize_with = "fields::opt_number")]
     response_cost: Option<f64>,
     #[serde(borrow, default)]
     status: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
-    custom_llm_provider: Option<Cow<'a, str>>,
     #[serde(default, deserialize_with = "fields::opt_number")]
     prompt_tokens: Option<f64>,
     #[serde(default, deserialize_with = "fields::opt_number")]
@@ -326,16 +358,8 @@ struct Payload<'a> {
     completion_start_time: Option<SecondsOrText>,
     #[serde(borrow, default)]
     model: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
-    model_id: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
-    model_group: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
-    api_base: Option<Cow<'a, str>>,
     #[serde(default)]
     cache_hit: Option<bool>,
-    #[serde(borrow, default)]
-    request_tags: Option<&'a RawValue>,
     #[serde(borrow, default)]
     messages: Option<&'a RawValue>,
     #[serde(borrow, default)]
@@ -346,34 +370,71 @@ struct Payload<'a> {
     error_information: Option<ErrorInformation>,
     #[serde(default)]
     model_parameters: Option<Parameters>,
-    #[serde(default)]
-    hidden_params: Option<HiddenParams>,
-    #[serde(borrow, default)]
-    cost_breakdown: Option<&'a RawValue>,
 }
 
-#[derive(Deserialize)]
-struct HiddenParams {
-    #[serde(default, deserialize_with = "fields::opt_number")]
-    litellm_overhead_time_ms: Option<f64>,
-}
+/// A payload's keys read into columns, or that repeat a column
+/// (`total_tokens`, `response_time`); `model` is kept as `requested_model`,
+/// `response` by [`Call::keep_unread`].
+const PAYLOAD_KEYS: &[&str] = &[
+    "id",
+    "startTime",
+    "endTime",
+    "completionStartTime",
+    "response_time",
+    "prompt_tokens",
+    "completion_tokens",
+    "total_tokens",
+    "response_cost",
+    "model",
+    "messages",
+    "response",
+    "session_id",
+    "status",
+    "cache_hit",
+];
 
-fn text(v: Option<Cow<'_, str>>) -> Option<Value> {
-    v.map(|s| Value::String(s.into_owned()))
-}
+/// The output cap's names, read from a request's parameters.
+const MAX_TOKENS_KEYS: &[&str] = &["max_completion_tokens", "max_tokens", "max_output_tokens"];
 
-fn json(raw: Option<&RawValue>) -> Option<Value> {
-    raw.and_then(|r| serde_json::from_str(r.get()).ok())
-}
+/// A payload's objects kept one level down, each less the keys read of it.
+/// `model_map_information` keeps only `model_map_key`: its `model_map_value`
+/// is the model's entry of LiteLLM's price map (9 KB for `gpt-4o-mini`, the
+/// same in every row of the model), which LiteLLM publishes per release and
+/// `--pricing litellm:` reads; the costs it gave this request are in
+/// `cost_breakdown`, which is kept.
+const PAYLOAD_NESTED: &[(&str, &[&str])] = &[
+    ("metadata", &["usage_object"]),
+    ("hidden_params", &["response_cost", "usage_object"]),
+    ("model_parameters", MAX_TOKENS_KEYS),
+    ("error_information", &[]),
+    ("model_map_information", &["model_map_value"]),
+];
 
-fn payload_call(p: Payload<'_>) -> Result<Call, String> {
+/// The logged response's keys read into columns (`id`: the request id).
+const RESPONSE_KEYS: &[&str] = &["id", "model", "system_fingerprint", "choices"];
+/// Its usage's keys read into columns: OpenAI's, and Anthropic's names for
+/// the cache, which LiteLLM also keeps.
+const RESPONSE_USAGE_KEYS: &[&str] = &[
+    "prompt_tokens",
+    "completion_tokens",
+    "total_tokens",
+    "prompt_tokens_details",
+    "completion_tokens_details",
+    "cache_read_input_tokens",
+    "cache_creation_input_tokens",
+];
+
+fn payload_call(raw: &str) -> Result<Call, String> {
+    let p: Payload<'_> = serde_json::from_str(raw).map_err(|e| format!("invalid LiteLLM logging payload: {e}"))?;
     let start = p.start_time.ok_or("missing required field startTime")?;
     let mut call = Call {
         id: p.id.map(Cow::into_owned),
+        call_type: p.call_type.map(Cow::into_owned),
         start_us: start.to_micros("startTime")?,
         end_us: p.end_time.map(|t| t.to_micros("endTime")).transpose()?,
         completion_start_us: p.completion_start_time.map(|t| t.to_micros("completionStartTime")).transpose()?,
         stream: p.stream,
+        model: p.model.map(Cow::into_owned),
         prompt_tokens: p.prompt_tokens,
         completion_tokens: p.completion_tokens,
         cost: p.response_cost,
@@ -381,6 +442,7 @@ fn payload_call(p: Payload<'_>) -> Result<Call, String> {
         failed: p.status.as_deref() == Some("failure") || p.error_str.is_some(),
         error: p.error_information,
         error_text: p.error_str.map(Cow::into_owned),
+        session_id: p.session_id.map(Cow::into_owned),
         max_tokens: p.model_parameters.and_then(|m| m.max_tokens()),
         ..Default::default()
     };
@@ -390,31 +452,14 @@ fn payload_call(p: Payload<'_>) -> Result<Call, String> {
     if let Some(raw) = p.messages {
         call.read_messages(raw)?;
     }
-    call.note("call_type", text(p.call_type.clone()));
-    call.call_type = p.call_type.map(Cow::into_owned);
-    call.note("trace_id", text(p.trace_id));
-    call.note("stream", p.stream.map(Value::Bool));
-    call.note("requested_model", text(p.model.clone()));
-    call.model = p.model.map(Cow::into_owned);
-    call.note("model_group", text(p.model_group));
-    call.note("model_id", text(p.model_id));
-    call.note("api_base", text(p.api_base));
-    call.note("custom_llm_provider", text(p.custom_llm_provider));
-    call.note("request_tags", json(p.request_tags).filter(|t| t.as_array().is_none_or(|a| !a.is_empty())));
-    call.note("cost_breakdown", json(p.cost_breakdown));
-    call.note(
-        "litellm_overhead_time_ms",
-        p.hidden_params
-            .and_then(|h| h.litellm_overhead_time_ms)
-            .and_then(serde_json::Number::from_f64)
-            .map(Value::Number),
-    );
+    call.keep_unread(raw, PAYLOAD_KEYS, PAYLOAD_NESTED);
     Ok(call)
 }
 
-/// A `LiteLLM_SpendLogs` row exported as JSON.
+/// A `LiteLLM_SpendLogs` row, exported as JSON or read from a CSV row as the
+/// same object.
 #[derive(Deserialize)]
-struct SpendLogJson<'a> {
+struct SpendLog<'a> {
     #[serde(borrow)]
     request_id: Cow<'a, str>,
     #[serde(borrow, default)]
@@ -436,21 +481,9 @@ struct SpendLogJson<'a> {
     #[serde(borrow, default)]
     model: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
-    model_id: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
-    model_group: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
-    custom_llm_provider: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
-    api_base: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
     metadata: Option<&'a RawValue>,
     #[serde(default)]
     cache_hit: Option<Value>,
-    #[serde(borrow, default)]
-    request_tags: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    team_id: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
     messages: Option<&'a RawValue>,
     #[serde(borrow, default)]
@@ -463,6 +496,80 @@ struct SpendLogJson<'a> {
     proxy_server_request: Option<&'a RawValue>,
 }
 
+/// A spend-logs row's columns read into columns, or that repeat one
+/// (`total_tokens`); `model` is kept as `requested_model`, `response` by
+/// [`Call::keep_unread`]; the hashed `api_key` is a credential, never kept.
+const SPEND_LOG_KEYS: &[&str] = &[
+    "request_id",
+    "spend",
+    "prompt_tokens",
+    "completion_tokens",
+    "total_tokens",
+    "startTime",
+    "endTime",
+    "completionStartTime",
+    "request_duration_ms",
+    "model",
+    "messages",
+    "response",
+    "session_id",
+    "status",
+    "cache_hit",
+];
+
+/// A spend-logs row's JSON columns kept one level down, less the keys read of
+/// them (the usage the row's counts come from; the request's output cap and
+/// messages, which are columns).
+const SPEND_LOG_NESTED: &[(&str, &[&str])] = &[
+    ("metadata", &["usage_object", "additional_usage_values"]),
+    ("proxy_server_request", &["max_completion_tokens", "max_tokens", "max_output_tokens", "messages"]),
+];
+
+fn spend_log_call(raw: &str) -> Result<Call, String> {
+    let r: SpendLog<'_> = serde_json::from_str(raw).map_err(|e| format!("invalid LiteLLM spend-logs row: {e}"))?;
+    let micros = |v: &Option<TsValue<'_>>| v.as_ref().map(TsValue::to_micros).transpose();
+    let metadata: SpendMetadata =
+        r.metadata.map(json_text).and_then(|m| serde_json::from_str(&m).ok()).unwrap_or_default();
+    let status = r.status.as_deref().or(metadata.status.as_deref());
+    let mut call = Call {
+        id: Some(r.request_id.into_owned()),
+        call_type: r.call_type.map(Cow::into_owned),
+        start_us: micros(&r.start_time)?.ok_or("missing required field startTime")?,
+        end_us: micros(&r.end_time)?,
+        completion_start_us: micros(&r.completion_start_time)?,
+        duration_ms: r.request_duration_ms,
+        model: r.model.map(Cow::into_owned),
+        prompt_tokens: r.prompt_tokens,
+        completion_tokens: r.completion_tokens,
+        cost: r.spend,
+        cache_hit: match &r.cache_hit {
+            Some(Value::Bool(b)) => *b,
+            // CSV and some exports hold Python's str(bool).
+            Some(Value::String(s)) => s.eq_ignore_ascii_case("true"),
+            _ => false,
+        },
+        failed: status == Some("failure"),
+        session_id: r.session_id.map(Cow::into_owned),
+        max_tokens: r
+            .proxy_server_request
+            .map(json_text)
+            .and_then(|r| serde_json::from_str::<Parameters>(&r).ok())
+            .and_then(|p| p.max_tokens()),
+        ..Default::default()
+    };
+    call.error = metadata.error_information;
+    call.usages.extend(metadata.usage_object);
+    call.usages.extend(metadata.additional_usage_values);
+    if let Some(r) = r.response {
+        call.read_response(&json_text(r))?;
+    }
+    if let Some(m) = r.messages {
+        call.read_messages(m)?;
+    }
+    call.keep_unread(raw, SPEND_LOG_KEYS, SPEND_LOG_NESTED);
+    Ok(call)
+}
+
 /// A JSON column: an object, or (as CSV and some exports hold it) JSON text in a string.
 fn json_text(raw: &RawValue) -> Cow<'_, str> {
     match serde_json::from_str::<Cow<'_, str>>(raw.get()) {
@@ -471,154 +578,9 @@ fn json_text(raw: &RawValue) -> Cow<'_, str> {
     }
 }
 
-/// The fields a spend-logs row has, whether it came as JSON or CSV.
-struct SpendLog<'a> {
-    request_id: &'a str,
-    call_type: Option<&'a str>,
-    spend: Option<f64>,
-    prompt_tokens: Option<f64>,
-    completion_tokens: Option<f64>,
-    start_us: Option<i64>,
-    end_us: Option<i64>,
-    completion_start_us: Option<i64>,
-    request_duration_ms: Option<f64>,
-    model: Option<&'a str>,
-    model_id: Option<&'a str>,
-    model_group: Option<&'a str>,
-    custom_llm_provider: Option<&'a str>,
-    api_base: Option<&'a str>,
-    metadata: Option<&'a str>,
-    cache_hit: bool,
-    request_tags: Option<&'a str>,
-    team_id: Option<&'a str>,
-    messages: Option<&'a str>,
-    response: Option<&'a str>,
-    session_id: Option<&'a str>,
-    status: Option<&'a str>,
-    proxy_server_request: Option<&'a str>,
-}
-
-fn spend_log_call(s: SpendLog<'_>) -> Result<Call, String> {
-    let metadata: SpendMetadata = s.metadata.and_then(|m| serde_json::from_str(m).ok()).unwrap_or_default();
-    let status = s.status.or(metadata.status.as_deref());
-    let mut call = Call {
-        id: Some(s.request_id.to_string()),
-        call_type: s.call_type.map(str::to_string),
-        start_us: s.start_us.ok_or("missing required field startTime")?,
-        end_us: s.end_us,
-        completion_start_us: s.completion_start_us,
-        duration_ms: s.request_duration_ms,
-        model: s.model.map(str::to_string),
-        prompt_tokens: s.prompt_tokens,
-        completion_tokens: s.completion_tokens,
-        cost: s.spend,
-        cache_hit: s.cache_hit,
-        failed: status == Some("failure"),
-        session_id: s.session_id.map(str::to_string),
-        max_tokens: s
-            .proxy_server_request
-            .and_then(|r| serde_json::from_str::<Parameters>(r).ok())
-            .and_then(|p| p.max_tokens()),
-        ..Default::default()
-    };
-    call.error = metadata.error_information;
-    call.usages.extend(metadata.usage_object);
-    call.usages.extend(metadata.additional_usage_values);
-    if let Some(r) = s.response {
-        call.read_response(r)?;
-    }
-    if let Some(m) = s.messages {
-        if let Ok(raw) = serde_json::from_str::<&RawValue>(m) {
-            call.read_messages(raw)?;
-        }
-    }
-    let s_text = |v: Option<&str>| v.map(|x| Value::String(x.to_string()));
-    call.note("call_type", s_text(s.call_type));
-    call.note("requested_model", s_text(s.model));
-    call.note("model_group", s_text(s.model_group));
-    call.note("model_id", s_text(s.model_id));
-    call.note("api_base", s_text(s.api_base));
-    call.note("custom_llm_provider", s_text(s.custom_llm_provider));
-    call.note("team_id", s_text(s.team_id));
-    call.note(
-        "request_tags",
-        s.request_tags
-            .and_then(|t| serde_json::from_str::<Value>(t).ok())
-            .filter(|t| t.as_array().is_none_or(|a| !a.is_empty())),
-    );
-    Ok(call)
-}
-
-fn spend_log_json(raw: &[u8]) -> Result<Call, String> {
-    let r: SpendLogJson<'_> = fields::from_json(raw).map_err(|e| format!("invalid LiteLLM spend-logs row: {e}"))?;
-    let micros = |v: &Option<TsValue<'_>>| v.as_ref().map(TsValue::to_micros).transpose();
-    let (metadata, response, messages, request, tags) = (
-        r.metadata.map(json_text),
-        r.response.map(json_text),
-        r.messages.map(|m| m.get()),
-        r.proxy_server_request.map(json_text),
-        r.request_tags.map(json_text),
-    );
-    spend_log_call(SpendLog {
-        request_id: &r.request_id,
-        call_type: r.call_type.as_deref(),
-        spend: r.spend,
-        prompt_tokens: r.prompt_tokens,
-        completion_tokens: r.completion_tokens,
-        start_us: micros(&r.start_time)?,
-        end_us: micros(&r.end_time)?,
-        completion_start_us: micros(&r.completion_start_time)?,
-        request_duration_ms: r.request_duration_ms,
-        model: r.model.as_deref(),
-        model_id: r.model_id.as_deref(),
-        model_group: r.model_group.as_deref(),
-        custom_llm_provider: r.custom_llm_provider.as_deref(),
-        api_base: r.api_base.as_deref(),
-        metadata: metadata.as_deref(),
-        cache_hit: match &r.cache_hit {
-            Some(Value::Bool(b)) => *b,
-            Some(Value::String(s)) => s.eq_ignore_ascii_case("true"),
-            _ => false,
-        },
-        request_tags: tags.as_deref(),
-        team_id: r.team_id.as_deref(),
-        messages,
-        response: response.as_deref(),
-        session_id: r.session_id.as_deref(),
-        status: r.status.as_deref(),
-        proxy_server_request: request.as_deref(),
-    })
-}
-
-fn spend_log_csv(row: &CsvRow<'_>) -> Result<Call, String> {
-    let time = |name: &str| row.get(name).map(fields::parse_datetime_micros).transpose();
-    spend_log_call(SpendLog {
-        request_id: row.get("request_id").ok_or("missing required column request_id")?,
-        call_type: row.get("call_type"),
-        spend: row.number("spend")?,
-        prompt_tokens: row.number("prompt_tokens")?,
-        completion_tokens: row.number("completion_tokens")?,
-        start_us: time("startTime")?,
-        end_us: time("endTime")?,
-        completion_start_us: time("completionStartTime")?,
-        request_duration_ms: row.number("request_duration_ms")?,
-        model: row.get("model"),
-        model_id: row.get("model_id"),
-        model_group: row.get("model_group"),
-        custom_llm_provider: row.get("custom_llm_provider"),
-        api_base: row.get("api_base"),
-        metadata: row.get("metadata"),
-        // Stored as Python's str(bool).
-        cache_hit: row.get("cache_hit").is_some_and(|v| v.eq_ignore_ascii_case("true")),
-        request_tags: row.get("request_tags"),
-        team_id: row.get("team_id"),
-        // JSON text in the cell; quoted here so that it reads as a JSON value.
-        messages: row.get("messages"),
-        response: row.get("response"),
-        session_id: row.get("session_id"),
-        status: row.get("status"),
-        proxy_server_request: row.get("proxy_server_request"),
-    })
+/// A record's text (its UTF-8 was checked when it was read as a JSON object).
+fn text(raw: &[u8]) -> Result<&str, String> {
+    simdutf8::basic::from_utf8(raw).map_err(|_| "invalid UTF-8".to_string())
 }
 
 /// Which LiteLLM record a JSON object is.
@@ -646,11 +608,8 @@ fn kind(o: &Map<String, Value>) -> Option<Kind> {
 fn parse_object(raw: &[u8]) -> Result<Parsed<'_>, String> {
     let obj: Map<String, Value> = fields::from_json(raw).map_err(|e| format!("invalid JSON object: {e}"))?;
     match kind(&obj) {
-        Some(Kind::Payload) => {
-            let p: Payload<'_> = fields::from_json(raw).map_err(|e| format!("invalid LiteLLM logging payload: {e}"))?;
-            payload_call(p)?.into_parsed()
-        }
-        Some(Kind::SpendLog) => spend_log_json(raw)?.into_parsed(),
+        Some(Kind::Payload) => payload_call(text(raw)?)?.into_parsed(),
+        Some(Kind::SpendLog) => spend_log_call(text(raw)?)?.into_parsed(),
         Some(Kind::Audit) => Ok(Parsed::not_a_request()),
         None => Err("neither a LiteLLM logging payload (startTime, response_cost) nor a spend-logs row \
                      (request_id, spend, startTime)"
@@ -665,7 +624,7 @@ pub fn parse<'a>(line: &'a [u8], ctx: &LineContext<'_>) -> Result<Parsed<'a>, St
         if header.is_header_line(line) {
             return Ok(Parsed::Skip);
         }
-        return spend_log_csv(&header.row(line)?)?.into_parsed();
+        return spend_log_call(&header.row(line)?.to_json_object())?.into_parsed();
     }
     match line.trim_ascii_start().first() {
         Some(b'[') => parse_array_line(line, parse_object),
@@ -788,10 +747,23 @@ mod tests {
         );
         assert_eq!(r.prompt.as_deref(), Some(r#"[{"role": "user", "content": "What is the capital of France?"}]"#));
         assert_eq!((r.model_output.as_deref(), r.status, r.session_id.as_deref()), (Some("Paris."), None, None));
-        let extra = r.extra.as_deref().unwrap();
-        assert!(!extra.contains("88dc28d0") && !extra.contains("api_key"), "{extra}");
-        let x: Value = serde_json::from_str(extra).unwrap();
-        assert_eq!((x["requested_model"].as_str(), x["model_group"].as_str()), (Some("gpt-4o"), Some("gpt-4o")));
+        // Every key no column holds, one level down in metadata, hidden_params,
+        // model_parameters and the response; not the hashed key, not the headers,
+        // not the empty ones.
+        assert_eq!(
+            r.extra.as_deref(),
+            Some(concat!(
+                r#"{"api_base":"https://api.openai.com/v1","call_type":"acompletion","#,
+                r#""hidden_params.api_base":"https://api.openai.com/v1","hidden_params.model_id":"a1b2c3","#,
+                r#""metadata.requester_ip_address":"10.0.0.7","metadata.user_api_key_alias":"prod-key","#,
+                r#""metadata.user_api_key_team_alias":"search","metadata.user_api_key_team_id":"team-1","#,
+                r#""metadata.user_api_key_user_id":"u-1","model_group":"gpt-4o","model_id":"a1b2c3","#,
+                r#""model_map_information.model_map_key":"gpt-4o","model_parameters.temperature":0.2,"#,
+                r#""request_tags":["prod"],"requested_model":"gpt-4o","requester_ip_address":"10.0.0.7","#,
+                r#""response.created":1717243201,"response.message.role":"assistant","#,
+                r#""response.object":"chat.completion","saved_cache_cost":0.0}"#
+            ))
+        );
 
         // Anthropic through LiteLLM: prompt_tokens already holds the 4000 read and 100 written.
         let r = request(payload(2));
@@ -818,7 +790,10 @@ mod tests {
             (x["trace_id"].as_str(), x["stream"].as_bool()),
             (Some("3f2c1d9e-2b1a-4c5d-9e8f-000000000002"), Some(true))
         );
-        assert_eq!(x["litellm_overhead_time_ms"].as_f64(), Some(3.2));
+        assert_eq!(x["hidden_params.litellm_overhead_time_ms"].as_f64(), Some(3.2));
+        assert_eq!(x["status_fields"]["guardrail_status"], "not_run");
+        assert_eq!(x["user_agent"], "python-httpx/0.27.0");
+        assert!(x.get("response.usage.cache_read_input_tokens").is_none(), "read into cached_tokens");
     }
 
     #[test]
@@ -865,8 +840,18 @@ mod tests {
             )
         );
         assert_eq!(r.session_id.as_deref(), Some("sess-a"));
-        let extra = r.extra.as_deref().unwrap();
-        assert!(!extra.contains("88dc28d0") && !extra.contains("api_key"), "{extra}");
+        // The CSV row read as the JSON object of the same row: the JSON cells one
+        // level down, the hashed key neither as a column nor in metadata.
+        assert_eq!(
+            r.extra.as_deref(),
+            Some(concat!(
+                r#"{"api_base":"https://api.openai.com/v1","call_type":"acompletion","#,
+                r#""custom_llm_provider":"openai","metadata.status":"success","#,
+                r#""metadata.user_api_key_alias":"prod-key","model_group":"gpt-4o","model_id":"a1b2c3","#,
+                r#""request_tags":["prod"],"requested_model":"gpt-4o","requester_ip_address":"10.0.0.7","#,
+                r#""team_id":"team-1","user":"u-1"}"#
+            ))
+        );
         let r = request(spend_log(2));
         assert_eq!(
             summary(&r),
@@ -933,6 +918,34 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn extra_keeps_what_no_column_holds_but_keys_headers_and_the_price_map() {
+        let payload = r#"{"id":"c1","call_type":"acompletion","session_id":"s-1","startTime":1717243200.0,"endTime":1717243201.0,"response_cost":0.5,"prompt_tokens":10,"completion_tokens":2,"total_tokens":12,"model":"gpt-4o","model_map_information":{"model_map_key":"gpt-4o","model_map_value":{"input_cost_per_token":2.5e-6,"max_tokens":16384}},"metadata":{"user_api_key_hash":"88dc","user_api_key":"88dc","requester_custom_headers":{"x-team":"a"},"spend_logs_metadata":{"job":"nightly","api_key":"sk-1"}},"hidden_params":{"additional_headers":{"llm_provider-x-request-id":"r"},"response_cost":0.5},"error_information":{"error_code":"","error_class":""},"error_str":null,"response":{"id":"c1","model":"gpt-4o-2024-08-06","system_fingerprint":"fp_9","service_tier":"default","choices":[{"index":0,"finish_reason":"stop","message":{"content":"ok"}}],"usage":{"prompt_tokens":10,"completion_tokens":2,"audio_tokens":0}}}"#;
+        let r = request(parse(payload.as_bytes(), &LineContext::default()));
+        assert_eq!((r.session_id.as_deref(), r.model_version.as_deref()), (Some("s-1"), Some("fp_9")));
+        assert_eq!(
+            r.extra.as_deref(),
+            Some(concat!(
+                r#"{"call_type":"acompletion","metadata.spend_logs_metadata":{"api_key":"REDACTED","job":"nightly"},"#,
+                r#""model_map_information.model_map_key":"gpt-4o","requested_model":"gpt-4o","#,
+                r#""response.service_tier":"default","response.usage.audio_tokens":0}"#
+            ))
+        );
+        // A spend-logs row in JSON: the proxy's request less its output cap and
+        // messages, one level down; the hashed key column never.
+        let row = r#"{"request_id":"r1","api_key":"88dc","spend":0.5,"prompt_tokens":10,"completion_tokens":2,"startTime":"2024-06-01 12:00:00+00:00","endTime":"2024-06-01 12:00:02+00:00","model":"gpt-4o","proxy_server_request":"{\"max_tokens\": 9, \"temperature\": 0, \"messages\": []}","end_user":"","cache_key":"k1","session_id":""}"#;
+        let r = request(parse(row.as_bytes(), &LineContext::default()));
+        assert_eq!(
+            (r.ts_micros, r.latency_ms, r.max_tokens, r.session_id.as_deref()),
+            (1_717_243_200_000_000, Some(2000.0), Some(9), None)
+        );
+        assert_eq!(
+            r.extra.as_deref(),
+            Some(r#"{"cache_key":"k1","proxy_server_request.temperature":0,"requested_model":"gpt-4o"}"#),
+            "a JSON column held as text in a string is read as its object"
+        );
     }
 
     #[test]

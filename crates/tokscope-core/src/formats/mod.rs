@@ -349,6 +349,18 @@ impl Parsed<'_> {
     pub fn not_a_request() -> Self {
         Parsed::Rows { rows: Vec::new(), skipped: 1 }
     }
+
+    /// The same rows, detached from the text they were parsed from (a
+    /// line rewritten before parsing: a CSV row as JSON, `NaN` as `null`).
+    pub fn into_owned(self) -> Parsed<'static> {
+        match self {
+            Parsed::Request(rec) => Parsed::Request(rec.into_owned()),
+            Parsed::Rows { rows, skipped } => {
+                Parsed::Rows { rows: rows.into_iter().map(Row::into_owned).collect(), skipped }
+            }
+            Parsed::Skip => Parsed::Skip,
+        }
+    }
 }
 
 /// One row of a line that yields several ([`Parsed::Rows`]), or rows of
@@ -378,6 +390,19 @@ pub enum Row<'a> {
 }
 
 impl Row<'_> {
+    /// The same row, detached from the text it was parsed from.
+    pub fn into_owned(self) -> Row<'static> {
+        match self {
+            Row::Request(rec) => Row::Request(rec.into_owned()),
+            Row::Profile(rec) => Row::Profile(rec.into_owned()),
+            Row::Reject(r) => Row::Reject(r.into_owned()),
+            Row::Kernel(k) => Row::Kernel(k),
+            Row::KernelSpan(s) => Row::KernelSpan(s),
+            Row::MoeRouting(m) => Row::MoeRouting(m),
+            Row::Eval(e) => Row::Eval(e),
+        }
+    }
+
     /// The row parsed from a line whose `NaN`/`Infinity` literals were read
     /// as null: detached from the rewritten line and flagged `non_finite_number`.
     fn flag_non_finite(self) -> Row<'static> {
@@ -388,11 +413,7 @@ impl Row<'_> {
                 rec.issues.push(fields::issue::NON_FINITE_NUMBER.to_string());
                 Row::Profile(rec)
             }
-            Row::Reject(r) => Row::Reject(r.into_owned()),
-            Row::Kernel(k) => Row::Kernel(k),
-            Row::KernelSpan(s) => Row::KernelSpan(s),
-            Row::MoeRouting(m) => Row::MoeRouting(m),
-            Row::Eval(e) => Row::Eval(e),
+            other => other.into_owned(),
         }
     }
 }

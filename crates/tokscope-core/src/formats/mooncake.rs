@@ -1,29 +1,30 @@
 //! Mooncake trace JSON lines (FAST'25): `timestamp` (milliseconds since the
 //! trace start, so rows are placed at `--base-time` + timestamp),
 //! `input_length`, `output_length`, `hash_ids` (512-token KV-cache blocks,
-//! kept in `extra` for prefix-reuse analysis).
+//! kept in `extra` for prefix-reuse analysis, with any other key).
 
 use std::borrow::Cow;
 
 use serde::Deserialize;
-use serde_json::value::RawValue;
 
+use super::canonical::extra_json;
 use super::fields::{self, token_count};
 use super::{LineContext, LogFormat, Parsed, Probe};
 use crate::record::RequestRecord;
 
 #[derive(Deserialize)]
-struct MooncakeLine<'a> {
+struct MooncakeLine {
     timestamp: f64,
     input_length: f64,
     output_length: f64,
-    #[serde(borrow, default)]
-    hash_ids: Option<&'a RawValue>,
 }
+
+/// The keys read into columns; `hash_ids` and any other key go to `extra`.
+const KEYS: &[&str] = &["timestamp", "input_length", "output_length"];
 
 /// Parses one Mooncake line.
 pub fn parse<'a>(line: &'a [u8], ctx: &LineContext<'_>) -> Result<RequestRecord<'a>, String> {
-    let m: MooncakeLine<'a> = fields::from_json(line).map_err(|e| format!("invalid Mooncake line: {e}"))?;
+    let m: MooncakeLine = fields::from_json(line).map_err(|e| format!("invalid Mooncake line: {e}"))?;
     if !m.timestamp.is_finite() || m.timestamp < 0.0 {
         return Err(format!("timestamp must be non-negative milliseconds, got {}", m.timestamp));
     }
@@ -32,7 +33,7 @@ pub fn parse<'a>(line: &'a [u8], ctx: &LineContext<'_>) -> Result<RequestRecord<
         model: Cow::Owned(ctx.default_model.to_string()),
         prompt_tokens: Some(token_count("input_length", m.input_length)?),
         completion_tokens: token_count("output_length", m.output_length)?,
-        extra: m.hash_ids.map(|h| format!("{{\"hash_ids\":{}}}", h.get())),
+        extra: std::str::from_utf8(line).ok().and_then(|text| extra_json(&fields::unread_members(text, KEYS, ""))),
         ..Default::default()
     })
 }
@@ -55,5 +56,22 @@ impl LogFormat for Mooncake {
 
     fn parse<'a>(&self, line: &'a [u8], ctx: &LineContext<'_>) -> Result<Parsed<'a>, String> {
         parse(line, ctx).map(Parsed::Request)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hash_ids_and_any_other_key_are_kept() {
+        let line =
+            br#"{"timestamp": 27482, "input_length": 6955, "output_length": 52, "hash_ids": [46, 47], "session": 3}"#;
+        let ctx = LineContext { base_time_micros: 1_000_000, ..Default::default() };
+        let r = parse(line, &ctx).unwrap();
+        assert_eq!((r.ts_micros, r.prompt_tokens, r.completion_tokens), (28_482_000, Some(6955), 52));
+        assert_eq!(r.extra.as_deref(), Some(r#"{"hash_ids":[46, 47],"session":3}"#));
+        let bare = parse(br#"{"timestamp": 0, "input_length": 1, "output_length": 2}"#, &ctx).unwrap();
+        assert_eq!(bare.extra, None);
     }
 }

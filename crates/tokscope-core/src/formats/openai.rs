@@ -201,30 +201,41 @@ fn chat_record<'a>(
 }
 
 /// A completion's keys read into columns.
-const COMPLETION_KEYS: &[&str] = &["id", "object", "created", "model", "system_fingerprint", "choices", "usage"];
+pub(crate) const COMPLETION_KEYS: &[&str] =
+    &["id", "object", "created", "model", "system_fingerprint", "choices", "usage"];
 /// The usage keys read into columns.
-const USAGE_KEYS: &[&str] =
+pub(crate) const USAGE_KEYS: &[&str] =
     &["prompt_tokens", "completion_tokens", "total_tokens", "prompt_tokens_details", "completion_tokens_details"];
 
 /// What no column holds: the envelope's, completion's and usage's other keys
-/// ([`envelope::unread`]), and the first choice's message but its text
-/// (`message.tool_calls`, `message.refusal`, ...).
-fn chat_unread<'x>(line: &'x [u8], body: &'x [u8]) -> Vec<(Cow<'x, str>, &'x RawValue)> {
+/// ([`envelope::unread`]), and the first choice's ([`first_choice_unread`]).
+fn chat_unread<'x>(line: &'x [u8], body: &'x [u8]) -> Vec<fields::Member<'x>> {
     let mut unread = envelope::unread(line, body, COMPLETION_KEYS, &[("usage", USAGE_KEYS)]);
+    unread.extend(first_choice_unread(body, ""));
+    unread
+}
+
+/// What no column holds of a completion's first choice: its message but
+/// the text (`message.tool_calls`, `message.refusal`, ...) and its other keys
+/// (`choice.<key>`), each key after `prefix`. For the completions that
+/// gateways log inside their own records too (LiteLLM, Helicone).
+pub(crate) fn first_choice_unread<'x>(body: &'x [u8], prefix: &str) -> Vec<fields::Member<'x>> {
     #[derive(Deserialize)]
     struct Choices<'a> {
         #[serde(borrow, default)]
         choices: Vec<&'a RawValue>,
     }
-    if let Some(first) = fields::from_json::<Choices<'_>>(body).ok().and_then(|c| c.choices.into_iter().next()) {
-        for (key, raw) in fields::unread_members(first.get(), &["index", "finish_reason", "logprobs"], "") {
-            match key.as_ref() {
-                "message" => unread.extend(fields::unread_members(raw.get(), &["content"], "message.")),
-                _ => unread.push((Cow::Owned(format!("choice.{key}")), raw)),
-            }
-        }
-    }
-    unread
+    let Some(first) = fields::from_json::<Choices<'_>>(body).ok().and_then(|c| c.choices.into_iter().next()) else {
+        return Vec::new();
+    };
+    let read = ["index", "finish_reason", "logprobs", "message"];
+    fields::unread_nested(first.get(), &read, &[("message", &["content"])], "")
+        .into_iter()
+        .map(|(key, raw)| {
+            let under = if key.starts_with("message.") { "" } else { "choice." };
+            (Cow::Owned(format!("{prefix}{under}{key}")), raw)
+        })
+        .collect()
 }
 
 #[derive(Deserialize)]
@@ -258,7 +269,22 @@ pub fn parse_batch<'a>(line: &'a [u8], ctx: &LineContext<'_>) -> Result<RequestR
     let mut rec = chat_record(body, Envelope::default(), body, ctx)?;
     rec.request_id = Some(b.custom_id);
     rec.status = fields::opt_token_count("status_code", resp.and_then(|r| r.status_code))?.map(|s| s as i32);
+    rec.extra = extra_json(&batch_unread(line, body));
     Ok(rec)
+}
+
+/// What no column holds of a Batch API line: the completion's as
+/// `openai_chat` keeps it, with its own `id` (the request id is the
+/// line's `custom_id`), and the line's other keys under `batch.` (`batch.id`,
+/// `batch.error`, `batch.response.request_id`: OpenAI's id of the call).
+fn batch_unread<'x>(line: &'x [u8], body: &'x [u8]) -> Vec<fields::Member<'x>> {
+    let read: Vec<&str> = COMPLETION_KEYS.iter().copied().filter(|k| *k != "id").collect();
+    let mut unread = envelope::unread(body, body, &read, &[("usage", USAGE_KEYS)]);
+    unread.extend(first_choice_unread(body, ""));
+    if let Ok(line) = std::str::from_utf8(line) {
+        unread.extend(fields::unread_nested(line, &["custom_id"], &[("response", &["status_code", "body"])], "batch."));
+    }
+    unread
 }
 
 /// OpenAI Chat Completions responses, bare or in an envelope.
@@ -354,6 +380,11 @@ mod tests {
         let ok = br#"{"id":"batch_req_1","custom_id":"req-7","response":{"status_code":200,"request_id":"x","body":{"id":"c","object":"chat.completion","created":1717236000,"model":"gpt-4o","choices":[{"message":{"content":"ok"},"finish_reason":"length"}],"usage":{"prompt_tokens":3,"completion_tokens":4}}},"error":null}"#;
         let r = parse_batch(ok, &LineContext::default()).unwrap();
         assert_eq!((r.request_id.as_deref(), r.status), (Some("req-7"), Some(200)));
+        // The completion's id (the request id is custom_id), then the line's own keys.
+        assert_eq!(
+            r.extra.as_deref(),
+            Some(r#"{"id":"c","batch.id":"batch_req_1","batch.response.request_id":"x","batch.error":null}"#)
+        );
         let bad = br#"{"id":"batch_req_2","custom_id":"req-8","response":null,"error":{"code":"server_error","message":"boom"}}"#;
         assert!(parse_batch(bad, &LineContext::default()).unwrap_err().contains("req-8 failed"));
     }

@@ -8,8 +8,9 @@ use std::borrow::Cow;
 
 use serde::Deserialize;
 use serde_json::value::RawValue;
-use serde_json::{Map, Value};
+use serde_json::Value;
 
+use super::canonical::extra_json;
 use super::envelope;
 use super::fields::{self, LogprobEntry};
 use super::{LineContext, LogFormat, Parsed, Probe};
@@ -35,26 +36,12 @@ struct Response<'a> {
     output: Vec<OutputItem<'a>>,
     #[serde(default)]
     usage: Option<Usage>,
-    #[serde(borrow, default)]
-    service_tier: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
-    reasoning: Option<Reasoning<'a>>,
-    #[serde(default)]
-    background: Option<bool>,
-    #[serde(borrow, default)]
-    previous_response_id: Option<Cow<'a, str>>,
 }
 
 #[derive(Deserialize)]
 struct IncompleteDetails<'a> {
     #[serde(borrow, default)]
     reason: Option<Cow<'a, str>>,
-}
-
-#[derive(Deserialize)]
-struct Reasoning<'a> {
-    #[serde(borrow, default)]
-    effort: Option<Cow<'a, str>>,
 }
 
 #[derive(Deserialize)]
@@ -73,6 +60,48 @@ struct ContentPart<'a> {
     text: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
     logprobs: Option<Vec<LogprobEntry<'a>>>,
+    /// Citations of the text (web and file search).
+    #[serde(borrow, default)]
+    annotations: Option<&'a RawValue>,
+}
+
+/// A response's keys read into columns (`output`: the text of its messages,
+/// the rest kept by [`other_output`]; `id` only when it is the request id).
+const RESPONSE_KEYS: &[&str] =
+    &["object", "created_at", "status", "incomplete_details", "model", "max_output_tokens", "output", "usage"];
+/// The usage keys read into columns.
+const USAGE_KEYS: &[&str] =
+    &["input_tokens", "output_tokens", "total_tokens", "input_tokens_details", "output_tokens_details"];
+
+/// What of `output` is not the output text: the items other than messages
+/// (function and tool calls, reasoning) as logged, and the parts of messages
+/// other than plain text (a refusal; a text part with annotations, kept
+/// whole for its citations), in order; `None` when there is none.
+fn other_output(output: &RawValue) -> Option<Box<RawValue>> {
+    #[derive(Deserialize)]
+    struct Item<'a> {
+        #[serde(borrow, default, rename = "type")]
+        kind: Option<Cow<'a, str>>,
+        #[serde(borrow, default)]
+        content: Vec<&'a RawValue>,
+    }
+    let items: Vec<&RawValue> = serde_json::from_str(output.get()).ok()?;
+    let mut kept = Vec::new();
+    for raw in items {
+        let Ok(item) = serde_json::from_str::<Item<'_>>(raw.get()) else { continue };
+        if item.kind.as_deref() != Some("message") {
+            kept.push(raw.get());
+            continue;
+        }
+        for part in item.content {
+            let plain = serde_json::from_str::<ContentPart<'_>>(part.get())
+                .is_ok_and(|p| p.kind == "output_text" && p.annotations.is_none_or(fields::is_empty_value));
+            if !plain {
+                kept.push(part.get());
+            }
+        }
+    }
+    fields::json_array(&kept)
 }
 
 #[derive(Deserialize)]
@@ -152,9 +181,7 @@ pub fn parse<'a>(line: &'a [u8], ctx: &LineContext<'_>) -> Result<Parsed<'a>, St
     let finish = finish_reason(&resp, has_text);
     let model = resp.model.clone().or_else(|| env.request.as_ref().and_then(|r| r.model.clone()));
     let (max_output_tokens, created_at) = (resp.max_output_tokens, resp.created_at);
-    let Response {
-        id, output: items, service_tier, reasoning: effort, background, previous_response_id, error, ..
-    } = resp;
+    let Response { id, output: items, .. } = resp;
     let (mut text, mut logprobs): (Vec<Cow<'_, str>>, Option<Vec<LogprobEntry<'_>>>) = (Vec::new(), None);
     for item in items.into_iter().filter(|i| i.kind == "message") {
         for part in item.content.into_iter().filter(|p| p.kind == "output_text") {
@@ -164,27 +191,19 @@ pub fn parse<'a>(line: &'a [u8], ctx: &LineContext<'_>) -> Result<Parsed<'a>, St
             }
         }
     }
-    let mut extra = Map::new();
-    let request_id = match (env.request_id.clone(), id) {
-        (Some(gw), id) => {
-            if let Some(id) = id {
-                extra.insert("id".into(), Value::String(id.into_owned()));
-            }
-            Some(gw)
-        }
-        (None, id) => id,
-    };
-    for (key, v) in [
-        ("service_tier", service_tier.map(|s| Value::String(s.into_owned()))),
-        ("reasoning_effort", effort.and_then(|r| r.effort).map(|e| Value::String(e.into_owned()))),
-        ("background", background.map(Value::Bool)),
-        ("previous_response_id", previous_response_id.map(|p| Value::String(p.into_owned()))),
-        ("error", error.and_then(|e| serde_json::from_str::<Value>(e.get()).ok()).filter(|e| !e.is_null())),
-    ] {
-        if let Some(v) = v {
-            extra.insert(key.into(), v);
-        }
+    // What no column holds: the envelope's other keys, the response's (its
+    // own id when the gateway's is the request id), its usage's, and the
+    // output that is not text.
+    let read: Vec<&str> = RESPONSE_KEYS.iter().copied().chain(env.request_id.is_none().then_some("id")).collect();
+    let mut unread = envelope::unread(line, body, &read, &[("usage", USAGE_KEYS)]);
+    #[derive(Deserialize)]
+    struct Output<'a> {
+        #[serde(borrow, default)]
+        output: Option<&'a RawValue>,
     }
+    let other = fields::from_json::<Output<'_>>(body).ok().and_then(|o| o.output).and_then(other_output);
+    unread.extend(other.as_deref().and_then(|o| fields::kept_member(Cow::Borrowed("output"), o)));
+    let request_id = env.request_id.clone().or(id);
     let model_output = match text.len() {
         0 => None,
         1 => text.pop(),
@@ -214,7 +233,7 @@ pub fn parse<'a>(line: &'a [u8], ctx: &LineContext<'_>) -> Result<Parsed<'a>, St
         model_output,
         output_is_raw: false,
         tokens: fields::merge_token_data(logprobs, None, None, &mut Vec::new()),
-        extra: (!extra.is_empty()).then(|| Value::Object(extra).to_string()),
+        extra: extra_json(&unread),
         ..Default::default()
     }))
 }
@@ -288,8 +307,14 @@ mod tests {
             r.tokens[1].top_logprobs.as_ref().unwrap().iter().map(|(t, l)| (t.as_ref(), *l)).collect::<Vec<_>>(),
             vec![(".", -0.2), ("!", -1.8)]
         );
-        let extra: Value = serde_json::from_str(r.extra.as_deref().unwrap()).unwrap();
-        assert_eq!(extra["id"], "resp_001", "the response id is kept when the gateway's id is used");
+        // The response's own id is kept when the gateway's is the request id; the
+        // usage, the text and its logprobs are columns and token rows.
+        assert_eq!(
+            r.extra.as_deref(),
+            Some(
+                r#"{"id":"resp_001","error":null,"instructions":null,"parallel_tool_calls":true,"temperature":1.0,"tool_choice":"auto","tools":[],"top_logprobs":2}"#
+            )
+        );
     }
 
     #[test]
@@ -303,8 +328,13 @@ mod tests {
         assert_eq!(r.finish_reason_raw.as_deref(), Some("stop"));
         assert_eq!(r.model_output.as_deref(), Some("42"), "the reasoning item is not output text");
         assert!(r.tokens.is_empty());
-        let extra: Value = serde_json::from_str(r.extra.as_deref().unwrap()).unwrap();
-        assert_eq!(extra["reasoning_effort"], "medium");
+        assert_eq!(
+            r.extra.as_deref(),
+            Some(
+                r#"{"error":null,"parallel_tool_calls":true,"reasoning":{"effort":"medium","summary":null},"tool_choice":"auto","tools":[],"output":[{"type":"reasoning","id":"rs_002","summary":[]}]}"#
+            ),
+            "the reasoning item is output that is not text"
+        );
     }
 
     #[test]
@@ -335,9 +365,37 @@ mod tests {
             ("resp_006", 1_717_243_500_000_000, "gpt-4o-2024-08-06", 80, 18, 0, 0, Some(0), None)
         );
         assert_eq!((r.finish_reason_raw.as_deref(), r.model_output.as_deref()), (Some("tool_calls"), None));
+        let x: Value = serde_json::from_str(r.extra.as_deref().unwrap()).unwrap();
+        assert_eq!(
+            x["output"],
+            serde_json::json!([{"type":"function_call","id":"fc_006","call_id":"call_abc","name":"get_weather","arguments":"{\"city\":\"Paris\"}","status":"completed"}])
+        );
+        assert_eq!(x["tools"][0]["name"], "get_weather");
         let r = request(7);
         assert_eq!(summary(&r).0, ("resp_007", 1_717_243_560_000_000, "gpt-4o-2024-08-06", 40, 9, 0, 0, Some(0), None));
         assert_eq!((r.finish_reason_raw.as_deref(), r.model_output.as_deref()), (Some("refusal"), None));
+        assert_eq!(
+            r.extra.as_deref(),
+            Some(
+                r#"{"error":null,"tool_choice":"auto","tools":[],"output":[{"type":"refusal","refusal":"I can't help with that."}]}"#
+            )
+        );
+    }
+
+    #[test]
+    fn cited_text_is_kept_whole_and_credentials_never() {
+        let line = br#"{"request_id":"gw","headers":{"authorization":"Bearer sk-1"},"request":{"input":"q","api_key":"sk-2","temperature":0.2},"response":{"id":"r","object":"response","created_at":1717243200,"status":"completed","model":"m","output":[{"type":"message","content":[{"type":"output_text","text":"A [1]","annotations":[{"type":"url_citation","url":"https://x"}]}]}],"usage":{"input_tokens":3,"output_tokens":2,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":5,"input_tokens_details":{"cached_tokens":0},"server_tool_use":1}}}"#;
+        let r = match parse(line, &LineContext::default()) {
+            Ok(Parsed::Request(r)) => r,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(r.model_output.as_deref(), Some("A [1]"));
+        assert_eq!(
+            r.extra.as_deref(),
+            Some(
+                r#"{"request.temperature":0.2,"id":"r","usage.server_tool_use":1,"output":[{"type":"output_text","text":"A [1]","annotations":[{"type":"url_citation","url":"https://x"}]}]}"#
+            )
+        );
     }
 
     #[test]

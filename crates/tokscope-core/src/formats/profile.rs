@@ -39,7 +39,7 @@ struct ProfileLine<'a> {
     queue_ms: Option<f64>,
     prefill_latency_ms: Option<f64>,
     decode_latency_ms: Option<&'a RawValue>,
-    extra: Vec<(Cow<'a, str>, &'a RawValue)>,
+    extra: Vec<fields::Member<'a>>,
 }
 
 impl<'de> Deserialize<'de> for ProfileLine<'de> {
@@ -67,7 +67,7 @@ impl<'de> Deserialize<'de> for ProfileLine<'de> {
                         "decode_latency_ms" => p.decode_latency_ms = Some(map.next_value()?),
                         _ => {
                             let v: &'de RawValue = map.next_value()?;
-                            p.extra.push((key, v));
+                            p.extra.extend(fields::kept_member(key, v));
                         }
                     }
                 }

@@ -10,20 +10,75 @@
 
 use std::borrow::Cow;
 
-/// Whether a logged key names credentials (or headers, which carry them):
-/// the formats that keep unread keys in `extra` never keep these.
+/// Whether a logged key names credentials, or what carries them: the
+/// formats that keep unread keys in `extra` never keep these
+/// ([`crate::formats::fields::unread_members`]), at any depth. Matched
+/// without regard to ASCII case:
+/// - a name that is a credential: `authorization`, `cookie`, `set-cookie`,
+///   `password`, `secret`, `token`, `bearer`;
+/// - a name ending in `api_key`, `api-key` or `api_key_hash` (`api_key`,
+///   `x-api-key`, LiteLLM's hashed keys `user_api_key`, `user_api_key_hash`
+///   and `changed_by_api_key`; not `user_api_key_alias` or `_team_id`,
+///   which name the key's owner and hold no secret), or in `_secret`,
+///   `_password`, `_token` after `access`, `refresh`, `id`, `oauth`,
+///   `session`, `auth` or `bearer` (`client_secret`, `oauth_token`);
+/// - headers, which carry credentials: `headers` and any name ending in
+///   `_headers` (LiteLLM's `additional_headers`, `requester_custom_headers`);
+/// - pre-signed URLs, whose query string is a credential: Helicone's
+///   `signed_body_url` and `asset_urls`, any name ending in `signed_url`.
 pub fn is_credential_key(key: &str) -> bool {
-    ["headers", "api_key", "api-key", "x-api-key", "authorization", "cookie", "password", "secret", "token"]
-        .iter()
-        .any(|k| key.eq_ignore_ascii_case(k))
+    const NAMES: [&str; 9] =
+        ["authorization", "cookie", "set-cookie", "password", "secret", "token", "bearer", "headers", "asset_urls"];
+    const ENDINGS: [&str; 16] = [
+        "api_key",
+        "api-key",
+        "api_key_hash",
+        "_secret",
+        "_password",
+        "access_token",
+        "refresh_token",
+        "id_token",
+        "oauth_token",
+        "session_token",
+        "auth_token",
+        "bearer_token",
+        "_headers",
+        "signed_url",
+        "signed_body_url",
+        "private_key",
+    ];
+    let ends_with = |suffix: &str| {
+        key.len() >= suffix.len()
+            && key.is_char_boundary(key.len() - suffix.len())
+            && key[key.len() - suffix.len()..].eq_ignore_ascii_case(suffix)
+    };
+    NAMES.iter().any(|n| key.eq_ignore_ascii_case(n)) || ENDINGS.iter().any(|e| ends_with(e))
 }
 
 /// What a secret string becomes.
 pub const REDACTED: &str = "REDACTED";
 
 /// `text` with the string values of keys for which `is_secret` holds
-/// replaced by `"REDACTED"`; borrowed unchanged when there is none.
+/// replaced by `"REDACTED"`, also inside strings that hold JSON text (a
+/// column exported as JSON in a string); borrowed unchanged when there is none.
 pub fn scrub_json<'a>(text: &'a [u8], is_secret: impl Fn(&str) -> bool) -> Cow<'a, [u8]> {
+    scrub(text, &is_secret)
+}
+
+/// The JSON string literal `literal` (quotes included) scrubbed, when its
+/// text is a JSON object or array holding secrets.
+fn scrub_json_in_string(literal: &[u8], is_secret: &dyn Fn(&str) -> bool) -> Option<Vec<u8>> {
+    if !matches!(literal.get(1), Some(b'{' | b'[')) {
+        return None;
+    }
+    let inner: String = serde_json::from_slice(literal).ok()?;
+    match scrub(inner.as_bytes(), is_secret) {
+        Cow::Borrowed(_) => None,
+        Cow::Owned(scrubbed) => serde_json::to_vec(&String::from_utf8_lossy(&scrubbed)).ok(),
+    }
+}
+
+fn scrub<'a>(text: &'a [u8], is_secret: &dyn Fn(&str) -> bool) -> Cow<'a, [u8]> {
     let mut out: Option<Vec<u8>> = None;
     // Depth of the secret value being scrubbed (0: not in one), and whether
     // the next token is the value of a secret key.
@@ -44,8 +99,13 @@ pub fn scrub_json<'a>(text: &'a [u8], is_secret: impl Fn(&str) -> bool) -> Cow<'
                     buf.extend_from_slice(b"\"");
                     value_is_secret = false;
                 } else {
-                    if let Some(buf) = out.as_mut() {
-                        buf.extend_from_slice(&text[i..end]);
+                    match (is_key, scrub_json_in_string(&text[i..end], is_secret)) {
+                        (false, Some(scrubbed)) => out.get_or_insert_with(|| text[..i].to_vec()).extend(scrubbed),
+                        _ => {
+                            if let Some(buf) = out.as_mut() {
+                                buf.extend_from_slice(&text[i..end]);
+                            }
+                        }
                     }
                     if is_key {
                         let key = String::from_utf8_lossy(&text[i + 1..end.saturating_sub(1).max(i + 1)]);
@@ -146,11 +206,56 @@ mod tests {
     }
 
     #[test]
+    fn credential_keys_are_named_by_what_they_hold() {
+        for key in [
+            "api_key",
+            "X-Api-Key",
+            "user_api_key",
+            "user_api_key_hash",
+            "changed_by_api_key",
+            "Authorization",
+            "headers",
+            "additional_headers",
+            "requester_custom_headers",
+            "signed_body_url",
+            "asset_urls",
+            "client_secret",
+            "oauth_token",
+            "token",
+        ] {
+            assert!(is_credential_key(key), "{key}");
+        }
+        for key in [
+            "user_api_key_alias",
+            "user_api_key_team_id",
+            "prompt_tokens",
+            "cached_token_count",
+            "time_to_first_token",
+            "max_tokens",
+            "api_base",
+            "cache_key",
+            "request_user_id",
+            "é_api_k",
+        ] {
+            assert!(!is_credential_key(key), "{key}");
+        }
+    }
+
+    #[test]
     fn hex_hashes_are_replaced() {
         let hash = "88dc28d0f030c55ed4ab77ed8faf098196cb1c05df778539800c9f1243fe6b4b";
         let line = format!("id-1,{hash},0.5,deadbeef");
         assert_eq!(&*scrub_hex_hashes(line.as_bytes()), b"id-1,REDACTED,0.5,deadbeef");
         assert!(matches!(scrub_hex_hashes(b"a0e1b2c3-0000-4000-8000-000000000001"), Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn json_in_strings_is_scrubbed_too() {
+        assert_eq!(
+            scrub(r#"{"metadata":"{\"user_api_key\": \"88dc\", \"n\": [\"a\"]}","note":"{not json"}"#),
+            r#"{"metadata":"{\"user_api_key\": \"REDACTED\", \"n\": [\"a\"]}","note":"{not json"}"#
+        );
+        assert!(matches!(scrub_json(br#"{"m":"{\"a\": 1}"}"#, |k| k == "api_key"), Cow::Borrowed(_)));
     }
 
     #[test]
