@@ -194,6 +194,61 @@ fn litellm_gcs_bucket_payloads() {
 }
 
 #[test]
+fn litellm_spend_log_payloads_with_text_times() {
+    // litellm_pubsub_v1.ndjson: LiteLLM 1.110.2's spend-logs payload (the GCS
+    // Pub/Sub logger's v1 message), built by the proxy's get_logging_payload
+    // and serialised as the logger does (json.dumps(default=str)): times are
+    // Python datetimes written as text, "2026-12-04 22:35:55.600464+00:00",
+    // metadata is JSON held in a string.
+    let r = read("litellm_pubsub_v1.ndjson");
+    assert_eq!(r.format, Some("litellm"));
+    assert_eq!((r.counts.lines_read, r.counts.rows_written, r.counts.lines_rejected), (4, 4, 0), "{:?}", r.errors);
+    assert_eq!(
+        r.text("request_id"),
+        [s("chatcmpl-real-1"), s("chatcmpl-real-2"), s("chatcmpl-real-3"), s("chatcmpl-real-1")]
+    );
+    assert_eq!(r.ts(), [1_796_423_755_600_464, 1_796_423_755_756_180, 1_796_423_755_765_672, 1_796_423_755_781_584]);
+    assert_eq!(r.text("model"), [s("gpt-4o-mini"), s("gpt-4o-mini"), s("gpt-4o-mini"), s("gpt-4o-mini")]);
+    assert_eq!(r.int("prompt_tokens"), [Some(14), Some(1041), Some(61), Some(14)]);
+    assert_eq!(r.int("completion_tokens"), [Some(2), Some(4), Some(15), Some(3)]);
+    assert_eq!(r.int("cached_tokens"), [Some(0), Some(1024), Some(0), Some(0)]);
+    assert_eq!(
+        r.float("logged_cost_usd"),
+        [Some(3.2999999999999997e-06), Some(8.175e-05), Some(1.815e-05), Some(3.9e-06)]
+    );
+    // endTime - startTime, to the microsecond; completionStartTime = endTime
+    // (the three calls not streamed) is no first token.
+    assert_ms(&r.float("latency_ms"), &[Some(129.585), Some(8.597), Some(15.105), Some(749.463)], "latency_ms");
+    assert_ms(&r.float("ttft_ms"), &[None, None, None, Some(700.714)], "ttft_ms");
+    // Nothing lost but the empty, the hashed key (a credential) and the
+    // price-map entry (only its key): what metadata holds in its string too.
+    let x = extras(&r);
+    let keys = |i: usize| x[i].as_object().unwrap().keys().map(String::as_str).collect::<Vec<_>>();
+    assert_eq!(
+        keys(0),
+        [
+            "api_base",
+            "cache_key",
+            "call_type",
+            "custom_llm_provider",
+            "litellm_call_id",
+            "metadata.billed_retry_attempt",
+            "metadata.cost_breakdown",
+            "metadata.litellm_call_id",
+            "metadata.litellm_overhead_time_ms",
+            "metadata.litellm_roi_estimator",
+            "metadata.model_map_information.model_map_key",
+            "requested_model",
+        ]
+    );
+    assert_eq!(x[1]["metadata.cost_breakdown"]["cache_read_cost"], 0.0000768);
+    assert_eq!(x[3]["metadata.model_map_information.model_map_key"], "gpt-4o-mini-2024-07-18");
+    for e in r.text("extra").into_iter().flatten() {
+        assert!(!e.contains("api_key") && !e.contains("input_cost_per_token") && e.len() < 2048, "{e}");
+    }
+}
+
+#[test]
 fn openinference_spans_of_the_openai_client() {
     // otel_openinference.jsonl: openinference-instrumentation-openai 0.1.66 on
     // openai's client, exported by the OpenTelemetry SDK 1.45.2's OTLP/JSON
@@ -556,6 +611,7 @@ fn conformance_over_the_folder_of_real_files() {
             row("anthropic_sdk_messages.jsonl", "anthropic", "lines", 3, None),
             row("langfuse_api_observations.json", "langfuse", "json_records", 1, Some(true)),
             row("litellm_gcs.ndjson", "litellm", "lines", 4, None),
+            row("litellm_pubsub_v1.ndjson", "litellm", "lines", 4, None),
             row("openai_stream.sse", "openai_stream", "event_stream", 2, None),
             row("otel_openinference.jsonl", "otel", "lines", 3, None),
             row("otel_openllmetry.jsonl", "otel", "lines", 3, None),

@@ -60,6 +60,50 @@ def litellm_files(base):
     write("litellm_gcs.ndjson", GCSBucketLogger._combine_payloads_to_ndjson(None, items) + "\n")
 
 
+def litellm_pubsub_v1_file(base):
+    """LiteLLM: the SpendLogsPayload its GCS Pub/Sub logger publishes with
+    litellm.gcs_pub_sub_use_v1 (times as datetimes, which its
+    json.dumps(message, default=str) writes as text). The logger itself
+    cannot run here: GcsPubSubLogger calls premium_user_check() (a LiteLLM
+    Enterprise licence) in __init__ and in its log hook, and posts to
+    pubsub.googleapis.com with Google credentials. So each call's payload is
+    built by the function that logger calls, get_logging_payload (the proxy's
+    spend-log builder, free), from the callback's own arguments, and
+    serialised by the logger's own expression."""
+    import litellm
+    from litellm.integrations.custom_logger import CustomLogger
+    from litellm.proxy.spend_tracking.spend_tracking_utils import get_logging_payload
+
+    calls = []
+
+    class Capture(CustomLogger):
+        def log_success_event(self, kwargs, response_obj, start_time, end_time):
+            calls.append((kwargs, response_obj, start_time, end_time))
+
+    litellm.callbacks = [Capture()]
+    for prompt in PROMPTS:
+        extra = {"tools": TOOLS} if "weather" in prompt else {}
+        litellm.completion(model="openai/gpt-4o-mini", api_base=base, api_key="sk-loopback",
+                           messages=[{"role": "user", "content": prompt}], max_tokens=4 if "long" in prompt else 64,
+                           **extra)
+    stream = litellm.completion(model="openai/gpt-4o-mini", api_base=base, api_key="sk-loopback", stream=True,
+                                stream_options={"include_usage": True},
+                                messages=[{"role": "user", "content": PROMPTS[0]}])
+    for _ in stream:
+        pass
+    for _ in range(50):
+        if len(calls) == 4:
+            break
+        time.sleep(0.1)
+    lines = []
+    for kwargs, response_obj, start_time, end_time in calls:
+        message = get_logging_payload(kwargs=kwargs, response_obj=response_obj, start_time=start_time,
+                                      end_time=end_time)
+        # GcsPubSubLogger.publish_message's serialisation, before base64.
+        lines.append(json.dumps(message, default=str))
+    write("litellm_pubsub_v1.ndjson", "\n".join(lines) + "\n")
+
+
 def stream_file(base):
     """A streamed chat completion as a proxy that keeps the raw body logs it:
     the server-sent events exactly as the openai client received them (its
@@ -204,6 +248,7 @@ def otel_files(base):
 def main():
     base = fake_openai.start()
     litellm_files(base)
+    litellm_pubsub_v1_file(base)
     langfuse_file()
     otel_files(base)
     stream_file(base)

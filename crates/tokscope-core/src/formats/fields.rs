@@ -357,7 +357,8 @@ pub fn json_array(items: &[&str]) -> Option<Box<RawValue>> {
 
 /// Whether a logged value says nothing: `null`, `""`, `[]` or `{}`.
 pub fn is_empty_value(v: &RawValue) -> bool {
-    matches!(v.get(), "null" | "\"\"" | "[]" | "{}")
+    // Also an empty array or object exported as JSON text in a string.
+    matches!(v.get(), "null" | "\"\"" | "[]" | "{}" | "\"[]\"" | "\"{}\"")
 }
 
 /// [`unread_members`] of a record as JSON values, for an `extra` built as a

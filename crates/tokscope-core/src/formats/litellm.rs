@@ -287,10 +287,14 @@ impl Call {
         } else {
             prompt
         };
-        let latency_ms = match (self.duration_ms, self.end_us) {
+        // request_duration_ms is LiteLLM's whole milliseconds of endTime -
+        // startTime: the times give the microseconds when they agree with it
+        // (an export that rounded the times to the second does not).
+        let elapsed = self.end_us.map(|end| fields::elapsed_ms("endTime - startTime", self.start_us, end));
+        let latency_ms = match (self.duration_ms, elapsed) {
+            (Some(ms), Some(Ok(exact))) if (exact - ms).abs() < 1.0 => Some(exact),
             (Some(ms), _) => fields::duration_ms("request_duration_ms", Some(ms))?,
-            (None, Some(end)) => Some(fields::elapsed_ms("endTime - startTime", self.start_us, end)?),
-            (None, None) => None,
+            (None, elapsed) => elapsed.transpose()?,
         };
         // Without streaming LiteLLM logs completionStartTime = endTime: that is no first token.
         let ttft_ms = match (self.completion_start_us, self.stream, self.end_us) {
@@ -567,6 +571,12 @@ fn spend_log_call(raw: &str) -> Result<Call, String> {
         call.read_messages(m)?;
     }
     call.keep_unread(raw, SPEND_LOG_KEYS, SPEND_LOG_NESTED);
+    // The price-map entry in metadata: only its key, as a payload keeps it.
+    if let Some(Value::Object(mut map)) = call.extra.remove("metadata.model_map_information") {
+        if let Some(key) = map.remove("model_map_key").filter(|k| !k.is_null()) {
+            call.extra.insert("metadata.model_map_information.model_map_key".into(), key);
+        }
+    }
     Ok(call)
 }
 
