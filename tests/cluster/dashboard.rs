@@ -310,7 +310,7 @@ fn a_failed_sample_ratio_check_raises_a_warning_naming_its_bins() {
 }
 
 #[test]
-fn changed_layers_draw_de_and_ie_side_by_side_per_layer_one_chart_per_study() {
+fn changed_layers_draw_de_and_ie_bars_with_whiskers_per_layer_one_chart_per_study() {
     let f = |values: &[f64]| floats(&values.iter().map(|v| Some(*v)).collect::<Vec<_>>());
     let studies = ["sacrebleu, skip-layer", "sacrebleu, weight-noise mlp.gate sigma 0.01"];
     let table = batch(vec![
@@ -328,8 +328,15 @@ fn changed_layers_draw_de_and_ie_side_by_side_per_layer_one_chart_per_study() {
         assert!(html.contains(study), "{study} names its chart");
     }
     assert!(html.contains("Layer (index)"), "layers along x");
-    assert!(html.contains("95% interval excludes 0"), "filled points read against zero");
+    // Per layer a DE and an IE bar from 0 to its mean, each with its whisker (3 strokes).
+    let wide = html.split(r#"data-chart="mediation_layers" data-layout="wide""#).nth(2).unwrap();
+    let marks = &wide[wide.find(r#"<g class="marks">"#).unwrap()..wide.find("</svg>").unwrap()];
+    assert_eq!(marks.matches("<rect").count(), 4, "the second study's 2 layers x (DE, IE)");
+    assert_eq!(marks.matches("<polyline").count(), 4 * 3, "a whisker per bar");
+    assert!(!marks.contains("<circle"), "bars, not points");
+    assert!(html.contains("</svg>95% interval"), "the legend names the whiskers");
     assert!(html.contains("<td>-0.82") && html.contains("<td>-2.17"), "layer 0's DE and IE in the table");
+    assert!(html.contains("<td>-1.4") && html.contains("<td>-0.3"), "and DE's interval");
 }
 
 #[test]
@@ -638,7 +645,7 @@ fn changed_layer_rows() -> Vec<String> {
 }
 
 #[test]
-fn exported_changed_layers_draw_two_intervals_per_layer_in_chromium() {
+fn exported_changed_layers_draw_two_bars_with_whiskers_per_layer_in_chromium() {
     let dir = tempfile::tempdir().unwrap();
     let rows = common::write_file(dir.path(), "rows.jsonl", changed_layer_rows().join("\n"));
     let data = dir.path().join("ds");
@@ -687,12 +694,15 @@ fn exported_changed_layers_draw_two_intervals_per_layer_in_chromium() {
         assert_eq!(figures.len(), studies.len(), "{viewport}: one chart per study");
         for (study, figure) in studies.iter().zip(figures) {
             let rows: Vec<usize> = (0..table["study"].len()).filter(|&r| &table["study"][r] == study).collect();
-            let num = |column: &str, r: usize| table[column][r].parse::<f64>().unwrap();
-            let excludes_zero = rows.iter().filter(|&&r| num("ci_lo", r) > 0.0 || num("ci_hi", r) < 0.0).count();
-            // Per layer a DE and an IE point (white disc + mark), each with a 3-stroke whisker; the zero line.
-            assert_eq!(n(figure, "circles"), 2 * rows.len(), "{viewport} {study}: a point per row");
-            assert_eq!(n(figure, "filled_circles"), excludes_zero, "{viewport} {study}: filled = excludes 0");
-            assert_eq!(n(figure, "polylines"), 1 + 3 * rows.len(), "{viewport} {study}: whiskers and the zero line");
+            let number = |column: &str, r: usize| table[column][r].parse::<f64>().ok();
+            let bars = rows.iter().filter(|&&r| number("mean", r).is_some()).count();
+            let whiskers =
+                rows.iter().filter(|&&r| ["mean", "ci_lo", "ci_hi"].iter().all(|c| number(c, r).is_some())).count();
+            // Per layer a DE and an IE bar, each with a 3-stroke whisker for its interval.
+            assert_eq!(bars, rows.len(), "{study}: every row has a mean");
+            assert_eq!(n(figure, "rects"), bars, "{viewport} {study}: a bar per row");
+            assert_eq!(n(figure, "polylines"), 3 * whiskers, "{viewport} {study}: a whisker per interval");
+            assert_eq!(n(figure, "circles"), 0, "{viewport} {study}: no points");
         }
     }
     std::io::stdout().write_all(&out.stdout).unwrap();
