@@ -86,9 +86,9 @@ fn each_chart_has_a_wide_and_a_narrow_svg_with_a_viewbox() {
     let wide = html.matches(r#"data-layout="wide" viewBox="0 0 640 "#).count();
     let narrow = html.matches(r#"data-layout="narrow" viewBox="0 0 360 "#).count();
     assert_eq!(wide, narrow);
-    // 37 specs; replay verdicts are per model (3 figures), mediation per metric (2),
+    // 38 specs; replay verdicts are per model (3 figures), mediation per metric (2),
     // the three engine charts per arm (2 each); each A/B chart draws its one metric.
-    assert_eq!(wide, 37 + 2 + 1 + 3);
+    assert_eq!(wide, 38 + 2 + 1 + 3);
     assert!(!html.contains(r#"<svg width="#), "plotters' fixed-size root must be replaced");
 }
 
@@ -374,7 +374,7 @@ fn page_for_50_models_9_bins_90_days_is_under_2_mib() {
 // ---------------------------------------------------------------- exported studies
 
 /// The charts of the token-timing, load-test, engine, A/B and model-internals studies.
-const STUDY_CHARTS: [&str; 23] = [
+const STUDY_CHARTS: [&str; 24] = [
     "first_token",
     "last_token",
     "itl_jitter",
@@ -388,6 +388,7 @@ const STUDY_CHARTS: [&str; 23] = [
     "engine_time",
     "engine_kv_hit",
     "engine_step_jitter",
+    "kv_cache_peak",
     "ab_rates",
     "ab_latency",
     "ab_capacity",
@@ -517,6 +518,7 @@ fn exported_studies_draw_one_mark_per_row_of_their_job_in_chromium() {
         ("drift_kl", "drift", &["kl_bits_mean", "kl_bits_p95"]),
         ("drift_share", "drift", &["drift_share"]),
         ("kv_cache", "kv_cache", &["kv_cache_gib_mean", "kv_cache_gib_max", "kv_cache_gib_per_gpu_mean"]),
+        ("kv_cache_peak", "kv_cache_peak", &["kv_cache_gib_peak"]),
         ("first_token", "jitter", &["first_token_p50_ms", "first_token_p95_ms", "first_token_p99_ms"]),
         ("last_token", "jitter", &["last_token_p50_ms", "last_token_p95_ms", "last_token_p99_ms"]),
         ("itl_jitter", "jitter", &["itl_std_p50_ms", "itl_std_p95_ms"]),
@@ -529,6 +531,9 @@ fn exported_studies_draw_one_mark_per_row_of_their_job_in_chromium() {
         assert_eq!(n(&figures[0], "rects"), expected, "{id}: one bar per value of {job}.csv");
     }
     assert!(csv("gateway_engine")["matched"].iter().any(|m| m != "0"), "engine profiles joined no request");
+    let peaks = csv("kv_cache_peak");
+    assert!(distinct(&peaks["engine_id"]).len() >= 2, "one series per engine: {:?}", peaks["engine_id"]);
+    assert!(peaks["kv_cache_gib_peak"].iter().any(|g| g.parse::<f64>().is_ok_and(|g| g > 0.0)), "no cache held");
 
     // Engine charts: one figure per arm (the sample profiles' requests name none: one),
     // one bar per number of its rows.
@@ -717,6 +722,7 @@ fn studies_whose_tables_are_absent_are_left_out_of_the_export() {
     for id in [
         "gateway_engine",
         "engine_time",
+        "kv_cache_peak",
         "ab_rates",
         "ab_latency",
         "ab_capacity",
@@ -729,12 +735,14 @@ fn studies_whose_tables_are_absent_are_left_out_of_the_export() {
     ] {
         assert!(!html.contains(&format!(r#"data-chart="{id}""#)), "{id} drawn without its table");
     }
-    for table in ["gateway_engine", "engine", "ab", "head_waste", "moe_load", "quality", "composite", "drift"] {
+    for table in
+        ["gateway_engine", "engine", "kv_cache_peak", "ab", "head_waste", "moe_load", "quality", "composite", "drift"]
+    {
         assert!(!latest.join(format!("{table}.csv")).exists(), "{table} ran without its input");
     }
     for note in [
         "Not in this dataset (no `gateway_engine` table).",
-        "Not in this dataset (no `engine` table).",
+        "Not in this dataset (no `engine` or `kv_cache_peak` table).",
         "Not in this dataset (no `ab` table).",
         "Not in this dataset (no `composite` or `drift` or `head_waste` or `moe_load` or `quality` table).",
     ] {

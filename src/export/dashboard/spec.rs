@@ -554,6 +554,30 @@ pub const BUILTIN_CHARTS: &[ChartSpec] = &[
         ..ChartSpec::BASE
     },
     ChartSpec {
+        id: "kv_cache_peak",
+        section: "Engine",
+        tables: &["kv_cache_peak"],
+        title: "Peak KV cache held on each GPU",
+        caption: "The most KV cache the requests in flight on one GPU held at once (each request's cache at its \
+                  end, one GPU's share under tensor parallelism), from the GPU its engine profile names; one bar \
+                  per engine on each GPU id.",
+        x: Axis { column: "gpu_id", label: "GPU", unit: Unit::Index },
+        series: Some("engine_id"),
+        values: &[ValueColumn::new("kv_cache_gib_peak", "peak KV cache")],
+        value_label: "Peak KV cache",
+        unit: Unit::Gib,
+        table_only: &[
+            TableColumn { column: "requests", label: "Requests", unit: Unit::Count("requests") },
+            TableColumn { column: "peak_concurrency", label: "Peak concurrency", unit: Unit::Count("requests") },
+            TableColumn {
+                column: "unknown_architecture_requests",
+                label: "Unknown architecture",
+                unit: Unit::Count("requests"),
+            },
+        ],
+        ..ChartSpec::BASE
+    },
+    ChartSpec {
         id: "daily_cost",
         section: "Daily trends",
         tables: &["daily"],
