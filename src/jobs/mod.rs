@@ -214,34 +214,34 @@ pub const JOBS: &[Job] = &[
         "attention layer x head of a kernel trace: actual vs peak FLOPs, waste ratio, flagged heads",
         tables: [KERNELS],
         params: [("peak_tflops", "989"), ("threshold", "0.5"), ("q_len", "0"), ("kv_len", "0"), ("head_dim", "0")],
-        page: 19
+        page: 20
     ),
     job!(
         "moe_load",
         "MoE router load per layer: expert shares, hot experts, imbalance, CV, routing entropy, redundancy bound",
         tables: [MOE_ROUTING],
-        page: 20
+        page: 21
     ),
     job!(
         "drift",
         "intent drift per query-length bin: KL divergence of model vs gold relevance (mean, p95, share above threshold)",
         tables: [EVALS],
         params: [("short_max", "3"), ("medium_max", "6"), ("threshold", "0.85")],
-        page: 23
+        page: 24
     ),
     job!(
         "quality",
         "answer quality per model x task: mean BLEU-4 against the reference, mean FactScore, f1_fact",
         tables: [EVALS],
         params: [("bleu_weight", "0.4"), ("factscore_weight", "0.6")],
-        page: 21
+        page: 22
     ),
     job!(
         "composite",
         "composite serving score per model: throughput, p95 latency, recall, semantic similarity",
         tables: [REQUESTS, EVALS],
         params: [("w1", "0.3"), ("w2", "0.25"), ("w3", "0.25"), ("w4", "0.2"), ("qps_scale", "1000"), ("latency_budget_ms", "200")],
-        page: 22
+        page: 23
     ),
     job!(
         "recall",
@@ -271,7 +271,8 @@ pub const JOBS: &[Job] = &[
         "kv_cache_peak",
         "the most KV cache held at once per GPU (engine profiles' engine_id / gpu_id), with peak concurrency",
         tables: [REQUESTS, PROFILES],
-        params: [("tp", "0")]
+        params: [("tp", "0")],
+        page: 18
     ),
     job!(
         "throughput",
@@ -296,7 +297,7 @@ pub const JOBS: &[Job] = &[
         tables: [REQUESTS],
         params: [("a", "", Label), ("b", "", Label), ("resamples", "1000"), ("seed", "0"), ("split", "0.5"),
                  ("srm_alpha", "0.001")],
-        page: 18
+        page: 19
     ),
 ];
 

@@ -86,9 +86,9 @@ fn each_chart_has_a_wide_and_a_narrow_svg_with_a_viewbox() {
     let wide = html.matches(r#"data-layout="wide" viewBox="0 0 640 "#).count();
     let narrow = html.matches(r#"data-layout="narrow" viewBox="0 0 360 "#).count();
     assert_eq!(wide, narrow);
-    // 37 specs; replay verdicts are per model (3 figures), mediation per metric (2),
+    // 38 specs; replay verdicts are per model (3 figures), mediation per metric (2),
     // the three engine charts per arm (2 each); each A/B chart draws its one metric.
-    assert_eq!(wide, 37 + 2 + 1 + 3);
+    assert_eq!(wide, 38 + 2 + 1 + 3);
     assert!(!html.contains(r#"<svg width="#), "plotters' fixed-size root must be replaced");
 }
 
@@ -310,7 +310,7 @@ fn a_failed_sample_ratio_check_raises_a_warning_naming_its_bins() {
 }
 
 #[test]
-fn changed_layers_draw_de_and_ie_side_by_side_per_layer_one_chart_per_study() {
+fn changed_layers_draw_de_and_ie_bars_with_whiskers_per_layer_one_chart_per_study() {
     let f = |values: &[f64]| floats(&values.iter().map(|v| Some(*v)).collect::<Vec<_>>());
     let studies = ["sacrebleu, skip-layer", "sacrebleu, weight-noise mlp.gate sigma 0.01"];
     let table = batch(vec![
@@ -328,8 +328,15 @@ fn changed_layers_draw_de_and_ie_side_by_side_per_layer_one_chart_per_study() {
         assert!(html.contains(study), "{study} names its chart");
     }
     assert!(html.contains("Layer (index)"), "layers along x");
-    assert!(html.contains("95% interval excludes 0"), "filled points read against zero");
+    // Per layer a DE and an IE bar from 0 to its mean, each with its whisker (3 strokes).
+    let wide = html.split(r#"data-chart="mediation_layers" data-layout="wide""#).nth(2).unwrap();
+    let marks = &wide[wide.find(r#"<g class="marks">"#).unwrap()..wide.find("</svg>").unwrap()];
+    assert_eq!(marks.matches("<rect").count(), 4, "the second study's 2 layers x (DE, IE)");
+    assert_eq!(marks.matches("<polyline").count(), 4 * 3, "a whisker per bar");
+    assert!(!marks.contains("<circle"), "bars, not points");
+    assert!(html.contains("</svg>95% interval"), "the legend names the whiskers");
     assert!(html.contains("<td>-0.82") && html.contains("<td>-2.17"), "layer 0's DE and IE in the table");
+    assert!(html.contains("<td>-1.4") && html.contains("<td>-0.3"), "and DE's interval");
 }
 
 #[test]
@@ -367,7 +374,7 @@ fn page_for_50_models_9_bins_90_days_is_under_2_mib() {
 // ---------------------------------------------------------------- exported studies
 
 /// The charts of the token-timing, load-test, engine, A/B and model-internals studies.
-const STUDY_CHARTS: [&str; 23] = [
+const STUDY_CHARTS: [&str; 24] = [
     "first_token",
     "last_token",
     "itl_jitter",
@@ -381,6 +388,7 @@ const STUDY_CHARTS: [&str; 23] = [
     "engine_time",
     "engine_kv_hit",
     "engine_step_jitter",
+    "kv_cache_peak",
     "ab_rates",
     "ab_latency",
     "ab_capacity",
@@ -510,6 +518,7 @@ fn exported_studies_draw_one_mark_per_row_of_their_job_in_chromium() {
         ("drift_kl", "drift", &["kl_bits_mean", "kl_bits_p95"]),
         ("drift_share", "drift", &["drift_share"]),
         ("kv_cache", "kv_cache", &["kv_cache_gib_mean", "kv_cache_gib_max", "kv_cache_gib_per_gpu_mean"]),
+        ("kv_cache_peak", "kv_cache_peak", &["kv_cache_gib_peak"]),
         ("first_token", "jitter", &["first_token_p50_ms", "first_token_p95_ms", "first_token_p99_ms"]),
         ("last_token", "jitter", &["last_token_p50_ms", "last_token_p95_ms", "last_token_p99_ms"]),
         ("itl_jitter", "jitter", &["itl_std_p50_ms", "itl_std_p95_ms"]),
@@ -522,6 +531,9 @@ fn exported_studies_draw_one_mark_per_row_of_their_job_in_chromium() {
         assert_eq!(n(&figures[0], "rects"), expected, "{id}: one bar per value of {job}.csv");
     }
     assert!(csv("gateway_engine")["matched"].iter().any(|m| m != "0"), "engine profiles joined no request");
+    let peaks = csv("kv_cache_peak");
+    assert!(distinct(&peaks["engine_id"]).len() >= 2, "one series per engine: {:?}", peaks["engine_id"]);
+    assert!(peaks["kv_cache_gib_peak"].iter().any(|g| g.parse::<f64>().is_ok_and(|g| g > 0.0)), "no cache held");
 
     // Engine charts: one figure per arm (the sample profiles' requests name none: one),
     // one bar per number of its rows.
@@ -638,7 +650,7 @@ fn changed_layer_rows() -> Vec<String> {
 }
 
 #[test]
-fn exported_changed_layers_draw_two_intervals_per_layer_in_chromium() {
+fn exported_changed_layers_draw_two_bars_with_whiskers_per_layer_in_chromium() {
     let dir = tempfile::tempdir().unwrap();
     let rows = common::write_file(dir.path(), "rows.jsonl", changed_layer_rows().join("\n"));
     let data = dir.path().join("ds");
@@ -687,12 +699,15 @@ fn exported_changed_layers_draw_two_intervals_per_layer_in_chromium() {
         assert_eq!(figures.len(), studies.len(), "{viewport}: one chart per study");
         for (study, figure) in studies.iter().zip(figures) {
             let rows: Vec<usize> = (0..table["study"].len()).filter(|&r| &table["study"][r] == study).collect();
-            let num = |column: &str, r: usize| table[column][r].parse::<f64>().unwrap();
-            let excludes_zero = rows.iter().filter(|&&r| num("ci_lo", r) > 0.0 || num("ci_hi", r) < 0.0).count();
-            // Per layer a DE and an IE point (white disc + mark), each with a 3-stroke whisker; the zero line.
-            assert_eq!(n(figure, "circles"), 2 * rows.len(), "{viewport} {study}: a point per row");
-            assert_eq!(n(figure, "filled_circles"), excludes_zero, "{viewport} {study}: filled = excludes 0");
-            assert_eq!(n(figure, "polylines"), 1 + 3 * rows.len(), "{viewport} {study}: whiskers and the zero line");
+            let number = |column: &str, r: usize| table[column][r].parse::<f64>().ok();
+            let bars = rows.iter().filter(|&&r| number("mean", r).is_some()).count();
+            let whiskers =
+                rows.iter().filter(|&&r| ["mean", "ci_lo", "ci_hi"].iter().all(|c| number(c, r).is_some())).count();
+            // Per layer a DE and an IE bar, each with a 3-stroke whisker for its interval.
+            assert_eq!(bars, rows.len(), "{study}: every row has a mean");
+            assert_eq!(n(figure, "rects"), bars, "{viewport} {study}: a bar per row");
+            assert_eq!(n(figure, "polylines"), 3 * whiskers, "{viewport} {study}: a whisker per interval");
+            assert_eq!(n(figure, "circles"), 0, "{viewport} {study}: no points");
         }
     }
     std::io::stdout().write_all(&out.stdout).unwrap();
@@ -707,6 +722,7 @@ fn studies_whose_tables_are_absent_are_left_out_of_the_export() {
     for id in [
         "gateway_engine",
         "engine_time",
+        "kv_cache_peak",
         "ab_rates",
         "ab_latency",
         "ab_capacity",
@@ -719,12 +735,14 @@ fn studies_whose_tables_are_absent_are_left_out_of_the_export() {
     ] {
         assert!(!html.contains(&format!(r#"data-chart="{id}""#)), "{id} drawn without its table");
     }
-    for table in ["gateway_engine", "engine", "ab", "head_waste", "moe_load", "quality", "composite", "drift"] {
+    for table in
+        ["gateway_engine", "engine", "kv_cache_peak", "ab", "head_waste", "moe_load", "quality", "composite", "drift"]
+    {
         assert!(!latest.join(format!("{table}.csv")).exists(), "{table} ran without its input");
     }
     for note in [
         "Not in this dataset (no `gateway_engine` table).",
-        "Not in this dataset (no `engine` table).",
+        "Not in this dataset (no `engine` or `kv_cache_peak` table).",
         "Not in this dataset (no `ab` table).",
         "Not in this dataset (no `composite` or `drift` or `head_waste` or `moe_load` or `quality` table).",
     ] {

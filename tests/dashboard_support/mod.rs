@@ -1,6 +1,6 @@
 //! Hand-made result tables shaped like tokscope's SQL jobs (sql/report.sql,
 //! sql/replay.sql, sql/mediation_heatmap.sql, sql/mediation_layers.sql, the daily and A/B tables, the load
-//! test's and the model internals' tables),
+//! test's, the engine's and the model internals' tables),
 //! with plausible numbers from a seeded generator. Shared by the tests and the
 //! `realistic` example.
 #![allow(dead_code)]
@@ -467,6 +467,35 @@ pub fn engine(models: &[String], rng: &mut Rng) -> RecordBatch {
     .unwrap()
 }
 
+/// The `kv_cache_peak` table (sql/kv_cache_peak.sql): two 4-GPU engines and an
+/// 8-GPU one, each GPU's peak a share of its engine's, the busiest GPU first.
+pub fn kv_cache_peak(rng: &mut Rng) -> RecordBatch {
+    let (mut engine, mut gpu, mut requests, mut peak_concurrency, mut peak, mut at) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let start_us = i64::from(LAST_DAY) * 86_400_000_000;
+    for (name, gpus, gib) in [("vllm-a100-0", 4, 18.0), ("vllm-a100-1", 4, 15.0), ("sglang-h100-0", 8, 42.0)] {
+        for g in 0..gpus {
+            engine.push(name.to_string());
+            gpu.push(g);
+            requests.push((rng.around(1200.0, 0.2)).round() as i64);
+            peak_concurrency.push((rng.around(24.0, 0.3)).round() as i64);
+            peak.push(Some(rng.around(gib, 0.1)));
+            at.push(start_us + (rng.next() * 86_400.0) as i64 * 1_000_000);
+        }
+    }
+    let rows = engine.len();
+    RecordBatch::try_from_iter([
+        ("engine_id", strings(engine)),
+        ("gpu_id", ints(gpu)),
+        ("requests", ints(requests)),
+        ("unknown_architecture_requests", ints(vec![0; rows])),
+        ("peak_concurrency", ints(peak_concurrency)),
+        ("kv_cache_gib_peak", floats(peak)),
+        ("peak_at", Arc::new(TimestampMicrosecondArray::from(at).with_timezone("UTC")) as ArrayRef),
+    ])
+    .unwrap()
+}
+
 /// The `throughput` table (sql/throughput.sql): per model x `windows` windows of
 /// `window_s` seconds from 2025-06-30 00:00 UTC.
 pub fn throughput(models: &[String], windows: i64, window_s: i64, rng: &mut Rng) -> RecordBatch {
@@ -709,7 +738,7 @@ pub fn drift(rng: &mut Rng) -> RecordBatch {
 /// A full dashboard input: report, kv_cache, daily (`days` days), replay, a
 /// 2-layer x 12-position mediation heatmap per metric, DE and IE of 4 layers, an A/B table, a load test
 /// (120 one-minute windows, its summary, gateway vs engine), token timing
-/// (jitter), engine profiles (two arms) and model internals (4 x 8 head waste,
+/// (jitter), engine profiles (two arms, the peak KV cache of 16 GPUs) and model internals (4 x 8 head waste,
 /// 4 MoE layers, quality, composite, drift).
 pub fn realistic(models: &[String], days: i32) -> DashboardInput {
     let mut rng = Rng::new(7);
@@ -748,6 +777,7 @@ pub fn realistic(models: &[String], days: i32) -> DashboardInput {
         .with_table("quality", vec![quality(models, &mut rng)])
         .with_table("composite", vec![composite(models, &mut rng)])
         .with_table("drift", vec![drift(&mut rng)])
+        .with_table("kv_cache_peak", vec![kv_cache_peak(&mut rng)])
 }
 
 pub fn model_names(n: usize) -> Vec<String> {

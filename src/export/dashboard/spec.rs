@@ -8,6 +8,15 @@ pub enum ChartKind {
     /// One bar per (series, value column) side by side in each `x` category
     /// (vertical bars on wide screens, horizontal on narrow ones).
     GroupedBars,
+    /// Grouped bars from 0 to the first value column, each with a `[low, high]`
+    /// whisker: an estimate and its interval per `x` category and series (DE and
+    /// IE side by side per layer, say).
+    BarsWithIntervals {
+        /// Column holding the interval's lower end.
+        low: &'static str,
+        /// Column holding the interval's upper end.
+        high: &'static str,
+    },
     /// One line per (series, value column) over a date `x` column, restricted to the
     /// newest `DashboardInput::trend_days` days of the table.
     LinesOverTime,
@@ -545,6 +554,30 @@ pub const BUILTIN_CHARTS: &[ChartSpec] = &[
         ..ChartSpec::BASE
     },
     ChartSpec {
+        id: "kv_cache_peak",
+        section: "Engine",
+        tables: &["kv_cache_peak"],
+        title: "Peak KV cache held on each GPU",
+        caption: "The most KV cache the requests in flight on one GPU held at once (each request's cache at its \
+                  end, one GPU's share under tensor parallelism), from the GPU its engine profile names; one bar \
+                  per engine on each GPU id.",
+        x: Axis { column: "gpu_id", label: "GPU", unit: Unit::Index },
+        series: Some("engine_id"),
+        values: &[ValueColumn::new("kv_cache_gib_peak", "peak KV cache")],
+        value_label: "Peak KV cache",
+        unit: Unit::Gib,
+        table_only: &[
+            TableColumn { column: "requests", label: "Requests", unit: Unit::Count("requests") },
+            TableColumn { column: "peak_concurrency", label: "Peak concurrency", unit: Unit::Count("requests") },
+            TableColumn {
+                column: "unknown_architecture_requests",
+                label: "Unknown architecture",
+                unit: Unit::Count("requests"),
+            },
+        ],
+        ..ChartSpec::BASE
+    },
+    ChartSpec {
         id: "daily_cost",
         section: "Daily trends",
         tables: &["daily"],
@@ -648,9 +681,9 @@ pub const BUILTIN_CHARTS: &[ChartSpec] = &[
         tables: &["mediation_layers"],
         title: "Direct and indirect effect of each changed layer",
         caption: "Each layer changed in turn (weight noise or skipped): DE = y(change by the residual stream's \
-                  direct path only) - y(clean), IE = TE - DE, mean over prompts x noise draws with its 95% \
-                  bootstrap interval; one chart per metric and change.",
-        kind: ChartKind::Interval { low: "ci_lo", high: "ci_hi", significant: None, effect: None },
+                  direct path only) - y(clean), IE = TE - DE, side by side per layer; a bar is the mean over \
+                  prompts x noise draws, its whisker the 95% bootstrap interval; one chart per metric and change.",
+        kind: ChartKind::BarsWithIntervals { low: "ci_lo", high: "ci_hi" },
         x: Axis { column: "layer", label: "Layer", unit: Unit::Index },
         series: Some("effect"),
         facet: Some("study"),

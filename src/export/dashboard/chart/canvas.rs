@@ -147,6 +147,25 @@ impl Placer {
     }
 }
 
+/// An interval's whisker at `offset` in `category`'s band: a stroke from `lo` to
+/// `hi` and a cap `cap` wide on each side at both ends (three paths).
+pub(crate) fn draw_whisker(
+    chart: &mut Plot<'_, '_>,
+    at: &Placer,
+    (category, offset, cap): (usize, f64, f64),
+    (lo, hi): (f64, f64),
+    style: ShapeStyle,
+) -> Result<(), String> {
+    chart
+        .draw_series([
+            PathElement::new([at.at(category, offset, lo), at.at(category, offset, hi)], style),
+            PathElement::new([at.at(category, offset - cap, lo), at.at(category, offset + cap, lo)], style),
+            PathElement::new([at.at(category, offset - cap, hi), at.at(category, offset + cap, hi)], style),
+        ])
+        .map_err(err)?;
+    Ok(())
+}
+
 /// A canvas for categories x values (bars, intervals) in `layout`; `groups` is the
 /// number of marks per category (sets the band height on narrow screens).
 pub(crate) fn categorical<'a>(

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use plotters::prelude::*;
 
 use super::axis::{ordered_labels, value_ticks};
-use super::canvas::{categorical, err, Placer, Plot};
+use super::canvas::{categorical, draw_whisker, err, Placer, Plot};
 use super::palette::{hex, AXIS};
 use super::{Layout, LegendEntry, Parts, SeriesChoice};
 use crate::export::dashboard::frame::Frame;
@@ -85,20 +85,7 @@ pub(super) fn draw(
             let colour = series.colours[e.series];
             let style = colour.stroke_width(2);
             if let (Some(lo), Some(hi)) = (e.low, e.high) {
-                let cap = 0.12_f64.min(slot * 0.4);
-                chart
-                    .draw_series([
-                        PathElement::new([at.at(e.category, offset, lo), at.at(e.category, offset, hi)], style),
-                        PathElement::new(
-                            [at.at(e.category, offset - cap, lo), at.at(e.category, offset + cap, lo)],
-                            style,
-                        ),
-                        PathElement::new(
-                            [at.at(e.category, offset - cap, hi), at.at(e.category, offset + cap, hi)],
-                            style,
-                        ),
-                    ])
-                    .map_err(err)?;
+                draw_whisker(chart, at, (e.category, offset, 0.12_f64.min(slot * 0.4)), (lo, hi), style)?;
             }
             let point = at.at(e.category, offset, e.value);
             chart.draw_series(std::iter::once(Circle::new(point, 5, WHITE.filled()))).map_err(err)?;

@@ -1,6 +1,6 @@
 //! Turns one `ChartSpec` and its table into figures: an SVG for wide screens, one
 //! for narrow screens, a legend and the data table the chart was drawn from. The
-//! four kinds share the reading, faceting, series choice and table code here.
+//! kinds share the reading, faceting, series choice and table code here.
 
 mod axis;
 mod bars;
@@ -39,7 +39,7 @@ pub(crate) struct LegendEntry {
     pub label: String,
     pub colour: String,
     pub opacity: f64,
-    /// `bar`, `line`, `dash`, `point`, `hollow` or `ramp`.
+    /// `bar`, `line`, `dash`, `point`, `hollow`, `whisker` or `ramp`.
     pub mark: &'static str,
 }
 
@@ -225,7 +225,8 @@ pub(crate) fn draw(spec: &ChartSpec, table: &str, batches: &[RecordBatch], ctx: 
     for (facet, rows) in facets {
         let series = ctx.series(spec, &frame, &rows);
         let drawn = match spec.kind {
-            ChartKind::GroupedBars => bars::draw(spec, &frame, &rows, &series),
+            ChartKind::GroupedBars => bars::draw(spec, &frame, &rows, &series, None),
+            ChartKind::BarsWithIntervals { low, high } => bars::draw(spec, &frame, &rows, &series, Some((low, high))),
             ChartKind::LinesOverTime => lines::draw(spec, &frame, &rows, &series),
             ChartKind::Heatmap { rows: row_axis } => heatmap::draw(spec, row_axis, &frame, &rows),
             ChartKind::Interval { low, high, significant, effect } => {
@@ -276,6 +277,7 @@ fn needed_columns(spec: &ChartSpec) -> Vec<&'static str> {
             names.extend(significant);
             names.extend(effect);
         }
+        ChartKind::BarsWithIntervals { low, high } => names.extend([low, high]),
         _ => {}
     }
     names
@@ -298,10 +300,14 @@ fn data_table(spec: &ChartSpec, frame: &Frame, rows: &[usize], ctx: &Context) ->
     keys.dedup();
 
     let mut numeric: Vec<(&str, Unit)> = spec.values.iter().map(|v| (v.column, spec.unit)).collect();
-    if let ChartKind::Interval { low, high, significant, .. } = spec.kind {
-        numeric.extend([(low, spec.unit), (high, spec.unit)]);
-        let listed = |column: &str| spec.table_only.iter().any(|c| c.column == column);
-        numeric.extend(significant.filter(|c| !listed(c)).map(|c| (c, Unit::Other("p"))));
+    match spec.kind {
+        ChartKind::Interval { low, high, significant, .. } => {
+            numeric.extend([(low, spec.unit), (high, spec.unit)]);
+            let listed = |column: &str| spec.table_only.iter().any(|c| c.column == column);
+            numeric.extend(significant.filter(|c| !listed(c)).map(|c| (c, Unit::Other("p"))));
+        }
+        ChartKind::BarsWithIntervals { low, high } => numeric.extend([(low, spec.unit), (high, spec.unit)]),
+        _ => {}
     }
     numeric.extend(spec.table_only.iter().filter(|c| frame.has(c.column)).map(|c| (c.column, c.unit)));
 
