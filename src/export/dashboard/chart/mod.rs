@@ -391,7 +391,23 @@ pub(crate) fn svg_body(document: &str) -> String {
     let end = document.rfind("</svg>").unwrap_or(document.len());
     let body = document[start..end].trim();
     let body = replace_text_element(body, MARKS_BEGIN, r#"<g class="marks">"#);
-    replace_text_element(&body, MARKS_END, "</g>")
+    compact(&replace_text_element(&body, MARKS_END, "</g>"))
+}
+
+/// plotters' attributes that say nothing, left out: `opacity="1"` (SVG's
+/// default) on every element, and font sizes with float noise
+/// (`13.000000000000002`) written to two decimals. A page of many charts is
+/// a tenth smaller.
+fn compact(body: &str) -> String {
+    static FONT_SIZE: std::sync::LazyLock<regex::Regex> =
+        std::sync::LazyLock::new(|| regex::Regex::new(r#"font-size="(\d+\.\d{3,})""#).expect("a valid pattern"));
+    let body = body.replace(r#" opacity="1""#, "");
+    FONT_SIZE
+        .replace_all(&body, |c: &regex::Captures<'_>| {
+            let size: f64 = c[1].parse().unwrap_or_default();
+            format!(r#"font-size="{}""#, (size * 100.0).round() / 100.0)
+        })
+        .into_owned()
 }
 
 /// `body` with the `<text ...>{content}</text>` element (plotters puts the
@@ -423,6 +439,18 @@ mod tests {
         assert_eq!(
             svg_body(&document),
             "<line/>\n<g class=\"marks\">\n<rect/>\n<rect/>\n</g>\n<text x=\"5\">\nlabel\n</text>"
+        );
+    }
+
+    #[test]
+    fn default_opacity_and_float_noise_are_left_out() {
+        let document = "<svg width=\"10\">\n<rect opacity=\"1\" fill-opacity=\"1\" stroke-opacity=\"0.5\"/>\n\
+                        <text font-size=\"13.000000000000002\" opacity=\"0.5\">\na\n</text>\n\
+                        <text font-size=\"12.5\">\nb\n</text>\n</svg>";
+        assert_eq!(
+            svg_body(document),
+            "<rect fill-opacity=\"1\" stroke-opacity=\"0.5\"/>\n<text font-size=\"13\" opacity=\"0.5\">\na\n</text>\n\
+             <text font-size=\"12.5\">\nb\n</text>"
         );
     }
 }
