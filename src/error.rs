@@ -84,6 +84,16 @@ pub enum Error {
     /// The replay decoder failed (model loading, tokenizer, numerics).
     #[error("model: {0}")]
     Model(String),
+    /// A job on a Ballista cluster cannot finish: the scheduler or an
+    /// executor was lost, a task failed on an executor, or the job made no
+    /// progress for the client's job timeout. Nothing was printed or written.
+    #[error("{what}")]
+    Cluster {
+        /// What happened, naming the scheduler or the executor.
+        what: String,
+        /// What to do about it.
+        hint: String,
+    },
     /// Another process holds the dataset's writer lease.
     #[error("dataset {dataset} is being written by {holder}")]
     LeaseBusy {
@@ -177,7 +187,7 @@ impl Error {
     /// What to do about the error, where tokscope knows.
     pub fn hint(&self) -> Option<String> {
         match self {
-            Error::NotFound { hint, .. } => Some(hint.clone()),
+            Error::NotFound { hint, .. } | Error::Cluster { hint, .. } => Some(hint.clone()),
             Error::Write { .. } => Some(
                 "make room or fix the permissions of the dataset's directory, then run again: the files of this \
                  run were removed and the dataset is as the last complete run left it"
@@ -233,7 +243,7 @@ pub(crate) fn names_a_missing_file(e: &DataFusionError) -> bool {
 /// DataFusion's Parquet source turns the store's error into text when it
 /// fetches a file's footer ("Failed to fetch metadata for file ...: Object
 /// Store error: Object at location ... not found"), so no typed cause is left.
-fn names_a_missing_object(message: &str) -> bool {
+pub(crate) fn names_a_missing_object(message: &str) -> bool {
     message.contains("Object at location") && message.contains(" not found")
 }
 

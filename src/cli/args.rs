@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::str::FromStr;
 
 use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
+use tokscope::engine::distributed::Remote;
 use tokscope::engine::{self, UdfConfig};
 use tokscope::export::{OutputFormat, TableLayout};
 use tokscope::formats::Format;
@@ -100,6 +101,19 @@ pub struct EngineArgs {
     /// see `tokscope scheduler`); default: this process.
     #[arg(long, value_name = "URL")]
     pub engine: Option<String>,
+    /// With --engine: cancel a job, and fail, when its state and finished
+    /// stages stay the same this many seconds (0: wait as long as it takes).
+    /// Keep it above the scheduler's --executor-timeout, so a lost executor's
+    /// tasks run again elsewhere first. Default: 1800.
+    #[arg(long, value_name = "SECONDS", requires = "engine")]
+    pub job_timeout: Option<u64>,
+}
+
+impl EngineArgs {
+    /// The cluster the flags name, if any.
+    pub fn remote(&self) -> Option<Remote> {
+        self.engine.as_deref().map(|url| Remote::new(url).with_job_timeout(self.job_timeout))
+    }
 }
 
 /// Where a result goes and in which format.

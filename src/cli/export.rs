@@ -57,7 +57,7 @@ pub fn run_export(args: &ExportArgs) -> anyhow::Result<()> {
         progress: !args.quiet,
     };
     let summary = engine::runtime()?.block_on(engine::retry_vanished(|| async {
-        let ctx = session(&args.data, &udf, args.engine.engine.as_deref(), &args.udf.memory.limit()).await?;
+        let ctx = session(&args.data, &udf, args.engine.remote().as_ref(), &args.udf.memory.limit()).await?;
         publish::export(&ctx, &options).await
     }))?;
     if args.json {

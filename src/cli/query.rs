@@ -2,6 +2,7 @@
 
 use datafusion::prelude::SessionContext;
 use tokscope::dataset::DatasetRoot;
+use tokscope::engine::distributed::Remote;
 use tokscope::engine::{self, UdfConfig};
 use tokscope::export;
 use tokscope::jobs;
@@ -69,7 +70,7 @@ pub struct JobArgs {
 pub async fn session(
     data: &str,
     udf: &UdfConfig,
-    engine: Option<&str>,
+    engine: Option<&Remote>,
     limit: &engine::MemoryLimit,
 ) -> tokscope::Result<SessionContext> {
     engine::open(&DatasetRoot::parse(data)?, udf, engine, limit).await
@@ -82,7 +83,7 @@ pub fn run_query(args: &QueryArgs) -> anyhow::Result<()> {
     // Opened again if a compaction replaces a file the query was told of.
     let batches = engine::runtime()?.block_on(engine::retry_vanished(|| async {
         let opened = std::time::Instant::now();
-        let ctx = session(&args.data, &udf, args.engine.engine.as_deref(), &args.udf.memory.limit()).await?;
+        let ctx = session(&args.data, &udf, args.engine.remote().as_ref(), &args.udf.memory.limit()).await?;
         let mut open_s = Some(opened.elapsed().as_secs_f64());
         let mut runs = 0;
         loop {
@@ -122,7 +123,7 @@ pub fn run_job(args: &JobArgs) -> anyhow::Result<()> {
     export::check_destination(args.output.format, args.output.output.as_deref())?;
     let udf = args.udf.config()?;
     let batches = engine::runtime()?.block_on(engine::retry_vanished(|| async {
-        let ctx = session(data, &udf, args.engine.engine.as_deref(), &args.udf.memory.limit()).await?;
+        let ctx = session(data, &udf, args.engine.remote().as_ref(), &args.udf.memory.limit()).await?;
         jobs::run_job_with(&ctx, job, &args.params).await
     }))?;
     let layout = args.output.table.layout(job.key_columns);

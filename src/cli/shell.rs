@@ -6,6 +6,7 @@ use std::io::{BufRead, IsTerminal, Write};
 use std::path::PathBuf;
 
 use datafusion::prelude::SessionContext;
+use tokscope::engine::distributed::Remote;
 use tokscope::engine::{self, UdfConfig};
 use tokscope::export::{self, OutputFormat};
 
@@ -49,8 +50,7 @@ pub fn run_shell(args: &SqlArgs) -> anyhow::Result<()> {
     }
     let udf = args.udf.config()?;
     let rt = engine::runtime()?;
-    let source =
-        Source { data: args.data.clone(), udf, engine: args.engine.engine.clone(), limit: args.udf.memory.limit() };
+    let source = Source { data: args.data.clone(), udf, engine: args.engine.remote(), limit: args.udf.memory.limit() };
     let ctx = rt.block_on(source.open())?;
     let history_path = if args.no_history {
         None
@@ -133,13 +133,13 @@ impl<R: BufRead> Input<R> {
 struct Source {
     data: String,
     udf: UdfConfig,
-    engine: Option<String>,
+    engine: Option<Remote>,
     limit: engine::MemoryLimit,
 }
 
 impl Source {
     async fn open(&self) -> tokscope::Result<SessionContext> {
-        session(&self.data, &self.udf, self.engine.as_deref(), &self.limit).await
+        session(&self.data, &self.udf, self.engine.as_ref(), &self.limit).await
     }
 }
 

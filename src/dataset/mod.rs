@@ -39,7 +39,13 @@ struct StagingLimits {
 
 impl Default for StagingLimits {
     fn default() -> Self {
-        StagingLimits { in_memory: 64 << 20, part: 8 << 20 }
+        // `TOKSCOPE_UPLOAD_PART=BYTES` (bench/soak.sh): files over one part of
+        // that size are streamed in such parts, so that the small files of a
+        // soak go through multipart uploads as a large dataset's do.
+        match std::env::var("TOKSCOPE_UPLOAD_PART").ok().and_then(|v| v.parse::<usize>().ok()) {
+            Some(part) if part > 0 => StagingLimits { in_memory: part as u64, part },
+            _ => StagingLimits { in_memory: 64 << 20, part: 8 << 20 },
+        }
     }
 }
 
@@ -332,25 +338,58 @@ impl DatasetRoot {
         Ok(())
     }
 
-    /// Streams one staged file into the store in `part`-byte parts, a few in
-    /// flight, so that its size does not decide the memory a run holds.
+    /// Streams one staged file into the store as a multipart upload of
+    /// `part`-byte parts, a few in flight, so that its size does not decide
+    /// the memory a run holds. An upload that fails is aborted whichever of
+    /// its requests failed (a part, or the completion after every part was
+    /// put), so that it leaves no incomplete upload behind unless the abort
+    /// fails too.
     async fn put_streamed(&self, store: &Arc<dyn ObjectStore>, staged: &(PathBuf, &str), part: usize) -> Result<()> {
-        use tokio::io::AsyncWriteExt;
+        use futures::stream::{FuturesUnordered, StreamExt};
+        use tokio::io::AsyncReadExt;
         let (path, rel) = staged;
-        let failed = |e: std::io::Error| Error::io(path.display(), e);
-        let mut file = tokio::fs::File::open(path).await.map_err(failed)?;
-        let mut upload = object_store::buffered::BufWriter::with_capacity(
-            Arc::clone(store),
-            self.object(&commit::temporary_name(rel)),
-            part,
-        )
-        .with_max_concurrency(STREAMED_PARTS_IN_FLIGHT);
-        if let Err(e) = tokio::io::copy(&mut file, &mut upload).await {
-            // The parts uploaded so far are dropped with the upload.
-            let _ = upload.abort().await;
-            return Err(failed(e));
+        let object = self.object(&commit::temporary_name(rel));
+        let at =
+            || Error::store_at(format!("{}/{}", self.display().trim_end_matches('/'), commit::temporary_name(rel)));
+        let read = |e: std::io::Error| Error::io(path.display(), e);
+        let mut file = tokio::fs::File::open(path).await.map_err(read)?;
+        let mut upload = store.put_multipart(&object).await.map_err(at())?;
+        let sent = async {
+            let mut in_flight: FuturesUnordered<object_store::UploadPart> = FuturesUnordered::new();
+            loop {
+                let mut bytes = vec![0; part];
+                let mut filled = 0;
+                while filled < part {
+                    match file.read(&mut bytes[filled..]).await.map_err(read)? {
+                        0 => break,
+                        n => filled += n,
+                    }
+                }
+                if filled == 0 {
+                    break;
+                }
+                bytes.truncate(filled);
+                while in_flight.len() >= STREAMED_PARTS_IN_FLIGHT {
+                    if let Some(done) = in_flight.next().await {
+                        done.map_err(at())?;
+                    }
+                }
+                in_flight.push(upload.put_part(PutPayload::from(bytes)));
+                if filled < part {
+                    break;
+                }
+            }
+            while let Some(done) = in_flight.next().await {
+                done.map_err(at())?;
+            }
+            upload.complete().await.map_err(at())?;
+            Ok::<_, Error>(())
         }
-        upload.shutdown().await.map_err(failed)
+        .await;
+        if sent.is_err() {
+            let _ = upload.abort().await;
+        }
+        sent
     }
 
     /// Adds one new Parquet file holding `batches` to `table`, beside its

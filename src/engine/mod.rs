@@ -212,15 +212,15 @@ pub async fn register_dataset(ctx: &SessionContext, dataset: &DatasetRoot) -> Re
 }
 
 /// A session over `dataset` with the UDFs `config` sets up: the local
-/// engine, or the Ballista cluster `engine` names (`ballista://HOST:PORT`).
+/// engine, or the Ballista cluster `engine` names.
 pub async fn open(
     dataset: &DatasetRoot,
     config: &UdfConfig,
-    engine: Option<&str>,
+    engine: Option<&distributed::Remote>,
     limit: &MemoryLimit,
 ) -> Result<SessionContext> {
     match engine {
-        Some(url) => distributed::connect(url, dataset, config).await,
+        Some(remote) => distributed::connect(remote, dataset, config).await,
         None => {
             let ctx = new_session_with(limit)?;
             register_dataset_with(&ctx, dataset, config).await?;

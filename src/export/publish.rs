@@ -29,6 +29,7 @@ use serde::Serialize;
 
 use super::dashboard::{self, DashboardInput};
 use super::{write_batches, OutputFormat, TableLayout};
+use crate::engine;
 use crate::error::{Error, Result};
 use crate::jobs::{self, Job};
 use crate::progress::Progress;
@@ -164,12 +165,13 @@ async fn choose_jobs(ctx: &SessionContext, options: &ExportOptions) -> Result<Ve
             continue;
         }
         // `ab` compares two arms; with fewer there is nothing to compare.
-        if job.name == "ab" && count(ctx, "SELECT DISTINCT variant FROM requests WHERE variant IS NOT NULL").await < 2 {
+        if job.name == "ab" && count(ctx, "SELECT DISTINCT variant FROM requests WHERE variant IS NOT NULL").await? < 2
+        {
             continue;
         }
         let mut present = true;
         for table in job.tables {
-            present &= has_rows(ctx, table.name).await;
+            present &= has_rows(ctx, table.name).await?;
         }
         if present {
             chosen.push(job);
@@ -179,14 +181,17 @@ async fn choose_jobs(ctx: &SessionContext, options: &ExportOptions) -> Result<Ve
 }
 
 /// Whether `table` is registered and holds at least one row.
-async fn has_rows(ctx: &SessionContext, table: &str) -> bool {
-    count(ctx, &format!("SELECT 1 FROM {table} LIMIT 1")).await > 0
+async fn has_rows(ctx: &SessionContext, table: &str) -> Result<bool> {
+    Ok(count(ctx, &format!("SELECT 1 FROM {table} LIMIT 1")).await? > 0)
 }
 
-/// Rows `sql` returns; 0 when it fails (e.g. a table or column the dataset lacks).
-async fn count(ctx: &SessionContext, sql: &str) -> usize {
-    let Ok(df) = ctx.sql(sql).await else { return 0 };
-    df.collect().await.map(|b| b.iter().map(|b| b.num_rows()).sum()).unwrap_or(0)
+/// Rows `sql` returns; 0 when it cannot be planned (a table or column the
+/// dataset lacks). A query that fails while it runs (on a cluster: a lost
+/// node) fails the export, which must not quietly leave the job out.
+async fn count(ctx: &SessionContext, sql: &str) -> Result<usize> {
+    let Ok(df) = ctx.sql(sql).await else { return Ok(0) };
+    let plan = df.create_physical_plan().await?;
+    Ok(engine::run_plan(ctx, plan).await?.iter().map(|b| b.num_rows()).sum())
 }
 
 /// The `throughput` window for this dataset: the shortest of
@@ -195,7 +200,7 @@ async fn count(ctx: &SessionContext, sql: &str) -> usize {
 async fn throughput_window(ctx: &SessionContext) -> Result<String> {
     let span_sql = "SELECT CAST(CAST(max(ts) AS BIGINT) - CAST(min(ts) AS BIGINT) AS DOUBLE) AS span FROM \
                     (SELECT arrow_cast(ts, 'Timestamp(Millisecond, None)') AS ts FROM requests)";
-    let batches = ctx.sql(span_sql).await?.collect().await?;
+    let batches = engine::run_sql(ctx, span_sql, false).await?;
     let span_ms = batches
         .first()
         .filter(|b| b.num_rows() > 0)

@@ -30,6 +30,10 @@ pub struct RunConfig {
     /// Where the export's jobs run: `ballista://HOST:PORT` for a Ballista
     /// cluster (docs/DISTRIBUTED.md); without it, in this process.
     pub engine: Option<String>,
+    /// With `engine`: a job whose state and finished stages stay the same
+    /// this many seconds is cancelled and the run fails (0: no limit;
+    /// default [`crate::engine::distributed::Remote::DEFAULT_JOB_TIMEOUT`]).
+    pub job_timeout_s: Option<u64>,
     /// The export; without it a run only ingests.
     pub export: Option<ExportConfig>,
     /// Compaction of the partitions a run added files to (on by default).
@@ -178,12 +182,21 @@ impl RunConfig {
             crate::engine::distributed::parse_engine_url(engine)
                 .map_err(|e| config_err!("{}: `engine`: {e}", path.display()))?;
         }
+        if self.job_timeout_s.is_some() && self.engine.is_none() {
+            return Err(config_err!("{}: `job_timeout_s` needs `engine` (a Ballista cluster)", path.display()));
+        }
         if let Some(jobs) = self.export.as_ref().and_then(|e| e.jobs.as_ref()) {
             for job in jobs {
                 crate::jobs::job(job).map_err(|e| config_err!("{}: [export] jobs: {e}", path.display()))?;
             }
         }
         Ok(())
+    }
+
+    /// The cluster the export's jobs run on, if any.
+    pub fn remote(&self) -> Option<crate::engine::distributed::Remote> {
+        let remote = |url: &String| crate::engine::distributed::Remote::new(url).with_job_timeout(self.job_timeout_s);
+        self.engine.as_ref().map(remote)
     }
 
     /// The object-store client settings.
@@ -246,6 +259,7 @@ dataset = "lake"
 sources = ["logs/*.jsonl", "s3://bucket/logs/"]
 pricing = "litellm:prices.json"
 engine = "ballista://scheduler.internal:50050"
+job_timeout_s = 45
 [ingest]
 memory_limit = "1.5G"
 [export]
@@ -267,6 +281,7 @@ wait_s = 10
             Some(format!("litellm:{}", dir.path().join("prices.json").display()).as_str())
         );
         assert_eq!(c.engine.as_deref(), Some("ballista://scheduler.internal:50050"));
+        assert_eq!(c.remote().unwrap().job_timeout, Some(Duration::from_secs(45)));
         assert_eq!(c.store_options().max_retries, 2);
         assert_eq!(c.store_options().timeout, Duration::from_millis(1500));
         assert_eq!(c.lease_options().wait, Duration::from_secs(10));
@@ -282,6 +297,9 @@ wait_s = 10
         std::fs::write(&path, "dataset = \"d\"\nsources = [\"x\"]\nengine = \"http://h:1\"\n").unwrap();
         let err = RunConfig::load(&path).unwrap_err().to_string();
         assert!(err.contains("`engine`") && err.contains("ballista://HOST:PORT"), "{err}");
+        std::fs::write(&path, "dataset = \"d\"\nsources = [\"x\"]\njob_timeout_s = 5\n").unwrap();
+        let err = RunConfig::load(&path).unwrap_err().to_string();
+        assert!(err.contains("`job_timeout_s` needs `engine`"), "{err}");
     }
 
     #[test]

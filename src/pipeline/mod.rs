@@ -174,7 +174,7 @@ pub fn run(config: &RunConfig, options: &RunOptions) -> Result<RunReport> {
                 progress: options.progress,
             };
             let exported = engine::runtime()?.block_on(async {
-                let ctx = engine::open(&dataset, &udf, config.engine.as_deref(), &Default::default()).await?;
+                let ctx = engine::open(&dataset, &udf, config.remote().as_ref(), &Default::default()).await?;
                 publish::export(&ctx, &options).await
             })?;
             Some(exported)

@@ -8,101 +8,18 @@
 //! credentials.
 
 use crate::common;
+use crate::loopback::{assert_same_rows, csv_rows, generated_logs, json_lines, rows, Cluster};
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
 
 use serde_json::Value;
 
-use common::{bin, data_dir, free_port, ingest, tokscope, S3Server};
+use common::{bin, data_dir, free_port, ingest, S3Server};
 use tokscope::dataset::DatasetRoot;
+use tokscope::engine::distributed::Remote;
 use tokscope::engine::{self, udfs, UdfConfig};
 use tokscope::jobs::{self, JOBS};
-
-/// A scheduler and two executors on loopback, stopped on drop.
-struct Cluster {
-    children: Vec<Child>,
-    /// `ballista://127.0.0.1:PORT`.
-    url: String,
-    dir: tempfile::TempDir,
-}
-
-impl Cluster {
-    /// Starts the cluster with `env` added to each process's environment.
-    fn start(env: &[(&'static str, String)]) -> Cluster {
-        let dir = tempfile::tempdir().unwrap();
-        let scheduler = free_port();
-        let mut cluster = Cluster { children: Vec::new(), url: format!("ballista://127.0.0.1:{scheduler}"), dir };
-        cluster.spawn("scheduler", &["scheduler", "--bind", &format!("127.0.0.1:{scheduler}")], scheduler, env);
-        for i in 0..2 {
-            let (flight, grpc) = (free_port(), free_port());
-            let work = cluster.dir.path().join(format!("executor{i}"));
-            cluster.spawn(
-                &format!("executor{i}"),
-                &[
-                    "executor",
-                    "--scheduler",
-                    &format!("127.0.0.1:{scheduler}"),
-                    "--bind",
-                    &format!("127.0.0.1:{flight}"),
-                    "--grpc-port",
-                    &grpc.to_string(),
-                    "--slots",
-                    "2",
-                    "--work-dir",
-                    work.to_str().unwrap(),
-                ],
-                flight,
-                env,
-            );
-        }
-        cluster
-    }
-
-    fn spawn(&mut self, name: &str, args: &[&str], port: u16, env: &[(&'static str, String)]) {
-        let log = std::fs::File::create(self.dir.path().join(format!("{name}.log"))).unwrap();
-        let child = Command::new(bin())
-            .args(args)
-            .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("start a cluster process");
-        self.children.push(child);
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "{name} did not listen on {port}:\n{}", self.logs());
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    /// The processes' logs, for failure messages.
-    fn logs(&self) -> String {
-        let mut out = String::new();
-        for entry in std::fs::read_dir(self.dir.path()).unwrap().flatten() {
-            if entry.path().extension().is_some_and(|e| e == "log") {
-                let text = std::fs::read_to_string(entry.path()).unwrap_or_default();
-                let tail: Vec<&str> = text.lines().rev().take(20).collect();
-                out += &format!(
-                    "--- {}\n{}\n",
-                    entry.path().display(),
-                    tail.into_iter().rev().collect::<Vec<_>>().join("\n")
-                );
-            }
-        }
-        out
-    }
-}
-
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        for child in &mut self.children {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
 
 /// Prices for three of the generated models (the fourth stays unpriced).
 const PRICES: &str = r#"
@@ -120,25 +37,6 @@ model = "deepseek-v3"
 input = 0.27
 output = 1.1
 "#;
-
-/// One generated log of `requests` requests over `days` days, split into
-/// `files` files (one log, so request ids are unique across the files).
-fn generated_logs(dir: &Path, requests: usize, days: usize, files: usize, extra: &[&str]) -> Vec<String> {
-    let whole = dir.join("generated.jsonl");
-    let mut args = vec!["generate", "--out", whole.to_str().unwrap()];
-    let (requests, days) = (requests.to_string(), days.to_string());
-    args.extend(["--requests", &requests, "--days", &days]);
-    args.extend_from_slice(extra);
-    tokscope(&args);
-    let text = std::fs::read_to_string(&whole).unwrap();
-    let lines: Vec<&str> = text.lines().collect();
-    let per_file = lines.len().div_ceil(files);
-    lines
-        .chunks(per_file)
-        .enumerate()
-        .map(|(i, chunk)| common::write_file(dir, &format!("part{i}.jsonl"), chunk.join("\n") + "\n"))
-        .collect()
-}
 
 /// A dataset of several files over several days with every table a job
 /// reads except the ones other commands write (`replay_verdicts`, `interventions`).
@@ -212,56 +110,6 @@ fn params(job: &str) -> Vec<(String, String)> {
     }
 }
 
-/// Record batches as JSON rows.
-fn rows(batches: &[arrow::record_batch::RecordBatch]) -> Vec<Value> {
-    let mut writer = arrow::json::ArrayWriter::new(Vec::new());
-    for b in batches {
-        writer.write(b).unwrap();
-    }
-    writer.finish().unwrap();
-    let bytes = writer.into_inner();
-    if bytes.is_empty() {
-        return Vec::new();
-    }
-    serde_json::from_slice::<Vec<Value>>(&bytes).unwrap()
-}
-
-/// A row as a sort key: floats to 6 significant digits, so rows whose
-/// floats differ in the last bits still sort alike.
-fn sort_key(v: &Value) -> String {
-    match v {
-        Value::Number(n) if n.is_f64() => format!("{:.6e}", n.as_f64().unwrap()),
-        Value::Object(m) => m.iter().map(|(k, v)| format!("{k}={}", sort_key(v))).collect::<Vec<_>>().join(","),
-        Value::Array(a) => a.iter().map(sort_key).collect::<Vec<_>>().join(";"),
-        other => other.to_string(),
-    }
-}
-
-/// Whether `a` and `b` are the same value, floats within `rel` relative.
-fn close(a: &Value, b: &Value, rel: f64) -> bool {
-    match (a, b) {
-        (Value::Number(x), Value::Number(y)) if x.is_f64() || y.is_f64() => {
-            let (x, y) = (x.as_f64().unwrap(), y.as_f64().unwrap());
-            x == y || (x - y).abs() <= rel * x.abs().max(y.abs())
-        }
-        (Value::Object(x), Value::Object(y)) => {
-            x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| close(v, w, rel)))
-        }
-        (Value::Array(x), Value::Array(y)) => x.len() == y.len() && x.iter().zip(y).all(|(v, w)| close(v, w, rel)),
-        _ => a == b,
-    }
-}
-
-/// Asserts that `local` and `remote` hold the same rows in any order.
-fn assert_same_rows(what: &str, mut local: Vec<Value>, mut remote: Vec<Value>, rel: f64) {
-    assert_eq!(local.len(), remote.len(), "{what}: {} local rows, {} on the cluster", local.len(), remote.len());
-    local.sort_by_cached_key(sort_key);
-    remote.sort_by_cached_key(sort_key);
-    for (l, r) in local.iter().zip(&remote) {
-        assert!(close(l, r, rel), "{what}: local row\n  {l}\non the cluster\n  {r}");
-    }
-}
-
 #[test]
 fn jobs_and_every_function_on_a_cluster_equal_the_local_engine() {
     let dir = tempfile::tempdir().unwrap();
@@ -288,7 +136,7 @@ fn jobs_and_every_function_on_a_cluster_equal_the_local_engine() {
             assert!(tables.contains(&t), "the dataset lacks {t}");
         }
         let local = engine::open(&dataset, &udf, None, &Default::default()).await.unwrap();
-        let remote = engine::open(&dataset, &udf, Some(&cluster.url), &Default::default()).await.unwrap();
+        let remote = engine::open(&dataset, &udf, Some(&Remote::new(&cluster.url)), &Default::default()).await.unwrap();
 
         let mut ran = Vec::new();
         for job in JOBS.iter().filter(|j| j.tables.iter().all(|t| tables.contains(&t.name))) {
@@ -365,9 +213,6 @@ fn a_dataset_on_s3_runs_on_the_cluster_as_locally() {
     let pricing = common::write_file(dir.path(), "prices.toml", PRICES);
     let cluster = Cluster::start(&env);
 
-    let json_rows = |out: String| -> Vec<Value> {
-        out.lines().filter(|l| !l.trim().is_empty()).map(|l| serde_json::from_str(l).unwrap()).collect()
-    };
     let run = |args: &[&str], engine: Option<&str>| -> Vec<Value> {
         let mut all: Vec<&str> = args.to_vec();
         all.extend(["--format", "json", "--data", "s3://lake/llm", "--pricing", &pricing]);
@@ -376,7 +221,7 @@ fn a_dataset_on_s3_runs_on_the_cluster_as_locally() {
         }
         let out = Command::new(bin()).args(&all).envs(env.iter().map(|(k, v)| (*k, v.as_str()))).output().unwrap();
         assert!(out.status.success(), "tokscope {all:?}: {}\n{}", String::from_utf8_lossy(&out.stderr), cluster.logs());
-        json_rows(String::from_utf8(out.stdout).unwrap())
+        json_lines(&out.stdout)
     };
     for args in [
         vec!["job", "report"],
@@ -424,19 +269,6 @@ fn a_dataset_on_s3_runs_on_the_cluster_as_locally() {
         let exported = std::fs::read_to_string(dir.path().join(format!("site/latest/{job}.csv"))).unwrap();
         let local =
             s3.tokscope(&["job", job, "--format", "csv", "--data", "s3://lake/scheduled", "--pricing", &pricing]);
-        let csv_rows = |text: &str| -> Vec<Value> {
-            let mut lines = text.lines();
-            let header: Vec<&str> = lines.next().unwrap_or_default().split(',').collect();
-            lines
-                .map(|l| {
-                    let cells = l.split(',').map(|c| match c.parse::<f64>() {
-                        Ok(x) => serde_json::json!(x),
-                        Err(_) => Value::String(c.to_string()),
-                    });
-                    Value::Object(header.iter().map(|h| h.to_string()).zip(cells).collect())
-                })
-                .collect()
-        };
         let (want, got) = (csv_rows(&local), csv_rows(&exported));
         assert!(!want.is_empty(), "{job}: no rows");
         assert_same_rows(&format!("exported {job}"), want, got, 1e-9);

@@ -9,8 +9,10 @@ mod common;
 #[path = "../dashboard_support/mod.rs"]
 mod dashboard_support;
 
+mod cluster_faults;
 mod dashboard;
 mod distributed;
 mod export_faults;
+mod loopback;
 mod readers_during_writes;
 mod scheduled;

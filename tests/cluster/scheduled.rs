@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{bin, S3Server};
+use common::{bin, FaultProxy, S3Server};
 use sha2::{Digest, Sha256};
 
 /// Writes `files` generated canonical logs of `lines` requests each (seeds 1..).
@@ -299,48 +299,6 @@ fn kill_9_anywhere_then_a_rerun_gives_exactly_once_rows_and_no_orphans() {
     let hidden: Vec<String> = snapshot(&site).into_keys().filter(|p| p.starts_with('.')).collect();
     let named = |p: &String| p.split('/').nth(1).is_some_and(|generation| linked.contains(generation));
     assert!(hidden.iter().all(|p| p.starts_with(".exports/") && named(p)), "{hidden:?} (links to {linked:?})");
-}
-
-/// A fault proxy in front of `s3`: `args` as in tests/support/fault_proxy.py.
-struct FaultProxy {
-    child: Child,
-    endpoint: String,
-}
-
-impl FaultProxy {
-    fn start(s3: &S3Server, args: &[&str]) -> Self {
-        let mut child = Command::new("python3")
-            .arg(common::repo().join("tests/support/fault_proxy.py"))
-            .args(["--upstream", &s3.endpoint])
-            .args(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("python3 runs the fault proxy");
-        let mut line = String::new();
-        BufReader::new(child.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
-        let port = line.trim().strip_prefix("listening ").expect("proxy prints its port").to_string();
-        FaultProxy { child, endpoint: format!("http://127.0.0.1:{port}") }
-    }
-
-    /// The S3 server's environment, pointed at the proxy.
-    fn env(&self, s3: &S3Server) -> Vec<(&'static str, String)> {
-        let mut env = s3.env();
-        for (k, v) in env.iter_mut() {
-            if *k == "AWS_ENDPOINT_URL" {
-                *v = self.endpoint.clone();
-            }
-        }
-        env
-    }
-
-    /// The requests the proxy saw, one line each.
-    fn log(mut self) -> String {
-        drop(self.child.stdin.take());
-        let _ = self.child.kill();
-        let out = self.child.wait_with_output().unwrap();
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
 }
 
 fn s3_setup(dir: &Path, s3: &S3Server, files: usize, lines: usize) {

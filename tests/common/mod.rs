@@ -2,6 +2,7 @@
 //! Python oracles (pyarrow, DuckDB) and a local S3-compatible server (moto).
 #![allow(dead_code)]
 
+use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -295,6 +296,49 @@ impl Drop for S3Server {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// A fault proxy in front of `s3`: `args` as in tests/support/fault_proxy.py.
+pub struct FaultProxy {
+    child: Child,
+    endpoint: String,
+}
+
+impl FaultProxy {
+    /// Starts the proxy in front of `s3`; it prints its port first.
+    pub fn start(s3: &S3Server, args: &[&str]) -> Self {
+        let mut child = Command::new("python3")
+            .arg(repo().join("tests/support/fault_proxy.py"))
+            .args(["--upstream", &s3.endpoint])
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("python3 runs the fault proxy");
+        let mut line = String::new();
+        BufReader::new(child.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
+        let port = line.trim().strip_prefix("listening ").expect("proxy prints its port").to_string();
+        FaultProxy { child, endpoint: format!("http://127.0.0.1:{port}") }
+    }
+
+    /// The S3 server's environment, pointed at the proxy.
+    pub fn env(&self, s3: &S3Server) -> Vec<(&'static str, String)> {
+        let mut env = s3.env();
+        for (k, v) in env.iter_mut() {
+            if *k == "AWS_ENDPOINT_URL" {
+                *v = self.endpoint.clone();
+            }
+        }
+        env
+    }
+
+    /// The requests the proxy saw, one line each.
+    pub fn log(mut self) -> String {
+        drop(self.child.stdin.take());
+        let _ = self.child.kill();
+        let out = self.child.wait_with_output().unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
     }
 }
 

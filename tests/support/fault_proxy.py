@@ -2,21 +2,31 @@
 """A fault-injecting HTTP proxy for tests, in front of an S3-compatible server.
 
     python3 fault_proxy.py --upstream http://127.0.0.1:PORT --port 0 \
-        [--fail-first N] [--status 503] [--delay-first N --delay SECONDS] [--only-prefix /bucket/]
+        [--fail-first N] [--status 503] [--delay-first N --delay SECONDS] [--only-prefix /bucket/] \
+        [--fault-rate P --seed N [--faults 500,503,429,delay,drop-body,drop-reply]]
 
 Forwards every request unchanged to --upstream, except that the first N
 requests get an S3-style error response with --status (503 "SlowDown" by
 default), and the first N (of --delay-first) are answered only after --delay
-seconds. With --only-prefix, only requests whose path starts with it count
-(and are faulted); the others pass through. It prints "listening PORT" once ready, then one line per request
-("<n> <METHOD> <path> -> <status>"), so a test can see what was retried.
-Standard library only; it serves on 127.0.0.1 and stops when its stdin closes
-or it is killed.
+seconds. With --fault-rate, each request after those is faulted with
+probability P (a seeded generator: the same run sees the same faults), by a
+kind drawn from --faults: an error status (500 InternalError, 503 SlowDown,
+429 throttling), a delay of --delay seconds, a connection dropped while the
+request's body is half read (`drop-body`: an upload cut off; the upstream never
+sees it), or dropped after the upstream answered (`drop-reply`: the request
+took effect, the client never learns it). With --only-prefix, only requests
+whose path starts with it count (and are faulted); the others pass through.
+It prints "listening PORT" once ready, then one line per request ("<n>
+<METHOD> <path> -> <status>", with "(injected KIND)" for a fault), so a test
+can see what was retried. Standard library only; it serves on 127.0.0.1 and
+stops when its stdin closes or it is killed.
 """
 
 import argparse
 import http.client
 import http.server
+import random
+import socket
 import sys
 import threading
 import time
@@ -34,10 +44,22 @@ def main():
     parser.add_argument("--delay-first", type=int, default=0)
     parser.add_argument("--delay", type=float, default=0.0)
     parser.add_argument("--only-prefix", default="")
+    parser.add_argument("--fault-rate", type=float, default=0.0)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--faults", default="500,503,429,delay,drop-body,drop-reply")
     args = parser.parse_args()
     upstream = urllib.parse.urlsplit(args.upstream)
     lock = threading.Lock()
     counter = {"n": 0}
+    draw = random.Random(args.seed)
+    kinds = [k for k in args.faults.split(",") if k]
+    errors = {"500": (500, b"InternalError"), "503": (503, b"SlowDown"), "429": (429, b"SlowDown")}
+
+    def error_body(code):
+        return (
+            b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>' + code + b"</Code>"
+            b"<Message>injected fault</Message></Error>"
+        )
 
     class Handler(http.server.BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -45,26 +67,47 @@ def main():
         def log_message(self, *a):
             pass
 
+        def drop(self):
+            """Closes the connection without an answer."""
+            self.close_connection = True
+            try:
+                self.connection.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+        def send_error_status(self, status, code):
+            payload = error_body(code)
+            self.send_response(status)
+            self.send_header("Content-Type", "application/xml")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
         def handle_any(self):
             targeted = self.path.startswith(args.only_prefix)
             with lock:
                 if targeted:
                     counter["n"] += 1
                 n = counter["n"] if targeted else 10**9
+                random_fault = None
+                if targeted and kinds and args.fault_rate > 0 and draw.random() < args.fault_rate:
+                    random_fault = draw.choice(kinds)
             length = int(self.headers.get("Content-Length") or 0)
+            if random_fault == "drop-body" and length > 0:
+                self.rfile.read(length // 2)
+                self.drop()
+                print(f"{n} {self.command} {self.path} -> dropped (injected drop-body)", flush=True)
+                return
             body = self.rfile.read(length) if length else b""
-            if n <= args.delay_first and args.delay > 0:
+            if (n <= args.delay_first or random_fault == "delay") and args.delay > 0:
                 time.sleep(args.delay)
+            if random_fault in errors:
+                status, code = errors[random_fault]
+                self.send_error_status(status, code)
+                print(f"{n} {self.command} {self.path} -> {status} (injected {random_fault})", flush=True)
+                return
             if n <= args.fail_first:
-                payload = (
-                    b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code>'
-                    b"<Message>injected fault</Message></Error>"
-                )
-                self.send_response(args.status)
-                self.send_header("Content-Type", "application/xml")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
+                self.send_error_status(args.status, b"SlowDown")
                 print(f"{n} {self.command} {self.path} -> {args.status} (injected)", flush=True)
                 return
             conn = http.client.HTTPConnection(upstream.hostname, upstream.port, timeout=60)
@@ -72,6 +115,12 @@ def main():
             conn.request(self.command, self.path, body=body if length else None, headers=headers)
             resp = conn.getresponse()
             data = resp.read()
+            if random_fault in ("drop-reply", "drop-body"):
+                # (A drop-body fault on a request without a body drops the reply.)
+                conn.close()
+                self.drop()
+                print(f"{n} {self.command} {self.path} -> dropped (injected drop-reply)", flush=True)
+                return
             self.send_response(resp.status, resp.reason)
             for k, v in resp.getheaders():
                 if k.lower() not in HOP_BY_HOP and k.lower() != "content-length":

@@ -10,16 +10,23 @@
 //!   ([`EnvStores`]), as locally: credentials never enter a plan.
 //! - Both sides use pull scheduling: executors poll the scheduler, so only
 //!   the scheduler's port and the executors' Flight ports must be reachable.
+//! - Faults are bounded: the scheduler gives up on a silent executor after
+//!   [`SchedulerOptions::executor_timeout`] and reruns its tasks elsewhere;
+//!   an executor names itself in the errors of the tasks it fails
+//!   ([`node`]); the client watches each job ([`watch`]).
 
 pub mod codec;
+mod node;
+mod watch;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
+use std::time::Duration;
 
 use ballista::prelude::SessionContextExt;
-use ballista_core::config::TaskSchedulingPolicy;
+use ballista_core::config::{TaskSchedulingPolicy, BALLISTA_CLIENT_PULL};
 use ballista_core::extension::SessionConfigExt;
 use ballista_core::registry::BallistaFunctionRegistry;
 use ballista_core::serde::protobuf::scheduler_grpc_client::SchedulerGrpcClient;
@@ -89,16 +96,98 @@ pub fn runtime() -> Result<tokio::runtime::Runtime> {
         .map_err(|e| Error::io("tokio runtime", e))
 }
 
-/// Runs a scheduler on `bind` until the process is stopped.
-pub async fn run_scheduler(bind: SocketAddr, advertise: Option<String>) -> Result<()> {
+/// How often a busy executor reports to the scheduler: Ballista 55's pull
+/// loop polls at least this often while every slot runs a task (an idle one
+/// polls every 50 ms). Not configurable in Ballista.
+pub const EXECUTOR_REPORT_INTERVAL: Duration = Duration::from_secs(5);
+
+/// How a scheduler runs, and how soon it gives up on an executor.
+#[derive(Debug, Clone)]
+pub struct SchedulerOptions {
+    /// Address clients and executors reach the scheduler at.
+    pub bind: SocketAddr,
+    /// Host name of the scheduler (Ballista's push mode only).
+    pub advertise: Option<String>,
+    /// An executor not heard from for this long is lost: its running tasks,
+    /// and the finished ones whose output later stages still need, run again
+    /// on the other executors.
+    pub executor_timeout: Duration,
+    /// How often the scheduler looks for lost executors.
+    pub executor_check_interval: Duration,
+    /// With every executor lost, how long running jobs wait for one to come
+    /// back before they fail.
+    pub no_executors_grace: Duration,
+    /// Attempts of a task failing with an I/O error before its job fails.
+    pub task_max_failures: usize,
+    /// Attempts of a stage whose input was lost with an executor before its job fails.
+    pub stage_max_failures: usize,
+}
+
+impl SchedulerOptions {
+    /// Seconds an executor may be silent before it is lost (Ballista's own
+    /// default is 180, which a client waited out with no word).
+    pub const EXECUTOR_TIMEOUT_S: u64 = 30;
+    /// Seconds between checks for lost executors.
+    pub const EXECUTOR_CHECK_INTERVAL_S: u64 = 2;
+    /// Attempts per task and per stage, as Ballista.
+    pub const MAX_FAILURES: usize = 4;
+
+    /// tokscope's defaults on `bind`; with no executor left, jobs fail after
+    /// the executor timeout.
+    pub fn new(bind: SocketAddr) -> Self {
+        SchedulerOptions {
+            bind,
+            advertise: None,
+            executor_timeout: Duration::from_secs(Self::EXECUTOR_TIMEOUT_S),
+            executor_check_interval: Duration::from_secs(Self::EXECUTOR_CHECK_INTERVAL_S),
+            no_executors_grace: Duration::from_secs(Self::EXECUTOR_TIMEOUT_S),
+            task_max_failures: Self::MAX_FAILURES,
+            stage_max_failures: Self::MAX_FAILURES,
+        }
+    }
+
+    /// Refuses settings under which a live executor would be taken for lost,
+    /// or a lost one never noticed.
+    pub fn check(&self) -> Result<()> {
+        if self.executor_timeout < 2 * EXECUTOR_REPORT_INTERVAL {
+            return Err(config_err!(
+                "--executor-timeout {} s is too short: a busy executor reports every {} s, so it must be at least \
+                 twice that ({} s)",
+                self.executor_timeout.as_secs(),
+                EXECUTOR_REPORT_INTERVAL.as_secs(),
+                2 * EXECUTOR_REPORT_INTERVAL.as_secs()
+            ));
+        }
+        if self.executor_check_interval.is_zero() || self.executor_check_interval >= self.executor_timeout {
+            return Err(config_err!(
+                "--executor-check-interval must be at least 1 s and shorter than --executor-timeout ({} s)",
+                self.executor_timeout.as_secs()
+            ));
+        }
+        if self.task_max_failures == 0 || self.stage_max_failures == 0 {
+            return Err(config_err!("--task-max-failures and --stage-max-failures must be at least 1"));
+        }
+        Ok(())
+    }
+}
+
+/// Runs a scheduler until the process is stopped.
+pub async fn run_scheduler(options: SchedulerOptions) -> Result<()> {
+    options.check()?;
+    let bind = options.bind;
     let stores = Arc::new(EnvStores::default());
     let mut config = SchedulerConfig::default()
         .with_scheduler_policy(TaskSchedulingPolicy::PullStaged)
-        .with_hostname(advertise.unwrap_or_else(|| bind.ip().to_string()))
+        .with_hostname(options.advertise.unwrap_or_else(|| bind.ip().to_string()))
         .with_port(bind.port())
+        .with_no_executors_grace_period_seconds(options.no_executors_grace.as_secs())
         .with_override_config_producer(Arc::new(ballista_core::utils::default_config_producer))
         .with_override_session_builder(Arc::new(move |cfg: SessionConfig| scheduler_session(stores.clone(), cfg)));
     config.bind_host = bind.ip().to_string();
+    config.executor_timeout_seconds = options.executor_timeout.as_secs();
+    config.expire_dead_executor_interval_seconds = options.executor_check_interval.as_secs();
+    config.task_max_failures = options.task_max_failures;
+    config.stage_max_failures = options.stage_max_failures;
     config.override_logical_codec = Some(Arc::new(LogicalCodec::default()));
     config.override_physical_codec = Some(Arc::new(PhysicalCodec::default()));
     let cluster = BallistaCluster::new_from_config(&config).await.map_err(ballista_error)?;
@@ -194,13 +283,15 @@ pub async fn run_executor(options: ExecutorOptions) -> Result<()> {
         0 => crate::engine::target_partitions(usize::try_from(memory).unwrap_or(usize::MAX)),
         n => n,
     };
+    // Bound to every interface and not told a name: the scheduler takes
+    // the address this executor connects from.
+    let external_host =
+        options.advertise.or_else(|| (!options.bind.ip().is_unspecified()).then(|| options.bind.ip().to_string()));
+    let node = node::Node::new(external_host.as_deref(), options.bind.port());
     let config = ExecutorProcessConfig {
+        executor_id: node.executor_id(),
         bind_host: options.bind.ip().to_string(),
-        // Bound to every interface and not told a name: the scheduler takes
-        // the address this executor connects from.
-        external_host: options
-            .advertise
-            .or_else(|| (!options.bind.ip().is_unspecified()).then(|| options.bind.ip().to_string())),
+        external_host,
         port: options.bind.port(),
         grpc_port: options.grpc_port,
         scheduler_host: options.scheduler.0,
@@ -213,6 +304,7 @@ pub async fn run_executor(options: ExecutorOptions) -> Result<()> {
         override_logical_codec: Some(Arc::new(LogicalCodec::default())),
         override_physical_codec: Some(Arc::new(PhysicalCodec::default())),
         override_function_registry: Some(Arc::new(executor_functions())),
+        override_execution_engine: Some(Arc::new(node::NamingEngine::new(node))),
         override_runtime_producer: Some(Arc::new(move |_: &SessionConfig| {
             RuntimeEnvBuilder::new()
                 .with_temp_file_path(spill_dir.clone())
@@ -235,21 +327,68 @@ pub fn parse_engine_url(engine: &str) -> Result<(String, u16)> {
     Ok((host.to_string(), url.port().unwrap_or(DEFAULT_SCHEDULER_PORT)))
 }
 
-/// A session whose queries run on the Ballista cluster at `engine`
-/// (`ballista://HOST:PORT`), with `dataset`'s tables and tokscope's functions
-/// configured by `udf`. Fails at once when no scheduler answers there.
-pub async fn connect(engine: &str, dataset: &DatasetRoot, udf: &UdfConfig) -> Result<SessionContext> {
-    let (host, port) = parse_engine_url(engine)?;
+/// Where a client's queries run on a cluster, and how long it waits for a
+/// job that makes no progress.
+#[derive(Debug, Clone)]
+pub struct Remote {
+    /// `ballista://HOST:PORT` (or `df://`).
+    pub url: String,
+    /// A job whose state and finished stages stay the same this long is
+    /// cancelled and the command fails (`None`: wait as long as it takes).
+    pub job_timeout: Option<Duration>,
+}
+
+impl Remote {
+    /// tokscope's default job timeout: long enough for a stage scanning a
+    /// day of a terabyte-a-day fleet on a few executors (docs/DISTRIBUTED.md).
+    pub const DEFAULT_JOB_TIMEOUT: Duration = Duration::from_secs(1800);
+
+    /// The cluster at `url` with the default job timeout.
+    pub fn new(url: &str) -> Self {
+        Remote { url: url.to_string(), job_timeout: Some(Self::DEFAULT_JOB_TIMEOUT) }
+    }
+
+    /// The same cluster with a job timeout of `seconds` (0: none).
+    pub fn with_job_timeout(mut self, seconds: Option<u64>) -> Self {
+        if let Some(s) = seconds {
+            self.job_timeout = (s > 0).then(|| Duration::from_secs(s));
+        }
+        self
+    }
+}
+
+/// A session whose queries run on the Ballista cluster `remote` names, with
+/// `dataset`'s tables and tokscope's functions configured by `udf`. Fails at
+/// once when no scheduler answers there; each query's job is watched
+/// ([`watch`]).
+pub async fn connect(remote: &Remote, dataset: &DatasetRoot, udf: &UdfConfig) -> Result<SessionContext> {
+    let (host, port) = parse_engine_url(&remote.url)?;
     let endpoint = format!("http://{host}:{port}");
     SchedulerGrpcClient::connect(endpoint.clone()).await.map_err(|e| {
         config_err!("no Ballista scheduler answers at {host}:{port} ({e}); start one with `tokscope scheduler`")
     })?;
     let config = SessionConfig::from_env()?
+        .upgrade_for_ballista()
         .with_information_schema(true)
         .with_ballista_logical_extension_codec(Arc::new(LogicalCodec::default()))
-        .with_ballista_physical_extension_codec(Arc::new(PhysicalCodec::default()));
+        .with_ballista_physical_extension_codec(Arc::new(PhysicalCodec::default()))
+        // The client polls for its job (the job id is known at once, so the
+        // watch follows the job from its start; pushed statuses carry it
+        // only from the first update), and the scheduler plans it with its
+        // static planner: Ballista 55's adaptive planner loses a job whose
+        // executor dies after a stage finished ("Can't find active stage to
+        // update stage outputs"), where the static one runs the lost tasks
+        // again (docs/DISTRIBUTED.md, "Faults").
+        .set_bool(BALLISTA_CLIENT_PULL, true);
     let state = SessionStateBuilder::new().with_config(config).with_default_features().build();
-    let ctx = SessionContext::remote_with_state(&format!("df://{host}:{port}"), state).await?;
+    let ballista = SessionContext::remote_with_state(&format!("df://{host}:{port}"), state).await?.state();
+    let planner = watch::WatchingPlanner::new(
+        Arc::clone(ballista.query_planner()),
+        watch::JobWatch::new(&host, port, remote.job_timeout),
+    );
+    let ctx = SessionContext::new_with_state(
+        SessionStateBuilder::new_from_existing(ballista).with_query_planner(Arc::new(planner)).build(),
+    );
     // The client sends its optimised logical plan. These two rules alias
     // struct-field reads (`price_usd(..)['total_usd']`) as
     // `__datafusion_extracted_N` columns that an aggregate above refers to
