@@ -17,8 +17,20 @@ pub trait Decoder {
     fn config(&self) -> &ModelConfig;
     /// An empty cache for one sequence.
     fn new_cache(&self) -> Self::Cache;
+    /// Runs `tokens[s]` after the positions cached in `caches[s]`, for every
+    /// sequence `s` of the batch in one forward pass, and returns each
+    /// sequence's logits rows that `which` asks for.
+    fn logits_batch(
+        &self,
+        tokens: &[&[u32]],
+        caches: &mut [&mut Self::Cache],
+        which: LogitsFor,
+    ) -> Result<Vec<Vec<Vec<f32>>>>;
     /// Runs `tokens` after the cached positions and returns the logits rows `which` asks for.
-    fn logits(&self, tokens: &[u32], cache: &mut Self::Cache, which: LogitsFor) -> Result<Vec<Vec<f32>>>;
+    fn logits(&self, tokens: &[u32], cache: &mut Self::Cache, which: LogitsFor) -> Result<Vec<Vec<f32>>> {
+        let mut rows = self.logits_batch(&[tokens], &mut [cache], which)?;
+        rows.pop().ok_or_else(|| model_err!("forward pass returned no sequence"))
+    }
 }
 
 impl Decoder for LlamaModel {
@@ -32,9 +44,14 @@ impl Decoder for LlamaModel {
         LlamaModel::new_cache(self)
     }
 
-    fn logits(&self, tokens: &[u32], cache: &mut KvCache, which: LogitsFor) -> Result<Vec<Vec<f32>>> {
+    fn logits_batch(
+        &self,
+        tokens: &[&[u32]],
+        caches: &mut [&mut KvCache],
+        which: LogitsFor,
+    ) -> Result<Vec<Vec<Vec<f32>>>> {
         let options = ForwardOptions { logits: which, ..Default::default() };
-        Ok(self.forward(tokens, cache, options)?.logits)
+        Ok(self.forward_batch(tokens, caches, options)?.into_iter().map(|out| out.logits).collect())
     }
 }
 
@@ -50,8 +67,13 @@ impl Decoder for super::cuda::CudaModel {
         super::cuda::CudaModel::new_cache(self)
     }
 
-    fn logits(&self, tokens: &[u32], cache: &mut Self::Cache, which: LogitsFor) -> Result<Vec<Vec<f32>>> {
-        self.forward(tokens, cache, which)
+    fn logits_batch(
+        &self,
+        tokens: &[&[u32]],
+        caches: &mut [&mut Self::Cache],
+        which: LogitsFor,
+    ) -> Result<Vec<Vec<Vec<f32>>>> {
+        self.forward_batch(tokens, caches, which)
     }
 }
 
@@ -87,23 +109,63 @@ pub fn greedy_decode<M: Decoder + ?Sized>(
     prompt_ids: &[u32],
     max_new_tokens: usize,
 ) -> Result<GreedyDecode> {
+    let mut decoded = greedy_decode_batch(model, &[(prompt_ids, max_new_tokens)])?;
+    decoded.pop().ok_or_else(|| model_err!("greedy decoding returned no sequence"))
+}
+
+/// [`greedy_decode`] of several prompts at once, each `(prompt ids, max new
+/// tokens)`: one batched prefill of every prompt, then one forward pass per
+/// step over the sequences still going (each stops on its own EOS or budget
+/// and leaves the batch). Each result is what [`greedy_decode`] gives for its
+/// prompt alone on a backend whose rows do not depend on the batch (the CPU:
+/// bit for bit).
+pub fn greedy_decode_batch<M: Decoder + ?Sized>(model: &M, prompts: &[(&[u32], usize)]) -> Result<Vec<GreedyDecode>> {
     let eos = &model.config().eos_token_ids;
-    let mut cache = model.new_cache();
-    let mut logits = last_logits(model.logits(prompt_ids, &mut cache, LogitsFor::LastPosition)?)?;
-    let last_prompt_logits = logits.clone();
-    let (mut greedy_ids, mut p_eos, mut ended_with_eos) = (Vec::new(), Vec::new(), false);
-    loop {
-        p_eos.push(eos_probability(&logits, eos));
-        if ended_with_eos || greedy_ids.len() == max_new_tokens {
-            break;
-        }
-        let next = argmax(&logits);
-        greedy_ids.push(next);
-        ended_with_eos = eos.contains(&next);
-        // Run even the EOS (or last budgeted) token: its P(EOS) is the final entry.
-        logits = last_logits(model.logits(&[next], &mut cache, LogitsFor::LastPosition)?)?;
+    if prompts.is_empty() {
+        return Ok(Vec::new());
     }
-    Ok(GreedyDecode { greedy_ids, ended_with_eos, p_eos, last_prompt_logits })
+    let mut caches: Vec<M::Cache> = prompts.iter().map(|_| model.new_cache()).collect();
+    let ids: Vec<&[u32]> = prompts.iter().map(|&(ids, _)| ids).collect();
+    let first = model.logits_batch(&ids, &mut caches.iter_mut().collect::<Vec<_>>(), LogitsFor::LastPosition)?;
+    let mut logits = first.into_iter().map(last_logits).collect::<Result<Vec<_>>>()?;
+    let mut decoded: Vec<GreedyDecode> = logits
+        .iter()
+        .map(|l| GreedyDecode {
+            greedy_ids: Vec::new(),
+            ended_with_eos: false,
+            p_eos: Vec::new(),
+            last_prompt_logits: l.clone(),
+        })
+        .collect();
+    let mut going = vec![true; prompts.len()];
+    loop {
+        let mut next = Vec::new();
+        for (s, d) in decoded.iter_mut().enumerate() {
+            if !going[s] {
+                continue;
+            }
+            d.p_eos.push(eos_probability(&logits[s], eos));
+            if d.ended_with_eos || d.greedy_ids.len() == prompts[s].1 {
+                going[s] = false;
+                continue;
+            }
+            let id = argmax(&logits[s]);
+            d.greedy_ids.push(id);
+            d.ended_with_eos = eos.contains(&id);
+            // Run even the EOS (or last budgeted) token: its P(EOS) is the final entry.
+            next.push((s, [id]));
+        }
+        if next.is_empty() {
+            return Ok(decoded);
+        }
+        let tokens: Vec<&[u32]> = next.iter().map(|(_, id)| &id[..]).collect();
+        let mut stepping: Vec<&mut M::Cache> =
+            caches.iter_mut().enumerate().filter(|(s, _)| going[*s]).map(|(_, c)| c).collect();
+        let rows = model.logits_batch(&tokens, &mut stepping, LogitsFor::LastPosition)?;
+        for ((s, _), rows) in next.iter().zip(rows) {
+            logits[*s] = last_logits(rows)?;
+        }
+    }
 }
 
 /// Scores `continuation_ids` after `prompt_ids` by teacher forcing: the prompt

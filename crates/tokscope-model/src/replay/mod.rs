@@ -38,7 +38,7 @@ pub use tokscope_core::model::{config, tokenizer};
 use std::path::Path;
 
 pub use config::ModelConfig;
-pub use decode::{greedy_decode, score_continuation, ContinuationScore, Decoder, GreedyDecode};
+pub use decode::{greedy_decode, greedy_decode_batch, score_continuation, ContinuationScore, Decoder, GreedyDecode};
 pub use device::{Device, DeviceRequest};
 pub use intervention::{EmbeddingNoise, HiddenPatch, Intervention};
 pub use kv_cache::KvCache;
@@ -98,6 +98,16 @@ impl ReplayModel {
             return greedy_decode(gpu, prompt_ids, max_new_tokens);
         }
         greedy_decode(&self.model, prompt_ids, max_new_tokens)
+    }
+
+    /// Greedy decoding of several prompts, each `(ids, max new tokens)`, as
+    /// one batch on this model's device ([`greedy_decode_batch`]).
+    pub fn greedy_ids_batch(&self, prompts: &[(&[u32], usize)]) -> Result<Vec<GreedyDecode>> {
+        #[cfg(feature = "cuda")]
+        if let Some(gpu) = &self.gpu {
+            return greedy_decode_batch(gpu, prompts);
+        }
+        greedy_decode_batch(&self.model, prompts)
     }
 
     /// Teacher-forced scoring of already tokenized ids on this model's device.

@@ -191,31 +191,62 @@ impl LlamaModel {
     /// Runs `tokens` at the positions following those in `cache`, appends
     /// their keys and values to it, and returns what `options` asks for.
     pub fn forward(&self, tokens: &[u32], cache: &mut KvCache, options: ForwardOptions<'_>) -> Result<ForwardOutput> {
-        let cfg = &self.config;
-        let (h, n, start) = (cfg.hidden_size, tokens.len(), cache.len());
-        cfg.check_sequence(start, n)?;
-        if !cache.fits(cfg) {
-            return Err(model_err!("KV cache was made for a model of another shape"));
-        }
-        self.validate(options)?;
+        let mut outputs = self.forward_batch(&[tokens], &mut [cache], options)?;
+        Ok(outputs.pop().expect("one output per sequence"))
+    }
 
-        let mut x = Vec::with_capacity(n * h);
-        for &t in tokens {
-            if t as usize >= cfg.vocab_size {
+    /// [`Self::forward`] for several sequences at once, each after the
+    /// positions of its own cache (`tokens[s]` runs on `caches[s]`; lengths
+    /// and cached positions may differ). Their rows are stacked, so every
+    /// projection is one matrix-matrix product over all rows of all sequences
+    /// and each weight is read once per pass for the whole batch; attention
+    /// reads each sequence's own cache, so sequences never see each other.
+    /// Every row is computed as in a pass of its sequence alone (the kernels'
+    /// summation order does not depend on the row count), so the outputs are
+    /// bit-identical to one [`Self::forward`] per sequence. `options` apply
+    /// to every sequence (an intervention's positions are each sequence's own).
+    /// Nothing runs, and no cache changes, unless every sequence is valid.
+    pub fn forward_batch(
+        &self,
+        tokens: &[&[u32]],
+        caches: &mut [&mut KvCache],
+        options: ForwardOptions<'_>,
+    ) -> Result<Vec<ForwardOutput>> {
+        let cfg = &self.config;
+        let h = cfg.hidden_size;
+        if tokens.len() != caches.len() || tokens.is_empty() {
+            return Err(model_err!("a batch of {} token lists and {} caches", tokens.len(), caches.len()));
+        }
+        for (seq, cache) in tokens.iter().zip(caches.iter()) {
+            cfg.check_sequence(cache.len(), seq.len())?;
+            if !cache.fits(cfg) {
+                return Err(model_err!("KV cache was made for a model of another shape"));
+            }
+            if let Some(&t) = seq.iter().find(|&&t| t as usize >= cfg.vocab_size) {
                 return Err(model_err!("token id {t} is outside the vocabulary of {}", cfg.vocab_size));
             }
+        }
+        self.validate(options)?;
+        let rows = StackedRows::new(tokens.iter().zip(caches.iter()).map(|(seq, cache)| (cache.len(), seq.len())));
+
+        let mut x = Vec::with_capacity(rows.len() * h);
+        for &t in tokens.iter().copied().flatten() {
             self.weights.embed_tokens.extend_row(t as usize, &mut x);
         }
         if let Some(intervention) = options.intervention {
-            intervention.add_embedding_noise(&mut x, start, h);
+            for (s, range) in rows.ranges().enumerate() {
+                intervention.add_embedding_noise(&mut x[range.start * h..range.end * h], rows.starts[s], h);
+            }
         }
         let mut hidden_states = Vec::new();
         if options.hidden_states {
             hidden_states.push(split_rows(&x, h));
         }
-        self.run_layers(&mut x, n, start, 0, cache, options, &mut hidden_states);
-        cache.advance(n);
-        Ok(self.finish(x, n, options, hidden_states))
+        self.run_layers(&mut x, &rows, 0, caches, options, &mut hidden_states);
+        for (cache, range) in caches.iter_mut().zip(rows.ranges()) {
+            cache.advance(range.len());
+        }
+        Ok(self.finish(x, &rows, options, hidden_states))
     }
 
     /// Runs layers `first_layer..L` (then the final norm and head) over the
@@ -264,8 +295,9 @@ impl LlamaModel {
         }
         // Layers below first_layer stay empty in the scratch cache and are never read.
         let mut cache = prefix.prefix(start, first_layer);
-        self.run_layers(&mut x, n, start, first_layer, &mut cache, options, &mut hidden_states);
-        Ok(self.finish(x, n, options, hidden_states))
+        let rows = StackedRows::new([(start, n)]);
+        self.run_layers(&mut x, &rows, first_layer, &mut [&mut cache], options, &mut hidden_states);
+        Ok(self.finish(x, &rows, options, hidden_states).pop().expect("one sequence"))
     }
 
     /// Checks an intervention's and a layer edit's shapes against the model.
@@ -296,15 +328,13 @@ impl LlamaModel {
         Ok(())
     }
 
-    /// Runs layers `first_layer..L` over `n` new positions starting at `start`.
-    #[allow(clippy::too_many_arguments)]
+    /// Runs layers `first_layer..L` over the stacked rows of every sequence.
     fn run_layers(
         &self,
         x: &mut [f32],
-        n: usize,
-        start: usize,
+        rows: &StackedRows,
         first_layer: usize,
-        cache: &mut KvCache,
+        caches: &mut [&mut KvCache],
         options: ForwardOptions<'_>,
         hidden_states: &mut Vec<Vec<Vec<f32>>>,
     ) {
@@ -312,31 +342,38 @@ impl LlamaModel {
         // With EditPath::Direct: the edited layer's output minus its clean output.
         let mut direct: Option<Vec<f32>> = None;
         for (l, layer) in self.weights.layers.iter().enumerate().skip(first_layer) {
+            let mut layer_caches: Vec<&mut LayerCache> = caches.iter_mut().map(|c| &mut c.layers[l]).collect();
             match (options.layer_edit.filter(|e| e.layer() == l), options.edit_path) {
-                (None, _) => self.layer_block(layer, x, n, start, &mut cache.layers[l], None),
+                (None, _) => self.layer_block(layer, x, rows, &mut layer_caches, None),
                 (Some(LayerEdit::Skip { .. }), EditPath::Total) => {
                     // The identity adds nothing; the layer's cache rows (never
                     // read: this sequence skips the layer at every position)
                     // keep every layer at the same length.
-                    cache.layers[l].push_zeros(n * self.config.kv_width());
+                    for (cache, range) in layer_caches.iter_mut().zip(rows.ranges()) {
+                        cache.push_zeros(range.len() * self.config.kv_width());
+                    }
                 }
                 (Some(LayerEdit::Weight(delta)), EditPath::Total) => {
-                    self.layer_block(layer, x, n, start, &mut cache.layers[l], Some(delta));
+                    self.layer_block(layer, x, rows, &mut layer_caches, Some(delta));
                 }
                 (Some(edit), EditPath::Direct) => {
                     // The edited layer on the same (clean) input, with keys and
                     // values of its own; the stream goes on with the clean output.
                     let mut edited = x.to_vec();
                     if let LayerEdit::Weight(delta) = edit {
-                        self.layer_block(layer, &mut edited, n, start, &mut cache.direct, Some(delta));
+                        let mut own: Vec<&mut LayerCache> = caches.iter_mut().map(|c| &mut c.direct).collect();
+                        self.layer_block(layer, &mut edited, rows, &mut own, Some(delta));
                     }
-                    self.layer_block(layer, x, n, start, &mut cache.layers[l], None);
+                    let mut layer_caches: Vec<&mut LayerCache> = caches.iter_mut().map(|c| &mut c.layers[l]).collect();
+                    self.layer_block(layer, x, rows, &mut layer_caches, None);
                     edited.iter_mut().zip(x.iter()).for_each(|(e, c)| *e -= c);
                     direct = Some(edited);
                 }
             }
             if let Some(intervention) = options.intervention {
-                intervention.patch_layer_output(l, x, start, h);
+                for (s, range) in rows.ranges().enumerate() {
+                    intervention.patch_layer_output(l, &mut x[range.start * h..range.end * h], rows.starts[s], h);
+                }
             }
             if options.hidden_states {
                 hidden_states.push(split_rows(x, h));
@@ -354,32 +391,46 @@ impl LlamaModel {
         &self,
         layer: &LayerWeights,
         x: &mut [f32],
-        n: usize,
-        start: usize,
-        cache: &mut LayerCache,
+        rows: &StackedRows,
+        caches: &mut [&mut LayerCache],
         delta: Option<&WeightDelta>,
     ) {
-        self.attention_block(layer, x, n, start, cache, delta);
-        self.mlp_block(layer, x, n, delta);
+        self.attention_block(layer, x, rows, caches, delta);
+        self.mlp_block(layer, x, rows.len(), delta);
     }
 
-    /// Final norm and output projection of the positions `options` asks for.
+    /// Final norm and output projection of the rows `options` asks for (all
+    /// sequences' in one product), split back into one output per sequence.
     fn finish(
         &self,
         x: Vec<f32>,
-        n: usize,
+        rows: &StackedRows,
         options: ForwardOptions<'_>,
-        hidden_states: Vec<Vec<Vec<f32>>>,
-    ) -> ForwardOutput {
+        mut hidden_states: Vec<Vec<Vec<f32>>>,
+    ) -> Vec<ForwardOutput> {
         let (cfg, h) = (&self.config, self.config.hidden_size);
-        let rows = match options.logits {
-            LogitsFor::LastPosition => &x[(n - 1) * h..],
-            LogitsFor::AllPositions => &x[..],
+        let (selected, per_sequence): (Vec<f32>, Vec<usize>) = match options.logits {
+            LogitsFor::LastPosition => {
+                let last = rows.ranges().flat_map(|r| x[(r.end - 1) * h..r.end * h].iter().copied()).collect();
+                (last, vec![1; rows.sequences()])
+            }
+            LogitsFor::AllPositions => (x, rows.ranges().map(|r| r.len()).collect()),
         };
-        let normed = rms_norm(rows, &self.weights.norm, cfg.rms_norm_eps);
+        let normed = rms_norm(&selected, &self.weights.norm, cfg.rms_norm_eps);
         let head = self.weights.output_projection();
-        let logits = split_rows(&head.forward(&normed, normed.len() / h), head.out_features());
-        ForwardOutput { logits, hidden_states }
+        let mut logits = split_rows(&head.forward(&normed, normed.len() / h), head.out_features());
+        // Split from the back, so each split moves only the last sequence's rows.
+        let mut outputs: Vec<ForwardOutput> = rows
+            .ranges()
+            .zip(per_sequence)
+            .rev()
+            .map(|(range, count)| ForwardOutput {
+                logits: logits.split_off(logits.len() - count),
+                hidden_states: hidden_states.iter_mut().map(|layer| layer.split_off(range.start)).collect(),
+            })
+            .collect();
+        outputs.reverse();
+        outputs
     }
 
     /// A [`WeightDelta`] for `matrix` of `layer` whose values are `noise()`
@@ -448,40 +499,44 @@ impl LlamaModel {
         sum
     }
 
-    /// `x += o_proj(attention(rope(q), rope(k), v))` over the cache plus the new positions.
+    /// `x += o_proj(attention(rope(q), rope(k), v))` over each sequence's cache
+    /// plus its new positions.
     fn attention_block(
         &self,
         layer: &LayerWeights,
         x: &mut [f32],
-        n: usize,
-        start: usize,
-        cache: &mut LayerCache,
+        rows: &StackedRows,
+        caches: &mut [&mut LayerCache],
         delta: Option<&WeightDelta>,
     ) {
         let cfg = &self.config;
-        let (hd, qw, kvw) = (cfg.head_dim, cfg.q_width(), cfg.kv_width());
+        let (hd, qw, kvw, n) = (cfg.head_dim, cfg.q_width(), cfg.kv_width(), rows.len());
         let normed = rms_norm(x, &layer.input_layernorm, cfg.rms_norm_eps);
         let mut q = project(layer, LayerMatrix::AttnQ, delta, &normed, n);
         let mut k = project(layer, LayerMatrix::AttnK, delta, &normed, n);
         let v = project(layer, LayerMatrix::AttnV, delta, &normed, n);
-        for i in 0..n {
-            apply_rope(&mut q[i * qw..(i + 1) * qw], start + i, &self.inv_freq);
-            apply_rope(&mut k[i * kvw..(i + 1) * kvw], start + i, &self.inv_freq);
+        for (r, &(_, position)) in rows.positions.iter().enumerate() {
+            apply_rope(&mut q[r * qw..(r + 1) * qw], position, &self.inv_freq);
+            apply_rope(&mut k[r * kvw..(r + 1) * kvw], position, &self.inv_freq);
         }
-        cache.keys.extend_from_slice(&k);
-        cache.values.extend_from_slice(&v);
+        for (cache, range) in caches.iter_mut().zip(rows.ranges()) {
+            cache.keys.extend_from_slice(&k[range.start * kvw..range.end * kvw]);
+            cache.values.extend_from_slice(&v[range.start * kvw..range.end * kvw]);
+        }
 
-        let (keys, values) = (&cache.keys, &cache.values);
+        let caches: Vec<&LayerCache> = caches.iter().map(|c| &**c).collect();
         let (heads, group) = (cfg.num_attention_heads, cfg.group_size());
         let scale = 1.0 / (hd as f32).sqrt();
         let mut attn = vec![0.0f32; n * qw];
-        // One task per (new position, query head): it owns head_dim outputs.
+        // One task per (row, query head): it owns head_dim outputs.
         let head_output = |(idx, out): (usize, &mut [f32])| {
-            let (i, head) = (idx / heads, idx % heads);
-            let query = &q[i * qw + head * hd..i * qw + (head + 1) * hd];
+            let (r, head) = (idx / heads, idx % heads);
+            let (sequence, position) = rows.positions[r];
+            let (keys, values) = (&caches[sequence].keys, &caches[sequence].values);
+            let query = &q[r * qw + head * hd..r * qw + (head + 1) * hd];
             let kv_offset = (head / group) * hd;
-            // Causal mask: position start+i sees keys 0..=start+i.
-            let visible = start + i + 1;
+            // Causal mask: a position sees its own sequence's keys 0..=position.
+            let visible = position + 1;
             let mut scores: Vec<f32> = (0..visible)
                 .map(|s| dot(query, &keys[s * kvw + kv_offset..s * kvw + kv_offset + hd]) * scale)
                 .collect();
@@ -491,7 +546,8 @@ impl LlamaModel {
                 out.iter_mut().zip(value).for_each(|(o, v)| *o += p * v);
             }
         };
-        if n * heads * (start + n) < PARALLEL_MIN_ATTENTION_PAIRS {
+        let pairs: usize = heads * rows.positions.iter().map(|&(_, p)| p + 1).sum::<usize>();
+        if pairs < PARALLEL_MIN_ATTENTION_PAIRS {
             attn.chunks_mut(hd).enumerate().for_each(head_output);
         } else {
             attn.par_chunks_mut(hd).enumerate().for_each(head_output);
@@ -500,7 +556,7 @@ impl LlamaModel {
         x.iter_mut().zip(&projected).for_each(|(a, b)| *a += b);
     }
 
-    /// `x += down(silu(gate(norm(x))) * up(norm(x)))`.
+    /// `x += down(silu(gate(norm(x))) * up(norm(x)))` over `n` rows.
     fn mlp_block(&self, layer: &LayerWeights, x: &mut [f32], n: usize, delta: Option<&WeightDelta>) {
         let normed = rms_norm(x, &layer.post_attention_layernorm, self.config.rms_norm_eps);
         let mut gate = project(layer, LayerMatrix::MlpGate, delta, &normed, n);
@@ -508,6 +564,43 @@ impl LlamaModel {
         gate.iter_mut().zip(&up).for_each(|(g, u)| *g = silu(*g) * u);
         let down = project(layer, LayerMatrix::MlpDown, delta, &gate, n);
         x.iter_mut().zip(&down).for_each(|(a, b)| *a += b);
+    }
+}
+
+/// The rows of a forward pass, every sequence's new positions stacked in
+/// order: sequence `s` owns rows `offsets[s]..offsets[s + 1]` of the
+/// `[rows, hidden]` activations, at positions `starts[s]..` of its own cache.
+struct StackedRows {
+    offsets: Vec<usize>,
+    starts: Vec<usize>,
+    /// Per row: its sequence and absolute position.
+    positions: Vec<(usize, usize)>,
+}
+
+impl StackedRows {
+    /// From each sequence's `(cached positions, new positions)`.
+    fn new(sequences: impl IntoIterator<Item = (usize, usize)>) -> Self {
+        let (mut offsets, mut starts, mut positions) = (vec![0], Vec::new(), Vec::new());
+        for (s, (start, n)) in sequences.into_iter().enumerate() {
+            positions.extend((start..start + n).map(|p| (s, p)));
+            offsets.push(positions.len());
+            starts.push(start);
+        }
+        StackedRows { offsets, starts, positions }
+    }
+
+    /// Rows of all sequences.
+    fn len(&self) -> usize {
+        self.positions.len()
+    }
+
+    fn sequences(&self) -> usize {
+        self.starts.len()
+    }
+
+    /// Each sequence's rows.
+    fn ranges(&self) -> impl DoubleEndedIterator<Item = std::ops::Range<usize>> + ExactSizeIterator + '_ {
+        self.offsets.windows(2).map(|w| w[0]..w[1])
     }
 }
 
@@ -843,6 +936,141 @@ mod tests {
         let mut wrong = model.weight_delta(0, LayerMatrix::MlpGate, || 0.0).unwrap();
         wrong.matrix = LayerMatrix::MlpDown;
         assert!(run(&LayerEdit::Weight(wrong)).is_err());
+    }
+
+    /// A random model built in memory: `layers` layers of width `hidden`,
+    /// `heads` query heads sharing `kv_heads` key/value heads (grouped-query
+    /// attention), an untied output projection.
+    fn random_model(layers: usize, hidden: usize, heads: usize, kv_heads: usize, seed: u64) -> LlamaModel {
+        let (inter, vocab) = (3 * hidden, 53);
+        let config = ModelConfig::from_json(&format!(
+            r#"{{"hidden_size": {hidden}, "intermediate_size": {inter}, "num_hidden_layers": {layers},
+               "num_attention_heads": {heads}, "num_key_value_heads": {kv_heads}, "vocab_size": {vocab},
+               "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "bos_token_id": 1, "eos_token_id": 2,
+               "tie_word_embeddings": false, "max_position_embeddings": 64}}"#
+        ))
+        .unwrap();
+        let mut seed = seed;
+        let mut matrix =
+            |out: usize, inp: usize| Linear::new(pseudo_random(out * inp, &mut seed), None, out, inp).unwrap();
+        let (qw, kvw) = (config.q_width(), config.kv_width());
+        let layers = (0..layers)
+            .map(|_| LayerWeights {
+                input_layernorm: vec![1.0; hidden],
+                q_proj: matrix(qw, hidden),
+                k_proj: matrix(kvw, hidden),
+                v_proj: matrix(kvw, hidden),
+                o_proj: matrix(hidden, qw),
+                post_attention_layernorm: vec![1.0; hidden],
+                gate_proj: matrix(inter, hidden),
+                up_proj: matrix(inter, hidden),
+                down_proj: matrix(hidden, inter),
+            })
+            .collect();
+        let weights = ModelWeights {
+            embed_tokens: matrix(vocab, hidden),
+            layers,
+            norm: vec![1.0; hidden],
+            lm_head: Some(matrix(vocab, hidden)),
+        };
+        LlamaModel::new(config, weights)
+    }
+
+    fn bits(rows: &[Vec<f32>]) -> Vec<Vec<u32>> {
+        rows.iter().map(|r| r.iter().map(|v| v.to_bits()).collect()).collect()
+    }
+
+    /// Sequences of different lengths, after different numbers of cached
+    /// positions (none, 2, 5), in one pass: each gets the logits and hidden
+    /// states of its own pass, bit for bit, and its cache the same keys and
+    /// values; then decode steps of all three at once, likewise.
+    fn check_batch_equals_one_at_a_time(model: &LlamaModel) {
+        let sequences: [&[u32]; 3] = [&[1, 5, 9, 3, 10, 4, 7], &[2, 8, 8, 1], &[6, 3, 9, 1, 1, 2, 5, 4, 10]];
+        let cached = [0, 2, 5];
+        let options = ForwardOptions { logits: LogitsFor::AllPositions, hidden_states: true, ..Default::default() };
+        let prefixed = |s: usize| {
+            let mut cache = model.new_cache();
+            if cached[s] > 0 {
+                model.forward(&sequences[s][..cached[s]], &mut cache, options).unwrap();
+            }
+            cache
+        };
+        let mut alone: Vec<KvCache> = (0..3).map(prefixed).collect();
+        let mut together: Vec<KvCache> = (0..3).map(prefixed).collect();
+        let expected: Vec<ForwardOutput> =
+            (0..3).map(|s| model.forward(&sequences[s][cached[s]..], &mut alone[s], options).unwrap()).collect();
+        let tails: Vec<&[u32]> = (0..3).map(|s| &sequences[s][cached[s]..]).collect();
+        let got = model.forward_batch(&tails, &mut together.iter_mut().collect::<Vec<_>>(), options).unwrap();
+        assert_eq!(got.len(), 3);
+        for s in 0..3 {
+            assert_eq!(bits(&got[s].logits), bits(&expected[s].logits), "sequence {s} logits");
+            assert_eq!(got[s].logits.len(), tails[s].len());
+            assert_eq!(got[s].hidden_states, expected[s].hidden_states, "sequence {s} hidden states");
+            assert_eq!(together[s].len(), sequences[s].len());
+            for (a, b) in together[s].layers.iter().zip(&alone[s].layers) {
+                assert_eq!((&a.keys, &a.values), (&b.keys, &b.values), "sequence {s} cache");
+            }
+        }
+        // Decode steps: one token each, last-position logits.
+        for step in 0..3u32 {
+            let ids: Vec<[u32; 1]> = (0..3).map(|s| [(step * 3 + s + 1) % 11]).collect();
+            let expected: Vec<Vec<Vec<f32>>> = (0..3)
+                .map(|s| model.forward(&ids[s], &mut alone[s], ForwardOptions::default()).unwrap().logits)
+                .collect();
+            let tokens: Vec<&[u32]> = ids.iter().map(|t| &t[..]).collect();
+            let got = model
+                .forward_batch(&tokens, &mut together.iter_mut().collect::<Vec<_>>(), ForwardOptions::default())
+                .unwrap();
+            for s in 0..3 {
+                assert_eq!(bits(&got[s].logits), bits(&expected[s]), "step {step} sequence {s}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_batch_of_sequences_of_different_lengths_equals_each_alone_bit_for_bit() {
+        check_batch_equals_one_at_a_time(&tiny_model());
+        check_batch_equals_one_at_a_time(&tiny_model_stored(Storage::ShardedBf16));
+    }
+
+    #[test]
+    fn a_batch_on_grouped_query_attention_checkpoints_equals_each_alone_bit_for_bit() {
+        // 4 query heads on 2 KV heads, and 8 on 1; width 48 (not a multiple of the
+        // 16-row blocks, an eight-lane tail in head_dim 12) and 64.
+        check_batch_equals_one_at_a_time(&random_model(2, 48, 4, 2, 7));
+        check_batch_equals_one_at_a_time(&random_model(3, 64, 8, 1, 11));
+    }
+
+    #[test]
+    fn greedy_decoding_in_a_batch_stops_each_sequence_on_its_own() {
+        use crate::replay::decode::{greedy_decode, greedy_decode_batch};
+        for model in [tiny_model(), random_model(2, 48, 4, 2, 3)] {
+            // Budgets 0, 1, 5 and 9: sequences leave the batch at different steps.
+            let prompts: [(&[u32], usize); 4] = [(&[1, 5, 9], 5), (&[1, 2], 0), (&[4, 4, 4, 4, 4, 10], 9), (&[7], 1)];
+            let batch = greedy_decode_batch(&model, &prompts).unwrap();
+            for (&(ids, budget), got) in prompts.iter().zip(&batch) {
+                let alone = greedy_decode(&model, ids, budget).unwrap();
+                assert_eq!(got.greedy_ids, alone.greedy_ids, "{ids:?}");
+                assert_eq!(got.ended_with_eos, alone.ended_with_eos);
+                let p = |d: &crate::replay::GreedyDecode| d.p_eos.iter().map(|p| p.to_bits()).collect::<Vec<_>>();
+                assert_eq!(p(got), p(&alone), "{ids:?}");
+                assert_eq!(got.last_prompt_logits, alone.last_prompt_logits);
+                assert!(got.greedy_ids.len() <= budget);
+            }
+            assert!(greedy_decode_batch(&model, &[]).unwrap().is_empty());
+        }
+    }
+
+    #[test]
+    fn a_batch_with_one_bad_sequence_runs_nothing() {
+        let model = tiny_model();
+        let (mut a, mut b) = (model.new_cache(), model.new_cache());
+        let tokens: [&[u32]; 2] = [&[1, 2, 3], &[VOCAB as u32]];
+        assert!(model.forward_batch(&tokens, &mut [&mut a, &mut b], ForwardOptions::default()).is_err());
+        assert_eq!((a.len(), a.layers[0].keys.len()), (0, 0), "the valid sequence's cache is untouched");
+        let empty: [&[u32]; 2] = [&[1], &[]];
+        assert!(model.forward_batch(&empty, &mut [&mut a, &mut b], ForwardOptions::default()).is_err());
+        assert!(model.forward_batch(&tokens[..1], &mut [&mut a, &mut b], ForwardOptions::default()).is_err());
     }
 
     #[test]

@@ -286,6 +286,17 @@ impl CudaModel {
         Ok(host.chunks_exact(head.out_features).map(<[f32]>::to_vec).collect())
     }
 
+    /// [`Self::forward`] for several sequences, `tokens[s]` after the
+    /// positions of `caches[s]`, one sequence after another.
+    pub fn forward_batch(
+        &self,
+        tokens: &[&[u32]],
+        caches: &mut [&mut CudaKvCache],
+        which: LogitsFor,
+    ) -> Result<Vec<Vec<Vec<f32>>>> {
+        tokens.iter().zip(caches.iter_mut()).map(|(t, c)| self.forward(t, c, which)).collect()
+    }
+
     /// Makes room for `positions` positions in every layer of `cache`.
     fn reserve(&self, cache: &mut CudaKvCache, positions: usize) -> Result<()> {
         if positions <= cache.capacity {
