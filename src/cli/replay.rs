@@ -97,6 +97,11 @@ pub struct ReplayArgs {
     /// Decode each suspect this many times and report any difference between runs.
     #[arg(long, default_value_t = 1)]
     repeat: usize,
+    /// Decode this many suspects together, one forward pass per step over all
+    /// of them (fewer when memory would not hold them); 1 replays one suspect
+    /// per thread. Verdicts are the same either way.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..))]
+    batch: u16,
     /// Print the run summary as JSON instead of one text line.
     #[arg(long)]
     json: bool,
@@ -211,7 +216,12 @@ pub fn run_replay(args: &ReplayArgs, out: &mut impl Write) -> anyhow::Result<()>
     let run = ReplayRun {
         predicate: args.predicate.clone(),
         limit: args.limit,
-        options: ReplayOptions { threshold: args.threshold, max_new_tokens: args.max_new_tokens, repeat: args.repeat },
+        options: ReplayOptions {
+            threshold: args.threshold,
+            max_new_tokens: args.max_new_tokens,
+            repeat: args.repeat,
+            batch: usize::from(args.batch),
+        },
         model_name: ReplayModel::name_of(&args.model.model),
         progress: args.quiet.progress(),
     };

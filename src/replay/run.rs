@@ -12,7 +12,7 @@ use rayon::prelude::*;
 use serde::Serialize;
 
 use super::kv_cache;
-use super::verdict::{replay_suspect, ReplayOptions, Suspect, Verdict};
+use super::verdict::{replay_batch, replay_suspect, ReplayOptions, Suspect, Verdict};
 use super::verdicts::{self, RunInfo};
 use super::ReplayModel;
 use crate::dataset::DatasetRoot;
@@ -80,14 +80,23 @@ pub fn replay_dataset(
     let replayed_at_micros = chrono::Utc::now().timestamp_micros();
     let suspects = rt.block_on(verdicts::select_suspects(dataset, run.predicate.as_deref(), run.limit))?;
     let progress = Progress::items(run.progress, suspects.len() as u64, "suspects");
-    let at_once = suspects_at_once(replay, &suspects, &options, crate::resources::threads());
     let mut rows = Vec::with_capacity(suspects.len());
-    for group in suspects.chunks(at_once) {
-        rows.par_extend(group.par_iter().map(|s| {
-            let row = replay_suspect(replay, s, &options);
-            progress.inc(1);
-            row
-        }));
+    if options.batch > 1 {
+        // One batch at a time, its matrix products on every thread.
+        for group in suspects.chunks(suspects_at_once(replay, &suspects, &options, options.batch)) {
+            rows.extend(replay_batch(replay, group, &options));
+            progress.inc(group.len() as u64);
+        }
+    } else {
+        // One suspect per thread.
+        let at_once = suspects_at_once(replay, &suspects, &options, crate::resources::threads());
+        for group in suspects.chunks(at_once) {
+            rows.par_extend(group.par_iter().map(|s| {
+                let row = replay_suspect(replay, s, &options);
+                progress.inc(1);
+                row
+            }));
+        }
     }
     drop(progress);
     let mut summary = ReplaySummary {
@@ -122,11 +131,12 @@ pub fn replay_dataset(
     Ok(summary)
 }
 
-/// How many suspects replay at once: one per thread, fewer where half the
+/// How many suspects replay at once: `at_most` (one per thread, or the
+/// batch size), fewer where half the
 /// memory available would not hold that many of the longest suspect's
 /// sequences (its logged text at about two bytes a token, plus the
 /// continuation, within the context window).
-fn suspects_at_once(replay: &ReplayModel, suspects: &[Suspect], options: &ReplayOptions, threads: usize) -> usize {
+fn suspects_at_once(replay: &ReplayModel, suspects: &[Suspect], options: &ReplayOptions, at_most: usize) -> usize {
     let config = replay.model.config();
     let longest = suspects
         .iter()
@@ -136,5 +146,5 @@ fn suspects_at_once(replay: &ReplayModel, suspects: &[Suspect], options: &Replay
     let tokens = (longest / 2 + options.max_new_tokens + 2).min(config.max_position_embeddings.max(1));
     let each = kv_cache::sequence_bytes(config, tokens).max(1) as u64;
     let budget = crate::resources::memory_share(0.5, 256 << 20, u64::MAX);
-    ((budget / each) as usize).clamp(1, threads.max(1))
+    ((budget / each) as usize).clamp(1, at_most.max(1))
 }

@@ -186,6 +186,45 @@ fn replay_limit_and_bad_flags() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("--threshold 1.5"));
 }
 
+#[test]
+fn batched_replay_gives_each_suspect_the_verdict_it_gets_alone() {
+    let tmp = tempfile::tempdir().unwrap();
+    let g = golden();
+    let cases = g["cases"].as_array().expect("cases");
+    // Every golden case cut after 1, 2 and 4 words and whole (its `</s>`
+    // dropped): prompts and outputs of many lengths, some natural stops.
+    let mut lines = Vec::new();
+    for (i, case) in cases.iter().enumerate() {
+        let prompt = case["prompt"].as_str().unwrap();
+        let text = case["greedy_text"].as_str().unwrap();
+        let words: Vec<&str> = text.split(' ').collect();
+        for take in [1, 2, 4, words.len()] {
+            let output = words[..take.min(words.len())].join(" ");
+            lines.push(line(&format!("{i}-{take}"), prompt, &output));
+        }
+    }
+    lines.push(line("z-blank", "  ", " a star."));
+    let log = tmp.path().join("log.jsonl");
+    std::fs::write(&log, lines.join("\n") + "\n").unwrap();
+    let data = tmp.path().join("data");
+    common::ingest(&[log.to_str().unwrap()], &data, &[]);
+    let columns = "request_id, verdict, reason, p_eos_at_cut, continuation, continuation_ended_with_eos, \
+                   prompt_tokens_replayed, output_tokens_replayed, deterministic";
+    let sql = format!("SELECT {columns} FROM replay_verdicts ORDER BY request_id");
+    let alone = replay(&data, &["--repeat", "2"]);
+    let want = common::query(&data, &sql);
+    assert_eq!(alone["suspects"], lines.len(), "{alone}");
+    assert!(alone["natural_stop"].as_u64() > Some(0) && alone["confirmed_truncation"].as_u64() > Some(0), "{alone}");
+    for batch in ["3", "64"] {
+        let summary = replay(&data, &["--repeat", "2", "--batch", batch]);
+        assert_eq!(summary["nondeterministic"], 0, "{summary}");
+        // Bit for bit: P(EOS) is compared as the JSON number it is written as.
+        assert_eq!(common::query(&data, &sql), want, "--batch {batch}");
+    }
+    let zero = common::tokscope_output(&["replay", "--data", data.to_str().unwrap(), "--batch", "0"]);
+    assert!(!zero.status.success() && String::from_utf8_lossy(&zero.stderr).contains("--batch"));
+}
+
 /// Whether this process can see a CUDA GPU (only possible with the feature).
 fn gpu_present() -> bool {
     #[cfg(feature = "cuda")]

@@ -13,7 +13,7 @@
 
 pub use tokscope_core::catalog::replay_verdicts::{Verdict, VerdictRow};
 
-use super::ReplayModel;
+use super::{GreedyDecode, ReplayModel};
 use crate::error::Result;
 
 /// Default `--threshold`: P(EOS) at or above it makes the cut a natural stop.
@@ -41,11 +41,14 @@ pub struct ReplayOptions {
     pub max_new_tokens: usize,
     /// Times each suspect is decoded; with 2 or more, runs are compared bit for bit.
     pub repeat: usize,
+    /// Suspects decoded together in one batch ([`replay_batch`]); 1 replays
+    /// each alone. Verdicts do not depend on it.
+    pub batch: usize,
 }
 
 impl Default for ReplayOptions {
     fn default() -> Self {
-        ReplayOptions { threshold: DEFAULT_THRESHOLD, max_new_tokens: CONTINUATION_TOKENS, repeat: 1 }
+        ReplayOptions { threshold: DEFAULT_THRESHOLD, max_new_tokens: CONTINUATION_TOKENS, repeat: 1, batch: 1 }
     }
 }
 
@@ -58,16 +61,101 @@ pub fn replay_suspect(replay: &ReplayModel, suspect: &Suspect, options: &ReplayO
     }
 }
 
+/// Replays `suspects` as one batch: each is prepared alone (tokenized,
+/// checked against the context window), those left to decode are decoded
+/// together ([`ReplayModel::greedy_ids_batch`]), `repeat` times. The rows
+/// equal [`replay_suspect`]'s one by one; when the batch cannot run (one
+/// sequence it cannot take), each suspect is replayed alone, so only that one
+/// gets an `error` verdict.
+pub fn replay_batch(replay: &ReplayModel, suspects: &[Suspect], options: &ReplayOptions) -> Vec<VerdictRow> {
+    let prepared: Vec<Result<Prepared>> = suspects.iter().map(|s| prepare(replay, s, options)).collect();
+    let pending: Vec<(&[u32], usize)> = prepared
+        .iter()
+        .filter_map(|p| match p {
+            Ok(Prepared::Decode { ids, budget, .. }) => Some((ids.as_slice(), *budget)),
+            _ => None,
+        })
+        .collect();
+    let runs: Result<Vec<Vec<GreedyDecode>>> =
+        (0..options.repeat.max(1)).map(|_| replay.greedy_ids_batch(&pending)).collect();
+    let Ok(runs) = runs else {
+        return suspects.iter().map(|s| replay_suspect(replay, s, options)).collect();
+    };
+    let mut decoded = 0;
+    prepared
+        .into_iter()
+        .zip(suspects)
+        .map(|(p, suspect)| {
+            let row = match p {
+                Ok(Prepared::Done(row)) => Ok(row),
+                Ok(Prepared::Decode { row, .. }) => {
+                    let repeats: Vec<GreedyDecode> = runs.iter().map(|run| run[decoded].clone()).collect();
+                    decoded += 1;
+                    finish(replay, row, repeats, options)
+                }
+                Err(e) => Err(e),
+            };
+            row.unwrap_or_else(|e| VerdictRow::error(&suspect.request_id, e.to_string()))
+        })
+        .collect()
+}
+
+/// A suspect ready to decode, or already judged without decoding.
+enum Prepared {
+    Done(VerdictRow),
+    Decode { row: VerdictRow, ids: Vec<u32>, budget: usize },
+}
+
 fn try_replay(replay: &ReplayModel, suspect: &Suspect, options: &ReplayOptions) -> Result<VerdictRow> {
+    match prepare(replay, suspect, options)? {
+        Prepared::Done(row) => Ok(row),
+        Prepared::Decode { row, ids, budget } => {
+            let repeats =
+                (0..options.repeat.max(1)).map(|_| replay.greedy_ids(&ids, budget)).collect::<Result<Vec<_>>>()?;
+            finish(replay, row, repeats, options)
+        }
+    }
+}
+
+/// The verdict of a decoded suspect from its decodes (`repeat` of them, the
+/// first one kept; later ones compared with it bit for bit).
+fn finish(
+    replay: &ReplayModel,
+    mut row: VerdictRow,
+    repeats: Vec<GreedyDecode>,
+    options: &ReplayOptions,
+) -> Result<VerdictRow> {
+    let mut repeats = repeats.into_iter();
+    let first = repeats.next().ok_or_else(|| model_err!("no decode of {}", row.request_id))?;
+    let mut deterministic = None;
+    for again in repeats {
+        let same = again.greedy_ids == first.greedy_ids
+            && again.p_eos.len() == first.p_eos.len()
+            && again.p_eos.iter().zip(&first.p_eos).all(|(a, b)| a.to_bits() == b.to_bits());
+        deterministic = Some(deterministic.unwrap_or(true) && same);
+    }
+    let p_eos = first.p_eos.first().copied().unwrap_or(f64::NAN);
+    row.verdict = if p_eos >= options.threshold { Verdict::NaturalStop } else { Verdict::ConfirmedTruncation };
+    row.reason = None;
+    row.p_eos_at_cut = Some(p_eos);
+    row.continuation = Some(replay.tokenizer.decode(&first.greedy_ids)?);
+    row.continuation_ended_with_eos = Some(first.ended_with_eos);
+    row.deterministic = deterministic;
+    Ok(row)
+}
+
+/// Tokenizes a suspect and checks it against the context window: its
+/// verdict when that settles it, else the ids to decode and the budget.
+fn prepare(replay: &ReplayModel, suspect: &Suspect, options: &ReplayOptions) -> Result<Prepared> {
     let id = &suspect.request_id;
     let Some(prompt) = suspect.prompt.as_deref() else {
-        return Ok(VerdictRow::error(id, "prompt is null"));
+        return Ok(Prepared::Done(VerdictRow::error(id, "prompt is null")));
     };
     if prompt.trim().is_empty() {
-        return Ok(VerdictRow::error(id, "empty prompt"));
+        return Ok(Prepared::Done(VerdictRow::error(id, "empty prompt")));
     }
     let Some(raw_output) = suspect.model_output.as_deref() else {
-        return Ok(VerdictRow::error(id, "model_output is null"));
+        return Ok(Prepared::Done(VerdictRow::error(id, "model_output is null")));
     };
     let config = replay.model.config();
     let eos_texts: Vec<String> = config.eos_token_ids.iter().filter_map(|&e| replay.tokenizer.token_text(e)).collect();
@@ -99,7 +187,7 @@ fn try_replay(replay: &ReplayModel, suspect: &Suspect, options: &ReplayOptions) 
         row.reason = Some(format!("prompt + output is {total} tokens; the context window is {window}"));
         row.cut_in_special_token = in_special;
         row.cut_in_utf8_char = in_char;
-        return Ok(row);
+        return Ok(Prepared::Done(row));
     }
     // The logged text ends at the cut: inspect its tail (the prompt when the output is empty).
     let tail = if output.is_empty() { prompt } else { output };
@@ -109,23 +197,7 @@ fn try_replay(replay: &ReplayModel, suspect: &Suspect, options: &ReplayOptions) 
     let ids: Vec<u32> = prompt_ids.iter().chain(&output_ids).copied().collect();
     // Every decoded token is run once more for its P(EOS), so stay inside the window.
     let budget = options.max_new_tokens.min(window - total);
-    let first = replay.greedy_ids(&ids, budget)?;
-    let mut deterministic = None;
-    for _ in 1..options.repeat.max(1) {
-        let again = replay.greedy_ids(&ids, budget)?;
-        let same = again.greedy_ids == first.greedy_ids
-            && again.p_eos.len() == first.p_eos.len()
-            && again.p_eos.iter().zip(&first.p_eos).all(|(a, b)| a.to_bits() == b.to_bits());
-        deterministic = Some(deterministic.unwrap_or(true) && same);
-    }
-    let p_eos = first.p_eos.first().copied().unwrap_or(f64::NAN);
-    row.verdict = if p_eos >= options.threshold { Verdict::NaturalStop } else { Verdict::ConfirmedTruncation };
-    row.reason = None;
-    row.p_eos_at_cut = Some(p_eos);
-    row.continuation = Some(replay.tokenizer.decode(&first.greedy_ids)?);
-    row.continuation_ended_with_eos = Some(first.ended_with_eos);
-    row.deterministic = deterministic;
-    Ok(row)
+    Ok(Prepared::Decode { row, ids, budget })
 }
 
 /// Removes one trailing EOS marker text (`</s>`), so a complete output whose
