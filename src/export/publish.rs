@@ -432,12 +432,22 @@ fn point_link(root: &Path, name: &str, target: &Path) -> Result<()> {
 fn remove_unlinked_generations(root: &Path) -> Result<()> {
     let generations = root.join(GENERATIONS);
     let Ok(entries) = std::fs::read_dir(&generations) else { return Ok(()) };
-    let linked: std::collections::HashSet<PathBuf> = std::fs::read_dir(root)
-        .map_err(|e| Error::io(root.display(), e))?
-        .filter_map(|e| e.ok())
-        .filter_map(|e| std::fs::read_link(e.path()).ok())
-        .filter_map(|target| target.file_name().map(PathBuf::from))
-        .collect();
+    let mut linked = std::collections::HashSet::new();
+    for entry in std::fs::read_dir(root).map_err(|e| Error::io(root.display(), e))?.filter_map(|e| e.ok()) {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.starts_with('.') {
+            // A link `point_link` made but a killed export never renamed
+            // into place names nothing a reader sees: not kept, and removed
+            // once its process is gone.
+            if stale_link(&name) {
+                let _ = std::fs::remove_file(entry.path());
+            }
+            continue;
+        }
+        if let Some(generation) = std::fs::read_link(entry.path()).ok().and_then(|t| t.file_name().map(PathBuf::from)) {
+            linked.insert(generation);
+        }
+    }
     for entry in entries.filter_map(|e| e.ok()) {
         if !linked.contains(&PathBuf::from(entry.file_name())) {
             let path = entry.path();
@@ -445,6 +455,14 @@ fn remove_unlinked_generations(root: &Path) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Whether `name` is a `.<link>.link-<pid>` file of a process that no
+/// longer runs (known only where `/proc` is).
+fn stale_link(name: &str) -> bool {
+    let Some((_, pid)) = name.rsplit_once(".link-") else { return false };
+    let Ok(pid) = pid.parse::<u32>() else { return false };
+    pid != std::process::id() && Path::new("/proc/self").exists() && !Path::new(&format!("/proc/{pid}")).exists()
 }
 
 /// The date of a generation's name (`2024-06-10-3` -> `2024-06-10`; a

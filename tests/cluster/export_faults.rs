@@ -165,3 +165,34 @@ fn a_killed_export_to_an_object_store_leaves_latest_whole() {
         check(&format!("kill {i}"));
     }
 }
+
+#[test]
+fn a_link_a_killed_export_never_moved_does_not_keep_its_generation() {
+    // An export killed between making its new `latest` link and renaming it
+    // into place leaves `.latest.link-<pid>` naming its generation: the next
+    // export removes both, and keeps what the visible links name.
+    let dir = tempfile::tempdir().unwrap();
+    let samples = common::repo().join("sample_logs");
+    let data = dir.path().join("data");
+    common::ingest(&[samples.to_str().unwrap()], &data, &["--threads", "2"]);
+    let site = dir.path().join("site");
+    let (data, to) = (data.to_str().unwrap(), site.to_str().unwrap());
+    common::tokscope(&export_args(data, to, "2024-06-01"));
+    let orphan = site.join(".exports/2024-06-02-7");
+    std::fs::create_dir_all(&orphan).unwrap();
+    let mut gone = Command::new("true").spawn().unwrap();
+    let dead = gone.id();
+    gone.wait().unwrap();
+    let leftover = site.join(format!(".latest.link-{dead}"));
+    std::os::unix::fs::symlink(".exports/2024-06-02-7", &leftover).unwrap();
+    common::tokscope(&export_args(data, to, "2024-06-03"));
+    assert!(!orphan.exists(), "the generation only a leftover link named was kept");
+    assert!(std::fs::symlink_metadata(&leftover).is_err(), "the leftover link was kept");
+    let mut generations: Vec<String> = std::fs::read_dir(site.join(".exports"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    generations.sort();
+    assert_eq!(generations, ["2024-06-01-1", "2024-06-03-8"]);
+    assert_eq!(csvs(&site.join("latest")), csvs(&site.join("2024-06-03")));
+}
