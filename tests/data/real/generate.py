@@ -28,11 +28,12 @@ def write(name, text):
         f.write(text)
 
 
-def litellm_files(base):
-    """LiteLLM: the GCS bucket logger's NDJSON of StandardLoggingPayloads."""
+def litellm_calls(base):
+    """Runs the LiteLLM calls both LiteLLM files log (3 calls, the third a
+    tool call; a 4th streamed with usage) against the loopback server and
+    returns each success callback's arguments (kwargs, response, start, end)."""
     import litellm
     from litellm.integrations.custom_logger import CustomLogger
-    from litellm.integrations.gcs_bucket.gcs_bucket import GCSBucketLogger
 
     calls = []
 
@@ -55,12 +56,19 @@ def litellm_files(base):
         if len(calls) == 4:
             break
         time.sleep(0.1)
+    return calls
+
+
+def litellm_files(calls):
+    """LiteLLM: the GCS bucket logger's NDJSON of StandardLoggingPayloads."""
+    from litellm.integrations.gcs_bucket.gcs_bucket import GCSBucketLogger
+
     # The GCS bucket logger's own serialisation of a batch (one object per line).
     items = [{"payload": kw["standard_logging_object"], "kwargs": kw} for kw, *_ in calls]
     write("litellm_gcs.ndjson", GCSBucketLogger._combine_payloads_to_ndjson(None, items) + "\n")
 
 
-def litellm_pubsub_v1_file(base):
+def litellm_pubsub_v1_file(calls):
     """LiteLLM: the SpendLogsPayload its GCS Pub/Sub logger publishes with
     litellm.gcs_pub_sub_use_v1 (times as datetimes, which its
     json.dumps(message, default=str) writes as text). The logger itself
@@ -70,31 +78,8 @@ def litellm_pubsub_v1_file(base):
     built by the function that logger calls, get_logging_payload (the proxy's
     spend-log builder, free), from the callback's own arguments, and
     serialised by the logger's own expression."""
-    import litellm
-    from litellm.integrations.custom_logger import CustomLogger
     from litellm.proxy.spend_tracking.spend_tracking_utils import get_logging_payload
 
-    calls = []
-
-    class Capture(CustomLogger):
-        def log_success_event(self, kwargs, response_obj, start_time, end_time):
-            calls.append((kwargs, response_obj, start_time, end_time))
-
-    litellm.callbacks = [Capture()]
-    for prompt in PROMPTS:
-        extra = {"tools": TOOLS} if "weather" in prompt else {}
-        litellm.completion(model="openai/gpt-4o-mini", api_base=base, api_key="sk-loopback",
-                           messages=[{"role": "user", "content": prompt}], max_tokens=4 if "long" in prompt else 64,
-                           **extra)
-    stream = litellm.completion(model="openai/gpt-4o-mini", api_base=base, api_key="sk-loopback", stream=True,
-                                stream_options={"include_usage": True},
-                                messages=[{"role": "user", "content": PROMPTS[0]}])
-    for _ in stream:
-        pass
-    for _ in range(50):
-        if len(calls) == 4:
-            break
-        time.sleep(0.1)
     lines = []
     for kwargs, response_obj, start_time, end_time in calls:
         message = get_logging_payload(kwargs=kwargs, response_obj=response_obj, start_time=start_time,
@@ -247,8 +232,11 @@ def otel_files(base):
 
 def main():
     base = fake_openai.start()
-    litellm_files(base)
-    litellm_pubsub_v1_file(base)
+    # Both LiteLLM files log the same calls (LiteLLM reports a second
+    # series of calls in one process only in part).
+    calls = litellm_calls(base)
+    litellm_files(calls)
+    litellm_pubsub_v1_file(calls)
     langfuse_file()
     otel_files(base)
     stream_file(base)
