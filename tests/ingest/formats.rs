@@ -671,6 +671,7 @@ file                                               format         framing       
 tests/data/real/anthropic_sdk_messages.jsonl       anthropic      lines             3     3         0                 0         0  -
 tests/data/real/langfuse_api_observations.json     langfuse       json_records      1     1         0                 1         0  generation without usage_details (level ERROR: 429 Rate limit reached)
 tests/data/real/litellm_gcs.ndjson                 litellm        lines             4     4         0                 0         0  -
+tests/data/real/litellm_pubsub_v1.ndjson           litellm        lines             4     4         0                 0         0  -
 tests/data/real/openai_stream.sse                  openai_stream  event_stream      2     2         0                 0         0  -
 tests/data/real/otel_openinference.jsonl           otel           lines             3     3         0                 0         0  -
 tests/data/real/otel_openllmetry.jsonl             otel           lines             3     3         0                 0         0  -
@@ -679,7 +680,7 @@ tests/data/real/tgi_flash_llama.json               tgi            json_records  
 tests/data/real/tgi_flash_llama_all_params.json    tgi            json_records      1     1         0                 0         0  -
 tests/data/real/tgi_flash_llama_grammar_json.json  tgi            json_records      1     1         0                 0         0  -
 tests/data/real/vllm_request_outputs.jsonl         vllm           lines             2     2         0                 0         0  -
-11 file(s), 1 with rejects
+12 file(s), 1 with rejects
 ";
     assert_eq!(table, want);
     // Without the file that rejects: exit 0; --json gives each file's counts.

@@ -367,7 +367,16 @@ impl ExecutionPlan for WatchedJobExec {
                         item = results.next() => return match item {
                             None => None,
                             Some(Ok(batch)) => Some((Ok(batch), Some((results, alarm)))),
-                            Some(Err(e)) => Some((Err(watch.explain(job.job_id(), e).await), None)),
+                            Some(Err(e)) => {
+                                // A job the watch cancelled can fail ("Cancelled") before the
+                                // watch has returned why it cancelled it: its reason wins.
+                                if e.to_string().contains("Cancelled") {
+                                    if let Ok(Err(why)) = tokio::time::timeout(2 * ANSWER_TIMEOUT, &mut alarm).await {
+                                        return Some((Err(DataFusionError::External(Box::new(why))), None));
+                                    }
+                                }
+                                Some((Err(watch.explain(job.job_id(), e).await), None))
+                            }
                         },
                         stuck = &mut alarm => match stuck {
                             Err(e) => return Some((Err(DataFusionError::External(Box::new(e))), None)),

@@ -215,6 +215,26 @@ mod tests {
     use super::*;
 
     #[test]
+    fn greedy_decoding_in_a_batch_stops_each_sequence_on_its_own() {
+        use super::super::model::tests::{random_model, tiny_model};
+        for model in [tiny_model(), random_model(2, 48, 4, 2, 3)] {
+            // Budgets 0, 1, 5 and 9: sequences leave the batch at different steps.
+            let prompts: [(&[u32], usize); 4] = [(&[1, 5, 9], 5), (&[1, 2], 0), (&[4, 4, 4, 4, 4, 10], 9), (&[7], 1)];
+            let batch = greedy_decode_batch(&model, &prompts).unwrap();
+            for (&(ids, budget), got) in prompts.iter().zip(&batch) {
+                let alone = greedy_decode(&model, ids, budget).unwrap();
+                assert_eq!(got.greedy_ids, alone.greedy_ids, "{ids:?}");
+                assert_eq!(got.ended_with_eos, alone.ended_with_eos);
+                let p = |d: &GreedyDecode| d.p_eos.iter().map(|p| p.to_bits()).collect::<Vec<_>>();
+                assert_eq!(p(got), p(&alone), "{ids:?}");
+                assert_eq!(got.last_prompt_logits, alone.last_prompt_logits);
+                assert!(got.greedy_ids.len() <= budget);
+            }
+            assert!(greedy_decode_batch(&model, &[]).unwrap().is_empty());
+        }
+    }
+
+    #[test]
     fn argmax_prefers_the_first_of_equal_maxima() {
         assert_eq!(argmax(&[0.0, 3.0, 1.0, 3.0]), 1);
     }

@@ -625,7 +625,7 @@ fn split_rows(flat: &[f32], width: usize) -> Vec<Vec<f32>> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::replay::intervention::{EmbeddingNoise, HiddenPatch};
     use safetensors::tensor::TensorView;
@@ -730,7 +730,7 @@ mod tests {
         LlamaModel::from_dir(dir.path()).unwrap()
     }
 
-    fn tiny_model() -> LlamaModel {
+    pub(crate) fn tiny_model() -> LlamaModel {
         tiny_model_stored(Storage::SingleF32)
     }
 
@@ -941,7 +941,7 @@ mod tests {
     /// A random model built in memory: `layers` layers of width `hidden`,
     /// `heads` query heads sharing `kv_heads` key/value heads (grouped-query
     /// attention), an untied output projection.
-    fn random_model(layers: usize, hidden: usize, heads: usize, kv_heads: usize, seed: u64) -> LlamaModel {
+    pub(crate) fn random_model(layers: usize, hidden: usize, heads: usize, kv_heads: usize, seed: u64) -> LlamaModel {
         let (inter, vocab) = (3 * hidden, 53);
         let config = ModelConfig::from_json(&format!(
             r#"{{"hidden_size": {hidden}, "intermediate_size": {inter}, "num_hidden_layers": {layers},
@@ -1039,26 +1039,6 @@ mod tests {
         // 16-row blocks, an eight-lane tail in head_dim 12) and 64.
         check_batch_equals_one_at_a_time(&random_model(2, 48, 4, 2, 7));
         check_batch_equals_one_at_a_time(&random_model(3, 64, 8, 1, 11));
-    }
-
-    #[test]
-    fn greedy_decoding_in_a_batch_stops_each_sequence_on_its_own() {
-        use crate::replay::decode::{greedy_decode, greedy_decode_batch};
-        for model in [tiny_model(), random_model(2, 48, 4, 2, 3)] {
-            // Budgets 0, 1, 5 and 9: sequences leave the batch at different steps.
-            let prompts: [(&[u32], usize); 4] = [(&[1, 5, 9], 5), (&[1, 2], 0), (&[4, 4, 4, 4, 4, 10], 9), (&[7], 1)];
-            let batch = greedy_decode_batch(&model, &prompts).unwrap();
-            for (&(ids, budget), got) in prompts.iter().zip(&batch) {
-                let alone = greedy_decode(&model, ids, budget).unwrap();
-                assert_eq!(got.greedy_ids, alone.greedy_ids, "{ids:?}");
-                assert_eq!(got.ended_with_eos, alone.ended_with_eos);
-                let p = |d: &crate::replay::GreedyDecode| d.p_eos.iter().map(|p| p.to_bits()).collect::<Vec<_>>();
-                assert_eq!(p(got), p(&alone), "{ids:?}");
-                assert_eq!(got.last_prompt_logits, alone.last_prompt_logits);
-                assert!(got.greedy_ids.len() <= budget);
-            }
-            assert!(greedy_decode_batch(&model, &[]).unwrap().is_empty());
-        }
     }
 
     #[test]
