@@ -246,7 +246,8 @@ pub const JOBS: &[Job] = &[
     job!(
         "recall",
         "retrieval recall of evaluation records per model x context bin: mean, P50, P10",
-        tables: [EVALS]
+        tables: [EVALS],
+        page: 25
     ),
     job!(
         "recall_at_k",

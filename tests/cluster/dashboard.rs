@@ -86,9 +86,9 @@ fn each_chart_has_a_wide_and_a_narrow_svg_with_a_viewbox() {
     let wide = html.matches(r#"data-layout="wide" viewBox="0 0 640 "#).count();
     let narrow = html.matches(r#"data-layout="narrow" viewBox="0 0 360 "#).count();
     assert_eq!(wide, narrow);
-    // 38 specs; replay verdicts are per model (3 figures), mediation per metric (2),
+    // 39 specs; replay verdicts are per model (3 figures), mediation per metric (2),
     // the three engine charts per arm (2 each); each A/B chart draws its one metric.
-    assert_eq!(wide, 38 + 2 + 1 + 3);
+    assert_eq!(wide, 39 + 2 + 1 + 3);
     assert!(!html.contains(r#"<svg width="#), "plotters' fixed-size root must be replaced");
 }
 
@@ -374,7 +374,7 @@ fn page_for_50_models_9_bins_90_days_is_under_2_mib() {
 // ---------------------------------------------------------------- exported studies
 
 /// The charts of the token-timing, load-test, engine, A/B and model-internals studies.
-const STUDY_CHARTS: [&str; 24] = [
+const STUDY_CHARTS: [&str; 25] = [
     "first_token",
     "last_token",
     "itl_jitter",
@@ -395,6 +395,7 @@ const STUDY_CHARTS: [&str; 24] = [
     "head_waste",
     "moe_load",
     "quality",
+    "recall",
     "composite",
     "drift_kl",
     "drift_share",
@@ -514,6 +515,7 @@ fn exported_studies_draw_one_mark_per_row_of_their_job_in_chromium() {
         ("gateway_engine", "gateway_engine", &["prefill_ms_p50", "decode_ms_p50", "overhead_ms_p50"]),
         ("moe_load", "moe_load", &["imbalance_max_mean", "load_cv"]),
         ("quality", "quality", &["bleu4_mean", "factscore_mean", "f1_fact"]),
+        ("recall", "recall", &["recall_mean", "recall_p10"]),
         ("composite", "composite", &["composite"]),
         ("drift_kl", "drift", &["kl_bits_mean", "kl_bits_p95"]),
         ("drift_share", "drift", &["drift_share"]),
@@ -729,22 +731,32 @@ fn studies_whose_tables_are_absent_are_left_out_of_the_export() {
         "head_waste",
         "moe_load",
         "quality",
+        "recall",
         "composite",
         "drift_kl",
         "drift_share",
     ] {
         assert!(!html.contains(&format!(r#"data-chart="{id}""#)), "{id} drawn without its table");
     }
-    for table in
-        ["gateway_engine", "engine", "kv_cache_peak", "ab", "head_waste", "moe_load", "quality", "composite", "drift"]
-    {
+    for table in [
+        "gateway_engine",
+        "engine",
+        "kv_cache_peak",
+        "ab",
+        "head_waste",
+        "moe_load",
+        "quality",
+        "recall",
+        "composite",
+        "drift",
+    ] {
         assert!(!latest.join(format!("{table}.csv")).exists(), "{table} ran without its input");
     }
     for note in [
         "Not in this dataset (no `gateway_engine` table).",
         "Not in this dataset (no `engine` or `kv_cache_peak` table).",
         "Not in this dataset (no `ab` table).",
-        "Not in this dataset (no `composite` or `drift` or `head_waste` or `moe_load` or `quality` table).",
+        "Not in this dataset (no `composite` or `drift` or `head_waste` or `moe_load` or `quality` or `recall` table).",
     ] {
         assert!(html.contains(note), "missing note: {note}");
     }

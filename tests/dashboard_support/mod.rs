@@ -718,6 +718,35 @@ pub fn composite(models: &[String], rng: &mut Rng) -> RecordBatch {
     .unwrap()
 }
 
+/// The `recall` table (sql/recall.sql): one row per model x context bin,
+/// recall falling with the context's length.
+pub fn recall(models: &[String], rng: &mut Rng) -> RecordBatch {
+    let (mut model, mut bin, mut evals, mut scored, mut mean, mut p50, mut p10) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for m in models {
+        for (i, b) in BINS.iter().enumerate() {
+            let m_recall = (0.97 - 0.05 * i as f64 * rng.around(1.0, 0.3)).clamp(0.0, 1.0);
+            model.push(m.clone());
+            bin.push(b.to_string());
+            evals.push(60);
+            scored.push(58);
+            mean.push(Some(m_recall));
+            p50.push(Some((m_recall + 0.02).min(1.0)));
+            p10.push(Some((m_recall - 0.2).max(0.0)));
+        }
+    }
+    RecordBatch::try_from_iter([
+        ("model", strings(model)),
+        ("context_bin", strings(bin)),
+        ("evals", ints(evals)),
+        ("recall_scored", ints(scored)),
+        ("recall_mean", floats(mean)),
+        ("recall_p50", floats(p50)),
+        ("recall_p10", floats(p10)),
+    ])
+    .unwrap()
+}
+
 /// The `drift` table (sql/drift.sql): one row per query-length bin.
 pub fn drift(rng: &mut Rng) -> RecordBatch {
     let bins = ["short", "medium", "long"];
@@ -739,7 +768,7 @@ pub fn drift(rng: &mut Rng) -> RecordBatch {
 /// 2-layer x 12-position mediation heatmap per metric, DE and IE of 4 layers, an A/B table, a load test
 /// (120 one-minute windows, its summary, gateway vs engine), token timing
 /// (jitter), engine profiles (two arms, the peak KV cache of 16 GPUs) and model internals (4 x 8 head waste,
-/// 4 MoE layers, quality, composite, drift).
+/// 4 MoE layers, quality, recall, composite, drift).
 pub fn realistic(models: &[String], days: i32) -> DashboardInput {
     let mut rng = Rng::new(7);
     let mut input = DashboardInput::new(
@@ -778,6 +807,7 @@ pub fn realistic(models: &[String], days: i32) -> DashboardInput {
         .with_table("composite", vec![composite(models, &mut rng)])
         .with_table("drift", vec![drift(&mut rng)])
         .with_table("kv_cache_peak", vec![kv_cache_peak(&mut rng)])
+        .with_table("recall", vec![recall(models, &mut rng)])
 }
 
 pub fn model_names(n: usize) -> Vec<String> {

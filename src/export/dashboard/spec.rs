@@ -809,6 +809,24 @@ pub const BUILTIN_CHARTS: &[ChartSpec] = &[
         ..ChartSpec::BASE
     },
     ChartSpec {
+        id: "recall",
+        section: "Model internals",
+        tables: &["recall"],
+        title: "Retrieval recall per context length",
+        caption: "Mean recall of the evaluation records (solid) and its 10th percentile (lighter), per model and \
+                  context bin of the request each record scores: where long contexts lose facts.",
+        x: Axis { column: "context_bin", label: "Context bin", unit: Unit::Category("") },
+        values: &[ValueColumn::new("recall_mean", "mean"), ValueColumn::new("recall_p10", "P10")],
+        value_label: "Recall",
+        unit: Unit::Other("0-1"),
+        table_only: &[
+            TableColumn { column: "evals", label: "Evaluations", unit: Unit::Count("records") },
+            TableColumn { column: "recall_scored", label: "Recall scored", unit: Unit::Count("records") },
+            TableColumn { column: "recall_p50", label: "Recall P50", unit: Unit::Other("0-1") },
+        ],
+        ..ChartSpec::BASE
+    },
+    ChartSpec {
         id: "composite",
         section: "Model internals",
         tables: &["composite"],
