@@ -44,6 +44,13 @@ const FORGOTTEN_AFTER: Duration = Duration::from_secs(5);
 /// Longest wait for the scheduler to answer one of the watch's requests.
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// Why the watch gave up on a job: the error to report, and the job to
+/// cancel once its results are no longer read.
+struct Stuck {
+    error: Error,
+    cancel: Option<JobId>,
+}
+
 /// What a client watches its jobs on the scheduler at `host:port` for.
 #[derive(Debug, Clone)]
 pub struct JobWatch {
@@ -94,7 +101,7 @@ impl JobWatch {
     /// is cancelled). Resolves `Ok` once the job ended, or when the scheduler
     /// stopped answering: Ballista's own poll then fails, and [`Self::explain`]
     /// says why.
-    async fn until_stuck(&self, job: Arc<DistributedQueryExec<LogicalPlanNode>>) -> Result<(), Error> {
+    async fn until_stuck(&self, job: Arc<DistributedQueryExec<LogicalPlanNode>>) -> Result<(), Stuck> {
         let started = Instant::now();
         let mut client = None;
         let mut known_at: Option<Instant> = None;
@@ -105,7 +112,10 @@ impl JobWatch {
             let Some(id) = job.job_id() else {
                 // Not accepted yet: planning on the scheduler counts against the timeout too.
                 if self.no_progress.is_some_and(|limit| started.elapsed() > limit) {
-                    return Err(self.no_progress_error(None, "not accepted by the scheduler", 0));
+                    return Err(Stuck {
+                        error: self.no_progress_error(None, "not accepted by the scheduler", 0),
+                        cancel: None,
+                    });
                 }
                 continue;
             };
@@ -118,7 +128,7 @@ impl JobWatch {
                 Ok(None) => {
                     // Just accepted, or lost with a restarted scheduler.
                     if known_at.is_some() || started.elapsed() > FORGOTTEN_AFTER {
-                        return Err(self.forgotten(&id));
+                        return Err(Stuck { error: self.forgotten(&id), cancel: None });
                     }
                     continue;
                 }
@@ -134,10 +144,18 @@ impl JobWatch {
                 progress = now;
                 progressed_at = Instant::now();
             } else if progressed_at.elapsed() > limit {
-                let request = c.cancel_job(CancelJobParams { job_id: id.to_string() });
-                let _ = tokio::time::timeout(ANSWER_TIMEOUT, request).await;
-                return Err(self.no_progress_error(Some(&id), state, progress.1.unwrap_or(0)));
+                let error = self.no_progress_error(Some(&id), state, progress.1.unwrap_or(0));
+                return Err(Stuck { error, cancel: Some(id) });
             }
+        }
+    }
+
+    /// Asks the scheduler to cancel `job` (best effort: a scheduler that
+    /// does not answer has nothing left to run it).
+    async fn cancel(&self, job: &JobId) {
+        if let Some(mut c) = self.client().await {
+            let request = c.cancel_job(CancelJobParams { job_id: job.to_string() });
+            let _ = tokio::time::timeout(ANSWER_TIMEOUT, request).await;
         }
     }
 
@@ -367,19 +385,18 @@ impl ExecutionPlan for WatchedJobExec {
                         item = results.next() => return match item {
                             None => None,
                             Some(Ok(batch)) => Some((Ok(batch), Some((results, alarm)))),
-                            Some(Err(e)) => {
-                                // A job the watch cancelled can fail ("Cancelled") before the
-                                // watch has returned why it cancelled it: its reason wins.
-                                if e.to_string().contains("Cancelled") {
-                                    if let Ok(Err(why)) = tokio::time::timeout(2 * ANSWER_TIMEOUT, &mut alarm).await {
-                                        return Some((Err(DataFusionError::External(Box::new(why))), None));
-                                    }
-                                }
-                                Some((Err(watch.explain(job.job_id(), e).await), None))
-                            }
+                            Some(Err(e)) => Some((Err(watch.explain(job.job_id(), e).await), None)),
                         },
                         stuck = &mut alarm => match stuck {
-                            Err(e) => return Some((Err(DataFusionError::External(Box::new(e))), None)),
+                            Err(Stuck { error, cancel }) => {
+                                // Stop reading the job before cancelling it, so its
+                                // "Cancelled" never takes the place of the reason.
+                                drop(results);
+                                if let Some(id) = cancel {
+                                    watch.cancel(&id).await;
+                                }
+                                return Some((Err(DataFusionError::External(Box::new(error))), None));
+                            }
                             // The job ended: only its results are left to read.
                             Ok(()) => alarm = futures::future::pending().boxed(),
                         },
