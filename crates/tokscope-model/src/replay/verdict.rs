@@ -81,7 +81,8 @@ pub fn replay_batch(replay: &ReplayModel, suspects: &[Suspect], options: &Replay
     let Ok(runs) = runs else {
         return suspects.iter().map(|s| replay_suspect(replay, s, options)).collect();
     };
-    let mut decoded = 0;
+    // Each run's decodes in suspect order, taken (not copied) one suspect at a time.
+    let mut runs: Vec<_> = runs.into_iter().map(Vec::into_iter).collect();
     prepared
         .into_iter()
         .zip(suspects)
@@ -89,8 +90,9 @@ pub fn replay_batch(replay: &ReplayModel, suspects: &[Suspect], options: &Replay
             let row = match p {
                 Ok(Prepared::Done(row)) => Ok(row),
                 Ok(Prepared::Decode { row, .. }) => {
-                    let repeats: Vec<GreedyDecode> = runs.iter().map(|run| run[decoded].clone()).collect();
-                    decoded += 1;
+                    // A run short of this suspect leaves no decodes: `finish` says so.
+                    let repeats: Vec<GreedyDecode> =
+                        runs.iter_mut().map(Iterator::next).collect::<Option<_>>().unwrap_or_default();
                     finish(replay, row, repeats, options)
                 }
                 Err(e) => Err(e),
