@@ -29,7 +29,12 @@
 #    cuda gives the same greedy ids and last logits within 1e-3, and --device
 #    auto takes the GPU;
 # 6. replay: the bundled sample logs ingested and their suspects replayed on
-#    each device give the same verdicts and continuations, P(EOS) within 1e-4.
+#    each device give the same verdicts and continuations, P(EOS) within 1e-4;
+# 7. user: the README's main job (`tokscope run`) with every default on this
+#    machine's cores and memory, and the test matrix that runs the product
+#    as other machines would (tests/ingest/machines.rs: run, ingest, export,
+#    compact and replay at 1 to 64 threads under a simulated container
+#    budget), from the packed test binary.
 # TOKSCOPE_CUDA_FORWARD=1 turns the CUDA forward pass on while
 # replay::cuda::FORWARD_AVAILABLE is false (until this check has passed). Logs and JSON: BENCH_DIR (default
 # target/bench/gpu).
@@ -45,7 +50,7 @@ build_bins() {
   cargo build --release --bin tokscope --example random_checkpoint || return 1
   strip -o "$dest/tokscope" "$release/tokscope" || return 1
   strip -o "$dest/random_checkpoint" "$release/examples/random_checkpoint" || return 1
-  cargo test --release --no-run --test model --message-format=json \
+  cargo test --release --no-run --test model --test ingest --message-format=json \
     | python3 -c '
 import json, sys
 for line in sys.stdin:
@@ -202,6 +207,16 @@ sys.exit(0 if same and diff < 1e-4 else 1)
 PY
 }
 step replay replay_check
+
+# The README's first command as a user runs it (the packed binary for `cargo
+# run --`): no flags, every default derived from this machine; then the
+# thread-count matrix of the test suite.
+user_commands() {
+  "$bin/tokscope" run || return 1
+  nproc
+  TOKSCOPE_BIN=$bin/tokscope "$bin/ingest" machines:: --test-threads=1
+}
+step user user_commands
 
 python3 - "$work" <<'PY'
 import json, os, sys

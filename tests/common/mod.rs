@@ -8,9 +8,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-/// The `tokscope` binary under test.
+/// The `tokscope` binary under test: the one cargo built with the tests,
+/// or `TOKSCOPE_BIN` (a test binary copied to another machine with its
+/// `tokscope`, as `bench/gpu_check.sh` does).
 pub fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_tokscope")
+    static BIN: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    BIN.get_or_init(|| std::env::var("TOKSCOPE_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_tokscope").to_string()))
 }
 
 /// `tests/data/`: real trace excerpts, the LiteLLM price table and the tiny
