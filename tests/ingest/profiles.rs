@@ -335,3 +335,35 @@ fn gateway_and_engine_token_rows_of_one_request_are_both_kept() {
     assert_eq!(jitter[0]["tokens"], 3);
     assert!((jitter[0]["itl_std_ms"].as_f64().unwrap() - 12.5f64.sqrt()).abs() < 1e-12);
 }
+
+/// vLLM's own records (tests/data/real/vllm_request_outputs.jsonl) are their
+/// requests and the engine's profiles of them: the `engine` job reads the
+/// metrics' queue, prefill and decode times. By hand: both records queued
+/// 15.625 ms, prefilled 62.5 ms and decoded 125 ms; prompts of 8 and 24
+/// tokens (one 0-1K bin), 0 and 16 of them from the prefix cache; the
+/// overhead is latency - prefill - decode = 203.125 - 62.5 - 125 = 15.625 ms.
+#[test]
+fn vllm_metrics_feed_the_engine_job() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("ds");
+    let file = data_dir().join("real/vllm_request_outputs.jsonl");
+    let summary = ingest(&[file.to_str().unwrap()], &out, &[]);
+    assert_eq!(summary["totals"]["profiles_written"], 2, "{summary}");
+    let rows = job_rows(&out, "engine");
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    let r = &rows[0];
+    assert_eq!((r["profiles"].as_u64(), r["matched"].as_u64()), (Some(2), Some(2)), "{r}");
+    assert_eq!(r["context_bin"], "0-1K", "{r}");
+    for (column, expected) in [
+        ("queue_p50_ms", 15.625),
+        ("queue_p95_ms", 15.625),
+        ("prefill_p50_ms", 62.5),
+        ("decode_p50_ms", 125.0),
+        ("overhead_p50_ms", 15.625),
+        ("kv_cache_hit_rate", 1.0 / 3.0),
+    ] {
+        let got = num(&r[column]).unwrap_or_else(|| panic!("{column} is null: {r}"));
+        assert!((got - expected).abs() < 1e-9, "{column}: {got} != {expected}");
+    }
+    assert!(r["decode_step_std_p50_ms"].is_null(), "vLLM logs no per-step times: {r}");
+}

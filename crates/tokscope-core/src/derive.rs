@@ -723,7 +723,10 @@ pub fn decode_ms(decode_latency_ms: &[Option<f64>]) -> Option<f64> {
 
 /// Every derived column of a profiling record.
 pub fn derive_profile<'r>(rec: &'r ProfileRecord<'_>) -> ProfileDerived<'r> {
-    let decode = decode_ms(&rec.decode_latency_ms);
+    let decode = match (rec.decode_latency_ms.is_empty(), rec.decode_total_ms) {
+        (true, Some(total)) => Some(total),
+        _ => decode_ms(&rec.decode_latency_ms),
+    };
     ProfileDerived {
         decode_ms: decode,
         engine_ms: decode.map(|d| rec.prefill_latency_ms + d),
@@ -796,6 +799,10 @@ mod tests {
         assert_eq!(d.decode_step_std_ms, Some((3.5f64 / 3.0).sqrt()), "an unusable entry is left out");
         assert_eq!(d.day, 19_875); // 2024-06-01
         assert_eq!(decode_ms(&[]), Some(0.0));
+        // An engine that logs the decode time as one figure (vLLM's metrics).
+        let rec = ProfileRecord { decode_latency_ms: Vec::new(), decode_total_ms: Some(500.0), ..rec };
+        let d = derive_profile(&rec);
+        assert_eq!((d.decode_ms, d.engine_ms, d.decode_step_std_ms), (Some(500.0), Some(545.0), None));
     }
 
     #[test]

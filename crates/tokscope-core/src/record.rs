@@ -174,6 +174,12 @@ pub struct ProfileRecord<'a> {
     /// One entry per generated token; `None` for an entry that is not a
     /// finite, non-negative number (flagged in `issues`).
     pub decode_latency_ms: Vec<Option<f64>>,
+    /// The decode time as one figure, for an engine that logs no per-token
+    /// entries (vLLM's request metrics): used when `decode_latency_ms` is empty.
+    pub decode_total_ms: Option<f64>,
+    /// Tokens generated, for an engine that logs no per-token entries; else
+    /// the number of entries.
+    pub decode_tokens: Option<i64>,
     /// Unknown keys of the input object, as a compact JSON object.
     pub extra: Option<String>,
     /// Problems found in the record (it is kept; see docs/metrics.md).
@@ -195,6 +201,8 @@ impl ProfileRecord<'_> {
             queue_ms: self.queue_ms,
             prefill_latency_ms: self.prefill_latency_ms,
             decode_latency_ms: self.decode_latency_ms,
+            decode_total_ms: self.decode_total_ms,
+            decode_tokens: self.decode_tokens,
             extra: self.extra,
             issues: self.issues,
         }

@@ -13,22 +13,26 @@ fn real(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/data/real").join(name)
 }
 
-/// What reading a file gave: its detected format, counts, `requests` rows and reject errors.
+/// What reading a file gave: its detected format, counts, `requests` and
+/// `profiles` rows and reject errors.
 struct Read {
     format: Option<&'static str>,
     counts: LineCounts,
     requests: Vec<RecordBatch>,
+    profiles: Vec<RecordBatch>,
     errors: Vec<String>,
 }
 
 fn read_with(name: &str, builder: ReaderBuilder) -> Read {
     let bytes = std::fs::read(real(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
     let mut reader = builder.with_chunk_bytes(4096).build(std::io::Cursor::new(bytes), name);
-    let (mut counts, mut requests, mut errors) = (LineCounts::default(), Vec::new(), Vec::new());
+    let (mut counts, mut requests, mut profiles, mut errors) =
+        (LineCounts::default(), Vec::new(), Vec::new(), Vec::new());
     for slices in &mut reader {
         for s in slices.expect("a chunk parses") {
             counts.add(&s.counts);
             requests.extend(s.requests.map(|d| d.batch));
+            profiles.extend(s.profiles.map(|d| d.batch));
             if let Some(r) = s.rejects {
                 let e = r.column_by_name("error").unwrap().as_any().downcast_ref::<StringArray>().unwrap().clone();
                 errors.extend(e.iter().map(|x| x.unwrap_or_default().to_string()));
@@ -37,7 +41,7 @@ fn read_with(name: &str, builder: ReaderBuilder) -> Read {
     }
     let format = reader.format().map(Format::name);
     assert!(counts.reconciles(), "{name}: {counts:?}");
-    Read { format, counts, requests, errors }
+    Read { format, counts, requests, profiles, errors }
 }
 
 fn read(name: &str) -> Read {
@@ -540,6 +544,20 @@ fn vllm_request_outputs_with_their_metrics() {
     assert_eq!((c.lines_read, c.rows_written, c.lines_rejected, c.tokens_written), (2, 2, 0, 3), "{:?}", r.errors);
     assert_eq!(r.text("request_id"), [s("0"), s("1")]);
     assert_eq!(r.ts(), [1_737_710_446_000_000, 1_737_710_447_500_000], "metrics.arrival_time");
+    // Each record is also the engine's profile of its request: time_in_queue
+    // (V0) or scheduled_ts - queued_ts (V1), the prefill time below, and
+    // last_token_time - first_token_time (V1: last_token_ts - first_token_ts);
+    // num_cached_tokens / len(prompt_token_ids) (0/8, 16/24).
+    assert_eq!(c.profiles_written, 2);
+    let profiles = Read { requests: r.profiles.clone(), profiles: Vec::new(), errors: Vec::new(), ..r };
+    assert_eq!(profiles.text("request_id"), [s("0"), s("1")]);
+    assert_ms(&profiles.float("queue_ms"), &[Some(15.625), Some(15.625)], "queue_ms");
+    assert_ms(&profiles.float("prefill_latency_ms"), &[Some(62.5), Some(62.5)], "profiles.prefill_latency_ms");
+    assert_ms(&profiles.float("decode_ms"), &[Some(125.0), Some(125.0)], "decode_ms");
+    assert_ms(&profiles.float("engine_ms"), &[Some(187.5), Some(187.5)], "engine_ms");
+    assert_eq!(profiles.int("decode_tokens"), [Some(3), Some(4)]);
+    assert_eq!(profiles.float("kv_cache_hit_ratio"), [Some(0.0), Some(16.0 / 24.0)]);
+    assert_eq!(profiles.float("decode_step_std_ms"), [None, None], "no per-step times logged");
     assert_eq!(r.text("model"), [s("vllm:vllm_request_outputs"), s("vllm:vllm_request_outputs")]);
     // len(prompt_token_ids), len(outputs[0].token_ids), num_cached_tokens.
     assert_eq!(r.int("prompt_tokens"), [Some(8), Some(24)]);

@@ -36,9 +36,9 @@ table! {
         queue_ms: Float64 nullable = p.queue_ms,
         /// Time spent in prefill.
         prefill_latency_ms: Float64 = p.prefill_latency_ms,
-        /// Entries of decode_latency_ms (generated tokens as the engine counts them).
-        decode_tokens: Int64 = i64::try_from(p.decode_latency_ms.len()).unwrap_or(i64::MAX),
-        /// Sum of decode_latency_ms; null when an entry is not a usable number.
+        /// Entries of decode_latency_ms (generated tokens as the engine counts them), or the tokens an engine without per-token entries logs.
+        decode_tokens: Int64 = p.decode_tokens.unwrap_or_else(|| i64::try_from(p.decode_latency_ms.len()).unwrap_or(i64::MAX)),
+        /// Sum of decode_latency_ms (or the decode time an engine without per-token entries logs); null when an entry is not a usable number.
         decode_ms: Float64 nullable = d.decode_ms,
         /// prefill_latency_ms + decode_ms.
         engine_ms: Float64 nullable = d.engine_ms,

@@ -136,6 +136,7 @@ impl<'a> ProfileLine<'a> {
             decode_latency_ms,
             extra: extra_json(&self.extra),
             issues,
+            ..Default::default()
         })
     }
 }

@@ -10,7 +10,10 @@
 //! `scheduled_ts`, `first_token_ts`, `last_token_ts`, and
 //! `first_token_latency`). Times are read into `ts`, `ttft_ms`,
 //! `latency_ms` and `prefill_latency_ms`; the queue, decode and engine step
-//! times, which no column holds, into `extra` in milliseconds.
+//! times into `extra` in milliseconds. A record whose metrics give the
+//! prefill time is also the engine's profile of the request: a `profiles` row
+//! (queue, prefill and decode time, decoded tokens, prefix-cache hit ratio),
+//! so the `engine` job analyses vLLM's own timings.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -19,8 +22,8 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::fields;
-use super::{LineContext, LogFormat, Parsed, Probe};
-use crate::record::{RequestRecord, TokenRecord};
+use super::{LineContext, LogFormat, Parsed, Probe, Row};
+use crate::record::{ProfileRecord, RequestRecord, TokenRecord};
 
 /// Keys of a `RequestOutput` that are read; the others go to `extra`.
 const KNOWN_KEYS: &[&str] =
@@ -99,11 +102,14 @@ fn span_ms(field: &str, from: Option<f64>, to: Option<f64>) -> Result<Option<f64
     }
 }
 
-/// The request's timings: TTFT, latency, prefill, and what goes to `extra`.
+/// The request's timings: TTFT, latency, prefill, queue and decode, and
+/// what goes to `extra`.
 struct Timings {
     ttft_ms: Option<f64>,
     latency_ms: Option<f64>,
     prefill_ms: Option<f64>,
+    queue_ms: Option<f64>,
+    decode_ms: Option<f64>,
     extra: Vec<(&'static str, f64)>,
 }
 
@@ -120,18 +126,21 @@ impl Metrics {
             // wall-clock arrival: intervals between them only.
             let ttft_ms = fields::seconds_to_ms("first_token_latency", self.first_token_latency.filter(|&t| t > 0.0))?;
             let decode_ms = span_ms("last_token_ts - first_token_ts", self.first_token_ts, self.last_token_ts)?;
-            keep("queue_ms", span_ms("scheduled_ts - queued_ts", self.queued_ts, self.scheduled_ts)?);
+            let queue_ms = span_ms("scheduled_ts - queued_ts", self.queued_ts, self.scheduled_ts)?;
+            keep("queue_ms", queue_ms);
             keep("decode_ms", decode_ms);
             let latency_ms = match (ttft_ms, decode_ms) {
                 (Some(t), Some(d)) => Some((t * 1e3 + d * 1e3).round() / 1e3),
                 _ => None,
             };
             let prefill_ms = span_ms("first_token_ts - scheduled_ts", self.scheduled_ts, self.first_token_ts)?;
-            return Ok(Timings { ttft_ms, latency_ms, prefill_ms, extra });
+            return Ok(Timings { ttft_ms, latency_ms, prefill_ms, queue_ms, decode_ms, extra });
         }
         let end = self.finished_time.or(self.last_token_time);
-        keep("queue_ms", fields::seconds_to_ms("time_in_queue", self.time_in_queue)?);
-        keep("decode_ms", span_ms("last_token_time - first_token_time", self.first_token_time, self.last_token_time)?);
+        let queue_ms = fields::seconds_to_ms("time_in_queue", self.time_in_queue)?;
+        let decode_ms = span_ms("last_token_time - first_token_time", self.first_token_time, self.last_token_time)?;
+        keep("queue_ms", queue_ms);
+        keep("decode_ms", decode_ms);
         keep("scheduler_ms", fields::seconds_to_ms("scheduler_time", self.scheduler_time)?);
         keep("model_forward_ms", fields::duration_ms("model_forward_time", self.model_forward_time)?);
         keep("model_execute_ms", fields::seconds_to_ms("model_execute_time", self.model_execute_time)?);
@@ -143,6 +152,8 @@ impl Metrics {
                 self.first_scheduled_time,
                 self.first_token_time,
             )?,
+            queue_ms,
+            decode_ms,
             extra,
         })
     }
@@ -169,8 +180,12 @@ fn token_rows<'a>(logprobs: Vec<HashMap<Cow<'a, str>, Logprob<'a>>>, token_ids: 
         .collect()
 }
 
-/// Parses one `RequestOutput` line.
-pub fn parse<'a>(line: &'a [u8], ctx: &LineContext<'_>) -> Result<RequestRecord<'a>, String> {
+/// Parses one `RequestOutput` line: its request, and its engine profile
+/// when the metrics give the prefill time and the record names its request.
+pub fn parse<'a>(
+    line: &'a [u8],
+    ctx: &LineContext<'_>,
+) -> Result<(RequestRecord<'a>, Option<ProfileRecord<'a>>), String> {
     let r: RequestOutput<'a> = fields::from_json(line).map_err(|e| format!("invalid vLLM RequestOutput: {e}"))?;
     if r.finished == Some(false) {
         return Err("an unfinished RequestOutput (a streamed delta): log the final one".into());
@@ -205,7 +220,23 @@ pub fn parse<'a>(line: &'a [u8], ctx: &LineContext<'_>) -> Result<RequestRecord<
         }
         None => (None, None, Vec::new()),
     };
-    Ok(RequestRecord {
+    let profile = match (&r.request_id, timings.prefill_ms) {
+        (Some(id), Some(prefill_latency_ms)) => Some(ProfileRecord {
+            request_id: id.clone(),
+            ts_micros: Some(ts_micros),
+            kv_cache_hit_ratio: r
+                .num_cached_tokens
+                .and(prompt_tokens.filter(|&p| p > 0))
+                .map(|p| cached_tokens as f64 / p as f64),
+            queue_ms: timings.queue_ms,
+            prefill_latency_ms,
+            decode_total_ms: timings.decode_ms,
+            decode_tokens: Some(completion_tokens),
+            ..Default::default()
+        }),
+        _ => None,
+    };
+    let request = RequestRecord {
         request_id: r.request_id,
         ts_micros,
         model: Cow::Owned(ctx.default_model.to_string()),
@@ -222,7 +253,8 @@ pub fn parse<'a>(line: &'a [u8], ctx: &LineContext<'_>) -> Result<RequestRecord<
         tokens,
         extra: (!extra.is_empty()).then(|| Value::Object(extra).to_string()),
         ..Default::default()
-    })
+    };
+    Ok((request, profile))
 }
 
 /// vLLM `RequestOutput` records with their `metrics`.
@@ -245,7 +277,12 @@ impl LogFormat for Vllm {
     }
 
     fn parse<'a>(&self, line: &'a [u8], ctx: &LineContext<'_>) -> Result<Parsed<'a>, String> {
-        parse(line, ctx).map(Parsed::Request)
+        Ok(match parse(line, ctx)? {
+            (request, None) => Parsed::Request(request),
+            (request, Some(profile)) => {
+                Parsed::Rows { rows: vec![Row::Request(request), Row::Profile(profile)], skipped: 0 }
+            }
+        })
     }
 }
 
@@ -257,7 +294,7 @@ mod tests {
 
     #[test]
     fn the_sampled_token_and_its_alternatives_by_position() {
-        let r = parse(V0.as_bytes(), &LineContext::default()).unwrap();
+        let (r, _) = parse(V0.as_bytes(), &LineContext::default()).unwrap();
         assert_eq!(
             (r.prompt_tokens, r.completion_tokens, r.ttft_ms, r.latency_ms),
             (Some(2), 2, Some(500.0), Some(1000.0))
@@ -268,6 +305,29 @@ mod tests {
             r.tokens[0].top_logprobs.as_ref().unwrap().iter().map(|(t, l)| (t.as_ref(), *l)).collect();
         assert_eq!(top, [("Hi", -0.5), ("Yo", -1.5)]);
         assert_eq!((r.tokens[1].token.as_deref(), r.tokens[1].top_logprobs.as_ref()), (Some("</s>"), None));
+    }
+
+    /// By hand from V0's metrics: queued 0.25 s, scheduled at +0.25 s, first
+    /// token at +0.5 s, last at +1.0 s; two tokens generated.
+    #[test]
+    fn the_metrics_are_the_engines_profile_of_the_request() {
+        let ctx = LineContext::default();
+        let (_, p) = parse(V0.as_bytes(), &ctx).unwrap();
+        let p = p.expect("a profile");
+        assert_eq!((p.request_id.as_ref(), p.ts_micros), ("r", Some(1_717_243_200_000_000)));
+        assert_eq!((p.queue_ms, p.prefill_latency_ms, p.decode_total_ms), (Some(250.0), 250.0, Some(500.0)));
+        assert_eq!((p.decode_tokens, p.kv_cache_hit_ratio, p.model), (Some(2), None, None));
+        assert!(p.decode_latency_ms.is_empty());
+        // V1's stats, with a prefix-cache hit on one of two prompt tokens.
+        let v1 = r#"{"request_id":"q","prompt_token_ids":[1,2],"num_cached_tokens":1,"outputs":[{"token_ids":[5,6,2]}],"metrics":{"arrival_time":1717243200.0,"queued_ts":10.0,"scheduled_ts":10.125,"first_token_ts":10.5,"last_token_ts":11.25,"first_token_latency":0.5}}"#;
+        let (r, p) = parse(v1.as_bytes(), &ctx).unwrap();
+        let p = p.expect("a profile");
+        assert_eq!((r.ttft_ms, r.latency_ms), (Some(500.0), Some(1250.0)));
+        assert_eq!((p.queue_ms, p.prefill_latency_ms, p.decode_total_ms), (Some(125.0), 375.0, Some(750.0)));
+        assert_eq!((p.decode_tokens, p.kv_cache_hit_ratio), (Some(3), Some(0.5)));
+        // Without the scheduling time there is no prefill, and no profile.
+        let bare = r#"{"request_id":"b","outputs":[{"token_ids":[1]}],"metrics":{"arrival_time":1717243200.0,"first_token_time":1717243200.5}}"#;
+        assert!(parse(bare.as_bytes(), &ctx).unwrap().1.is_none());
     }
 
     #[test]
