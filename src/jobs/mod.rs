@@ -253,7 +253,8 @@ pub const JOBS: &[Job] = &[
         "recall_at_k",
         "top-K recall curve (K = 1..max_k) of evaluation records with ranked retrieval results, per model",
         tables: [EVALS],
-        params: [("max_k", "100")]
+        params: [("max_k", "100")],
+        page: 26
     ),
     job!(
         "gateway_engine",

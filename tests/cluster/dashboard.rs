@@ -86,9 +86,9 @@ fn each_chart_has_a_wide_and_a_narrow_svg_with_a_viewbox() {
     let wide = html.matches(r#"data-layout="wide" viewBox="0 0 640 "#).count();
     let narrow = html.matches(r#"data-layout="narrow" viewBox="0 0 360 "#).count();
     assert_eq!(wide, narrow);
-    // 39 specs; replay verdicts are per model (3 figures), mediation per metric (2),
+    // 40 specs; replay verdicts are per model (3 figures), mediation per metric (2),
     // the three engine charts per arm (2 each); each A/B chart draws its one metric.
-    assert_eq!(wide, 39 + 2 + 1 + 3);
+    assert_eq!(wide, 40 + 2 + 1 + 3);
     assert!(!html.contains(r#"<svg width="#), "plotters' fixed-size root must be replaced");
 }
 
@@ -368,13 +368,13 @@ fn page_for_50_models_9_bins_90_days_is_under_2_mib() {
     let page = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("dashboard-50-models.html");
     std::fs::write(&page, &html).unwrap();
     println!("50 models x 9 bins x 90 days: {} bytes ({})", html.len(), page.display());
-    assert!(html.len() < 2_000_000, "page is {} bytes", html.len());
+    assert!(html.len() < 2 << 20, "page is {} bytes", html.len());
 }
 
 // ---------------------------------------------------------------- exported studies
 
 /// The charts of the token-timing, load-test, engine, A/B and model-internals studies.
-const STUDY_CHARTS: [&str; 25] = [
+const STUDY_CHARTS: [&str; 26] = [
     "first_token",
     "last_token",
     "itl_jitter",
@@ -396,6 +396,7 @@ const STUDY_CHARTS: [&str; 25] = [
     "moe_load",
     "quality",
     "recall",
+    "recall_at_k",
     "composite",
     "drift_kl",
     "drift_share",
@@ -570,6 +571,16 @@ fn exported_studies_draw_one_mark_per_row_of_their_job_in_chromium() {
         assert_eq!(n(figure, "points") + n(figure, "circles"), expected, "{id}: one vertex per row of throughput.csv");
         assert_eq!(n(figure, "polylines"), distinct(&throughput["model"]).len(), "{id}: one line per model");
     }
+    // The recall@K curve: one line per model over K = 1, 5, 10, 20, 50, 100, a vertex per
+    // K drawn (the exported table has every K).
+    let curve = csv("recall_at_k");
+    let figure = &drawn("recall_at_k")[0];
+    let models = distinct(&curve["model"]).len();
+    assert_eq!(curve["k"].len(), 100 * models, "K = 1..100 per model: {:?}", curve["k"]);
+    let drawn_k = |k: &String| ["1", "5", "10", "20", "50", "100"].contains(&k.as_str());
+    let vertices = curve["k"].iter().zip(&curve["recall_at_k"]).filter(|(k, v)| drawn_k(k) && v.parse::<f64>().is_ok());
+    assert_eq!(n(figure, "points"), vertices.count(), "recall_at_k: one vertex per K drawn");
+    assert_eq!(n(figure, "polylines"), models, "recall_at_k: one line per model");
 
     // Intervals: per metric (in the order of ab.csv) in the chart of its kind, a
     // point (white disc + mark) per row, filled when Holm's p < 0.05 (without a
@@ -732,6 +743,7 @@ fn studies_whose_tables_are_absent_are_left_out_of_the_export() {
         "moe_load",
         "quality",
         "recall",
+        "recall_at_k",
         "composite",
         "drift_kl",
         "drift_share",
@@ -747,6 +759,7 @@ fn studies_whose_tables_are_absent_are_left_out_of_the_export() {
         "moe_load",
         "quality",
         "recall",
+        "recall_at_k",
         "composite",
         "drift",
     ] {
@@ -756,7 +769,8 @@ fn studies_whose_tables_are_absent_are_left_out_of_the_export() {
         "Not in this dataset (no `gateway_engine` table).",
         "Not in this dataset (no `engine` or `kv_cache_peak` table).",
         "Not in this dataset (no `ab` table).",
-        "Not in this dataset (no `composite` or `drift` or `head_waste` or `moe_load` or `quality` or `recall` table).",
+        "Not in this dataset (no `composite` or `drift` or `head_waste` or `moe_load` or `quality` or `recall_at_k` \
+         or `recall` table).",
     ] {
         assert!(html.contains(note), "missing note: {note}");
     }

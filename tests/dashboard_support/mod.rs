@@ -747,6 +747,28 @@ pub fn recall(models: &[String], rng: &mut Rng) -> RecordBatch {
     .unwrap()
 }
 
+/// The `recall_at_k` table (sql/recall_at_k.sql): one row per model x K =
+/// 1..=100, recall rising with K towards the share retrieved at all.
+pub fn recall_at_k(models: &[String], rng: &mut Rng) -> RecordBatch {
+    let (mut model, mut k, mut records, mut recall) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for m in models {
+        let (reach, speed) = (rng.around(0.9, 0.05).min(1.0), rng.around(0.1, 0.3));
+        for i in 1..=100i64 {
+            model.push(m.clone());
+            k.push(i);
+            records.push(40);
+            recall.push(Some(reach * (1.0 - (-speed * i as f64).exp())));
+        }
+    }
+    RecordBatch::try_from_iter([
+        ("model", strings(model)),
+        ("k", ints(k)),
+        ("records", ints(records)),
+        ("recall_at_k", floats(recall)),
+    ])
+    .unwrap()
+}
+
 /// The `drift` table (sql/drift.sql): one row per query-length bin.
 pub fn drift(rng: &mut Rng) -> RecordBatch {
     let bins = ["short", "medium", "long"];
@@ -808,6 +830,7 @@ pub fn realistic(models: &[String], days: i32) -> DashboardInput {
         .with_table("drift", vec![drift(&mut rng)])
         .with_table("kv_cache_peak", vec![kv_cache_peak(&mut rng)])
         .with_table("recall", vec![recall(models, &mut rng)])
+        .with_table("recall_at_k", vec![recall_at_k(models, &mut rng)])
 }
 
 pub fn model_names(n: usize) -> Vec<String> {

@@ -20,6 +20,9 @@ pub enum ChartKind {
     /// One line per (series, value column) over a date `x` column, restricted to the
     /// newest `DashboardInput::trend_days` days of the table.
     LinesOverTime,
+    /// One line per (series, value column) over a numeric `x` column (K of a
+    /// recall@K curve, say), every row drawn.
+    Lines,
     /// Colour = the first value column, `x` across, `rows` up; one heatmap per facet.
     Heatmap {
         /// The vertical axis (e.g. `layer`), drawn lowest value at the bottom.
@@ -120,6 +123,11 @@ pub struct Flag {
     /// The warning, completed by the flagged categories.
     pub warning: &'static str,
 }
+
+/// The K of the recall@K curve drawn on the page, those retrieval
+/// benchmarks report (the job gives every K, in the exported table): its
+/// shape at 1% of a large page's bytes.
+const RECALL_CURVE_K: &[&str] = &["1", "5", "10", "20", "50", "100"];
 
 /// One chart, as data. See the crate docs for how to add one.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -824,6 +832,22 @@ pub const BUILTIN_CHARTS: &[ChartSpec] = &[
             TableColumn { column: "recall_scored", label: "Recall scored", unit: Unit::Count("records") },
             TableColumn { column: "recall_p50", label: "Recall P50", unit: Unit::Other("0-1") },
         ],
+        ..ChartSpec::BASE
+    },
+    ChartSpec {
+        id: "recall_at_k",
+        section: "Model internals",
+        tables: &["recall_at_k"],
+        title: "Top-K retrieval recall",
+        caption: "Mean share of each evaluation record's relevant ids found among the first K retrieved, per \
+                  model: how deep retrieval must reach to find the facts (at K = 1, 5, 10, 20, 50 and 100, as \
+                  retrieval benchmarks report it; the exported table has every K).",
+        kind: ChartKind::Lines,
+        only: Some(RowFilter { column: "k", values: RECALL_CURVE_K }),
+        x: Axis { column: "k", label: "K", unit: Unit::Count("results retrieved") },
+        values: &[ValueColumn::new("recall_at_k", "recall@K")],
+        value_label: "Recall@K",
+        unit: Unit::Other("0-1"),
         ..ChartSpec::BASE
     },
     ChartSpec {

@@ -1,11 +1,12 @@
-//! Lines over time: one line per (series, value column) over a `Date32` column
-//! (date ticks) or a timestamp column (clock-time ticks); a null value breaks
-//! the line, a missing day or window is bridged.
+//! Lines: one line per (series, value column) over a `Date32` column (date
+//! ticks), a timestamp column (clock-time ticks) or a numeric column (number
+//! ticks); a null value breaks the line, a missing day, window or number is
+//! bridged.
 
 use plotters::element::DashedPathElement;
 use plotters::prelude::*;
 
-use super::axis::{date_ticks, time_ticks, value_ticks};
+use super::axis::{date_ticks, nice_ticks, time_ticks, value_ticks};
 use super::canvas::{err, AxisDef, Canvas, Plot};
 use super::{Layout, LegendEntry, Parts, SeriesChoice};
 use crate::export::dashboard::format;
@@ -19,6 +20,20 @@ struct Line {
     points: Vec<(f64, Option<f64>)>,
 }
 
+/// Formats a tick's position as its label.
+type TickFormat = Box<dyn Fn(&f64) -> String>;
+
+/// How the `x` column is placed and labelled.
+#[derive(Clone, Copy, PartialEq)]
+enum XScale {
+    /// Days since the epoch, date ticks.
+    Days,
+    /// Seconds since the epoch, clock-time ticks.
+    Seconds,
+    /// The number itself, number ticks.
+    Number,
+}
+
 pub(super) fn draw(spec: &ChartSpec, frame: &Frame, rows: &[usize], series: &SeriesChoice) -> Result<Parts, String> {
     let days = frame.column(spec.x.column);
     let scale = spec.unit.plot_scale();
@@ -28,11 +43,19 @@ pub(super) fn draw(spec: &ChartSpec, frame: &Frame, rows: &[usize], series: &Ser
             lines.push(Line { colour: *colour, dashed: v > 0, points: Vec::new() });
         }
     }
-    // Dates are placed in days (date ticks), timestamps in seconds (clock ticks).
-    let dated = rows.iter().all(|&r| !matches!(days[r], Cell::Time(_)));
-    let position = |cell: &Cell| match cell {
-        Cell::Day(d) => Some(f64::from(*d)),
-        Cell::Time(_) => cell.seconds(),
+    // Dates are placed in days (date ticks), timestamps in seconds (clock
+    // ticks), numbers as they are.
+    let scale_x = if rows.iter().all(|&r| matches!(days[r], Cell::Day(_) | Cell::Null)) {
+        XScale::Days
+    } else if rows.iter().all(|&r| matches!(days[r], Cell::Time(_) | Cell::Null)) {
+        XScale::Seconds
+    } else {
+        XScale::Number
+    };
+    let position = |cell: &Cell| match (scale_x, cell) {
+        (XScale::Days, Cell::Day(d)) => Some(f64::from(*d)),
+        (XScale::Seconds, Cell::Time(_)) => cell.seconds(),
+        (XScale::Number, _) => cell.num(),
         _ => None,
     };
     let (mut first, mut last) = (f64::INFINITY, f64::NEG_INFINITY);
@@ -48,7 +71,7 @@ pub(super) fn draw(spec: &ChartSpec, frame: &Frame, rows: &[usize], series: &Ser
         }
     }
     if first > last {
-        return Err("no dated rows".into());
+        return Err(format!("no rows with a value in `{}`", spec.x.column));
     }
     for line in &mut lines {
         line.points.sort_by(|a, b| a.0.total_cmp(&b.0));
@@ -80,20 +103,28 @@ pub(super) fn draw(spec: &ChartSpec, frame: &Frame, rows: &[usize], series: &Ser
     };
     let svg = |layout: Layout| {
         let max_labels = if layout == Layout::Wide { 8 } else { 4 };
-        let (keys, format) = if dated {
-            let (keys, step) = date_ticks(first as i32, last as i32, max_labels);
-            let format: Box<dyn Fn(&f64) -> String> = Box::new(move |d| format::date_tick(d.round() as i32, step));
-            (keys, format)
-        } else {
-            let (keys, step) = time_ticks(first, last, max_labels);
-            let format: Box<dyn Fn(&f64) -> String> = Box::new(move |s| format::time_tick(*s, step));
-            (keys, format)
+        let (keys, format): (Vec<f64>, TickFormat) = match scale_x {
+            XScale::Days => {
+                let (keys, step) = date_ticks(first as i32, last as i32, max_labels);
+                (keys, Box::new(move |d| format::date_tick(d.round() as i32, step)))
+            }
+            XScale::Seconds => {
+                let (keys, step) = time_ticks(first, last, max_labels);
+                (keys, Box::new(move |s| format::time_tick(*s, step)))
+            }
+            XScale::Number => {
+                let ticks = nice_ticks(first, last, max_labels);
+                let step = ticks.step;
+                let keys = ticks.values.into_iter().filter(|k| (first..=last).contains(k)).collect();
+                (keys, Box::new(move |v| format::tick(*v, step)))
+            }
         };
-        let pad = match (dated, first == last) {
-            (true, true) => 1.0,
-            (true, false) => 0.3,
-            (false, true) => 60.0,
-            (false, false) => (last - first) / 50.0,
+        let pad = match (scale_x, first == last) {
+            (XScale::Days, true) => 1.0,
+            (XScale::Days, false) => 0.3,
+            (XScale::Seconds, true) => 60.0,
+            (XScale::Number, true) => 1.0,
+            (_, false) => (last - first) / 50.0,
         };
         let value_step = ticks.step;
         let canvas = Canvas {
@@ -133,11 +164,15 @@ pub(super) fn draw(spec: &ChartSpec, frame: &Frame, rows: &[usize], series: &Ser
         }
     }
     let mut notes = Vec::new();
-    if dated {
-        notes.push(format!("{} to {} (UTC).", format::date_label(first as i32), format::date_label(last as i32)));
-    } else {
-        let (from, to) = (format::time_label((first * 1000.0) as i64), format::time_label((last * 1000.0) as i64));
-        notes.push(format!("{from} to {to} (UTC)."));
+    match scale_x {
+        XScale::Days => {
+            notes.push(format!("{} to {} (UTC).", format::date_label(first as i32), format::date_label(last as i32)));
+        }
+        XScale::Seconds => {
+            let (from, to) = (format::time_label((first * 1000.0) as i64), format::time_label((last * 1000.0) as i64));
+            notes.push(format!("{from} to {to} (UTC)."));
+        }
+        XScale::Number => {}
     }
     Ok(Parts { wide: svg(Layout::Wide)?, narrow: svg(Layout::Narrow)?, legend, notes })
 }

@@ -227,7 +227,7 @@ pub(crate) fn draw(spec: &ChartSpec, table: &str, batches: &[RecordBatch], ctx: 
         let drawn = match spec.kind {
             ChartKind::GroupedBars => bars::draw(spec, &frame, &rows, &series, None),
             ChartKind::BarsWithIntervals { low, high } => bars::draw(spec, &frame, &rows, &series, Some((low, high))),
-            ChartKind::LinesOverTime => lines::draw(spec, &frame, &rows, &series),
+            ChartKind::LinesOverTime | ChartKind::Lines => lines::draw(spec, &frame, &rows, &series),
             ChartKind::Heatmap { rows: row_axis } => heatmap::draw(spec, row_axis, &frame, &rows),
             ChartKind::Interval { low, high, significant, effect } => {
                 interval::draw(spec, (low, high, significant, effect), &frame, &rows, &series)
