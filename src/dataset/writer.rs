@@ -22,8 +22,10 @@ use tokscope_core::reader::DatedBatch;
 
 use crate::error::{Error, Result};
 
-/// Rows per Parquet row group (also bounded by [`FLUSH_BYTES`]); ingest
-/// cuts its own at the same count (`ingest::budget::ROW_GROUP_ROWS`).
+/// Rows per Parquet row group (also bounded by [`FLUSH_BYTES`]). Ingest
+/// cuts its own at the same count, a partition's last one at up to one and
+/// a half as many (`ingest::budget::MAX_GROUP_ROWS`:
+/// [`DatasetWriter::with_max_group_rows`]).
 const ROW_GROUP_ROWS: usize = 128 * 1024;
 /// A file written with [`OpenFile::write`] flushes its row group once it
 /// holds this many bytes.
@@ -82,8 +84,8 @@ pub enum Integers {
     Delta,
 }
 
-/// Writer properties of every tokscope Parquet file: `compression`, bounded
-/// row groups, and the catalog's per-column hints: dictionaries only where a
+/// Writer properties of every tokscope Parquet file: `compression`, row
+/// groups of at most `max_group_rows`, and the catalog's per-column hints: dictionaries only where a
 /// column has few distinct values (a dictionary attempt on nearly unique
 /// values fails and falls back after doing the work: about a tenth of ingest
 /// time when it was on everywhere), no statistics on long text, no codec on
@@ -95,10 +97,11 @@ pub fn writer_props(
     leaves: &SchemaDescriptor,
     compression: Compression,
     integers: Integers,
+    max_group_rows: usize,
 ) -> WriterProperties {
     let mut b = WriterProperties::builder()
         .set_compression(compression)
-        .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
+        .set_max_row_group_row_count(Some(max_group_rows))
         .set_dictionary_enabled(false)
         .set_created_by(format!("tokscope {}", env!("CARGO_PKG_VERSION")));
     for col in table.columns {
@@ -173,8 +176,19 @@ impl Drop for OpenFile {
 }
 
 impl OpenFile {
-    /// Opens `.<name>.tmp` beside `dest`.
+    /// Opens `.<name>.tmp` beside `dest`, for row groups of at most [`ROW_GROUP_ROWS`].
     pub fn create(table: &TableDef, dest: PathBuf, compression: Compression, integers: Integers) -> Result<Self> {
+        Self::create_with(table, dest, compression, integers, ROW_GROUP_ROWS)
+    }
+
+    /// [`OpenFile::create`], for row groups of at most `max_group_rows`.
+    pub fn create_with(
+        table: &TableDef,
+        dest: PathBuf,
+        compression: Compression,
+        integers: Integers,
+        max_group_rows: usize,
+    ) -> Result<Self> {
         let dir = dest.parent().ok_or_else(|| internal_err!("{} has no parent directory", dest.display()))?;
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir.display(), e))?;
         let tmp = temporary_path(&dest);
@@ -184,7 +198,7 @@ impl OpenFile {
         })?;
         let schema = table.schema();
         let leaves = ArrowSchemaConverter::new().convert(&schema)?;
-        let props = writer_props(table, &leaves, compression, integers);
+        let props = writer_props(table, &leaves, compression, integers, max_group_rows);
         let writer = ArrowWriter::try_new(file, schema, Some(props))?;
         Ok(OpenFile { writer: Some(writer), tmp, dest })
     }
@@ -218,6 +232,11 @@ impl OpenFile {
         result.map_err(self.failed())
     }
 
+    /// Rows of the row group in progress.
+    pub fn rows_in_progress(&self) -> usize {
+        self.writer.as_ref().map_or(0, ArrowWriter::in_progress_rows)
+    }
+
     /// Bytes written so far plus the buffered row group's estimate: about
     /// the file's size if it were closed now.
     pub fn size(&self) -> usize {
@@ -249,6 +268,7 @@ pub struct DatasetWriter {
     compression: Compression,
     seq: usize,
     max_open: usize,
+    max_group_rows: usize,
     /// Open files by (table, partition), with when each was last used.
     open: BTreeMap<(&'static str, i32), (u64, OpenFile)>,
     clock: u64,
@@ -265,10 +285,18 @@ impl DatasetWriter {
             compression,
             seq: 0,
             max_open: max_open.max(1),
+            max_group_rows: ROW_GROUP_ROWS,
             open: BTreeMap::new(),
             clock: 0,
             finished: Vec::new(),
         }
+    }
+
+    /// Files whose row groups may hold up to `rows` rows (ingest, which cuts
+    /// its own row groups).
+    pub fn with_max_group_rows(mut self, rows: usize) -> Self {
+        self.max_group_rows = rows;
+        self
     }
 
     /// The open file of `table`'s partition `day` (days since the epoch;
@@ -279,7 +307,13 @@ impl DatasetWriter {
         self.clock += 1;
         if !self.open.contains_key(&key) {
             if self.open.len() >= self.max_open {
-                let oldest = self.open.iter().min_by_key(|(_, (used, _))| *used).map(|(k, _)| *k);
+                // The least recently used file, unless it has a row group in
+                // progress (closing it would cut that group short).
+                let oldest = self
+                    .open
+                    .iter()
+                    .min_by_key(|(_, (used, file))| (file.rows_in_progress() > 0, *used))
+                    .map(|(k, _)| *k);
                 if let Some((_, file)) = oldest.and_then(|k| self.open.remove(&k)) {
                     self.finished.push(file.finish()?);
                 }
@@ -290,7 +324,7 @@ impl DatasetWriter {
             };
             self.seq += 1;
             let dest = dir.join(format!("part-{}-{:05}.parquet", self.run_id, self.seq));
-            let file = OpenFile::create(table, dest, self.compression, Integers::Plain)?;
+            let file = OpenFile::create_with(table, dest, self.compression, Integers::Plain, self.max_group_rows)?;
             self.open.insert(key, (self.clock, file));
         }
         let (used, file) = self.open.get_mut(&key).ok_or_else(|| internal_err!("partition writer vanished"))?;

@@ -15,6 +15,10 @@ pub use crate::resources::MemoryBudget as MemoryLimit;
 /// Rows in a full row group.
 pub const ROW_GROUP_ROWS: usize = 128 * 1024;
 
+/// The most rows of a row group: a partition's last group takes the rows
+/// after its last full one when they are fewer than half a group.
+pub const MAX_GROUP_ROWS: usize = ROW_GROUP_ROWS + ROW_GROUP_ROWS / 2;
+
 /// What a writer thread holds while it encodes a row group, besides the
 /// encoded row group itself: a page being filled per column (up to 1 MiB
 /// each, parquet-rs's page size) and each column's codec (about 100 KiB for
@@ -22,8 +26,9 @@ pub const ROW_GROUP_ROWS: usize = 128 * 1024;
 /// thread keeps for its next row group.
 const WRITER_FIXED_BYTES: usize = 64 << 20;
 
-/// Row groups are cut at [`ROW_GROUP_ROWS`] or at this many bytes of Arrow
-/// data, whichever comes first: the bytes only bind for rows of over 2 KiB
+/// Row groups are cut at [`ROW_GROUP_ROWS`] or where a partition's last group
+/// (one and a half of them) would pass this many bytes of Arrow data,
+/// whichever comes first: the bytes only bind for rows of over 1.3 KiB
 /// (long prompts and outputs), never because of the budget.
 pub const ROW_GROUP_BYTES: usize = 256 << 20;
 
@@ -31,7 +36,13 @@ pub const ROW_GROUP_BYTES: usize = 256 << 20;
 /// group's Arrow bytes: its encoded and compressed column chunks wait in
 /// memory until the row group is complete (the rows themselves are read from
 /// the buffers or the spill files as they are encoded).
-const ENCODED_SHARE: usize = 4;
+pub(crate) const ENCODED_SHARE: usize = 4;
+
+/// What a row group open in a writer's file holds before its first row: a
+/// codec and a page being filled per column (docs/RELIABILITY.md measures
+/// about 3.8 MiB for `requests`), with room for the pages of its first rows.
+/// Its encoded rows add [`ENCODED_SHARE`] of their Arrow bytes.
+pub(crate) const OPEN_GROUP_BYTES: usize = 8 << 20;
 
 /// The least the buffered rows may hold before they spill.
 const BUFFER_MIN_BYTES: usize = 16 << 20;

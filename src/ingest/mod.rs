@@ -20,7 +20,7 @@ pub mod source;
 mod spill;
 
 use std::path::Path;
-use std::sync::mpsc::sync_channel;
+use std::sync::mpsc::channel;
 use std::time::Instant;
 
 use arrow::array::RecordBatch;
@@ -134,12 +134,12 @@ impl IngestSummary {
 
 /// Writer threads, each with its own Parquet files. Encoding and zstd are the
 /// most expensive steps of ingest, so one writer would leave the other cores
-/// idle; each row group goes to the next writer in turn, so the files depend
-/// only on the input and the number of writers, not on thread timing.
+/// idle; each row group goes to the next writer in turn (the job names it),
+/// so the files depend only on the input and the number of writers, not on
+/// thread timing.
 struct WriterPool {
-    senders: Vec<std::sync::mpsc::SyncSender<RowGroupJob>>,
+    senders: Vec<std::sync::mpsc::Sender<RowGroupJob>>,
     handles: Vec<std::thread::JoinHandle<Result<Vec<WrittenFile>>>>,
-    next: usize,
 }
 
 impl RowGroupSink for OpenFile {
@@ -156,11 +156,13 @@ impl WriterPool {
     fn new(n: usize, root: &Path, run_id: &str, compression: parquet::basic::Compression) -> Self {
         let (mut senders, mut handles) = (Vec::with_capacity(n), Vec::with_capacity(n));
         for i in 0..n {
-            // One job waiting per writer: what waits is counted in the budget.
-            let (tx, rx) = sync_channel::<RowGroupJob>(1);
+            // Jobs wait for their writer in memory (bounded by bytes: `Partitions::wait_for_writers`),
+            // so the reader runs ahead to partitions other writers can take.
+            let (tx, rx) = channel::<RowGroupJob>();
             let (root, run) = (root.to_path_buf(), format!("{run_id}-w{i}"));
             handles.push(std::thread::spawn(move || -> Result<Vec<WrittenFile>> {
-                let mut w = DatasetWriter::new(&root, &run, compression, MAX_OPEN_FILES / n);
+                let mut w = DatasetWriter::new(&root, &run, compression, MAX_OPEN_FILES / n)
+                    .with_max_group_rows(budget::MAX_GROUP_ROWS);
                 for job in rx {
                     let file = w.file(job.table, job.day)?;
                     job.write(file)?;
@@ -169,13 +171,12 @@ impl WriterPool {
             }));
             senders.push(tx);
         }
-        Self { senders, handles, next: 0 }
+        Self { senders, handles }
     }
 
-    /// Hands `job` to the next writer (waiting while it is busy).
+    /// Hands `job` to its writer.
     fn send(&mut self, job: RowGroupJob) -> Result<()> {
-        let tx = &self.senders[self.next % self.senders.len()];
-        self.next += 1;
+        let tx = &self.senders[job.writer % self.senders.len()];
         tx.send(job).map_err(|_| internal_err!("a writer thread stopped"))
     }
 
@@ -231,6 +232,7 @@ impl Sink {
         self.counts.merge(split.counts);
         for (table, day, batch) in split.parts {
             for job in self.partitions.push(table, day, batch)? {
+                self.partitions.wait_for_writers(&job);
                 self.writers.send(job)?;
             }
         }

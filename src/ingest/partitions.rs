@@ -1,21 +1,34 @@
-//! Rows wait here, per table and partition (day), until they make a full
-//! row group; then they go to a writer thread as a [`RowGroupJob`]. Row
-//! groups are cut by rows alone (at most [`ROW_GROUP_ROWS`], or fewer when
-//! rows are so wide that a group would pass [`ROW_GROUP_BYTES`]), so
-//! the layout of the files does not depend on the memory budget: over the
-//! budget, the partitions holding the most memory spill their rows to disk
-//! ([`super::spill`]) and the writer reads them back. A partition keeps
-//! half a row group back until the input ends, so its last row group is as
-//! large as half a full one unless the whole partition is smaller.
+//! Rows wait here, per table and partition (day), until they can go to a
+//! writer thread as a [`RowGroupJob`]. Row groups are cut by rows alone, as
+//! a function of the partition's row count: full groups of
+//! [`ROW_GROUP_ROWS`] (fewer when the partition's rows are so wide that a
+//! last group would pass [`ROW_GROUP_BYTES`]), the last one taking the rows
+//! after them when they are fewer than half a group (so it holds from half
+//! a group to one and a half: [`super::budget::MAX_GROUP_ROWS`]), or the whole partition
+//! when it is smaller. So the layout of the files depends neither on the
+//! memory budget nor on timing, and no group is smaller than half a full
+//! one unless the whole partition is.
+//!
+//! A partition's rows stream to the writer of its open row group as they
+//! arrive, so writers encode while the input is still being parsed; a full
+//! group stays open until half a group more has come (those rows then open
+//! the next group, on the next writer) or the input ends (they join it).
+//! An open group holds a codec and a page per column and its encoded rows
+//! ([`OPEN_GROUP_BYTES`] plus [`ENCODED_SHARE`] of their bytes), counted in
+//! the budget: groups open while they fit in half of it, and other
+//! partitions wait for whole groups. Over the budget, the partitions holding
+//! the most memory spill their waiting rows to disk ([`super::spill`]) and
+//! the writer reads them back.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::time::Duration;
 
 use arrow::array::RecordBatch;
 use tokscope_core::catalog::TableDef;
 
-use super::budget::{MemoryPlan, ROW_GROUP_BYTES, ROW_GROUP_ROWS};
+use super::budget::{MemoryPlan, ENCODED_SHARE, OPEN_GROUP_BYTES, ROW_GROUP_BYTES, ROW_GROUP_ROWS};
 use super::spill::{SpillDir, SpillFile, SpillReader};
 use crate::error::Result;
 
@@ -72,76 +85,172 @@ pub trait RowGroupSink {
     fn end_row_group(&mut self) -> Result<()>;
 }
 
-/// Rows of one partition for one writer thread to encode: `groups` gives
-/// the rows of each row group, in order (they add up to the pieces' rows).
+/// Some rows of a row group: how many, and whether the group ends after them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Segment {
+    rows: usize,
+    ends_group: bool,
+}
+
+/// Rows of one partition for one writer thread to encode: `segments` gives
+/// the rows of each (part of a) row group, in order (they add up to the
+/// pieces' rows). The first segment may continue the group the writer's
+/// file has open; the last may leave its group open for the next job.
 #[derive(Debug)]
 pub struct RowGroupJob {
     /// The table.
     pub table: &'static TableDef,
     /// The partition (days since the epoch; 0 for tables without one).
     pub day: i32,
+    /// The writer thread that encodes it (all of a row group's rows go to one).
+    pub writer: usize,
     pieces: Vec<Piece>,
-    groups: Vec<usize>,
+    segments: Vec<Segment>,
     /// What the job holds in memory until it is written (counted in flight).
     memory: usize,
-    in_flight: Arc<AtomicUsize>,
+    in_flight: Arc<InFlight>,
+}
+
+/// The Arrow bytes of the jobs handed to writers and not written yet: a job
+/// adds its own when made and takes them back when dropped, and the reader
+/// waits while too many are in flight.
+#[derive(Debug, Default)]
+struct InFlight {
+    bytes: AtomicUsize,
+    lock: Mutex<()>,
+    freed: Condvar,
+}
+
+impl InFlight {
+    fn get(&self) -> usize {
+        self.bytes.load(Ordering::Relaxed)
+    }
+
+    fn add(&self, bytes: usize) {
+        self.bytes.fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    fn sub(&self, bytes: usize) {
+        self.bytes.fetch_sub(bytes, Ordering::Relaxed);
+        if bytes > 0 {
+            // Under the lock, so a waiter between its check and its wait hears it.
+            let _guard = self.lock.lock().unwrap_or_else(PoisonError::into_inner);
+            self.freed.notify_all();
+        }
+    }
+
+    /// Waits until at most `bound` bytes are in flight.
+    fn wait_below(&self, bound: usize) {
+        let mut guard = self.lock.lock().unwrap_or_else(PoisonError::into_inner);
+        while self.get() > bound {
+            guard = match self.freed.wait_timeout(guard, Duration::from_millis(100)) {
+                Ok((guard, _)) => guard,
+                Err(poisoned) => poisoned.into_inner().0,
+            };
+        }
+    }
 }
 
 impl RowGroupJob {
-    /// Writes the rows to `sink`, ending a row group after each group's last
-    /// row. Spilled rows are read back one batch at a time.
+    /// Writes the rows to `sink`, ending a row group after each segment that
+    /// ends one. Spilled rows are read back one batch at a time.
     pub fn write(self, sink: &mut impl RowGroupSink) -> Result<()> {
         let mut reader = SpillReader::default();
-        let mut groups = self.groups.iter().copied();
-        let mut left = groups.next().unwrap_or(0);
+        let mut segments = self.segments.iter().copied();
+        let mut current = next_with_rows(&mut segments, sink)?;
         for piece in &self.pieces {
             let mut batch = match &piece.rows {
                 Rows::Memory(batch) => batch.clone(),
                 Rows::Spilled { file, index, offset } => reader.read(file, *index)?.slice(*offset, piece.len),
             };
             while batch.num_rows() > 0 {
-                let n = left.min(batch.num_rows());
-                if n == 0 {
-                    return Err(internal_err!("a row-group job has more rows than its groups"));
-                }
+                let Some(segment) = current.as_mut() else {
+                    return Err(internal_err!("a row-group job has more rows than its segments"));
+                };
+                let n = segment.rows.min(batch.num_rows());
                 sink.append(&batch.slice(0, n))?;
                 batch = batch.slice(n, batch.num_rows() - n);
-                left -= n;
-                if left == 0 {
-                    sink.end_row_group()?;
-                    left = groups.next().unwrap_or(0);
+                segment.rows -= n;
+                if segment.rows == 0 {
+                    if segment.ends_group {
+                        sink.end_row_group()?;
+                    }
+                    current = next_with_rows(&mut segments, sink)?;
                 }
             }
         }
         reader.close();
-        Ok(())
+        match current {
+            Some(_) => Err(internal_err!("a row-group job has fewer rows than its segments")),
+            None => Ok(()),
+        }
     }
+}
+
+/// The next segment that has rows, ending the groups that segments without
+/// rows end (a group whose rows all went out before its end was known).
+fn next_with_rows(
+    segments: &mut impl Iterator<Item = Segment>,
+    sink: &mut impl RowGroupSink,
+) -> Result<Option<Segment>> {
+    for segment in segments.by_ref() {
+        if segment.rows > 0 {
+            return Ok(Some(segment));
+        }
+        if segment.ends_group {
+            sink.end_row_group()?;
+        }
+    }
+    Ok(None)
 }
 
 impl Drop for RowGroupJob {
     fn drop(&mut self) {
-        self.in_flight.fetch_sub(self.memory, Ordering::Relaxed);
+        self.in_flight.sub(self.memory);
     }
 }
 
-/// The rows buffered for one partition.
-#[derive(Default)]
+/// A row group whose rows go to a writer as they come, before its end is known.
+#[derive(Debug, Clone, Copy)]
+struct OpenGroup {
+    writer: usize,
+    /// Rows sent so far.
+    sent: usize,
+    /// What it holds in its writer (counted in the budget).
+    charge: usize,
+}
+
+impl OpenGroup {
+    fn new(writer: usize) -> OpenGroup {
+        OpenGroup { writer, sent: 0, charge: OPEN_GROUP_BYTES }
+    }
+}
+
+/// The rows waiting in one partition (not counting an open group's sent rows).
 struct Partition {
+    /// Rows in a full row group, fixed by the partition's first rows.
+    group: usize,
     pieces: VecDeque<Piece>,
     rows: usize,
     bytes: usize,
     memory: usize,
+    open: Option<OpenGroup>,
 }
 
 impl Partition {
-    /// Rows in a full row group of this partition: [`ROW_GROUP_ROWS`], or
-    /// fewer where that many rows would pass `max_bytes`.
-    fn group_rows(&self, max_bytes: usize) -> usize {
-        if self.bytes == 0 {
-            return ROW_GROUP_ROWS;
-        }
-        let fitting = max_bytes as u128 * self.rows as u128 / self.bytes as u128;
-        (fitting as usize).clamp(1, ROW_GROUP_ROWS)
+    /// A partition whose first rows are `len` rows of `bytes` Arrow bytes:
+    /// full row groups of [`ROW_GROUP_ROWS`], or fewer where a last group of
+    /// one and a half as many such rows would pass `max_bytes`.
+    fn new(len: usize, bytes: usize, max_bytes: usize) -> Partition {
+        let fitting = max_bytes as u128 * 2 * len as u128 / (3 * bytes.max(1) as u128);
+        let group = fitting.clamp(1, ROW_GROUP_ROWS as u128) as usize;
+        Partition { group, pieces: VecDeque::new(), rows: 0, bytes: 0, memory: 0, open: None }
+    }
+
+    /// Rows that must follow a full group before it ends (fewer join it):
+    /// half a full one.
+    fn hold(&self) -> usize {
+        self.group / 2
     }
 
     /// Takes the first `n` rows out.
@@ -165,25 +274,32 @@ impl Partition {
     }
 }
 
-/// Row counts of the row groups `rows` make at the end of a partition: one
-/// group, or two halves when one would pass `group` rows (each then at
-/// least half a full group).
-fn last_groups(rows: usize, group: usize) -> Vec<usize> {
-    match rows {
-        0 => Vec::new(),
-        r if r <= group => vec![r],
-        r => vec![r - r / 2, r / 2],
-    }
-}
+/// The most Arrow bytes in flight to the writers without a budget
+/// (`--memory-limit none`).
+const IN_FLIGHT_UNLIMITED_BYTES: usize = 1 << 30;
+
+/// Fewest rows that open a row group before it is full: a partition with
+/// fewer waits (a trickle of rows does not hold an open group).
+const OPEN_MIN_ROWS: usize = 1024;
 
 /// Every partition's buffered rows, the budget they share with the jobs in
 /// flight, and where they spill.
 pub struct Partitions {
     parts: BTreeMap<(&'static str, i32), (&'static TableDef, Partition)>,
     row_group_bytes: usize,
+    writers: usize,
+    /// The writer of the next row group (each group goes to the next in turn).
+    next_writer: usize,
+    /// Row groups open in a writer's file.
+    open_groups: usize,
+    /// What the open groups hold, and the most they may (half the budget).
+    open_bytes: usize,
+    open_budget: Option<usize>,
     budget: Option<usize>,
     memory: usize,
-    in_flight: Arc<AtomicUsize>,
+    in_flight: Arc<InFlight>,
+    /// The most bytes in flight before the reader waits for the writers.
+    in_flight_bound: usize,
     spill: SpillDir,
     spilled_bytes: u64,
 }
@@ -194,12 +310,25 @@ impl Partitions {
         Partitions {
             parts: BTreeMap::new(),
             row_group_bytes: ROW_GROUP_BYTES,
+            writers: plan.writer_threads.max(1),
+            next_writer: 0,
+            open_groups: 0,
+            open_bytes: 0,
+            open_budget: plan.buffer_bytes.map(|b| b / 2),
             budget: plan.buffer_bytes,
             memory: 0,
-            in_flight: Arc::new(AtomicUsize::new(0)),
+            in_flight: Arc::new(InFlight::default()),
+            in_flight_bound: plan.buffer_bytes.map_or(IN_FLIGHT_UNLIMITED_BYTES, |b| b / 2),
             spill: SpillDir::new(run_id),
             spilled_bytes: 0,
         }
+    }
+
+    /// Waits, before `job` goes to its writer, while the jobs in flight
+    /// (`job` besides) hold more than half the budget: the reader runs ahead
+    /// of the writers by that much, no more.
+    pub fn wait_for_writers(&self, job: &RowGroupJob) {
+        self.in_flight.wait_below(self.in_flight_bound + job.memory);
     }
 
     /// Arrow bytes written to spill files so far.
@@ -214,45 +343,96 @@ impl Partitions {
         if len == 0 {
             return Ok(Vec::new());
         }
-        let (_, part) = self.parts.entry((table.name, day)).or_insert_with(|| (table, Partition::default()));
+        let max_bytes = self.row_group_bytes;
+        let (_, part) =
+            self.parts.entry((table.name, day)).or_insert_with(|| (table, Partition::new(len, bytes, max_bytes)));
         part.pieces.push_back(Piece { rows: Rows::Memory(batch), len, bytes });
         part.rows += len;
         part.bytes += bytes;
         part.memory += bytes;
         self.memory += bytes;
         let mut jobs = Vec::new();
-        loop {
-            let (_, part) =
-                self.parts.get_mut(&(table.name, day)).ok_or_else(|| internal_err!("partition buffer vanished"))?;
-            let group = part.group_rows(self.row_group_bytes);
-            // Half a group stays back for the partition's last row group.
-            if part.rows < group + group / 2 {
-                break;
-            }
-            let pieces = part.take_front(group);
-            let freed: usize = pieces.iter().map(Piece::in_memory).sum();
-            self.memory -= freed;
-            jobs.push(self.job(table, day, pieces, vec![group])?);
+        while let Some((pieces, segment, writer)) = self.release(table, day)? {
+            self.memory -= pieces.iter().map(Piece::in_memory).sum::<usize>();
+            jobs.push(self.job(table, day, writer, pieces, vec![segment])?);
         }
         self.hold_budget()?;
         Ok(jobs)
     }
 
-    /// The rows left in every partition, as their last row groups.
+    /// The next rows of partition `(table, day)` that can go to a writer,
+    /// with the writer: rows for its open row group (opened if the budget
+    /// holds one more), or the end of that group once half a group follows
+    /// it; without an open group, a whole group that half a group follows.
+    fn release(&mut self, table: &'static TableDef, day: i32) -> Result<Option<(Vec<Piece>, Segment, usize)>> {
+        let key = (table.name, day);
+        let (_, part) = self.parts.get_mut(&key).ok_or_else(|| internal_err!("partition buffer vanished"))?;
+        let (group, hold, waiting) = (part.group, part.hold(), part.rows);
+        let fits = self.open_budget.is_none_or(|b| self.open_bytes + OPEN_GROUP_BYTES <= b);
+        if part.open.is_none() && waiting >= OPEN_MIN_ROWS.min(group) && fits {
+            let open = OpenGroup::new(self.take_writer());
+            self.open_groups += 1;
+            self.open_bytes += open.charge;
+            let (_, part) = self.parts.get_mut(&key).ok_or_else(|| internal_err!("partition buffer vanished"))?;
+            part.open = Some(open);
+        }
+        let (_, part) = self.parts.get_mut(&key).ok_or_else(|| internal_err!("partition buffer vanished"))?;
+        match part.open {
+            None if waiting >= group + hold => {
+                let pieces = part.take_front(group);
+                Ok(Some((pieces, Segment { rows: group, ends_group: true }, self.take_writer())))
+            }
+            None => Ok(None),
+            Some(open) if open.sent < group && waiting > 0 => {
+                let n = waiting.min(group - open.sent);
+                let pieces = part.take_front(n);
+                let bytes: usize = pieces.iter().map(|p| p.bytes).sum();
+                let grown = OpenGroup { sent: open.sent + n, charge: open.charge + bytes / ENCODED_SHARE, ..open };
+                part.open = Some(grown);
+                self.open_bytes = self.open_bytes + grown.charge - open.charge;
+                Ok(Some((pieces, Segment { rows: n, ends_group: false }, open.writer)))
+            }
+            Some(open) if open.sent == group && waiting >= hold => {
+                // Full, and not the partition's last: it ends here.
+                part.open = None;
+                self.open_groups -= 1;
+                self.open_bytes -= open.charge;
+                Ok(Some((Vec::new(), Segment { rows: 0, ends_group: true }, open.writer)))
+            }
+            Some(_) => Ok(None),
+        }
+    }
+
+    fn take_writer(&mut self) -> usize {
+        let writer = self.next_writer % self.writers;
+        self.next_writer += 1;
+        writer
+    }
+
+    /// The rows left in every partition, as its last row group: the open
+    /// group with the rows waiting after it (fewer than half a group), or
+    /// the rows waiting (fewer than a group and a half).
     pub fn finish(&mut self) -> Result<Vec<RowGroupJob>> {
         let parts = std::mem::take(&mut self.parts);
         let mut jobs = Vec::new();
         for ((_, day), (table, mut part)) in parts {
-            let groups = last_groups(part.rows, part.group_rows(self.row_group_bytes));
-            let pieces = part.take_front(part.rows);
+            let rows = part.rows;
+            let pieces = part.take_front(rows);
             self.memory -= pieces.iter().map(Piece::in_memory).sum::<usize>();
-            if !groups.is_empty() {
-                jobs.push((table, day, pieces, groups));
-            }
+            let writer = match part.open {
+                Some(o) => {
+                    self.open_groups -= 1;
+                    self.open_bytes -= o.charge;
+                    o.writer
+                }
+                None if rows == 0 => continue,
+                None => self.take_writer(),
+            };
+            jobs.push((table, day, writer, pieces, vec![Segment { rows, ends_group: true }]));
         }
         let mut out = Vec::with_capacity(jobs.len());
-        for (table, day, pieces, groups) in jobs {
-            out.push(self.job(table, day, pieces, groups)?);
+        for (table, day, writer, pieces, segments) in jobs {
+            out.push(self.job(table, day, writer, pieces, segments)?);
         }
         Ok(out)
     }
@@ -264,26 +444,32 @@ impl Partitions {
         &mut self,
         table: &'static TableDef,
         day: i32,
+        writer: usize,
         mut pieces: Vec<Piece>,
-        groups: Vec<usize>,
+        segments: Vec<Segment>,
     ) -> Result<RowGroupJob> {
         let mut memory: usize = pieces.iter().map(Piece::in_memory).sum();
         if let Some(budget) = self.budget {
-            if memory > 0 && self.in_flight.load(Ordering::Relaxed) + self.memory + memory > budget {
+            if memory > 0 && self.held() + memory > budget {
                 self.spilled_bytes += memory as u64;
                 spill(&self.spill, &mut pieces)?;
                 memory = 0;
             }
         }
-        self.in_flight.fetch_add(memory, Ordering::Relaxed);
-        Ok(RowGroupJob { table, day, pieces, groups, memory, in_flight: self.in_flight.clone() })
+        self.in_flight.add(memory);
+        Ok(RowGroupJob { table, day, writer, pieces, segments, memory, in_flight: self.in_flight.clone() })
     }
 
-    /// Over the budget (buffered rows in memory plus jobs in flight), spills
+    /// What the budget holds now: rows waiting in memory, jobs in flight, open groups.
+    fn held(&self) -> usize {
+        self.memory + self.in_flight.get() + self.open_bytes
+    }
+
+    /// Over the budget (rows waiting in memory, jobs in flight, open groups), spills
     /// the partitions holding the most memory until half of it is used.
     fn hold_budget(&mut self) -> Result<()> {
         let Some(budget) = self.budget else { return Ok(()) };
-        let held = |s: &Self| s.memory + s.in_flight.load(Ordering::Relaxed);
+        let held = Self::held;
         if held(self) <= budget {
             return Ok(());
         }
@@ -331,14 +517,122 @@ fn spill(dir: &SpillDir, pieces: &mut [Piece]) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::last_groups;
+    use std::collections::BTreeMap;
+    use std::sync::Arc;
 
+    use arrow::array::{Int64Array, RecordBatch};
+    use arrow::datatypes::{DataType, Field, Schema};
+    use tokscope_core::catalog::requests::RequestsBuilder;
+
+    use super::{Partitions, RowGroupSink};
+    use crate::error::Result;
+    use crate::ingest::budget::{MemoryPlan, MAX_GROUP_ROWS, ROW_GROUP_ROWS};
+
+    /// One writer's file of one partition: its ended row groups (the values
+    /// of their rows) and the group in progress.
+    #[derive(Default)]
+    struct Recorded {
+        groups: Vec<Vec<i64>>,
+        open: Vec<i64>,
+    }
+
+    impl RowGroupSink for Recorded {
+        fn append(&mut self, batch: &RecordBatch) -> Result<()> {
+            let values = batch.column(0).as_any().downcast_ref::<Int64Array>().expect("an Int64 column");
+            self.open.extend(values.values().iter());
+            Ok(())
+        }
+
+        fn end_row_group(&mut self) -> Result<()> {
+            assert!(!self.open.is_empty(), "an empty row group was ended");
+            self.groups.push(std::mem::take(&mut self.open));
+            Ok(())
+        }
+    }
+
+    /// Rows pushed in batches of uneven sizes to three partitions, streamed
+    /// to open groups as they come: every partition ends up in full row
+    /// groups of consecutive rows, in order, and a last one of half a group
+    /// to one and a half, however many writers share them and whatever the
+    /// budget.
     #[test]
-    fn a_partitions_last_row_groups_are_at_least_half_a_full_one() {
-        assert_eq!(last_groups(0, 100), Vec::<usize>::new());
-        assert_eq!(last_groups(7, 100), vec![7]);
-        assert_eq!(last_groups(100, 100), vec![100]);
-        assert_eq!(last_groups(101, 100), vec![51, 50]);
-        assert_eq!(last_groups(149, 100), vec![75, 74]);
+    fn streamed_row_groups_are_whole_ordered_and_cut_by_rows() {
+        let schema = Arc::new(Schema::new(vec![Field::new("v", DataType::Int64, false)]));
+        let table = &RequestsBuilder::DEF;
+        // Partition 1 gets 3.3 groups, partition 2 a third of a group,
+        // partition 3 (interleaved with 1) 2.2 groups. Under the small budget
+        // one group is open at a time: partition 1 streams, the others wait
+        // for whole groups.
+        let plan_rows = [(1, 3.3), (2, 0.33), (3, 2.2)].map(|(d, g)| (d, (g * ROW_GROUP_ROWS as f64) as i64));
+        let small = 2 * super::OPEN_GROUP_BYTES + (4 << 20);
+        for (writers, budget) in [(1, None), (2, None), (3, None), (1, Some(small)), (2, Some(small))] {
+            let plan = MemoryPlan {
+                limit: budget,
+                limit_from: "given",
+                parse_threads: writers,
+                writer_threads: writers,
+                pipeline_bytes: 0,
+                writer_bytes: 0,
+                buffer_bytes: budget,
+            };
+            let mut parts = Partitions::new(&plan, &format!("test-{}", std::process::id()));
+            parts.row_group_bytes = usize::MAX;
+            let mut sinks: BTreeMap<(usize, i32), Recorded> = BTreeMap::new();
+            let mut streamed = 0;
+            let mut run = |jobs: Vec<super::RowGroupJob>, sinks: &mut BTreeMap<(usize, i32), Recorded>| {
+                for job in jobs {
+                    assert!(job.writer < writers);
+                    streamed += job.segments.iter().filter(|s| !s.ends_group).count();
+                    let sink = sinks.entry((job.writer, job.day)).or_default();
+                    job.write(sink).unwrap();
+                }
+            };
+            let mut next = [0i64; 4];
+            let mut size = 1000i64;
+            while plan_rows.iter().any(|&(d, n)| next[d as usize] < n) {
+                for &(day, total) in &plan_rows {
+                    let from = next[day as usize];
+                    let n = size.min(total - from);
+                    if n <= 0 {
+                        continue;
+                    }
+                    let values = Int64Array::from_iter_values(from..from + n);
+                    let batch = RecordBatch::try_new(schema.clone(), vec![Arc::new(values)]).unwrap();
+                    next[day as usize] += n;
+                    run(parts.push(table, day, batch).unwrap(), &mut sinks);
+                    assert!(parts.open_bytes >= parts.open_groups * super::OPEN_GROUP_BYTES);
+                    if budget.is_some() {
+                        assert!(parts.open_groups <= 1, "{writers} writers: more groups open than the budget holds");
+                    }
+                }
+                size = size * 7 % 9973 + 500;
+            }
+            run(parts.finish().unwrap(), &mut sinks);
+            assert_eq!((parts.open_groups, parts.open_bytes), (0, 0), "{writers} writers");
+            assert!(streamed > 0, "{writers} writers: no row group was streamed before it was full");
+            for &(day, total) in &plan_rows {
+                let mut groups: Vec<&Vec<i64>> = Vec::new();
+                for ((_, d), rec) in &sinks {
+                    if *d == day {
+                        assert!(rec.open.is_empty(), "{writers} writers, day {day}: a group was left open");
+                        groups.extend(&rec.groups);
+                    }
+                }
+                groups.sort_by_key(|g| g[0]);
+                let sizes: Vec<usize> = groups.iter().map(|g| g.len()).collect();
+                let flat: Vec<i64> = groups.iter().flat_map(|g| g.iter().copied()).collect();
+                assert_eq!(
+                    flat,
+                    (0..total).collect::<Vec<_>>(),
+                    "{writers} writers, day {day}: rows lost or reordered"
+                );
+                // Full groups while at least a group and a half remain; then the rest.
+                let full = (total as usize).saturating_sub(ROW_GROUP_ROWS / 2) / ROW_GROUP_ROWS;
+                let mut expected = vec![ROW_GROUP_ROWS; full];
+                expected.push(total as usize - full * ROW_GROUP_ROWS);
+                assert_eq!(sizes, expected, "{writers} writers, day {day}");
+                assert!(sizes.iter().all(|&n| n <= MAX_GROUP_ROWS), "{sizes:?}");
+            }
+        }
     }
 }
