@@ -49,15 +49,13 @@ use arrow_array::RecordBatch;
 use rayon::prelude::*;
 use serde::Serialize;
 
+use crate::catalog::append::{AnyTableRow, TableBuilder};
 use crate::catalog::columns::BuilderSizes;
-use crate::catalog::evals::{EvalRow, EvalsBuilder};
-use crate::catalog::kernels::{KernelRow, KernelsBuilder};
-use crate::catalog::moe_routing::MoeRoutingBuilder;
 use crate::catalog::profiles::ProfilesBuilder;
 use crate::catalog::rejects::{RejectsBuilder, REJECT_SNIPPET_BYTES};
 use crate::catalog::requests::RequestsBuilder;
 use crate::catalog::tokens::{TokenOwner, TokensBuilder};
-use crate::catalog::TableDef;
+use crate::catalog::{tables, Partition, TableDef};
 use crate::derive::{derive_profile, derive_request, DeriveSettings};
 use crate::error::Result;
 use crate::event_array::{is_json_document, EventSplitter};
@@ -128,20 +126,8 @@ impl LineCounts {
 
 /// What one slice of lines became.
 pub struct ParsedSlice {
-    /// `requests` rows, if any.
-    pub requests: Option<DatedBatch>,
-    /// `tokens` rows, if any.
-    pub tokens: Option<DatedBatch>,
-    /// `profiles` rows, if any.
-    pub profiles: Option<DatedBatch>,
-    /// `rejects` rows, if any.
-    pub rejects: Option<RecordBatch>,
-    /// `kernels` rows, if any.
-    pub kernels: Option<RecordBatch>,
-    /// `moe_routing` rows, if any.
-    pub moe_routing: Option<RecordBatch>,
-    /// `evals` rows, if any.
-    pub evals: Option<RecordBatch>,
+    /// One batch per table that got rows, with the table it belongs to.
+    batches: Vec<(&'static TableDef, DatedBatch)>,
     /// Begin/end trace events of the slice, in input order, for the reader to pair.
     spans: Vec<PendingSpan>,
     /// The slice's line accounting.
@@ -153,20 +139,19 @@ pub struct ParsedSlice {
 }
 
 impl ParsedSlice {
+    /// The slice's rows of `table`, if it got any.
+    pub fn batch(&self, table: &TableDef) -> Option<&RecordBatch> {
+        self.batches.iter().find(|(t, _)| t.name == table.name).map(|(_, dated)| &dated.batch)
+    }
+
+    /// How many rows of `table` the slice holds.
+    pub fn rows(&self, table: &TableDef) -> usize {
+        self.batch(table).map_or(0, RecordBatch::num_rows)
+    }
+
     /// The slice's batches with the table each belongs to.
     pub fn into_batches(self) -> impl Iterator<Item = (&'static TableDef, DatedBatch)> {
-        let undated = |batch: Option<RecordBatch>| batch.map(|batch| DatedBatch { batch, days: Vec::new() });
-        [
-            (&RequestsBuilder::DEF, self.requests),
-            (&TokensBuilder::DEF, self.tokens),
-            (&RejectsBuilder::DEF, undated(self.rejects)),
-            (&KernelsBuilder::DEF, undated(self.kernels)),
-            (&MoeRoutingBuilder::DEF, undated(self.moe_routing)),
-            (&EvalsBuilder::DEF, undated(self.evals)),
-            (&ProfilesBuilder::DEF, self.profiles),
-        ]
-        .into_iter()
-        .filter_map(|(table, batch)| Some((table, batch?)))
+        self.batches.into_iter()
     }
 }
 
@@ -347,7 +332,7 @@ pub fn check_input<R: Read + Send + 'static>(builder: ReaderBuilder, input: R, l
         for slice in slices? {
             counts.add(&slice.counts);
             if first_error.is_none() {
-                first_error = slice.rejects.as_ref().and_then(|r| {
+                first_error = slice.batch(tables::REJECTS).and_then(|r| {
                     let errors = r.column_by_name("error")?.as_any().downcast_ref::<arrow_array::StringArray>()?;
                     (arrow_array::Array::len(errors) > 0).then(|| errors.value(0).to_string())
                 });
@@ -542,7 +527,7 @@ impl SpanPairing {
             match kernel_trace::pair(begin.event.clone(), span.event.clone()) {
                 Ok(row) => {
                     out.counts.lines_ingested += 2;
-                    out.kernel(&row, &begin.origin(file));
+                    out.table_row(&row, &begin.origin(file))?;
                 }
                 Err(e) => {
                     out.counts.lines_rejected += 2;
@@ -652,7 +637,6 @@ fn parse_chunk(
                                     let raw = format.map_or(Cow::Borrowed(&r.raw[..]), |f| f.reject_raw(&r.raw, ctx));
                                     out.reject(&origin, Some(&r.record), &r.error, &raw, false, r.raw.len());
                                 }
-                                Row::Kernel(k) => out.kernel(&k, &origin),
                                 Row::KernelSpan(event) => out.spans.push(PendingSpan {
                                     event,
                                     format: format_name,
@@ -660,12 +644,8 @@ fn parse_chunk(
                                     byte_offset: span.byte_offset,
                                     raw: line[..line.len().min(SPAN_SNIPPET_BYTES)].to_vec(),
                                 }),
-                                Row::MoeRouting(m) => {
-                                    out.counts.rows_written += 1;
-                                    out.moe_routing.append(&m, &origin);
-                                }
-                                Row::Eval(e) => out.eval(&e, &origin, settings),
                                 Row::Profile(rec) => out.profile(&rec, &origin),
+                                Row::Table(row) => out.table_row(row.as_ref(), &origin)?,
                             }
                         }
                     }
@@ -694,11 +674,17 @@ struct SliceBuilders {
     profiles: ProfilesBuilder,
     profile_days: Vec<i32>,
     rejects: RejectsBuilder,
-    kernels: KernelsBuilder,
-    moe_routing: MoeRoutingBuilder,
-    evals: EvalsBuilder,
+    /// One builder per other table the slice got rows of ([`Row::Table`]).
+    tables: Vec<TableSlot>,
     spans: Vec<PendingSpan>,
     counts: LineCounts,
+}
+
+/// The builder of a table that rows reach through [`AnyTableRow`], and the
+/// `date` partition of each row when the table has one.
+struct TableSlot {
+    builder: Box<dyn TableBuilder>,
+    days: Vec<i32>,
 }
 
 /// How much a slice's `requests` and `tokens` builders held (the tables with
@@ -733,9 +719,7 @@ impl SliceBuilders {
             profiles: Default::default(),
             profile_days: Vec::new(),
             rejects: Default::default(),
-            kernels: Default::default(),
-            moe_routing: Default::default(),
-            evals: Default::default(),
+            tables: Vec::new(),
             spans: Vec::new(),
             counts: LineCounts::default(),
         }
@@ -758,8 +742,6 @@ impl SliceBuilders {
     /// Appends a request and its tokens, deriving the analytic columns.
     fn request(&mut self, rec: &RequestRecord<'_>, origin: &LineOrigin<'_>, settings: &DeriveSettings) {
         let derived = derive_request(rec, origin, settings);
-        self.counts.rows_written += 1;
-        self.counts.tokens_written += rec.tokens.len() as u64;
         self.counts.finish_reasons_unmapped += u64::from(derived.finish_reason_unmapped);
         self.requests.append(rec, &derived, origin);
         self.request_days.push(derived.day);
@@ -773,8 +755,6 @@ impl SliceBuilders {
     /// Appends an engine profile and one `tokens` row per decode step.
     fn profile(&mut self, rec: &ProfileRecord<'_>, origin: &LineOrigin<'_>) {
         let derived = derive_profile(rec);
-        self.counts.profiles_written += 1;
-        self.counts.tokens_written += rec.decode_latency_ms.len() as u64;
         self.profiles.append(rec, &derived, origin);
         self.profile_days.push(derived.day);
         let owner = TokenOwner::of_profile(rec);
@@ -784,40 +764,61 @@ impl SliceBuilders {
         }
     }
 
-    /// Appends a kernel interval.
-    fn kernel(&mut self, row: &KernelRow, origin: &LineOrigin<'_>) {
-        self.counts.rows_written += 1;
-        self.kernels.append(row, origin);
-    }
-
-    /// Appends an evaluation record, its reference redacted like outputs.
-    fn eval(&mut self, row: &EvalRow, origin: &LineOrigin<'_>, settings: &DeriveSettings) {
-        self.counts.rows_written += 1;
-        let reference = settings.redaction.text(row.reference.as_deref());
-        self.evals.append(row, reference.as_deref(), origin);
-    }
-
-    fn finish(mut self, bytes: u64) -> Result<ParsedSlice> {
-        fn dated(rows: usize, batch: RecordBatch, days: Vec<i32>) -> Option<DatedBatch> {
-            (rows > 0).then_some(DatedBatch { batch, days })
+    /// Appends a row of a table the reader does not name, to that table's
+    /// builder (made at its first row).
+    fn table_row(&mut self, row: &dyn AnyTableRow, origin: &LineOrigin<'_>) -> Result<()> {
+        let table = row.table().name;
+        let slot = match self.tables.iter().position(|slot| slot.builder.def().name == table) {
+            Some(i) => &mut self.tables[i],
+            None => {
+                self.tables.push(TableSlot { builder: row.new_builder(), days: Vec::new() });
+                let last = self.tables.len() - 1;
+                &mut self.tables[last]
+            }
+        };
+        if let Some(day) = row.append_to(slot.builder.as_mut(), origin, &self.redaction)? {
+            slot.days.push(day);
         }
-        let (n_requests, n_tokens, n_rejects) = (self.requests.len(), self.tokens.len(), self.rejects.len());
-        let (n_kernels, n_moe, n_evals) = (self.kernels.len(), self.moe_routing.len(), self.evals.len());
-        let n_profiles = self.profiles.len();
+        Ok(())
+    }
+
+    /// The slice's batches and its row counts, which come from the batches.
+    fn finish(mut self, bytes: u64) -> Result<ParsedSlice> {
         let sizes = SliceSizes { requests: self.requests.sizes(), tokens: self.tokens.sizes() };
-        Ok(ParsedSlice {
-            requests: dated(n_requests, self.requests.finish()?, self.request_days),
-            tokens: dated(n_tokens, self.tokens.finish()?, self.token_days),
-            profiles: dated(n_profiles, self.profiles.finish()?, self.profile_days),
-            rejects: if n_rejects > 0 { Some(self.rejects.finish()?) } else { None },
-            kernels: if n_kernels > 0 { Some(self.kernels.finish()?) } else { None },
-            moe_routing: if n_moe > 0 { Some(self.moe_routing.finish()?) } else { None },
-            evals: if n_evals > 0 { Some(self.evals.finish()?) } else { None },
-            spans: self.spans,
-            counts: self.counts,
-            bytes,
-            sizes,
-        })
+        let mut batches = Vec::new();
+        let mut add = |table: &'static TableDef, batch: RecordBatch, days: Vec<i32>| -> Result<()> {
+            if batch.num_rows() == 0 {
+                return Ok(());
+            }
+            if table.partition == Partition::Date && days.len() != batch.num_rows() {
+                return Err(internal_err!(
+                    "{} rows of {} came with {} partition days",
+                    batch.num_rows(),
+                    table.name,
+                    days.len()
+                ));
+            }
+            batches.push((table, DatedBatch { batch, days }));
+            Ok(())
+        };
+        add(tables::REQUESTS, self.requests.finish()?, self.request_days)?;
+        add(tables::TOKENS, self.tokens.finish()?, self.token_days)?;
+        add(tables::PROFILES, self.profiles.finish()?, self.profile_days)?;
+        add(tables::REJECTS, self.rejects.finish()?, Vec::new())?;
+        for mut slot in self.tables {
+            add(slot.builder.def(), slot.builder.finish_batch()?, slot.days)?;
+        }
+        let rows = |table: &TableDef| -> u64 {
+            batches.iter().filter(|(t, _)| t.name == table.name).map(|(_, d)| d.batch.num_rows() as u64).sum()
+        };
+        let (tokens, profiles, rejects) = (rows(tables::TOKENS), rows(tables::PROFILES), rows(tables::REJECTS));
+        let all: u64 = batches.iter().map(|(_, d)| d.batch.num_rows() as u64).sum();
+        // Rows written: requests and every other table's rows, except
+        // `tokens`, `profiles` (counted apart) and `rejects`.
+        self.counts.rows_written = all - tokens - profiles - rejects;
+        self.counts.tokens_written = tokens;
+        self.counts.profiles_written = profiles;
+        Ok(ParsedSlice { batches, spans: self.spans, counts: self.counts, bytes, sizes })
     }
 }
 
@@ -831,8 +832,8 @@ mod tests {
         for slices in &mut reader {
             for s in slices.expect("chunk parses") {
                 counts.add(&s.counts);
-                requests.extend(s.requests.map(|d| d.batch));
-                rejects.extend(s.rejects);
+                requests.extend(s.batch(tables::REQUESTS).cloned());
+                rejects.extend(s.batch(tables::REJECTS).cloned());
             }
         }
         assert!(reader.finish().is_ok());
@@ -952,8 +953,8 @@ mod tests {
         for slices in &mut reader {
             for s in slices.expect("chunk parses") {
                 counts.add(&s.counts);
-                profiles += s.profiles.map_or(0, |d| d.batch.num_rows());
-                tokens.extend(s.tokens.map(|d| d.batch));
+                profiles += s.rows(tables::PROFILES);
+                tokens.extend(s.batch(tables::TOKENS).cloned());
             }
         }
         assert_eq!(reader.format().map(Format::name), Some("profile"));
@@ -974,7 +975,7 @@ mod tests {
         let mut reader = ReaderBuilder::new().build(std::io::Cursor::new(log.into_bytes()), "x.jsonl");
         assert_eq!(reader.sizes.requests, BuilderSizes::default());
         let slices = reader.next().expect("one chunk").expect("chunk parses");
-        let rows: usize = slices.iter().filter_map(|s| s.requests.as_ref()).map(|d| d.batch.num_rows()).sum();
+        let rows: usize = slices.iter().map(|s| s.rows(tables::REQUESTS)).sum();
         assert_eq!((slices.len(), rows), (1, 3));
         let model = RequestsBuilder::DEF.columns.iter().position(|c| c.name == "model").unwrap();
         let sizes = &reader.sizes.requests;
@@ -996,8 +997,8 @@ mod tests {
         for slices in &mut reader {
             for s in slices.expect("chunk parses") {
                 counts.add(&s.counts);
-                kernels.extend(s.kernels);
-                if let Some(r) = s.rejects {
+                kernels.extend(s.batch(tables::KERNELS).cloned());
+                if let Some(r) = s.batch(tables::REJECTS) {
                     let e = r.column_by_name("error").unwrap();
                     let e = e.as_any().downcast_ref::<arrow_array::StringArray>().unwrap();
                     errors.extend(e.iter().map(|x| x.unwrap().to_string()));

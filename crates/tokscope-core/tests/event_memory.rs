@@ -8,6 +8,7 @@
 
 use std::io::Read;
 
+use tokscope_core::catalog::tables;
 use tokscope_core::reader::{LineCounts, ReaderBuilder};
 
 /// Peak resident set size of this process, bytes (Linux `/proc/self/status`).
@@ -91,7 +92,7 @@ fn an_80_mb_trace_is_read_in_bounded_memory() {
     for slices in &mut reader {
         for slice in slices.expect("chunk parses") {
             counts.add(&slice.counts);
-            kernel_rows += slice.kernels.as_ref().map_or(0, |b| b.num_rows());
+            kernel_rows += slice.rows(tables::KERNELS);
         }
     }
     let bytes = reader.finish().expect("reader finishes");

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 
 use arrow_array::{Array, BooleanArray, Int64Array, RecordBatch, StringArray};
 use proptest::prelude::*;
+use tokscope_core::catalog::tables;
 use tokscope_core::formats::{Format, Framing};
 use tokscope_core::fuzz::read_checked;
 use tokscope_core::reader::{LineCounts, ReaderBuilder};
@@ -302,7 +303,7 @@ fn requests_batches(input: &[u8]) -> Vec<RecordBatch> {
     for slices in &mut reader {
         for slice in slices.expect("slices") {
             assert_eq!(slice.counts.lines_rejected, 0, "generated lines are valid");
-            batches.extend(slice.requests.map(|d| d.batch));
+            batches.extend(slice.batch(tables::REQUESTS).cloned());
         }
     }
     batches
@@ -395,8 +396,8 @@ proptest! {
         for slices in &mut reader {
             for s in slices.expect("slices") {
                 prop_assert_eq!(s.counts.lines_rejected, 0);
-                requests.extend(s.requests.map(|d| d.batch));
-                tokens.extend(s.tokens.map(|d| d.batch));
+                requests.extend(s.batch(tables::REQUESTS).cloned());
+                tokens.extend(s.batch(tables::TOKENS).cloned());
             }
         }
         let bits = |batch: &RecordBatch, name: &str| col::<arrow_array::Float64Array>(batch, name).value(0).to_bits();

@@ -6,6 +6,7 @@
 use std::path::PathBuf;
 
 use arrow_array::{Array, Float64Array, Int64Array, RecordBatch, StringArray};
+use tokscope_core::catalog::tables;
 use tokscope_core::formats::Format;
 use tokscope_core::reader::{LineCounts, ReaderBuilder};
 
@@ -31,9 +32,9 @@ fn read_with(name: &str, builder: ReaderBuilder) -> Read {
     for slices in &mut reader {
         for s in slices.expect("a chunk parses") {
             counts.add(&s.counts);
-            requests.extend(s.requests.map(|d| d.batch));
-            profiles.extend(s.profiles.map(|d| d.batch));
-            if let Some(r) = s.rejects {
+            requests.extend(s.batch(tables::REQUESTS).cloned());
+            profiles.extend(s.batch(tables::PROFILES).cloned());
+            if let Some(r) = s.batch(tables::REJECTS) {
                 let e = r.column_by_name("error").unwrap().as_any().downcast_ref::<StringArray>().unwrap().clone();
                 errors.extend(e.iter().map(|x| x.unwrap_or_default().to_string()));
             }

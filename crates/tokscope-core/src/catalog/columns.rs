@@ -419,6 +419,25 @@ macro_rules! table {
                 Self::new()
             }
         }
+
+        impl $crate::catalog::append::TableBuilder for $builder {
+            fn def(&self) -> &'static $crate::catalog::TableDef {
+                <Self as $crate::catalog::append::DeclaredTable>::TABLE
+            }
+            fn rows(&self) -> usize {
+                self.rows
+            }
+            fn finish_batch(&mut self) -> $crate::error::Result<arrow_array::RecordBatch> {
+                self.finish()
+            }
+            fn as_any_mut(&mut self) -> &mut dyn std::any::Any {
+                self
+            }
+        }
+
+        impl $crate::catalog::append::DeclaredTable for $builder {
+            const TABLE: &'static $crate::catalog::TableDef = &Self::DEF;
+        }
     };
     (@nullable) => { false };
     (@nullable nullable) => { true };

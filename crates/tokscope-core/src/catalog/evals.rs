@@ -2,8 +2,10 @@
 //! `request_id` of the request it scores. Read, joined to `requests`, by the
 //! `drift`, `quality` and `composite` jobs.
 
+use super::append::TableRow;
 use super::columns::table;
 use crate::record::LineOrigin;
+use crate::redact::Redactor;
 
 /// One evaluation record, as the `eval` format parses it.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -84,5 +86,16 @@ table! {
         source_file: Utf8 [Dictionary] = o.file,
         /// 1-based line number in the decompressed input.
         source_line: UInt64 = o.line_no,
+    }
+}
+
+impl TableRow for EvalRow {
+    type Builder = EvalsBuilder;
+
+    /// The reference answer is redacted like outputs.
+    fn append(&self, builder: &mut EvalsBuilder, origin: &LineOrigin<'_>, redaction: &Redactor) -> Option<i32> {
+        let reference = redaction.text(self.reference.as_deref());
+        builder.append(self, reference.as_deref(), origin);
+        None
     }
 }

@@ -2,8 +2,10 @@
 //! `kernel_trace` format): a complete event, or a matched begin/end pair.
 //! Read by the `head_waste` job.
 
+use super::append::TableRow;
 use super::columns::table;
 use crate::record::LineOrigin;
+use crate::redact::Redactor;
 
 /// One kernel interval, as the `kernel_trace` format parses it.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -72,5 +74,14 @@ table! {
         source_line: UInt64 = o.line_no,
         /// Byte offset of the event (a pair's begin event) in the decompressed input.
         byte_offset: UInt64 = o.byte_offset,
+    }
+}
+
+impl TableRow for KernelRow {
+    type Builder = KernelsBuilder;
+
+    fn append(&self, builder: &mut KernelsBuilder, origin: &LineOrigin<'_>, _: &Redactor) -> Option<i32> {
+        builder.append(self, origin);
+        None
     }
 }

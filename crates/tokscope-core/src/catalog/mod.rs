@@ -8,8 +8,10 @@
 //! from it (a test keeps the files equal).
 //!
 //! Adding a table: a module here with one `table!` declaration, and one line
-//! in [`CATALOG`].
+//! in [`CATALOG`]; a table that formats fill also gives its row type a
+//! [`append::TableRow`] impl, so that the reader appends its rows unnamed.
 
+pub mod append;
 pub mod columns;
 pub mod evals;
 pub mod interventions;

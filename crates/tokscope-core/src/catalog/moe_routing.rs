@@ -2,8 +2,10 @@
 //! (the `moe_routing` format): token assignments sent to one expert of one
 //! layer. Read by the `moe_load` job.
 
+use super::append::TableRow;
 use super::columns::table;
 use crate::record::LineOrigin;
+use crate::redact::Redactor;
 
 /// One router record, as the `moe_routing` format parses it.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -46,5 +48,14 @@ table! {
         source_file: Utf8 [Dictionary] = o.file,
         /// 1-based line number in the decompressed input.
         source_line: UInt64 = o.line_no,
+    }
+}
+
+impl TableRow for MoeRoutingRow {
+    type Builder = MoeRoutingBuilder;
+
+    fn append(&self, builder: &mut MoeRoutingBuilder, origin: &LineOrigin<'_>, _: &Redactor) -> Option<i32> {
+        builder.append(self, origin);
+        None
     }
 }

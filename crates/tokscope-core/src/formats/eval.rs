@@ -171,7 +171,7 @@ impl LogFormat for Eval {
     }
 
     fn parse<'a>(&self, line: &'a [u8], _ctx: &LineContext<'_>) -> Result<Parsed<'a>, String> {
-        Ok(Parsed::Rows { rows: vec![Row::Eval(parse_record(line)?)], skipped: 0 })
+        Ok(Parsed::Rows { rows: vec![Row::table(parse_record(line)?)], skipped: 0 })
     }
 }
 

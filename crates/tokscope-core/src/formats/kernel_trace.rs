@@ -253,7 +253,7 @@ pub fn parse_event(event: &[u8]) -> Result<Parsed<'static>, String> {
         if dur < 0.0 {
             return Err(format!("an X event needs a non-negative dur, got {dur}"));
         }
-        Row::Kernel(interval(name, cat, "X", ids, (ts, dur), args, extra_json(&raw.extra))?)
+        Row::table(interval(name, cat, "X", ids, (ts, dur), args, extra_json(&raw.extra))?)
     } else {
         let (pid, tid) = ids;
         let extra = fields::members_to_values(raw.extra);
@@ -310,9 +310,9 @@ mod tests {
 
     fn kernel(event: &str) -> Result<KernelRow, String> {
         match parse_event(event.as_bytes())? {
-            Parsed::Rows { mut rows, .. } => match rows.pop() {
-                Some(Row::Kernel(k)) => Ok(k),
-                other => panic!("{other:?}"),
+            Parsed::Rows { rows, .. } => match rows.last().and_then(Row::as_table_row::<KernelRow>) {
+                Some(k) => Ok(k.clone()),
+                None => panic!("{rows:?}"),
             },
             other => panic!("{other:?}"),
         }

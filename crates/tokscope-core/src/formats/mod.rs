@@ -44,9 +44,7 @@ use std::str::FromStr;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
-use crate::catalog::evals::EvalRow;
-use crate::catalog::kernels::KernelRow;
-use crate::catalog::moe_routing::MoeRoutingRow;
+use crate::catalog::append::{AnyTableRow, TableRow};
 use crate::error::Error;
 use crate::record::{ProfileRecord, RequestRecord};
 
@@ -364,8 +362,8 @@ impl Parsed<'_> {
 }
 
 /// One row of a line that yields several ([`Parsed::Rows`]), or rows of
-/// another table than `requests`. Adding a table that a format fills: a
-/// variant here, and its case in the reader's `SliceBuilders`.
+/// another table than `requests`. A table that a format fills needs no
+/// variant here: its rows come as [`Row::Table`] ([`Row::table`]).
 // Most rows are requests: boxing them to shrink the rare reject would add an
 // allocation per row (as for `Parsed`).
 #[allow(clippy::large_enum_variant)]
@@ -373,33 +371,41 @@ impl Parsed<'_> {
 pub enum Row<'a> {
     /// A `requests` row (with its `tokens` rows).
     Request(RequestRecord<'a>),
-    /// A `kernels` row: a complete trace event.
-    Kernel(KernelRow),
+    /// A `profiles` row (with its `tokens` rows, `source = 'engine'`).
+    Profile(ProfileRecord<'a>),
     /// A begin or end trace event: a `kernels` row once the reader pairs it
     /// (per pid and tid, as a stack); until then the event is not counted.
     KernelSpan(kernel_trace::SpanEvent),
-    /// A `moe_routing` row.
-    MoeRouting(MoeRoutingRow),
-    /// An `evals` row.
-    Eval(EvalRow),
     /// A record of the line that is rejected while the others are kept: a
     /// `rejects` row naming the record.
     Reject(RecordReject<'a>),
-    /// A `profiles` row (with its `tokens` rows, `source = 'engine'`).
-    Profile(ProfileRecord<'a>),
+    /// A row of any other table (`kernels`, `moe_routing`, `evals`): the row
+    /// knows its table and how it is appended.
+    Table(Box<dyn AnyTableRow>),
 }
 
 impl Row<'_> {
+    /// A row of the table `row` belongs to.
+    pub fn table(row: impl TableRow) -> Row<'static> {
+        Row::Table(Box::new(row))
+    }
+
+    /// The row as a `T` (a [`TableRow`] type), if it is one.
+    pub fn as_table_row<T: TableRow>(&self) -> Option<&T> {
+        match self {
+            Row::Table(row) => row.as_any().downcast_ref(),
+            _ => None,
+        }
+    }
+
     /// The same row, detached from the text it was parsed from.
     pub fn into_owned(self) -> Row<'static> {
         match self {
             Row::Request(rec) => Row::Request(rec.into_owned()),
             Row::Profile(rec) => Row::Profile(rec.into_owned()),
             Row::Reject(r) => Row::Reject(r.into_owned()),
-            Row::Kernel(k) => Row::Kernel(k),
             Row::KernelSpan(s) => Row::KernelSpan(s),
-            Row::MoeRouting(m) => Row::MoeRouting(m),
-            Row::Eval(e) => Row::Eval(e),
+            Row::Table(row) => Row::Table(row),
         }
     }
 

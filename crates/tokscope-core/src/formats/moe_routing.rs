@@ -116,7 +116,7 @@ pub fn parse(line: &[u8], ctx: &LineContext<'_>) -> Result<Parsed<'static>, Stri
     } else {
         parse_csv(line, ctx.header)?
     };
-    Ok(Parsed::Rows { rows: vec![Row::MoeRouting(row)], skipped: 0 })
+    Ok(Parsed::Rows { rows: vec![Row::table(row)], skipped: 0 })
 }
 
 /// MoE router logs, recognised by a CSV header or JSON keys naming `layer`,
@@ -158,9 +158,9 @@ mod tests {
         let header = moe_header(header);
         let ctx = LineContext { default_model: "m", header: header.as_ref(), ..Default::default() };
         match parse(line.as_bytes(), &ctx)? {
-            Parsed::Rows { mut rows, skipped: 0 } if rows.len() == 1 => match rows.pop() {
-                Some(Row::MoeRouting(m)) => Ok(m),
-                other => panic!("{other:?}"),
+            Parsed::Rows { rows, skipped: 0 } if rows.len() == 1 => match rows[0].as_table_row::<MoeRoutingRow>() {
+                Some(m) => Ok(m.clone()),
+                None => panic!("{rows:?}"),
             },
             other => panic!("{other:?}"),
         }
