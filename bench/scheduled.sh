@@ -8,19 +8,29 @@
 # 2. `export` over a dataset of EXPORT_REQUESTS requests: the export's
 #    elapsed time minus the time its jobs' queries took (both from the same
 #    run's `--json` summary), and the page size (targets: < 1 s, < 2 MB).
+# 3. A day's scheduled run over that dataset: `run --config` ingesting
+#    DAY_REQUESTS new requests (one day), compacting, exporting every
+#    dashboard job, timed whole with each step's share (the run's `steps`),
+#    once with the export's queries 4 at a time (the default) and once one
+#    after another (`jobs_at_once = 1`), each on a fresh copy of the dataset.
 #
-# Usage: bench/scheduled.sh [OBJECTS=1000] [REQUESTS=1000000] [EXPORT_REQUESTS=5000000]
+# Usage: bench/scheduled.sh [OBJECTS=1000] [REQUESTS=1000000] [EXPORT_REQUESTS=5000000] [DAY_REQUESTS=1000000]
+# SECTIONS="1 2 3" (default) picks sections.
 # TOKSCOPE_BIN=path uses an already built release binary.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OBJECTS=${1:-1000}
 REQUESTS=${2:-1000000}
 EXPORT_REQUESTS=${3:-5000000}
+DAY_REQUESTS=${4:-1000000}
+SECTIONS=${SECTIONS:-1 2 3}
+section() { [[ " $SECTIONS " == *" $1 "* ]]; }
 WORK=${BENCH_DIR:-${CARGO_TARGET_DIR:-target}/bench/scheduled}
 mkdir -p "$WORK"
 . bench/lib.sh
 BIN=$(tokscope_bin)
 
+if section 1; then
 # --- 1. second run over an unchanged bucket --------------------------------
 PORT=$(free_port)
 python3 -m moto.server -H 127.0.0.1 -p "$PORT" > "$WORK/moto.log" 2>&1 &
@@ -58,14 +68,18 @@ echo "first run (ingest $OBJECTS objects, $REQUESTS requests): ${FIRST}s, exit $
 echo "second run (nothing new): ${SECOND}s, exit $RC2 (3 = nothing new)"
 python3 -c "print(f'second / first: {$SECOND / $FIRST:.2%} (target < 5%)')"
 kill $MOTO 2>/dev/null || true
+fi
 
 # --- 2. the export's own time over a large dataset ---------------------------
+# (the dataset is also section 3's history)
 BIG="$WORK/export-$EXPORT_REQUESTS"
 if [ ! -d "$BIG/requests" ]; then
   "$BIN" generate --requests "$EXPORT_REQUESTS" --days 30 --out "$WORK/export.jsonl"
   "$BIN" ingest --quiet --out "$BIG" "$WORK/export.jsonl"
   rm -f "$WORK/export.jsonl"
 fi
+
+if section 2; then
 rm -rf "$WORK/site"
 "$BIN" export --data "$BIG" --to "$WORK/site" --pricing config/pricing.example.toml --json > "$WORK/export.json"
 python3 - "$WORK/export.json" <<'EOF'
@@ -75,3 +89,40 @@ own = s["elapsed_s"] - s["jobs_s"]
 print(f"export over the dataset: {s['elapsed_s']:.3f}s, of which jobs {s['jobs_s']:.3f}s ({', '.join(s['jobs'])})")
 print(f"export's own time: {own:.3f}s (target < 1 s); page: {s['page_bytes'] / 1e6:.3f} MB (target < 2 MB)")
 EOF
+fi
+
+# --- 3. a day's scheduled run: ingest, compaction, export --------------------
+if section 3; then
+  DAY="$WORK/day-$DAY_REQUESTS.jsonl"
+  [ -f "$DAY" ] || "$BIN" generate --requests "$DAY_REQUESTS" --days 1 --seed 7 --out "$DAY"
+  rm -rf "$WORK/incoming" && mkdir -p "$WORK/incoming" && ln -s "$(realpath "$DAY")" "$WORK/incoming/"
+  day_run() {
+    rm -rf "$WORK/day-lake" "$WORK/day-site"
+    cp -r "$BIG" "$WORK/day-lake"
+    cat > "$WORK/day.toml" <<EOF
+dataset = "$(realpath "$WORK")/day-lake"
+sources = ["$(realpath "$WORK")/incoming"]
+pricing = "$PWD/config/pricing.example.toml"
+[export]
+to = "$(realpath "$WORK")/day-site"
+jobs_at_once = $1
+EOF
+    "$BIN" run --config "$WORK/day.toml" --quiet --json > "$WORK/day-$1.json" || [ $? -eq 4 ]
+  }
+  day_run 4
+  day_run 1
+  python3 - "$WORK/day-4.json" "$WORK/day-1.json" "$DAY_REQUESTS" "$EXPORT_REQUESTS" <<'EOF'
+import json, sys
+runs = [json.load(open(p)) for p in sys.argv[1:3]]
+print(f"a day's run: {int(sys.argv[3]):,} new requests into a dataset of {int(sys.argv[4]):,}, compaction, export")
+for r in runs:
+    s, e = r["steps"], r["export"]
+    share = lambda x: f"{x:.2f} s ({100 * x / r['elapsed_s']:.0f}%)"
+    print(f"  export queries {e['jobs_at_once']} at a time: {r['elapsed_s']:.2f} s: ingest {share(s['ingest_s'])}, "
+          f"compact {share(s['compact_s'])}, export {share(s['export_s'])} (its {len(e['jobs'])} jobs' queries "
+          f"{e['jobs_s']:.2f} s), other {share(s['other_s'])}")
+at_once, in_turn = runs[0]["export"], runs[1]["export"]
+print(f"  export with its queries one after another, over {at_once['jobs_at_once']} at a time: "
+      f"{in_turn['elapsed_s'] / at_once['elapsed_s']:.2f}x (the queries {in_turn['jobs_s'] / at_once['jobs_s']:.2f}x)")
+EOF
+fi

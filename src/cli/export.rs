@@ -30,6 +30,9 @@ pub struct ExportArgs {
     /// Days the trend charts show.
     #[arg(long, default_value_t = 30)]
     trend_days: u32,
+    /// Jobs whose queries run at once (1: one after another).
+    #[arg(long, default_value_t = publish::DEFAULT_JOBS_AT_ONCE, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=64))]
+    jobs_at_once: usize,
     /// Print the export summary as JSON on stdout.
     #[arg(long)]
     json: bool,
@@ -55,6 +58,7 @@ pub fn run_export(args: &ExportArgs) -> anyhow::Result<()> {
         dataset: args.data.clone(),
         store: Default::default(),
         progress: !args.quiet,
+        jobs_at_once: args.jobs_at_once,
     };
     let summary = engine::runtime()?.block_on(engine::retry_vanished(|| async {
         let ctx = session(&args.data, &udf, args.engine.remote().as_ref(), &args.udf.memory.limit()).await?;

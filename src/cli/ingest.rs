@@ -310,13 +310,17 @@ fn one_line(report: &RunReport) -> String {
         Some(e) => format!(", exported {} job(s) to {}", e.jobs.len(), e.location),
         None => String::new(),
     };
+    let steps = match report.steps.describe(report.elapsed_s) {
+        s if s.is_empty() => s,
+        s => format!(" ({s})"),
+    };
     format!(
-        "tokscope run: {status}: {} input(s) ingested ({} rows, {} lines rejected), {} already ingested{export} in {:.1}s",
+        "tokscope run: {status}: {} input(s) ingested ({} rows, {} lines rejected), {} already ingested{export} in {:.1}s{steps}",
         report.ingested.len(),
         counts.rows_written,
         counts.lines_rejected,
         report.already_ingested,
-        report.elapsed_s
+        report.elapsed_s,
     )
 }
 

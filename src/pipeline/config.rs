@@ -104,6 +104,8 @@ pub struct ExportConfig {
     pub keep: Option<usize>,
     /// Days the trend charts show (default 30).
     pub trend_days: Option<u32>,
+    /// Jobs whose queries run at once (default 4; 1: one after another).
+    pub jobs_at_once: Option<usize>,
 }
 
 /// `[store]`: object-store retries and timeouts (defaults: `StoreOptions`).

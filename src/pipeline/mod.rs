@@ -74,6 +74,35 @@ pub struct RunReport {
     pub dry_run: bool,
     /// Wall time, seconds.
     pub elapsed_s: f64,
+    /// Where that time went.
+    pub steps: RunSteps,
+}
+
+/// A run's wall time by step, seconds; with `other_s` they add up to the
+/// run's `elapsed_s`.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct RunSteps {
+    /// Reading and writing the new inputs (with the commit).
+    pub ingest_s: f64,
+    /// Compacting what the ingest added to.
+    pub compact_s: f64,
+    /// Opening the dataset for queries, the export's jobs and publishing.
+    pub export_s: f64,
+    /// The rest: listing the sources against the manifest, the lease.
+    pub other_s: f64,
+}
+
+impl RunSteps {
+    /// The steps as `ingest 8.1s (66%), compact ...`, the ones that ran.
+    pub fn describe(&self, elapsed_s: f64) -> String {
+        let total = elapsed_s.max(f64::MIN_POSITIVE);
+        [("ingest", self.ingest_s), ("compact", self.compact_s), ("export", self.export_s), ("other", self.other_s)]
+            .iter()
+            .filter(|(_, s)| *s > 0.0)
+            .map(|(name, s)| format!("{name} {s:.1}s ({:.0}%)", 100.0 * s / total))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
 }
 
 impl IngestConfig {
@@ -140,21 +169,28 @@ pub fn run(config: &RunConfig, options: &RunOptions) -> Result<RunReport> {
             export: None,
             dry_run: true,
             elapsed_s: started.elapsed().as_secs_f64(),
+            steps: RunSteps::default(),
         });
     }
     let run_id = crate::dataset::new_run_id();
     let mut lease = Lease::acquire(&dataset, &run_id, ingest_options.lease, &rt)?;
+    let mut steps = RunSteps::default();
+    let step = Instant::now();
     let summary = ingest::ingest_into(&dataset, objects, &ingest_options, &run_id, &rt)?;
+    steps.ingest_s = step.elapsed().as_secs_f64();
     lease.renew()?;
     // Compact what this run added to before the export reads it.
     let compact = match config.compact_options()? {
         Some(opts) if !summary.files.is_empty() => {
+            let step = Instant::now();
             let done = compact::compact_held(&dataset, &run_id, &opts, &rt)?;
+            steps.compact_s = step.elapsed().as_secs_f64();
             lease.renew()?;
             Some(done)
         }
         _ => None,
     };
+    let step = Instant::now();
     let export = match &config.export {
         Some(export) => {
             let udf = UdfConfig::load(
@@ -172,6 +208,10 @@ pub fn run(config: &RunConfig, options: &RunOptions) -> Result<RunReport> {
                 dataset: dataset.display(),
                 store,
                 progress: options.progress,
+                jobs_at_once: match export.jobs_at_once {
+                    Some(0) => return Err(config_err!("[export] jobs_at_once must be at least 1")),
+                    n => n.unwrap_or(publish::DEFAULT_JOBS_AT_ONCE),
+                },
             };
             let exported = engine::runtime()?.block_on(async {
                 let ctx = engine::open(&dataset, &udf, config.remote().as_ref(), &Default::default()).await?;
@@ -181,7 +221,11 @@ pub fn run(config: &RunConfig, options: &RunOptions) -> Result<RunReport> {
         }
         None => None,
     };
+    if export.is_some() {
+        steps.export_s = step.elapsed().as_secs_f64();
+    }
     drop(lease);
+    let elapsed_s = started.elapsed().as_secs_f64();
     let outcome = if summary.files.is_empty() {
         Outcome::NothingNew
     } else if summary.totals.counts.lines_rejected > 0 {
@@ -198,6 +242,19 @@ pub fn run(config: &RunConfig, options: &RunOptions) -> Result<RunReport> {
         compact,
         export,
         dry_run: false,
-        elapsed_s: started.elapsed().as_secs_f64(),
+        elapsed_s,
+        steps: RunSteps { other_s: (elapsed_s - steps.ingest_s - steps.compact_s - steps.export_s).max(0.0), ..steps },
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::RunSteps;
+
+    #[test]
+    fn steps_are_described_with_their_share_of_the_run() {
+        let steps = RunSteps { ingest_s: 6.0, compact_s: 0.0, export_s: 3.5, other_s: 0.5 };
+        assert_eq!(steps.describe(10.0), "ingest 6.0s (60%), export 3.5s (35%), other 0.5s (5%)");
+        assert_eq!(RunSteps::default().describe(0.0), "");
+    }
 }

@@ -130,6 +130,11 @@ fn a_second_run_changes_nothing_and_a_new_file_is_ingested_once() {
         text(&first)
     );
     assert_eq!(count_requests(data.to_str().unwrap(), &[]), 600);
+    // The line says where the time went: every step that ran.
+    let line = String::from_utf8_lossy(&first.stdout).to_string();
+    for step in ["(ingest ", ", compact ", ", export "] {
+        assert!(line.contains(step), "{step:?} in {line}");
+    }
     let before = snapshot(&data);
 
     let second = run(&cfg, &[]);

@@ -767,3 +767,70 @@ FROM c GROUP BY model, context_bin, context_bin_lo ORDER BY model, context_bin_l
         common::assert_rows_match(name, &ours, theirs, 1e-9);
     }
 }
+
+/// `export` runs its jobs' queries several at once by default: each job
+/// gives the rows it gives when the jobs run one after another, the jobs
+/// keep their order, whatever the number at once.
+#[test]
+fn export_jobs_run_at_once_write_what_they_write_in_turn() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("ds");
+    let samples = repo().join("sample_logs");
+    let formats = repo().join("tests/data/formats");
+    ingest(&[samples.to_str().unwrap(), formats.to_str().unwrap()], &data, &[]);
+    let pricing = repo().join("config/pricing.example.toml");
+    let export = |site: &str, at_once: Option<&str>| -> Value {
+        let to = dir.path().join(site);
+        let mut args = vec!["export", "--quiet", "--json", "--data", data.to_str().unwrap()];
+        args.extend(["--to", to.to_str().unwrap(), "--pricing", pricing.to_str().unwrap(), "--date", "2024-06-03"]);
+        if let Some(n) = at_once {
+            args.extend(["--jobs-at-once", n]);
+        }
+        serde_json::from_str(&tokscope(&args)).unwrap()
+    };
+    let in_turn = export("one", Some("1"));
+    let jobs: Vec<&str> = in_turn["jobs"].as_array().unwrap().iter().map(|j| j.as_str().unwrap()).collect();
+    assert!(jobs.len() >= 8, "{jobs:?}");
+    assert_eq!(in_turn["jobs_at_once"], 1);
+    for (site, at_once, reported) in [("default", None, 4), ("many", Some("64"), 64)] {
+        let summary = export(site, at_once);
+        assert_eq!(summary["jobs"], in_turn["jobs"], "the same jobs in the same order");
+        assert_eq!(summary["jobs_at_once"], reported);
+        for job in &jobs {
+            let rows = |s: &str| -> Vec<Value> {
+                let text = std::fs::read_to_string(dir.path().join(s).join("2024-06-03").join(format!("{job}.json")));
+                text.unwrap()
+                    .lines()
+                    .filter(|l| !l.trim().is_empty())
+                    .map(|l| serde_json::from_str(l).unwrap())
+                    .collect()
+            };
+            let (at_once_rows, in_turn_rows) = (rows(site), rows("one"));
+            assert_eq!(at_once_rows.len(), in_turn_rows.len(), "{job} with {at_once:?} at once");
+            for (a, b) in at_once_rows.iter().zip(&in_turn_rows) {
+                assert!(same_within_sum_order(a, b), "{job} with {at_once:?} at once:\n{a}\n{b}");
+            }
+        }
+    }
+    let zero =
+        common::tokscope_output(&["export", "--data", data.to_str().unwrap(), "--to", "x", "--jobs-at-once", "0"]);
+    assert!(!zero.status.success());
+}
+
+/// Equal, numbers within a relative 1e-9: a parallel sum adds its partial
+/// sums in the order they finish, in one job run alone as among several.
+fn same_within_sum_order(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => {
+            let (x, y) = (x.as_f64().unwrap(), y.as_f64().unwrap());
+            x == y || (x - y).abs() <= 1e-9 * x.abs().max(y.abs())
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| same_within_sum_order(v, w)))
+        }
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(v, w)| same_within_sum_order(v, w))
+        }
+        _ => a == b,
+    }
+}
