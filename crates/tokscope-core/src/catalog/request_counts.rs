@@ -67,7 +67,7 @@ table! {
 /// Counts of `requests` rows by [`CountKey`], added batch by batch.
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct RequestCounts {
-    counts: HashMap<CountKey, i64>,
+    counts: HashMap<CountKey, i64, foldhash::fast::RandomState>,
 }
 
 /// A borrowed [`CountKey`]: one lookup per row without allocating.
