@@ -94,27 +94,3 @@ impl<R: TableRow> AnyTableRow for R {
         self
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::catalog::evals::EvalRow;
-    use crate::catalog::kernels::KernelRow;
-    use crate::catalog::CATALOG;
-
-    #[test]
-    fn a_row_appends_to_its_own_tables_builder_only() {
-        let origin = LineOrigin { file: "f", format: "eval", line_no: 1, byte_offset: 0 };
-        let eval: Box<dyn AnyTableRow> = Box::new(EvalRow { request_id: "r".into(), ..Default::default() });
-        let kernel: Box<dyn AnyTableRow> = Box::new(KernelRow::default());
-        let mut builder = eval.new_builder();
-        assert_eq!(builder.def().name, "evals");
-        assert_eq!(eval.append_to(builder.as_mut(), &origin, &Redactor::default()).ok(), Some(None));
-        assert_eq!(builder.rows(), 1);
-        let err = kernel.append_to(builder.as_mut(), &origin, &Redactor::default());
-        assert!(err.is_err_and(|e| e.to_string().contains("kernels row was given the builder of evals")));
-        let batch = builder.finish_batch().expect("one row");
-        assert_eq!((batch.num_rows(), builder.rows()), (1, 0));
-        assert!(CATALOG.iter().any(|t| t.name == eval.table().name && t.schema() == batch.schema()));
-    }
-}
