@@ -151,9 +151,16 @@ pub fn configure_threads(threads: usize) -> Result<()> {
         return Err(internal_err!("threads already set to {set}, not {threads}"));
     }
     // Already built (a library user or a test built it): it keeps its size.
-    let _ = rayon::ThreadPoolBuilder::new().num_threads(threads).build_global();
+    let _ = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .thread_name(|i| format!("{POOL_THREAD}-{i}"))
+        .build_global();
     Ok(())
 }
+
+/// Name of the threads of the pool parallel work runs on (ingest's parsing,
+/// compaction, the CPU decoder), numbered from 0 (`top -H`, `ps -L`).
+pub const POOL_THREAD: &str = "tokscope-pool";
 
 /// The thread count parallel work uses: the configured one, else what
 /// [`choose_threads`] gives without a flag (its error ignored: the machine's cores).

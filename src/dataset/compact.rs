@@ -149,6 +149,7 @@ pub fn compact_held(
     let merges = parallel_merges(opts.memory_limit.bytes(), largest, rayon::current_num_threads());
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(merges)
+        .thread_name(|i| format!("compact-{i}"))
         .build()
         .map_err(|e| internal_err!("compaction's thread pool: {e}"))?;
     let seq = AtomicUsize::new(0);

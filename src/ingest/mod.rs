@@ -137,6 +137,9 @@ impl IngestSummary {
 /// idle; each row group goes to the next writer in turn (the job names it),
 /// so the files depend only on the input and the number of writers, not on
 /// thread timing.
+/// Name of the ingest writer threads, numbered from 0 (`top -H`, `ps -L`).
+pub const WRITER_THREAD: &str = "ingest-write";
+
 struct WriterPool {
     senders: Vec<std::sync::mpsc::Sender<RowGroupJob>>,
     handles: Vec<std::thread::JoinHandle<Result<Vec<WrittenFile>>>>,
@@ -153,14 +156,14 @@ impl RowGroupSink for OpenFile {
 }
 
 impl WriterPool {
-    fn new(n: usize, root: &Path, run_id: &str, compression: parquet::basic::Compression) -> Self {
+    fn new(n: usize, root: &Path, run_id: &str, compression: parquet::basic::Compression) -> Result<Self> {
         let (mut senders, mut handles) = (Vec::with_capacity(n), Vec::with_capacity(n));
         for i in 0..n {
             // Jobs wait for their writer in memory (bounded by bytes: `Partitions::wait_for_writers`),
             // so the reader runs ahead to partitions other writers can take.
             let (tx, rx) = channel::<RowGroupJob>();
             let (root, run) = (root.to_path_buf(), format!("{run_id}-w{i}"));
-            handles.push(std::thread::spawn(move || -> Result<Vec<WrittenFile>> {
+            let writer = move || -> Result<Vec<WrittenFile>> {
                 let mut w = DatasetWriter::new(&root, &run, compression, MAX_OPEN_FILES / n)
                     .with_max_group_rows(budget::MAX_GROUP_ROWS);
                 for job in rx {
@@ -168,10 +171,13 @@ impl WriterPool {
                     job.write(file)?;
                 }
                 w.finish()
-            }));
+            };
+            let name = format!("{WRITER_THREAD}-{i}");
+            let spawned = std::thread::Builder::new().name(name).spawn(writer);
+            handles.push(spawned.map_err(|e| internal_err!("could not start an ingest writer thread: {e}"))?);
             senders.push(tx);
         }
-        Self { senders, handles }
+        Ok(Self { senders, handles })
     }
 
     /// Hands `job` to its writer.
@@ -402,7 +408,7 @@ pub fn ingest_into(
     summary.memory = Some(memory);
     let mut sink = Sink {
         partitions: Partitions::new(&memory, run_id),
-        writers: WriterPool::new(memory.writer_threads, &staging, run_id, opts.compression),
+        writers: WriterPool::new(memory.writer_threads, &staging, run_id, opts.compression)?,
         counts: RequestCounts::default(),
     };
     let mut result = Ok(());

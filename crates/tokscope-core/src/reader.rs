@@ -66,6 +66,9 @@ use crate::lines::{LineChunk, LineSplitter};
 use crate::record::{LineOrigin, ProfileRecord, RequestRecord, TokenRecord};
 use crate::redact::Redactor;
 
+/// Name of the thread that splits the input into chunks (`top -H`, `ps -L`).
+pub const SPLITTER_THREAD: &str = "ingest-split";
+
 /// How many of a file's first non-blank lines are tried for format detection.
 pub const DETECT_LINES: usize = 32;
 
@@ -259,7 +262,7 @@ impl ReaderBuilder {
         let input = std::io::Cursor::new(head).chain(input);
         let (tx, chunks) = sync_channel::<LineChunk>(2);
         let (chunk_bytes, max_line) = (self.chunk_bytes, self.max_line_bytes);
-        let splitter = std::thread::spawn(move || -> u64 {
+        let splitter = std::thread::Builder::new().name(SPLITTER_THREAD.into()).spawn(move || -> u64 {
             // Chunks go out until the input ends or the reader is dropped.
             let send_all = |mut next: Box<dyn FnMut() -> Option<LineChunk> + '_>| {
                 while let Some(chunk) = next() {
@@ -291,13 +294,18 @@ impl ReaderBuilder {
                 }
             }
         });
+        let (splitter, spawn_error) = match splitter {
+            Ok(handle) => (Some(handle), None),
+            Err(e) => (None, Some(e.to_string())),
+        };
         let pairing = SpanPairing { redaction: self.settings.redaction.clone(), open: HashMap::new() };
         Reader {
             config: self,
             framing,
             location: location.to_string(),
             chunks,
-            splitter: Some(splitter),
+            splitter,
+            spawn_error,
             header: None,
             started: false,
             pairing,
@@ -396,6 +404,8 @@ pub struct Reader {
     location: String,
     chunks: Receiver<LineChunk>,
     splitter: Option<JoinHandle<u64>>,
+    /// Why the splitting thread could not start (the reader then reads nothing and says so).
+    spawn_error: Option<String>,
     /// The file's CSV header, for formats that read rows by column name.
     header: Option<CsvHeader>,
     /// Whether the first chunk (where detection and the header are) was seen.
@@ -425,6 +435,9 @@ impl Reader {
         // Dropping the receiver stops a splitter that is still reading.
         let (_, closed) = sync_channel(0);
         drop(std::mem::replace(&mut self.chunks, closed));
+        if let Some(e) = self.spawn_error.take() {
+            return Err(internal_err!("could not start the line-splitting thread: {e}"));
+        }
         match self.splitter.take() {
             Some(h) => h.join().map_err(|_| internal_err!("the line-splitting thread panicked")),
             None => Ok(0),
@@ -467,6 +480,10 @@ impl Iterator for Reader {
     type Item = Result<Vec<ParsedSlice>>;
 
     fn next(&mut self) -> Option<Self::Item> {
+        if let Some(e) = self.spawn_error.take() {
+            self.finished = true;
+            return Some(Err(internal_err!("could not start the line-splitting thread: {e}")));
+        }
         if let Ok(chunk) = self.chunks.recv() {
             return Some(self.parse(&chunk));
         }
