@@ -132,14 +132,14 @@ impl IngestSummary {
     }
 }
 
+/// Name of the ingest writer threads, numbered from 0 (`top -H`, `ps -L`).
+pub const WRITER_THREAD: &str = "ingest-write";
+
 /// Writer threads, each with its own Parquet files. Encoding and zstd are the
 /// most expensive steps of ingest, so one writer would leave the other cores
 /// idle; each row group goes to the next writer in turn (the job names it),
 /// so the files depend only on the input and the number of writers, not on
 /// thread timing.
-/// Name of the ingest writer threads, numbered from 0 (`top -H`, `ps -L`).
-pub const WRITER_THREAD: &str = "ingest-write";
-
 struct WriterPool {
     senders: Vec<std::sync::mpsc::Sender<RowGroupJob>>,
     handles: Vec<std::thread::JoinHandle<Result<Vec<WrittenFile>>>>,
