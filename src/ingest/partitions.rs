@@ -359,21 +359,19 @@ impl Partitions {
     /// holds one more), or the end of that group once half a group follows
     /// it; without an open group, a whole group that half a group follows.
     fn release(&mut self, table: &'static TableDef, day: i32) -> Result<Option<(Vec<Piece>, Segment, usize)>> {
-        let key = (table.name, day);
-        let (_, part) = self.parts.get_mut(&key).ok_or_else(|| internal_err!("partition buffer vanished"))?;
+        let Partitions { parts, writers, next_writer, open_bytes, open_budget, .. } = self;
+        let (_, part) = parts.get_mut(&(table.name, day)).ok_or_else(|| internal_err!("partition buffer vanished"))?;
         let (group, hold, waiting) = (part.group, part.hold(), part.rows);
-        let fits = self.open_budget.is_none_or(|b| self.open_bytes + OPEN_GROUP_BYTES <= b);
+        let fits = open_budget.is_none_or(|b| *open_bytes + OPEN_GROUP_BYTES <= b);
         if part.open.is_none() && waiting >= OPEN_MIN_ROWS.min(group) && fits {
-            let open = OpenGroup::new(self.take_writer());
-            self.open_bytes += open.charge;
-            let (_, part) = self.parts.get_mut(&key).ok_or_else(|| internal_err!("partition buffer vanished"))?;
+            let open = OpenGroup::new(in_turn(next_writer, *writers));
+            *open_bytes += open.charge;
             part.open = Some(open);
         }
-        let (_, part) = self.parts.get_mut(&key).ok_or_else(|| internal_err!("partition buffer vanished"))?;
         match part.open {
             None if waiting >= group + hold => {
                 let pieces = part.take_front(group);
-                Ok(Some((pieces, Segment { rows: group, ends_group: true }, self.take_writer())))
+                Ok(Some((pieces, Segment { rows: group, ends_group: true }, in_turn(next_writer, *writers))))
             }
             None => Ok(None),
             Some(open) if open.sent < group && waiting > 0 => {
@@ -382,23 +380,17 @@ impl Partitions {
                 let bytes: usize = pieces.iter().map(|p| p.bytes).sum();
                 let grown = OpenGroup { sent: open.sent + n, charge: open.charge + bytes / ENCODED_SHARE, ..open };
                 part.open = Some(grown);
-                self.open_bytes = self.open_bytes + grown.charge - open.charge;
+                *open_bytes = *open_bytes + grown.charge - open.charge;
                 Ok(Some((pieces, Segment { rows: n, ends_group: false }, open.writer)))
             }
             Some(open) if open.sent == group && waiting >= hold => {
                 // Full, and not the partition's last: it ends here.
                 part.open = None;
-                self.open_bytes -= open.charge;
+                *open_bytes -= open.charge;
                 Ok(Some((Vec::new(), Segment { rows: 0, ends_group: true }, open.writer)))
             }
             Some(_) => Ok(None),
         }
-    }
-
-    fn take_writer(&mut self) -> usize {
-        let writer = self.next_writer % self.writers;
-        self.next_writer += 1;
-        writer
     }
 
     /// The rows left in every partition, as its last row group: the open
@@ -417,7 +409,7 @@ impl Partitions {
                     o.writer
                 }
                 None if rows == 0 => continue,
-                None => self.take_writer(),
+                None => in_turn(&mut self.next_writer, self.writers),
             };
             jobs.push((table, day, writer, pieces, vec![Segment { rows, ends_group: true }]));
         }
@@ -481,6 +473,13 @@ impl Partitions {
         }
         Ok(())
     }
+}
+
+/// The writer of the next row group: each group goes to the next in turn.
+fn in_turn(next_writer: &mut usize, writers: usize) -> usize {
+    let writer = *next_writer % writers;
+    *next_writer += 1;
+    writer
 }
 
 /// Writes the pieces held in memory to one spill file and points them at it.
