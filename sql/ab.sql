@@ -10,16 +10,16 @@
 -- compare_* functions (each returning the same struct, listed in one array);
 -- Holm's correction runs across the bins of one metric.
 WITH variants AS (
-  SELECT DISTINCT variant FROM requests WHERE variant IS NOT NULL
-),
-first_arm AS (
-  SELECT coalesce({{a}}, min(variant) FILTER (WHERE variant IS DISTINCT FROM {{b}})) AS arm_a
-  FROM variants
+  -- Each variant beside the first arm: the given one, else the first in name order that is not arm B.
+  SELECT
+    variant,
+    coalesce({{a}}, min(CASE WHEN variant IS DISTINCT FROM {{b}} THEN variant END) OVER ()) AS arm_a
+  FROM (SELECT DISTINCT variant FROM requests WHERE variant IS NOT NULL)
 ),
 arms AS (
-  SELECT f.arm_a, coalesce({{b}}, min(v.variant) FILTER (WHERE v.variant <> f.arm_a)) AS arm_b
-  FROM first_arm f CROSS JOIN variants v
-  GROUP BY f.arm_a
+  SELECT arm_a, coalesce({{b}}, min(variant) FILTER (WHERE variant <> arm_a)) AS arm_b
+  FROM variants
+  GROUP BY arm_a
 ),
 tagged AS (
   SELECT
@@ -39,15 +39,14 @@ tagged AS (
   FROM requests r CROSS JOIN arms a
   WHERE r.variant = a.arm_a OR r.variant = a.arm_b
 ),
-experiment AS (
-  -- The experiment window: the first arrival to the last completion, both arms.
-  SELECT CAST(max(coalesce(end_us, start_us)) - min(start_us) AS DOUBLE) / 1e6 AS window_s FROM tagged
-),
 per_bin AS (
   SELECT
     arm_a, arm_b,
     coalesce(context_bin, 'all') AS context_bin,
     context_bin_lo,
+    -- The group's first arrival and last completion (both arms): the experiment window.
+    min(start_us)                                                                     AS first_us,
+    max(coalesce(end_us, start_us))                                                   AS last_us,
     count(*) FILTER (WHERE in_a)                                                      AS requests_a,
     count(*) FILTER (WHERE NOT in_a)                                                  AS requests_b,
     count(*) FILTER (WHERE in_a AND eos_status = 'eos')                               AS eos_a,
@@ -83,12 +82,16 @@ per_bin AS (
   FROM tagged
   GROUP BY GROUPING SETS ((arm_a, arm_b, context_bin, context_bin_lo), (arm_a, arm_b))
 ),
+windowed AS (
+  -- The experiment window: the first arrival to the last completion, both arms, over every group.
+  SELECT *, CAST(max(last_us) OVER () - min(first_us) OVER () AS DOUBLE) / 1e6 AS window_s FROM per_bin
+),
 compared AS (
   -- Element i of each list is metric i of the list in `long` below.
   SELECT
     p.arm_a, p.arm_b, p.context_bin, p.context_bin_lo,
-    p.output_tokens_a / NULLIF(e.window_s, 0) AS output_tokens_per_s_a,
-    p.output_tokens_b / NULLIF(e.window_s, 0) AS output_tokens_per_s_b,
+    p.output_tokens_a / NULLIF(p.window_s, 0) AS output_tokens_per_s_a,
+    p.output_tokens_b / NULLIF(p.window_s, 0) AS output_tokens_per_s_b,
     [p.requests_a, p.ended_a, p.raw_output_a, p.requests_a,
      CAST(coalesce(cardinality(p.ttft_a), 0) AS BIGINT), CAST(coalesce(cardinality(p.ttft_a), 0) AS BIGINT),
      CAST(coalesce(cardinality(p.tpot_a), 0) AS BIGINT), CAST(coalesce(cardinality(p.tpot_a), 0) AS BIGINT),
@@ -118,7 +121,7 @@ compared AS (
      compare_medians(p.kv_a, p.kv_b, {{resamples}}, {{seed}}),
      NULL,
      compare_cost_per_1k(p.cost_a, p.tokens_a, p.cost_b, p.tokens_b, {{resamples}}, {{seed}})] AS comparisons
-  FROM per_bin p CROSS JOIN experiment e
+  FROM windowed p
 ),
 long AS (
   SELECT
