@@ -420,23 +420,28 @@ pub async fn run_sql(ctx: &SessionContext, sql: &str, allow_write: bool) -> Resu
 
 /// Plans `sql` as [`run_sql`] does (parse, analyse, optimise, physical
 /// plan) without running it; `query --timing` reports this time apart.
-/// Read-only SQL run again in the same session reuses its optimized logical
-/// plan ([`plan_cache`]).
+/// Read-only SQL run again in the same session reuses its plans
+/// ([`plan_cache`]): the physical plan where it can run again, else the
+/// optimized logical plan.
 pub async fn plan_sql(ctx: &SessionContext, sql: &str, allow_write: bool) -> Result<Arc<dyn ExecutionPlan>> {
     if !allow_write {
-        if let Some(optimized) = plan_cache::get(&ctx.session_id(), sql) {
+        if let Some(kept) = plan_cache::get(&ctx.session_id(), sql) {
+            if let Some(physical) = kept.physical() {
+                return Ok(physical?);
+            }
             let state = ctx.state();
-            return Ok(state.query_planner().create_physical_plan(&optimized, &state).await?);
+            return Ok(state.query_planner().create_physical_plan(&kept.logical, &state).await?);
         }
     }
     let options =
         SQLOptions::new().with_allow_ddl(allow_write).with_allow_dml(allow_write).with_allow_statements(allow_write);
     let (state, plan) = ctx.sql_with_options(sql, options).await?.into_parts();
     let optimized = state.optimize(&plan)?;
+    let physical = state.query_planner().create_physical_plan(&optimized, &state).await?;
     if !allow_write {
-        plan_cache::put(&ctx.session_id(), sql, optimized.clone());
+        plan_cache::put(&ctx.session_id(), sql, optimized, &physical);
     }
-    Ok(state.query_planner().create_physical_plan(&optimized, &state).await?)
+    Ok(physical)
 }
 
 /// Runs a plan from [`plan_sql`]; results with plain string types.

@@ -834,3 +834,40 @@ fn same_within_sum_order(a: &Value, b: &Value) -> bool {
         _ => a == b,
     }
 }
+
+/// A job's SQL run again in one session (its kept plan, with fresh
+/// operators where the physical plan is kept) gives the rows a fresh
+/// session gives, for every job the dataset holds the tables of.
+#[test]
+fn every_job_run_again_in_a_session_gives_the_rows_of_its_first_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("ds");
+    let samples = repo().join("sample_logs");
+    let formats = repo().join("tests/data/formats");
+    ingest(&[samples.to_str().unwrap(), formats.to_str().unwrap()], &data, &[]);
+    let (d, pricing) = (data.to_str().unwrap(), repo().join("config/pricing.example.toml"));
+    let pricing = pricing.to_str().unwrap();
+    let rows = |out: std::process::Output| -> Vec<Value> {
+        let text = String::from_utf8(out.stdout).unwrap();
+        text.lines().filter(|l| !l.trim().is_empty()).map(|l| serde_json::from_str(l).unwrap()).collect()
+    };
+    let mut ran = Vec::new();
+    for job in tokscope::jobs::JOBS {
+        let fresh = common::tokscope_output(&["job", job.name, "--data", d, "--pricing", pricing, "--format", "json"]);
+        if !fresh.status.success() {
+            // A table this dataset lacks: an error on every run alike.
+            continue;
+        }
+        let sql = tokscope(&["job", job.name, "--show-sql"]);
+        let args = ["query", "--data", d, "--pricing", pricing, "--format", "json", "--timing", "--repeat", "3", &sql];
+        let again = common::tokscope_output(&args);
+        assert!(again.status.success(), "{}: {}", job.name, String::from_utf8_lossy(&again.stderr));
+        let (want, got) = (rows(fresh), rows(again));
+        assert_eq!(want.len(), got.len(), "{}", job.name);
+        for (a, b) in want.iter().zip(&got) {
+            assert!(same_within_sum_order(a, b), "{} run a third time:\n{a}\n{b}", job.name);
+        }
+        ran.push(job.name);
+    }
+    assert!(ran.len() >= 15 && ran.contains(&"ab") && ran.contains(&"report"), "{ran:?}");
+}
