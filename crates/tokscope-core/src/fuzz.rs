@@ -120,8 +120,11 @@ pub fn lines(data: &[u8]) {
     let max_line = 1 + cfg[1] as usize * 4;
     let keep = 1 + (cfg[2] as usize % 64);
     let reader = Pieces { data: input, piece: 1 + cfg[2] as usize * 3 };
-    let mut split = LineSplitter::new(reader, chunk_bytes, max_line, keep);
+    // Every other chunk's buffer goes back to be read into again, with its old bytes.
+    let (spare, spare_rx) = std::sync::mpsc::sync_channel(2);
+    let mut split = LineSplitter::new(reader, chunk_bytes, max_line, keep).with_spare_buffers(spare_rx);
     let mut got = Vec::new();
+    let mut recycle = false;
     while let Some(chunk) = split.next_chunk() {
         assert!(chunk.stream_error.is_none());
         assert!(!chunk.lines.is_empty(), "no empty chunks");
@@ -129,6 +132,10 @@ pub fn lines(data: &[u8]) {
         assert!(chunk.data.len() <= chunk_bytes + max_line.max(keep), "chunk of {} bytes", chunk.data.len());
         for span in &chunk.lines {
             got.push((span.line_no, span.byte_offset, span.original_len, chunk.data[span.start..span.end].to_vec()));
+        }
+        recycle = !recycle;
+        if recycle {
+            let _ = spare.try_send(chunk.data);
         }
     }
     assert_eq!(split.bytes_read(), input.len() as u64);

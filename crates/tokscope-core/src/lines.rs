@@ -4,6 +4,7 @@
 //! snippet size) so that a 100 MB line cannot exhaust memory.
 
 use std::io::{ErrorKind, Read};
+use std::sync::mpsc::Receiver;
 
 /// A chunk of complete lines with their positions in the (decompressed) input.
 pub struct LineChunk {
@@ -16,15 +17,6 @@ pub struct LineChunk {
     /// broke): the chunk's last line is then the unreadable tail of the input
     /// (possibly empty) and is rejected with this message.
     pub stream_error: Option<String>,
-}
-
-impl LineChunk {
-    /// Whether a line of `len` bytes may join this chunk: it fits in the
-    /// buffer (growing it would copy the whole chunk), or the chunk is empty,
-    /// so a line longer than the chunk size still gets a chunk of its own.
-    fn has_room(&self, len: usize) -> bool {
-        self.lines.is_empty() || self.data.len() + len <= self.data.capacity()
-    }
 }
 
 /// Position of one line inside a [`LineChunk`].
@@ -61,13 +53,21 @@ pub(crate) fn read_some<R: Read>(reader: &mut R, buf: &mut [u8]) -> Result<usize
     }
 }
 
-/// Streaming line splitter over any reader.
+/// Bytes read at a time past the chunk size while a chunk's first line is
+/// still longer than what was read (up to the line limit).
+const LONG_LINE_READ_BYTES: usize = 64 * 1024;
+
+/// Streaming line splitter over any reader. Input is read straight into the
+/// chunk's buffer, and lines are spans of it (without their terminators):
+/// each byte is copied once, by the read, and a chunk hands on the head of
+/// its unfinished last line to the next.
 pub struct LineSplitter<R> {
     reader: R,
-    buf: Vec<u8>,
-    /// Bytes `buf[pos..filled]` are read but not yet handed out.
-    pos: usize,
-    filled: usize,
+    /// Bytes read after the last line handed out: the head of the next line.
+    carry: Vec<u8>,
+    /// Buffers of chunks already parsed, sent back to be read into again
+    /// (their pages are mapped and written: no page fault, no zeroing).
+    spare: Option<Receiver<Vec<u8>>>,
     eof: bool,
     error: Option<String>,
     next_line_no: u64,
@@ -84,18 +84,24 @@ impl<R: Read> LineSplitter<R> {
     pub fn new(reader: R, chunk_bytes: usize, max_line_bytes: usize, keep_when_cut: usize) -> Self {
         Self {
             reader,
-            buf: vec![0; chunk_bytes.max(64 * 1024)],
-            pos: 0,
-            filled: 0,
+            carry: Vec::new(),
+            spare: None,
             eof: false,
             error: None,
             next_line_no: 1,
             offset: 0,
-            chunk_bytes,
+            chunk_bytes: chunk_bytes.max(1),
             max_line_bytes,
             keep_when_cut,
             first: true,
         }
+    }
+
+    /// Reads into the buffers of earlier chunks that come back on `spare`
+    /// (a chunk's `data`, once its lines are parsed) when there is one.
+    pub fn with_spare_buffers(mut self, spare: Receiver<Vec<u8>>) -> Self {
+        self.spare = Some(spare);
+        self
     }
 
     /// Total decompressed bytes handed out so far.
@@ -103,154 +109,133 @@ impl<R: Read> LineSplitter<R> {
         self.offset
     }
 
-    /// Reads more input into `buf`, compacting first. Returns false at EOF or error.
-    fn fill(&mut self) -> bool {
-        if self.eof || self.error.is_some() {
-            return false;
-        }
-        if self.pos > 0 {
-            self.buf.copy_within(self.pos..self.filled, 0);
-            self.filled -= self.pos;
-            self.pos = 0;
-        }
-        if self.filled == self.buf.len() {
-            let new_len = self.buf.len() * 2;
-            self.buf.resize(new_len, 0);
-        }
-        match read_some(&mut self.reader, &mut self.buf[self.filled..]) {
-            Ok(0) => {
-                self.eof = true;
-                false
-            }
-            Ok(n) => {
-                self.filled += n;
-                true
-            }
-            Err(e) => {
-                self.error = Some(e);
-                false
-            }
-        }
+    /// A buffer of at least `len` initialized bytes whose first bytes are
+    /// the carried head of a line; returns it with the carry's length. A
+    /// returned buffer is zeroed only past the bytes its chunk used.
+    fn buffer(&mut self, len: usize) -> (Vec<u8>, usize) {
+        let spare = self.spare.as_ref().and_then(|rx| rx.try_recv().ok());
+        // One that grew for a long line is let go.
+        let mut data = spare.filter(|b| b.capacity() <= 2 * len).unwrap_or_default();
+        let len = len.max(self.carry.len());
+        data.resize(len.max(data.len()), 0);
+        let carried = self.carry.len();
+        data[..carried].copy_from_slice(&self.carry);
+        self.carry.clear();
+        (data, carried)
     }
 
-    /// The next chunk of lines, or `None` at the end of input.
+    /// The next chunk of lines, or `None` at the end of input. It holds the
+    /// lines read until the chunk size is reached (at least one line), and
+    /// ends early after a line cut for its length.
     pub fn next_chunk(&mut self) -> Option<LineChunk> {
-        let mut chunk = LineChunk { data: Vec::with_capacity(self.chunk_bytes), lines: Vec::new(), stream_error: None };
+        let (data, mut filled) = self.buffer(self.chunk_bytes);
+        let mut chunk = LineChunk { data, lines: Vec::new(), stream_error: None };
+        // `data[..filled]` is input; the unfinished line starts at
+        // `line_start`; bytes before `scanned` hold no newline after it.
+        let (mut line_start, mut scanned) = (0, 0);
         loop {
-            if chunk.data.len() >= self.chunk_bytes {
+            while line_start < self.chunk_bytes || chunk.lines.is_empty() {
+                let Some(i) = memchr::memchr(b'\n', &chunk.data[scanned..filled]) else {
+                    scanned = filled;
+                    break;
+                };
+                let end = scanned + i;
+                if end - line_start > self.max_line_bytes {
+                    // What follows the cut line is the next chunk's.
+                    self.carry.extend_from_slice(&chunk.data[end + 1..filled]);
+                    self.push_cut(&mut chunk, line_start, (end - line_start) as u64, true);
+                    return Some(chunk);
+                }
+                self.push_line(&mut chunk, line_start, end, true);
+                line_start = end + 1;
+                scanned = line_start;
+            }
+            let full = !chunk.lines.is_empty() && line_start >= self.chunk_bytes;
+            let pending = filled - line_start;
+            if !full && pending > self.max_line_bytes {
+                chunk.data.truncate(filled);
+                self.cut_long_line(&mut chunk, line_start);
                 return Some(chunk);
             }
-            match memchr::memchr(b'\n', &self.buf[self.pos..self.filled]) {
-                Some(i) if i > self.max_line_bytes => {
-                    // The whole over-long line fit in the buffer: keep only its head,
-                    // shorter than the line, so the span reads as cut.
-                    let keep = self.keep_when_cut.min(self.max_line_bytes);
-                    let at = chunk.data.len();
-                    chunk.data.extend_from_slice(&self.buf[self.pos..self.pos + keep]);
-                    chunk.lines.push(LineSpan {
-                        start: at,
-                        end: chunk.data.len(),
-                        line_no: self.next_line_no,
-                        byte_offset: self.offset,
-                        original_len: i as u64,
-                    });
-                    self.next_line_no += 1;
-                    self.offset += (i + 1) as u64;
-                    self.pos += i + 1;
-                    self.first = false;
-                }
-                // A line that would overflow the chunk's buffer starts the next chunk.
-                Some(i) if !chunk.has_room(i) => return Some(chunk),
-                Some(i) => {
-                    let end = self.pos + i;
-                    self.push_line(&mut chunk, end, (i + 1) as u64);
-                    self.pos = end + 1;
-                }
-                None => {
-                    let pending = self.filled - self.pos;
-                    if pending > self.max_line_bytes {
-                        self.skip_long_line(&mut chunk);
-                        continue;
-                    }
-                    if self.fill() {
-                        continue;
-                    }
-                    // End of input or a stream error: the unterminated tail is the last line
-                    // (in the next chunk if it does not fit in this one).
-                    let pending = self.filled - self.pos;
-                    if !chunk.has_room(pending) {
-                        return Some(chunk);
-                    }
-                    if let Some(err) = self.error.take() {
-                        let end = self.pos + pending;
-                        self.push_line(&mut chunk, end, pending as u64);
-                        self.pos = end;
-                        self.eof = true;
-                        chunk.stream_error = Some(err);
-                    } else if pending > 0 {
-                        let end = self.filled;
-                        self.push_line(&mut chunk, end, pending as u64);
-                        self.pos = end;
-                    }
-                    return if chunk.lines.is_empty() { None } else { Some(chunk) };
-                }
+            if full || (!chunk.lines.is_empty() && filled >= self.chunk_bytes) {
+                break;
             }
+            if self.eof || self.error.is_some() {
+                // End of input or a stream error: the unterminated tail is the last line.
+                chunk.data.truncate(filled);
+                if let Some(err) = self.error.take() {
+                    self.push_line(&mut chunk, line_start, filled, false);
+                    self.eof = true;
+                    chunk.stream_error = Some(err);
+                } else if pending > 0 {
+                    self.push_line(&mut chunk, line_start, filled, false);
+                }
+                return if chunk.lines.is_empty() { None } else { Some(chunk) };
+            }
+            // Up to the chunk size; past it, a first line still unfinished grows
+            // by at most enough to tell whether it passes the line limit.
+            let want = match self.chunk_bytes.checked_sub(filled) {
+                Some(room) if room > 0 => room,
+                _ => LONG_LINE_READ_BYTES.min(self.max_line_bytes + 1 - pending),
+            };
+            if chunk.data.len() < filled + want {
+                chunk.data.resize(filled + want, 0);
+            }
+            filled += self.read_into(&mut chunk.data[filled..filled + want]);
         }
+        self.carry.extend_from_slice(&chunk.data[line_start..filled]);
+        chunk.data.truncate(line_start);
+        Some(chunk)
     }
 
-    fn push_line(&mut self, chunk: &mut LineChunk, end: usize, consumed: u64) {
-        let mut start = self.pos;
-        if self.first {
-            self.first = false;
-            if self.buf[start..end].starts_with(b"\xEF\xBB\xBF") {
-                start += 3;
+    /// Fills `buf` with input, fewer bytes at the end of the input or on a
+    /// failure (which are noted); returns how many.
+    fn read_into(&mut self, buf: &mut [u8]) -> usize {
+        let mut filled = 0;
+        while filled < buf.len() {
+            match read_some(&mut self.reader, &mut buf[filled..]) {
+                Ok(0) => {
+                    self.eof = true;
+                    break;
+                }
+                Ok(n) => filled += n,
+                Err(e) => {
+                    self.error = Some(e);
+                    break;
+                }
             }
         }
-        let mut line_end = end;
-        if line_end > start && self.buf[line_end - 1] == b'\r' {
-            line_end -= 1;
+        filled
+    }
+
+    /// Hands out `data[start..end]` as the next line (no longer than the
+    /// limit), `terminated` by a newline at `end` or not; the first line
+    /// loses a UTF-8 byte-order mark, and a line its `\r` before the newline.
+    fn push_line(&mut self, chunk: &mut LineChunk, start: usize, end: usize, terminated: bool) {
+        let consumed = (end - start + terminated as usize) as u64;
+        let mut start = start;
+        if std::mem::replace(&mut self.first, false) && chunk.data[start..end].starts_with(b"\xEF\xBB\xBF") {
+            start += 3;
         }
-        let at = chunk.data.len();
-        chunk.data.extend_from_slice(&self.buf[start..line_end]);
-        chunk.lines.push(LineSpan {
-            start: at,
-            end: chunk.data.len(),
-            line_no: self.next_line_no,
-            byte_offset: self.offset,
-            original_len: (line_end - start) as u64,
-        });
+        let mut end = end;
+        if end > start && chunk.data[end - 1] == b'\r' {
+            end -= 1;
+        }
+        let original_len = (end - start) as u64;
+        chunk.lines.push(LineSpan { start, end, line_no: self.next_line_no, byte_offset: self.offset, original_len });
         self.next_line_no += 1;
         self.offset += consumed;
     }
 
-    /// Consumes a line longer than the limit, keeping only its first
-    /// `keep_when_cut` bytes (at most `max_line_bytes`), however the input's reads fall.
-    fn skip_long_line(&mut self, chunk: &mut LineChunk) {
-        let at = chunk.data.len();
-        let mut len = 0u64;
-        let mut terminated = false;
-        loop {
-            let pending = &self.buf[self.pos..self.filled];
-            let (end, found) = match memchr::memchr(b'\n', pending) {
-                Some(i) => (i, true),
-                None => (pending.len(), false),
-            };
-            // As for a line that fits the buffer: its head, shorter than the line.
-            let room = self.keep_when_cut.min(self.max_line_bytes).saturating_sub(chunk.data.len() - at);
-            chunk.data.extend_from_slice(&pending[..room.min(end)]);
-            len += end as u64;
-            self.pos += end + found as usize;
-            if found {
-                terminated = true;
-                break;
-            }
-            if !self.fill() {
-                break;
-            }
-        }
+    /// Hands out the line at `start`, `len` bytes long (over the limit), as
+    /// its first `keep_when_cut` bytes (at most `max_line_bytes`): shorter
+    /// than the line, so the span reads as cut. The chunk ends with it.
+    fn push_cut(&mut self, chunk: &mut LineChunk, start: usize, len: u64, terminated: bool) {
+        let end = start + self.keep_when_cut.min(self.max_line_bytes);
+        chunk.data.truncate(end);
         chunk.lines.push(LineSpan {
-            start: at,
-            end: chunk.data.len(),
+            start,
+            end,
             line_no: self.next_line_no,
             byte_offset: self.offset,
             original_len: len,
@@ -258,6 +243,33 @@ impl<R: Read> LineSplitter<R> {
         self.next_line_no += 1;
         self.offset += len + terminated as u64;
         self.first = false;
+    }
+
+    /// Ends the chunk with the line at `start`, longer than the limit and
+    /// unfinished: reads the rest of it away ([`Self::push_cut`] keeps its
+    /// head); what follows its newline is the next chunk's.
+    fn cut_long_line(&mut self, chunk: &mut LineChunk, start: usize) {
+        let mut len = (chunk.data.len() - start) as u64;
+        chunk.data.truncate(start + self.keep_when_cut.min(self.max_line_bytes));
+        let mut scratch = vec![0; LONG_LINE_READ_BYTES];
+        let terminated = loop {
+            if self.eof || self.error.is_some() {
+                break false;
+            }
+            match read_some(&mut self.reader, &mut scratch) {
+                Ok(0) => self.eof = true,
+                Ok(n) => match memchr::memchr(b'\n', &scratch[..n]) {
+                    Some(i) => {
+                        len += i as u64;
+                        self.carry.extend_from_slice(&scratch[i + 1..n]);
+                        break true;
+                    }
+                    None => len += n as u64,
+                },
+                Err(e) => self.error = Some(e),
+            }
+        };
+        self.push_cut(chunk, start, len, terminated);
     }
 }
 
@@ -295,9 +307,10 @@ mod tests {
     fn lines_over_the_limit_are_cut_whatever_their_length() {
         let input = format!("short\n{}\nshort\n", "x".repeat(2000));
         let mut split = LineSplitter::new(input.as_bytes(), 1 << 20, 1000, 64 * 1024);
-        let chunk = split.next_chunk().unwrap();
-        let cut: Vec<bool> = chunk.lines.iter().map(|l| l.is_cut()).collect();
-        assert_eq!(cut, [false, true, false]);
-        assert_eq!((chunk.lines[1].original_len, chunk.lines[1].end - chunk.lines[1].start), (2000, 1000));
+        let mut lines = Vec::new();
+        while let Some(chunk) = split.next_chunk() {
+            lines.extend(chunk.lines.iter().map(|l| (l.is_cut(), l.original_len, l.end - l.start)));
+        }
+        assert_eq!(lines, [(false, 5, 5), (true, 2000, 1000), (false, 5, 5)]);
     }
 }

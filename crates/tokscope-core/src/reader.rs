@@ -40,7 +40,7 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 use std::io::Read;
 use std::path::Path;
-use std::sync::mpsc::{sync_channel, Receiver};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 
 pub use crate::catalog::DatedBatch;
 use std::thread::JoinHandle;
@@ -261,6 +261,10 @@ impl ReaderBuilder {
         };
         let input = std::io::Cursor::new(head).chain(input);
         let (tx, chunks) = sync_channel::<LineChunk>(2);
+        // Parsed chunks' buffers go back to the line splitter (a few at a time;
+        // the others are freed, as all are for the other framings).
+        let (spare, spare_rx) = sync_channel::<Vec<u8>>(2);
+        let spare_rx = matches!(framing, Framing::Lines).then_some(spare_rx);
         let (chunk_bytes, max_line) = (self.chunk_bytes, self.max_line_bytes);
         let splitter = std::thread::Builder::new().name(SPLITTER_THREAD.into()).spawn(move || -> u64 {
             // Chunks go out until the input ends or the reader is dropped.
@@ -274,6 +278,9 @@ impl ReaderBuilder {
             match framing {
                 Framing::Lines => {
                     let mut split = LineSplitter::new(input, chunk_bytes, max_line, REJECT_SNIPPET_BYTES);
+                    if let Some(spare) = spare_rx {
+                        split = split.with_spare_buffers(spare);
+                    }
                     send_all(Box::new(|| split.next_chunk()));
                     split.bytes_read()
                 }
@@ -304,6 +311,7 @@ impl ReaderBuilder {
             framing,
             location: location.to_string(),
             chunks,
+            spare,
             splitter,
             spawn_error,
             header: None,
@@ -403,6 +411,8 @@ pub struct Reader {
     framing: Framing,
     location: String,
     chunks: Receiver<LineChunk>,
+    /// Where a parsed chunk's buffer goes back to the splitter.
+    spare: SyncSender<Vec<u8>>,
     splitter: Option<JoinHandle<u64>>,
     /// Why the splitting thread could not start (the reader then reads nothing and says so).
     spawn_error: Option<String>,
@@ -485,7 +495,10 @@ impl Iterator for Reader {
             return Some(Err(internal_err!("could not start the line-splitting thread: {e}")));
         }
         if let Ok(chunk) = self.chunks.recv() {
-            return Some(self.parse(&chunk));
+            let parsed = self.parse(&chunk);
+            // Dropped when the splitter has enough, or is gone.
+            let _ = self.spare.try_send(chunk.data);
+            return Some(parsed);
         }
         if self.finished {
             return None;
