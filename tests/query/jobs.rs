@@ -768,16 +768,22 @@ FROM c GROUP BY model, context_bin, context_bin_lo ORDER BY model, context_bin_l
     }
 }
 
+/// A dataset of the sample logs and every format's example file, in `dir/ds`.
+fn samples_and_formats(dir: &Path) -> std::path::PathBuf {
+    let data = dir.join("ds");
+    let samples = repo().join("sample_logs");
+    let formats = repo().join("tests/data/formats");
+    ingest(&[samples.to_str().unwrap(), formats.to_str().unwrap()], &data, &[]);
+    data
+}
+
 /// `export` runs its jobs' queries several at once by default: each job
 /// gives the rows it gives when the jobs run one after another, the jobs
 /// keep their order, whatever the number at once.
 #[test]
 fn export_jobs_run_at_once_write_what_they_write_in_turn() {
     let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("ds");
-    let samples = repo().join("sample_logs");
-    let formats = repo().join("tests/data/formats");
-    ingest(&[samples.to_str().unwrap(), formats.to_str().unwrap()], &data, &[]);
+    let data = samples_and_formats(dir.path());
     let pricing = repo().join("config/pricing.example.toml");
     let export = |site: &str, at_once: Option<&str>| -> Value {
         let to = dir.path().join(site);
@@ -841,10 +847,7 @@ fn same_within_sum_order(a: &Value, b: &Value) -> bool {
 #[test]
 fn every_job_run_again_in_a_session_gives_the_rows_of_its_first_run() {
     let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("ds");
-    let samples = repo().join("sample_logs");
-    let formats = repo().join("tests/data/formats");
-    ingest(&[samples.to_str().unwrap(), formats.to_str().unwrap()], &data, &[]);
+    let data = samples_and_formats(dir.path());
     let (d, pricing) = (data.to_str().unwrap(), repo().join("config/pricing.example.toml"));
     let pricing = pricing.to_str().unwrap();
     let rows = |out: std::process::Output| -> Vec<Value> {

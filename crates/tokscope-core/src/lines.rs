@@ -8,7 +8,8 @@ use std::sync::mpsc::Receiver;
 
 /// A chunk of complete lines with their positions in the (decompressed) input.
 pub struct LineChunk {
-    /// Concatenated line bytes (without line terminators).
+    /// The chunk's bytes: each line is a span of them (`lines`); bytes
+    /// outside the spans (line terminators, a byte-order mark) belong to no line.
     pub data: Vec<u8>,
     /// Per line: range in `data`, 1-based line number, byte offset in the input,
     /// and whether the line was cut because it exceeded the line limit.
