@@ -37,8 +37,8 @@ pub struct Kept {
 }
 
 impl Kept {
-    /// The kept physical plan with fresh operators, ready to run again;
-    /// `None` when only the logical plan was kept.
+    /// The kept physical plan with fresh operators (each run gets its own),
+    /// ready to run; `None` when only the logical plan was kept.
     pub fn physical(&self) -> Option<Result<Arc<dyn ExecutionPlan>>> {
         self.physical.as_ref().map(|plan| reset_plan_states(Arc::clone(plan)))
     }
@@ -54,9 +54,11 @@ pub fn get(session: &str, sql: &str) -> Option<Kept> {
 }
 
 /// Keeps the optimized plan of `sql` in session `session`, and its physical
-/// plan where that can run again.
+/// plan where that can run again: a copy with fresh operators, never run, so
+/// that the cache holds nothing a run keeps in its operators (a join's build
+/// side).
 pub fn put(session: &str, sql: &str, logical: LogicalPlan, physical: &Arc<dyn ExecutionPlan>) {
-    let physical = reusable(physical).then(|| Arc::clone(physical));
+    let physical = reusable(physical).then(|| reset_plan_states(Arc::clone(physical)).ok()).flatten();
     let Ok(mut cache) = CACHE.lock() else { return };
     cache.retain(|(s, q, _)| !(s == session && q == sql));
     if cache.len() >= ENTRIES {
