@@ -154,8 +154,7 @@ impl<R: Read> LineSplitter<R> {
             let full = !chunk.lines.is_empty() && line_start >= self.chunk_bytes;
             let pending = filled - line_start;
             if !full && pending > self.max_line_bytes {
-                chunk.data.truncate(filled);
-                self.cut_long_line(&mut chunk, line_start);
+                self.cut_long_line(&mut chunk, line_start, filled);
                 return Some(chunk);
             }
             if full || (!chunk.lines.is_empty() && filled >= self.chunk_bytes) {
@@ -247,11 +246,10 @@ impl<R: Read> LineSplitter<R> {
     }
 
     /// Ends the chunk with the line at `start`, longer than the limit and
-    /// unfinished: reads the rest of it away ([`Self::push_cut`] keeps its
+    /// unfinished at `filled` (the input read so far): reads the rest of it away ([`Self::push_cut`] keeps its
     /// head); what follows its newline is the next chunk's.
-    fn cut_long_line(&mut self, chunk: &mut LineChunk, start: usize) {
-        let mut len = (chunk.data.len() - start) as u64;
-        chunk.data.truncate(start + self.keep_when_cut.min(self.max_line_bytes));
+    fn cut_long_line(&mut self, chunk: &mut LineChunk, start: usize, filled: usize) {
+        let mut len = (filled - start) as u64;
         let mut scratch = vec![0; LONG_LINE_READ_BYTES];
         let terminated = loop {
             if self.eof || self.error.is_some() {
