@@ -18,7 +18,7 @@
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
-use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
+use datafusion::common::tree_node::TreeNode;
 use datafusion::error::Result;
 use datafusion::logical_expr::LogicalPlan;
 use datafusion::physical_plan::execution_plan::reset_plan_states;
@@ -74,12 +74,8 @@ const NOT_RUN_AGAIN: [&str; 3] = ["RecursiveQueryExec", "AnalyzeExec", "Distribu
 /// Whether `plan` can run again after [`reset_plan_states`]: none of
 /// [`NOT_RUN_AGAIN`], and no dynamic filter (they show in the plan's text).
 fn reusable(plan: &Arc<dyn ExecutionPlan>) -> bool {
-    let mut plain = true;
-    let _ = plan.apply(|node| {
-        plain = !NOT_RUN_AGAIN.contains(&node.name());
-        Ok(if plain { TreeNodeRecursion::Continue } else { TreeNodeRecursion::Stop })
-    });
-    plain && !displayable(plan.as_ref()).indent(true).to_string().contains("DynamicFilter")
+    let once = plan.exists(|node| Ok(NOT_RUN_AGAIN.contains(&node.name())));
+    once.is_ok_and(|found| !found) && !displayable(plan.as_ref()).indent(true).to_string().contains("DynamicFilter")
 }
 
 #[cfg(test)]
