@@ -303,7 +303,7 @@ impl ReaderBuilder {
         });
         let (splitter, spawn_error) = match splitter {
             Ok(handle) => (Some(handle), None),
-            Err(e) => (None, Some(e.to_string())),
+            Err(e) => (None, Some(format!("could not start the line-splitting thread: {e}"))),
         };
         let pairing = SpanPairing { redaction: self.settings.redaction.clone(), open: HashMap::new() };
         Reader {
@@ -414,7 +414,8 @@ pub struct Reader {
     /// Where a parsed chunk's buffer goes back to the splitter.
     spare: SyncSender<Vec<u8>>,
     splitter: Option<JoinHandle<u64>>,
-    /// Why the splitting thread could not start (the reader then reads nothing and says so).
+    /// Why the splitting thread could not start, as the error says it (the
+    /// reader then reads nothing and says so).
     spawn_error: Option<String>,
     /// The file's CSV header, for formats that read rows by column name.
     header: Option<CsvHeader>,
@@ -446,7 +447,7 @@ impl Reader {
         let (_, closed) = sync_channel(0);
         drop(std::mem::replace(&mut self.chunks, closed));
         if let Some(e) = self.spawn_error.take() {
-            return Err(internal_err!("could not start the line-splitting thread: {e}"));
+            return Err(internal_err!("{e}"));
         }
         match self.splitter.take() {
             Some(h) => h.join().map_err(|_| internal_err!("the line-splitting thread panicked")),
@@ -492,7 +493,7 @@ impl Iterator for Reader {
     fn next(&mut self) -> Option<Self::Item> {
         if let Some(e) = self.spawn_error.take() {
             self.finished = true;
-            return Some(Err(internal_err!("could not start the line-splitting thread: {e}")));
+            return Some(Err(internal_err!("{e}")));
         }
         if let Ok(chunk) = self.chunks.recv() {
             let parsed = self.parse(&chunk);
