@@ -13,9 +13,13 @@ use std::path::{Path, PathBuf};
 
 use arrow::array::{RecordBatch, UInt32Array};
 use arrow::compute::take_record_batch;
+use arrow::datatypes::SchemaRef;
+use parquet::arrow::arrow_writer::{compute_leaves, ArrowColumnWriter, ArrowRowGroupWriterFactory};
 use parquet::arrow::{ArrowSchemaConverter, ArrowWriter};
 use parquet::basic::{Compression, Encoding, Type as PhysicalType, ZstdLevel};
+use parquet::errors::ParquetError;
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
+use parquet::file::writer::SerializedFileWriter;
 use parquet::schema::types::{ColumnPath, SchemaDescriptor};
 use tokscope_core::catalog::{ColumnFlag, Partition, TableDef, DATE_PARTITION};
 use tokscope_core::reader::DatedBatch;
@@ -159,11 +163,26 @@ impl WrittenFile {
 /// is finished (an error anywhere in the run), it removes its temporary file:
 /// a failed run leaves no part behind (a killed one does; the next run's
 /// recovery removes those, under the lease).
+///
+/// It drives parquet-rs's column writers itself (what `ArrowWriter` does
+/// inside), so that a row group in progress can also be dropped unwritten
+/// ([`OpenFile::discard_row_group`]).
 pub struct OpenFile {
     /// `None` once closed.
-    writer: Option<ArrowWriter<File>>,
+    writer: Option<SerializedFileWriter<File>>,
+    factory: ArrowRowGroupWriterFactory,
+    schema: SchemaRef,
+    /// The row group in progress: one writer per leaf column.
+    group: Option<GroupInProgress>,
+    max_group_rows: usize,
     tmp: PathBuf,
     dest: PathBuf,
+}
+
+/// The column writers of a row group being written, and its rows so far.
+struct GroupInProgress {
+    columns: Vec<ArrowColumnWriter>,
+    rows: usize,
 }
 
 impl Drop for OpenFile {
@@ -194,60 +213,115 @@ impl OpenFile {
         let tmp = temporary_path(&dest);
         let file = File::create(&tmp).map_err(|e| Error::Write {
             path: tmp.display().to_string(),
-            source: parquet::errors::ParquetError::External(Box::new(e)),
+            source: ParquetError::External(Box::new(e)),
         })?;
         let schema = table.schema();
         let leaves = ArrowSchemaConverter::new().convert(&schema)?;
         let props = writer_props(table, &leaves, compression, integers, max_group_rows);
-        let writer = ArrowWriter::try_new(file, schema, Some(props))?;
-        Ok(OpenFile { writer: Some(writer), tmp, dest })
+        // `ArrowWriter` sets the file up (the Parquet schema, and the Arrow
+        // schema in the footer's metadata); its parts write the row groups.
+        let (writer, factory) = ArrowWriter::try_new(file, schema.clone(), Some(props))?.into_serialized_writer()?;
+        let max_group_rows = max_group_rows.max(1);
+        Ok(OpenFile { writer: Some(writer), factory, schema, group: None, max_group_rows, tmp, dest })
     }
 
-    fn failed(&self) -> impl FnOnce(parquet::errors::ParquetError) -> Error + '_ {
+    fn failed(&self) -> impl FnOnce(ParquetError) -> Error + '_ {
         |source| Error::Write { path: self.tmp.display().to_string(), source }
     }
 
     /// Appends `batch`, flushing a row group when the buffered one is large.
     pub fn write(&mut self, batch: &RecordBatch) -> Result<()> {
         self.append(batch)?;
-        let large = self.writer.as_ref().is_some_and(|w| w.in_progress_size() > FLUSH_BYTES);
-        if large {
+        if self.in_progress_size() > FLUSH_BYTES {
             self.end_row_group()?;
         }
         Ok(())
     }
 
     /// Appends `batch` to the row group in progress (a new one after
-    /// [`ROW_GROUP_ROWS`] rows), whatever its size.
+    /// the file's most rows per group), whatever its size.
     pub fn append(&mut self, batch: &RecordBatch) -> Result<()> {
-        let Some(writer) = self.writer.as_mut() else { return Err(internal_err!("write after close")) };
-        let result = writer.write(batch);
-        result.map_err(self.failed())
+        let mut rest = batch.clone();
+        while rest.num_rows() > 0 {
+            let n = (self.max_group_rows - self.rows_in_progress()).min(rest.num_rows());
+            let part = rest.slice(0, n);
+            rest = rest.slice(n, rest.num_rows() - n);
+            self.encode(&part).map_err(self.failed())?;
+            if self.rows_in_progress() >= self.max_group_rows {
+                self.end_row_group()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Encodes `batch` into the row group in progress (opened if none is).
+    fn encode(&mut self, batch: &RecordBatch) -> parquet::errors::Result<()> {
+        let Some(writer) = self.writer.as_ref() else { return Err(ParquetError::General("write after close".into())) };
+        let group = match &mut self.group {
+            Some(group) => group,
+            none => none.insert(GroupInProgress {
+                columns: self.factory.create_column_writers(writer.flushed_row_groups().len())?,
+                rows: 0,
+            }),
+        };
+        let mut columns = group.columns.iter_mut();
+        for (field, array) in self.schema.fields().iter().zip(batch.columns()) {
+            for leaf in compute_leaves(field, array)? {
+                let column = columns.next().ok_or_else(|| ParquetError::General("more leaves than columns".into()))?;
+                column.write(&leaf)?;
+            }
+        }
+        group.rows += batch.num_rows();
+        Ok(())
     }
 
     /// Writes the row group in progress out, freeing its buffers and codecs.
     pub fn end_row_group(&mut self) -> Result<()> {
-        let Some(writer) = self.writer.as_mut() else { return Err(internal_err!("flush after close")) };
-        let result = writer.flush();
+        let result = self.write_group();
         result.map_err(self.failed())
+    }
+
+    /// Drops the row group in progress unwritten (its rows will be written
+    /// elsewhere).
+    pub fn discard_row_group(&mut self) {
+        self.group = None;
+    }
+
+    fn write_group(&mut self) -> parquet::errors::Result<()> {
+        let Some(group) = self.group.take() else { return Ok(()) };
+        let Some(writer) = self.writer.as_mut() else { return Err(ParquetError::General("flush after close".into())) };
+        let mut row_group = writer.next_row_group()?;
+        for column in group.columns {
+            column.close()?.append_to_row_group(&mut row_group)?;
+        }
+        row_group.close()?;
+        Ok(())
     }
 
     /// Rows of the row group in progress.
     pub fn rows_in_progress(&self) -> usize {
-        self.writer.as_ref().map_or(0, ArrowWriter::in_progress_rows)
+        self.group.as_ref().map_or(0, |g| g.rows)
+    }
+
+    /// The encoded size the row group in progress is expected to have.
+    fn in_progress_size(&self) -> usize {
+        self.group.as_ref().map_or(0, |g| g.columns.iter().map(ArrowColumnWriter::get_estimated_total_bytes).sum())
     }
 
     /// Bytes written so far plus the buffered row group's estimate: about
     /// the file's size if it were closed now.
     pub fn size(&self) -> usize {
-        self.writer.as_ref().map_or(0, |w| w.bytes_written() + w.in_progress_size())
+        self.writer.as_ref().map_or(0, |w| w.bytes_written() + self.in_progress_size())
     }
 
     /// Finishes the file under its temporary name; returns its final path
     /// (`dataset::commit` gives it that name) and its row count.
     pub fn finish(mut self) -> Result<WrittenFile> {
-        let Some(writer) = self.writer.take() else { return Err(internal_err!("closed twice")) };
-        let rows = match writer.close() {
+        let closed = self.write_group().and_then(|()| match self.writer.take() {
+            Some(writer) => writer.close(),
+            None => Err(ParquetError::General("closed twice".into())),
+        });
+        let rows = match closed {
             Ok(metadata) => metadata.file_metadata().num_rows(),
             Err(e) => {
                 let _ = std::fs::remove_file(&self.tmp);
@@ -315,7 +389,7 @@ impl DatasetWriter {
                     .min_by_key(|(_, (used, file))| (file.rows_in_progress() > 0, *used))
                     .map(|(k, _)| *k);
                 if let Some((_, file)) = oldest.and_then(|k| self.open.remove(&k)) {
-                    self.finished.push(file.finish()?);
+                    self.close(file)?;
                 }
             }
             let dir = match table.partition {
@@ -353,9 +427,21 @@ impl DatasetWriter {
     /// it its final one: `dataset::commit`).
     pub fn finish(mut self) -> Result<Vec<WrittenFile>> {
         for (_, (_, file)) in std::mem::take(&mut self.open) {
-            self.finished.push(file.finish()?);
+            self.close(file)?;
         }
         Ok(std::mem::take(&mut self.finished))
+    }
+
+    /// Finishes `file`; one left without rows (its only row group
+    /// discarded) is removed instead of kept.
+    fn close(&mut self, file: OpenFile) -> Result<()> {
+        let written = file.finish()?;
+        if written.rows == 0 {
+            written.discard();
+        } else {
+            self.finished.push(written);
+        }
+        Ok(())
     }
 }
 
@@ -377,9 +463,70 @@ pub fn split_by_day(batch: &RecordBatch, days: &[i32]) -> Result<Vec<(i32, Recor
 
 #[cfg(test)]
 mod tests {
+    use arrow::array::RecordBatch;
+    use arrow::compute::concat_batches;
+    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
     use parquet::basic::{Compression, ZstdLevel};
+    use tokscope_core::catalog::requests::RequestsBuilder;
+    use tokscope_core::catalog::DATE_PARTITION;
+    use tokscope_core::reader::{DatedBatch, ReaderBuilder};
 
-    use super::parse_compression;
+    use super::{default_compression, parse_compression, temporary_path, DatasetWriter, Integers, OpenFile};
+    use crate::generate::{generate, GenOptions};
+
+    /// The `requests` rows of 3,000 generated requests, as one batch.
+    fn generated_requests() -> RecordBatch {
+        let mut log = Vec::new();
+        generate(&GenOptions { requests: 3_000, output_chars: 200, ..Default::default() }, &mut log).unwrap();
+        let mut batches = Vec::new();
+        for slices in ReaderBuilder::new().build(std::io::Cursor::new(log), "generated.jsonl") {
+            for slice in slices.unwrap() {
+                batches.extend(slice.batch(&RequestsBuilder::DEF).cloned());
+            }
+        }
+        concat_batches(&batches[0].schema(), &batches).unwrap()
+    }
+
+    /// A row group dropped unwritten leaves the groups before and after it
+    /// whole; a file whose only group was dropped is removed, not kept.
+    #[test]
+    fn a_discarded_row_group_is_not_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let rows = generated_requests();
+        let table = &RequestsBuilder::DEF;
+        let dest = dir.path().join("part.parquet");
+        let mut file = OpenFile::create(table, dest, default_compression(), Integers::Plain).unwrap();
+        file.append(&rows.slice(0, 1000)).unwrap();
+        file.end_row_group().unwrap();
+        file.append(&rows.slice(1000, 500)).unwrap();
+        assert_eq!(file.rows_in_progress(), 500);
+        file.discard_row_group();
+        assert_eq!(file.rows_in_progress(), 0);
+        file.append(&rows.slice(1500, 1500)).unwrap();
+        let written = file.finish().unwrap();
+        assert_eq!(written.rows, 2500);
+        let bytes = bytes::Bytes::from(std::fs::read(temporary_path(&written.path)).unwrap());
+        let reader = ParquetRecordBatchReaderBuilder::try_new(bytes).unwrap();
+        let groups: Vec<i64> = reader.metadata().row_groups().iter().map(|g| g.num_rows()).collect();
+        assert_eq!(groups, [1000, 1500]);
+        let back: Vec<RecordBatch> = reader.build().unwrap().map(Result::unwrap).collect();
+        let expected = concat_batches(&rows.schema(), &[rows.slice(0, 1000), rows.slice(1500, 1500)]).unwrap();
+        assert_eq!(concat_batches(&rows.schema(), &back).unwrap(), expected);
+
+        let root = dir.path().join("dataset");
+        let mut writer = DatasetWriter::new(&root, "run", default_compression(), 4);
+        let day = 20_000;
+        writer.file(table, day).unwrap().append(&rows.slice(0, 10)).unwrap();
+        writer.file(table, day).unwrap().discard_row_group();
+        writer.write(table, DatedBatch { batch: rows.slice(10, 5), days: vec![day + 1; 5] }).unwrap();
+        let files = writer.finish().unwrap();
+        assert_eq!(files.len(), 1, "{files:?}");
+        assert_eq!(files[0].rows, 5);
+        assert!(temporary_path(&files[0].path).exists());
+        let dropped = root.join(table.name).join(format!("{DATE_PARTITION}={}", super::date_string(day)));
+        let left: Vec<_> = std::fs::read_dir(&dropped).unwrap().map(|e| e.unwrap().path()).collect();
+        assert!(left.is_empty(), "the file of the dropped group is left: {left:?}");
+    }
 
     #[test]
     fn compression_names() {

@@ -153,6 +153,10 @@ impl RowGroupSink for OpenFile {
     fn end_row_group(&mut self) -> Result<()> {
         OpenFile::end_row_group(self)
     }
+
+    fn discard_row_group(&mut self) {
+        OpenFile::discard_row_group(self)
+    }
 }
 
 impl WriterPool {

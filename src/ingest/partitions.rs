@@ -13,7 +13,11 @@
 //! arrive, so writers encode while the input is still being parsed; a full
 //! group stays open until half a group more has come (those rows then open
 //! the next group, on the next writer) or the input ends (they join it).
-//! An open group holds a codec and a page per column and its encoded rows
+//! Where the budget has room, the rows after a full group begin the next
+//! group on another writer at once, kept until half a group has come; if
+//! the input ends first, that writer drops the group unwritten and the kept
+//! rows join the full one (so the last group of a day is not encoded by one
+//! writer after the input ends). An open group holds a codec and a page per column and its encoded rows
 //! ([`OPEN_GROUP_BYTES`] plus [`ENCODED_SHARE`] of their bytes), counted in
 //! the budget: groups open while they fit in half of it, and other
 //! partitions wait for whole groups. Over the budget, the partitions holding
@@ -83,6 +87,8 @@ pub trait RowGroupSink {
     fn append(&mut self, batch: &RecordBatch) -> Result<()>;
     /// Ends the row group in progress.
     fn end_row_group(&mut self) -> Result<()>;
+    /// Drops the row group in progress unwritten (its rows went elsewhere).
+    fn discard_row_group(&mut self);
 }
 
 /// Some rows of a row group: how many, and whether the group ends after them.
@@ -90,6 +96,16 @@ pub trait RowGroupSink {
 struct Segment {
     rows: usize,
     ends_group: bool,
+}
+
+/// What a [`RowGroupJob`] does to its writer's file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum JobKind {
+    /// Appends the job's rows, cut into groups by its segments.
+    Write,
+    /// Drops the group in progress unwritten: a group begun before the end
+    /// of the one before it was known, whose rows joined that one instead.
+    Discard,
 }
 
 /// Rows of one partition for one writer thread to encode: `segments` gives
@@ -104,6 +120,7 @@ pub struct RowGroupJob {
     pub day: i32,
     /// The writer thread that encodes it (all of a row group's rows go to one).
     pub writer: usize,
+    kind: JobKind,
     pieces: Vec<Piece>,
     segments: Vec<Segment>,
     /// What the job holds in memory until it is written (counted in flight).
@@ -155,6 +172,10 @@ impl RowGroupJob {
     /// Writes the rows to `sink`, ending a row group after each segment that
     /// ends one. Spilled rows are read back one batch at a time.
     pub fn write(self, sink: &mut impl RowGroupSink) -> Result<()> {
+        if self.kind == JobKind::Discard {
+            sink.discard_row_group();
+            return Ok(());
+        }
         let mut reader = SpillReader::default();
         let mut segments = self.segments.iter().copied();
         let mut current = next_with_rows(&mut segments, sink)?;
@@ -230,10 +251,17 @@ impl OpenGroup {
 struct Partition {
     /// Rows in a full row group, fixed by the partition's first rows.
     group: usize,
+    /// Arrow bytes per row of the partition's first rows.
+    row_bytes: usize,
     pieces: VecDeque<Piece>,
     rows: usize,
     memory: usize,
     open: Option<OpenGroup>,
+    /// The group after the full open one, begun before the open one's end
+    /// is known ([`Partitions::release`]), and the rows sent to it, kept
+    /// (shared, not copied) until it holds half a group.
+    next: Option<OpenGroup>,
+    kept: Vec<Piece>,
 }
 
 impl Partition {
@@ -243,7 +271,22 @@ impl Partition {
     fn new(len: usize, bytes: usize, max_bytes: usize) -> Partition {
         let fitting = max_bytes as u128 * 2 * len as u128 / (3 * bytes.max(1) as u128);
         let group = fitting.clamp(1, ROW_GROUP_ROWS as u128) as usize;
-        Partition { group, pieces: VecDeque::new(), rows: 0, memory: 0, open: None }
+        let row_bytes = bytes.div_ceil(len.max(1));
+        Partition {
+            group,
+            row_bytes,
+            pieces: VecDeque::new(),
+            rows: 0,
+            memory: 0,
+            open: None,
+            next: None,
+            kept: Vec::new(),
+        }
+    }
+
+    /// What the rows kept for the next group hold in memory.
+    fn kept_memory(&self) -> usize {
+        self.kept.iter().map(Piece::in_memory).sum()
     }
 
     /// Rows that must follow a full group before it ends (fewer join it):
@@ -279,6 +322,19 @@ const IN_FLIGHT_UNLIMITED_BYTES: usize = 1 << 30;
 /// Fewest rows that open a row group before it is full: a partition with
 /// fewer waits (a trickle of rows does not hold an open group).
 const OPEN_MIN_ROWS: usize = 1024;
+
+/// What [`Partitions::release`] gave: rows for a writer, or only a change
+/// of state (a group begun after a full one, with no rows yet).
+enum Release {
+    Rows { pieces: Vec<Piece>, segment: Segment, writer: usize },
+    Nothing,
+}
+
+impl Release {
+    fn rows(pieces: Vec<Piece>, segment: Segment, writer: usize) -> Release {
+        Release::Rows { pieces, segment, writer }
+    }
+}
 
 /// Every partition's buffered rows, the budget they share with the jobs in
 /// flight, and where they spill.
@@ -346,9 +402,11 @@ impl Partitions {
         part.memory += bytes;
         self.memory += bytes;
         let mut jobs = Vec::new();
-        while let Some((pieces, segment, writer)) = self.release(table, day)? {
-            self.memory -= pieces.iter().map(Piece::in_memory).sum::<usize>();
-            jobs.push(self.job(table, day, writer, pieces, vec![segment])?);
+        while let Some(release) = self.release(table, day)? {
+            if let Release::Rows { pieces, segment, writer } = release {
+                self.memory -= pieces.iter().map(Piece::in_memory).sum::<usize>();
+                jobs.push(self.job(table, day, writer, pieces, vec![segment])?);
+            }
         }
         self.hold_budget()?;
         Ok(jobs)
@@ -358,8 +416,19 @@ impl Partitions {
     /// with the writer: rows for its open row group (opened if the budget
     /// holds one more), or the end of that group once half a group follows
     /// it; without an open group, a whole group that half a group follows.
-    fn release(&mut self, table: &'static TableDef, day: i32) -> Result<Option<(Vec<Piece>, Segment, usize)>> {
-        let Partitions { parts, writers, next_writer, open_bytes, open_budget, .. } = self;
+    ///
+    /// The rows after a full open group begin the next group at once, on
+    /// the next writer, while the budget has room for them twice (in the
+    /// writer and kept here): a log sorted by time fills one partition at a
+    /// time, and otherwise the writer of its last group would get all of it
+    /// at the end of the input, one thread encoding while the others wait.
+    /// Once that group holds half a group, the open one ends and it becomes
+    /// the open one; if the partition ends first, its rows join the open
+    /// group and the writer drops the begun one ([`Partitions::finish`]).
+    /// The groups are the same either way.
+    fn release(&mut self, table: &'static TableDef, day: i32) -> Result<Option<Release>> {
+        let held = self.held();
+        let Partitions { parts, writers, next_writer, open_bytes, open_budget, budget, memory, .. } = self;
         let (_, part) = parts.get_mut(&(table.name, day)).ok_or_else(|| internal_err!("partition buffer vanished"))?;
         let (group, hold, waiting) = (part.group, part.hold(), part.rows);
         let fits = open_budget.is_none_or(|b| *open_bytes + OPEN_GROUP_BYTES <= b);
@@ -368,28 +437,62 @@ impl Partitions {
             *open_bytes += open.charge;
             part.open = Some(open);
         }
-        match part.open {
-            None if waiting >= group + hold => {
+        let room_to_keep = budget.is_none_or(|b| held + hold * part.row_bytes <= b / 2);
+        match (part.open, part.next) {
+            (None, _) if waiting >= group + hold => {
                 let pieces = part.take_front(group);
-                Ok(Some((pieces, Segment { rows: group, ends_group: true }, in_turn(next_writer, *writers))))
+                let writer = in_turn(next_writer, *writers);
+                Ok(Some(Release::rows(pieces, Segment { rows: group, ends_group: true }, writer)))
             }
-            None => Ok(None),
-            Some(open) if open.sent < group && waiting > 0 => {
+            (None, _) => Ok(None),
+            (Some(open), None) if open.sent < group && waiting > 0 => {
                 let n = waiting.min(group - open.sent);
                 let pieces = part.take_front(n);
                 let bytes: usize = pieces.iter().map(|p| p.bytes).sum();
                 let grown = OpenGroup { sent: open.sent + n, charge: open.charge + bytes / ENCODED_SHARE, ..open };
                 part.open = Some(grown);
                 *open_bytes = *open_bytes + grown.charge - open.charge;
-                Ok(Some((pieces, Segment { rows: n, ends_group: false }, open.writer)))
+                Ok(Some(Release::rows(pieces, Segment { rows: n, ends_group: false }, open.writer)))
             }
-            Some(open) if open.sent == group && waiting >= hold => {
+            (Some(open), None) if open.sent == group && waiting >= hold => {
                 // Full, and not the partition's last: it ends here.
                 part.open = None;
                 *open_bytes -= open.charge;
-                Ok(Some((Vec::new(), Segment { rows: 0, ends_group: true }, open.writer)))
+                Ok(Some(Release::rows(Vec::new(), Segment { rows: 0, ends_group: true }, open.writer)))
             }
-            Some(_) => Ok(None),
+            (Some(open), None) if open.sent == group && waiting > 0 && fits && room_to_keep && *writers > 1 => {
+                // On another writer than the open group's, whose file for
+                // this partition has that group in progress.
+                let mut writer = in_turn(next_writer, *writers);
+                if writer == open.writer {
+                    writer = in_turn(next_writer, *writers);
+                }
+                let next = OpenGroup::new(writer);
+                *open_bytes += next.charge;
+                part.next = Some(next);
+                Ok(Some(Release::Nothing))
+            }
+            (Some(open), Some(next)) if next.sent >= hold => {
+                // Half a group follows the open one: it ends, and the next is open.
+                *memory -= part.kept_memory();
+                part.kept.clear();
+                part.open = Some(next);
+                part.next = None;
+                *open_bytes -= open.charge;
+                Ok(Some(Release::rows(Vec::new(), Segment { rows: 0, ends_group: true }, open.writer)))
+            }
+            (Some(_), Some(next)) if waiting > 0 => {
+                let n = waiting.min(group - next.sent);
+                let pieces = part.take_front(n);
+                let bytes: usize = pieces.iter().map(|p| p.bytes).sum();
+                let grown = OpenGroup { sent: next.sent + n, charge: next.charge + bytes / ENCODED_SHARE, ..next };
+                part.next = Some(grown);
+                *open_bytes = *open_bytes + grown.charge - next.charge;
+                part.kept.extend(pieces.iter().cloned());
+                *memory += pieces.iter().map(Piece::in_memory).sum::<usize>();
+                Ok(Some(Release::rows(pieces, Segment { rows: n, ends_group: false }, next.writer)))
+            }
+            (Some(_), _) => Ok(None),
         }
     }
 
@@ -399,10 +502,23 @@ impl Partitions {
     pub fn finish(&mut self) -> Result<Vec<RowGroupJob>> {
         let parts = std::mem::take(&mut self.parts);
         let mut jobs = Vec::new();
+        let mut discards = Vec::new();
         for ((_, day), (table, mut part)) in parts {
             let rows = part.rows;
-            let pieces = part.take_front(rows);
-            self.memory -= pieces.iter().map(Piece::in_memory).sum::<usize>();
+            let waiting = part.take_front(rows);
+            self.memory -= waiting.iter().map(Piece::in_memory).sum::<usize>();
+            // A group begun after the full open one, with fewer than half a
+            // group: its rows join the open one, and its writer drops it.
+            let mut pieces = Vec::new();
+            let mut rows = rows;
+            if let Some(next) = part.next.take() {
+                self.open_bytes -= next.charge;
+                self.memory -= part.kept_memory();
+                rows += part.kept.iter().map(|p| p.len).sum::<usize>();
+                pieces.append(&mut part.kept);
+                discards.push((table, day, next.writer));
+            }
+            pieces.extend(waiting);
             let writer = match part.open {
                 Some(o) => {
                     self.open_bytes -= o.charge;
@@ -413,7 +529,19 @@ impl Partitions {
             };
             jobs.push((table, day, writer, pieces, vec![Segment { rows, ends_group: true }]));
         }
-        let mut out = Vec::with_capacity(jobs.len());
+        let mut out = Vec::with_capacity(discards.len() + jobs.len());
+        for (table, day, writer) in discards {
+            out.push(RowGroupJob {
+                table,
+                day,
+                writer,
+                kind: JobKind::Discard,
+                pieces: Vec::new(),
+                segments: Vec::new(),
+                memory: 0,
+                in_flight: self.in_flight.clone(),
+            });
+        }
         for (table, day, writer, pieces, segments) in jobs {
             out.push(self.job(table, day, writer, pieces, segments)?);
         }
@@ -440,7 +568,8 @@ impl Partitions {
             }
         }
         self.in_flight.add(memory);
-        Ok(RowGroupJob { table, day, writer, pieces, segments, memory, in_flight: self.in_flight.clone() })
+        let in_flight = self.in_flight.clone();
+        Ok(RowGroupJob { table, day, writer, kind: JobKind::Write, pieces, segments, memory, in_flight })
     }
 
     /// What the budget holds now: rows waiting in memory, jobs in flight, open groups.
@@ -524,6 +653,8 @@ mod tests {
     struct Recorded {
         groups: Vec<Vec<i64>>,
         open: Vec<i64>,
+        /// Rows of groups dropped unwritten.
+        discarded: usize,
     }
 
     impl RowGroupSink for Recorded {
@@ -538,22 +669,31 @@ mod tests {
             self.groups.push(std::mem::take(&mut self.open));
             Ok(())
         }
+
+        fn discard_row_group(&mut self) {
+            assert!(!self.open.is_empty(), "an empty row group was discarded");
+            self.discarded += self.open.len();
+            self.open.clear();
+        }
     }
 
-    /// Rows pushed in batches of uneven sizes to three partitions, streamed
+    /// Rows pushed in batches of uneven sizes to four partitions, streamed
     /// to open groups as they come: every partition ends up in full row
     /// groups of consecutive rows, in order, and a last one of half a group
     /// to one and a half, however many writers share them and whatever the
-    /// budget.
+    /// budget. With several writers and room, the rows after a full group
+    /// begin the next group at once: dropped unwritten where the partition
+    /// ends within half a group (its rows join the group before), kept where
+    /// half a group comes.
     #[test]
     fn streamed_row_groups_are_whole_ordered_and_cut_by_rows() {
         let schema = Arc::new(Schema::new(vec![Field::new("v", DataType::Int64, false)]));
         let table = &RequestsBuilder::DEF;
         // Partition 1 gets 3.3 groups, partition 2 a third of a group,
-        // partition 3 (interleaved with 1) 2.2 groups. Under the small budget
-        // one group is open at a time: partition 1 streams, the others wait
-        // for whole groups.
-        let plan_rows = [(1, 3.3), (2, 0.33), (3, 2.2)].map(|(d, g)| (d, (g * ROW_GROUP_ROWS as f64) as i64));
+        // partition 3 (interleaved with 1) 2.2 groups, partition 4 2.7.
+        // Under the small budget one group is open at a time: partition 1
+        // streams, the others wait for whole groups.
+        let plan_rows = [(1, 3.3), (2, 0.33), (3, 2.2), (4, 2.7)].map(|(d, g)| (d, (g * ROW_GROUP_ROWS as f64) as i64));
         let small = 2 * super::OPEN_GROUP_BYTES + (4 << 20);
         for (writers, budget) in [(1, None), (2, None), (3, None), (1, Some(small)), (2, Some(small))] {
             let plan = MemoryPlan {
@@ -577,7 +717,7 @@ mod tests {
                     job.write(sink).unwrap();
                 }
             };
-            let mut next = [0i64; 4];
+            let mut next = [0i64; 5];
             let mut size = 1000i64;
             while plan_rows.iter().any(|&(d, n)| next[d as usize] < n) {
                 for &(day, total) in &plan_rows {
@@ -603,12 +743,20 @@ mod tests {
             assert!(streamed > 0, "{writers} writers: no row group was streamed before it was full");
             for &(day, total) in &plan_rows {
                 let mut groups: Vec<&Vec<i64>> = Vec::new();
+                let mut discarded = 0;
                 for ((_, d), rec) in &sinks {
                     if *d == day {
                         assert!(rec.open.is_empty(), "{writers} writers, day {day}: a group was left open");
                         groups.extend(&rec.groups);
+                        discarded += rec.discarded;
                     }
                 }
+                // Begun early and dropped: the rows after the last full group
+                // of partitions 1 and 3 (fewer than half a group), with
+                // several writers and no budget; none otherwise.
+                let after_full = total as usize % ROW_GROUP_ROWS;
+                let dropped = writers > 1 && budget.is_none() && (day == 1 || day == 3);
+                assert_eq!(discarded, if dropped { after_full } else { 0 }, "{writers} writers, day {day}");
                 groups.sort_by_key(|g| g[0]);
                 let sizes: Vec<usize> = groups.iter().map(|g| g.len()).collect();
                 let flat: Vec<i64> = groups.iter().flat_map(|g| g.iter().copied()).collect();
