@@ -17,7 +17,8 @@
 //! group on another writer at once, kept until half a group has come; if
 //! the input ends first, that writer drops the group unwritten and the kept
 //! rows join the full one (so the last group of a day is not encoded by one
-//! writer after the input ends). An open group holds a codec and a page per column and its encoded rows
+//! writer after the input ends). An open group holds a codec and a page per
+//! column and its encoded rows
 //! ([`OPEN_GROUP_BYTES`] plus [`ENCODED_SHARE`] of their bytes), counted in
 //! the budget: groups open while they fit in half of it, and other
 //! partitions wait for whole groups. Over the budget, the partitions holding
