@@ -246,6 +246,15 @@ impl OpenGroup {
     fn new(writer: usize) -> OpenGroup {
         OpenGroup { writer, sent: 0, charge: OPEN_GROUP_BYTES }
     }
+
+    /// The group once `pieces` went to its writer too; `open_bytes` (what
+    /// all open groups hold) follows its charge.
+    fn sent_more(self, pieces: &[Piece], open_bytes: &mut usize) -> OpenGroup {
+        let (rows, bytes) = pieces.iter().fold((0, 0), |(r, b), p| (r + p.len, b + p.bytes));
+        let grown = OpenGroup { sent: self.sent + rows, charge: self.charge + bytes / ENCODED_SHARE, ..self };
+        *open_bytes = *open_bytes + grown.charge - self.charge;
+        grown
+    }
 }
 
 /// The rows waiting in one partition (not counting an open group's sent rows).
@@ -324,19 +333,6 @@ const IN_FLIGHT_UNLIMITED_BYTES: usize = 1 << 30;
 /// fewer waits (a trickle of rows does not hold an open group).
 const OPEN_MIN_ROWS: usize = 1024;
 
-/// What [`Partitions::release`] gave: rows for a writer, or only a change
-/// of state (a group begun after a full one, with no rows yet).
-enum Release {
-    Rows { pieces: Vec<Piece>, segment: Segment, writer: usize },
-    Nothing,
-}
-
-impl Release {
-    fn rows(pieces: Vec<Piece>, segment: Segment, writer: usize) -> Release {
-        Release::Rows { pieces, segment, writer }
-    }
-}
-
 /// Every partition's buffered rows, the budget they share with the jobs in
 /// flight, and where they spill.
 pub struct Partitions {
@@ -403,11 +399,9 @@ impl Partitions {
         part.memory += bytes;
         self.memory += bytes;
         let mut jobs = Vec::new();
-        while let Some(release) = self.release(table, day)? {
-            if let Release::Rows { pieces, segment, writer } = release {
-                self.memory -= pieces.iter().map(Piece::in_memory).sum::<usize>();
-                jobs.push(self.job(table, day, writer, pieces, vec![segment])?);
-            }
+        while let Some((pieces, segment, writer)) = self.release(table, day)? {
+            self.memory -= pieces.iter().map(Piece::in_memory).sum::<usize>();
+            jobs.push(self.job(table, day, writer, pieces, vec![segment])?);
         }
         self.hold_budget()?;
         Ok(jobs)
@@ -427,7 +421,7 @@ impl Partitions {
     /// the open one; if the partition ends first, its rows join the open
     /// group and the writer drops the begun one ([`Partitions::finish`]).
     /// The groups are the same either way.
-    fn release(&mut self, table: &'static TableDef, day: i32) -> Result<Option<Release>> {
+    fn release(&mut self, table: &'static TableDef, day: i32) -> Result<Option<(Vec<Piece>, Segment, usize)>> {
         let held = self.held();
         let Partitions { parts, writers, next_writer, open_bytes, open_budget, budget, memory, .. } = self;
         let (_, part) = parts.get_mut(&(table.name, day)).ok_or_else(|| internal_err!("partition buffer vanished"))?;
@@ -438,30 +432,9 @@ impl Partitions {
             *open_bytes += open.charge;
             part.open = Some(open);
         }
-        let room_to_keep = budget.is_none_or(|b| held + hold * part.row_bytes <= b / 2);
-        match (part.open, part.next) {
-            (None, _) if waiting >= group + hold => {
-                let pieces = part.take_front(group);
-                let writer = in_turn(next_writer, *writers);
-                Ok(Some(Release::rows(pieces, Segment { rows: group, ends_group: true }, writer)))
-            }
-            (None, _) => Ok(None),
-            (Some(open), None) if open.sent < group && waiting > 0 => {
-                let n = waiting.min(group - open.sent);
-                let pieces = part.take_front(n);
-                let bytes: usize = pieces.iter().map(|p| p.bytes).sum();
-                let grown = OpenGroup { sent: open.sent + n, charge: open.charge + bytes / ENCODED_SHARE, ..open };
-                part.open = Some(grown);
-                *open_bytes = *open_bytes + grown.charge - open.charge;
-                Ok(Some(Release::rows(pieces, Segment { rows: n, ends_group: false }, open.writer)))
-            }
-            (Some(open), None) if open.sent == group && waiting >= hold => {
-                // Full, and not the partition's last: it ends here.
-                part.open = None;
-                *open_bytes -= open.charge;
-                Ok(Some(Release::rows(Vec::new(), Segment { rows: 0, ends_group: true }, open.writer)))
-            }
-            (Some(open), None) if open.sent == group && waiting > 0 && fits && room_to_keep && *writers > 1 => {
+        if let Some(open) = part.open.filter(|o| o.sent == group && part.next.is_none()) {
+            let room_to_keep = budget.is_none_or(|b| held + hold * part.row_bytes <= b / 2);
+            if (1..hold).contains(&waiting) && fits && room_to_keep && *writers > 1 {
                 // On another writer than the open group's, whose file for
                 // this partition has that group in progress.
                 let mut writer = in_turn(next_writer, *writers);
@@ -471,7 +444,26 @@ impl Partitions {
                 let next = OpenGroup::new(writer);
                 *open_bytes += next.charge;
                 part.next = Some(next);
-                Ok(Some(Release::Nothing))
+            }
+        }
+        match (part.open, part.next) {
+            (None, _) if waiting >= group + hold => {
+                let pieces = part.take_front(group);
+                let writer = in_turn(next_writer, *writers);
+                Ok(Some((pieces, Segment { rows: group, ends_group: true }, writer)))
+            }
+            (None, _) => Ok(None),
+            (Some(open), None) if open.sent < group && waiting > 0 => {
+                let n = waiting.min(group - open.sent);
+                let pieces = part.take_front(n);
+                part.open = Some(open.sent_more(&pieces, open_bytes));
+                Ok(Some((pieces, Segment { rows: n, ends_group: false }, open.writer)))
+            }
+            (Some(open), None) if open.sent == group && waiting >= hold => {
+                // Full, and not the partition's last: it ends here.
+                part.open = None;
+                *open_bytes -= open.charge;
+                Ok(Some((Vec::new(), Segment { rows: 0, ends_group: true }, open.writer)))
             }
             (Some(open), Some(next)) if next.sent >= hold => {
                 // Half a group follows the open one: it ends, and the next is open.
@@ -480,18 +472,15 @@ impl Partitions {
                 part.open = Some(next);
                 part.next = None;
                 *open_bytes -= open.charge;
-                Ok(Some(Release::rows(Vec::new(), Segment { rows: 0, ends_group: true }, open.writer)))
+                Ok(Some((Vec::new(), Segment { rows: 0, ends_group: true }, open.writer)))
             }
             (Some(_), Some(next)) if waiting > 0 => {
                 let n = waiting.min(group - next.sent);
                 let pieces = part.take_front(n);
-                let bytes: usize = pieces.iter().map(|p| p.bytes).sum();
-                let grown = OpenGroup { sent: next.sent + n, charge: next.charge + bytes / ENCODED_SHARE, ..next };
-                part.next = Some(grown);
-                *open_bytes = *open_bytes + grown.charge - next.charge;
+                part.next = Some(next.sent_more(&pieces, open_bytes));
                 part.kept.extend(pieces.iter().cloned());
                 *memory += pieces.iter().map(Piece::in_memory).sum::<usize>();
-                Ok(Some(Release::rows(pieces, Segment { rows: n, ends_group: false }, next.writer)))
+                Ok(Some((pieces, Segment { rows: n, ends_group: false }, next.writer)))
             }
             (Some(_), _) => Ok(None),
         }
