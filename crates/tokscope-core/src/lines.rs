@@ -221,10 +221,7 @@ impl<R: Read> LineSplitter<R> {
         if end > start && chunk.data[end - 1] == b'\r' {
             end -= 1;
         }
-        let original_len = (end - start) as u64;
-        chunk.lines.push(LineSpan { start, end, line_no: self.next_line_no, byte_offset: self.offset, original_len });
-        self.next_line_no += 1;
-        self.offset += consumed;
+        self.push_span(chunk, start, end, (end - start) as u64, consumed);
     }
 
     /// Hands out the line at `start`, `len` bytes long (over the limit), as
@@ -233,21 +230,22 @@ impl<R: Read> LineSplitter<R> {
     fn push_cut(&mut self, chunk: &mut LineChunk, start: usize, len: u64, terminated: bool) {
         let end = start + self.keep_when_cut.min(self.max_line_bytes);
         chunk.data.truncate(end);
-        chunk.lines.push(LineSpan {
-            start,
-            end,
-            line_no: self.next_line_no,
-            byte_offset: self.offset,
-            original_len: len,
-        });
-        self.next_line_no += 1;
-        self.offset += len + terminated as u64;
         self.first = false;
+        self.push_span(chunk, start, end, len, len + terminated as u64);
+    }
+
+    /// Adds the span `start..end` of a line `original_len` bytes long as the
+    /// next line, which took `consumed` bytes of input.
+    fn push_span(&mut self, chunk: &mut LineChunk, start: usize, end: usize, original_len: u64, consumed: u64) {
+        chunk.lines.push(LineSpan { start, end, line_no: self.next_line_no, byte_offset: self.offset, original_len });
+        self.next_line_no += 1;
+        self.offset += consumed;
     }
 
     /// Ends the chunk with the line at `start`, longer than the limit and
-    /// unfinished at `filled` (the input read so far): reads the rest of it away ([`Self::push_cut`] keeps its
-    /// head); what follows its newline is the next chunk's.
+    /// unfinished at `filled` (the input read so far): reads the rest of it
+    /// away ([`Self::push_cut`] keeps its head); what follows its newline is
+    /// the next chunk's.
     fn cut_long_line(&mut self, chunk: &mut LineChunk, start: usize, filled: usize) {
         let mut len = (filled - start) as u64;
         let mut scratch = vec![0; LONG_LINE_READ_BYTES];
