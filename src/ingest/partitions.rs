@@ -9,6 +9,15 @@
 //! memory budget nor on timing, and no group is smaller than half a full
 //! one unless the whole partition is.
 //!
+//! A partition is finished, as at the end of the input, once a full group's
+//! worth of its table's rows has come for other partitions after its last
+//! row: a log sorted by time has left that day behind, and its last group
+//! is written then instead of held open (with a codec and a page per
+//! column, and its encoded pages) until the input ends. Rows of that day
+//! that still come start the partition anew, in groups of their own: the
+//! layout then depends on the order of the input too, never on the budget,
+//! the threads or timing.
+//!
 //! A partition's rows stream to the writer of its open row group as they
 //! arrive, so writers encode while the input is still being parsed; a full
 //! group stays open until half a group more has come (those rows then open
@@ -272,6 +281,9 @@ struct Partition {
     /// (shared, not copied) until it holds half a group.
     next: Option<OpenGroup>,
     kept: Vec<Piece>,
+    /// The table's rows pushed so far ([`Partitions::table_rows`]) when this
+    /// partition's last rows came.
+    last_rows_at: u64,
 }
 
 impl Partition {
@@ -291,6 +303,7 @@ impl Partition {
             open: None,
             next: None,
             kept: Vec::new(),
+            last_rows_at: 0,
         }
     }
 
@@ -337,6 +350,8 @@ const OPEN_MIN_ROWS: usize = 1024;
 /// flight, and where they spill.
 pub struct Partitions {
     parts: BTreeMap<(&'static str, i32), (&'static TableDef, Partition)>,
+    /// Rows pushed so far, per table: the clock that tells a partition idle.
+    table_rows: BTreeMap<&'static str, u64>,
     row_group_bytes: usize,
     writers: usize,
     /// The writer of the next row group (each group goes to the next in turn).
@@ -358,6 +373,7 @@ impl Partitions {
     pub fn new(plan: &MemoryPlan, run_id: &str) -> Partitions {
         Partitions {
             parts: BTreeMap::new(),
+            table_rows: BTreeMap::new(),
             row_group_bytes: ROW_GROUP_BYTES,
             writers: plan.writer_threads.max(1),
             next_writer: 0,
@@ -391,20 +407,45 @@ impl Partitions {
         if len == 0 {
             return Ok(Vec::new());
         }
+        let table_rows = self.table_rows.entry(table.name).or_default();
+        *table_rows += len as u64;
+        let now = *table_rows;
         let max_bytes = self.row_group_bytes;
         let (_, part) =
             self.parts.entry((table.name, day)).or_insert_with(|| (table, Partition::new(len, bytes, max_bytes)));
         part.pieces.push_back(Piece { rows: Rows::Memory(batch), len, bytes });
         part.rows += len;
         part.memory += bytes;
+        part.last_rows_at = now;
         self.memory += bytes;
         let mut jobs = Vec::new();
         while let Some((pieces, segment, writer)) = self.release(table, day)? {
             self.memory -= pieces.iter().map(Piece::in_memory).sum::<usize>();
             jobs.push(self.job(table, day, writer, pieces, vec![segment])?);
         }
+        self.finish_idle(table, now, &mut jobs)?;
         self.hold_budget()?;
         Ok(jobs)
+    }
+
+    /// Finishes the partitions of `table` that got none of its last rows
+    /// (`now` of them so far) for a full row group's worth: a log sorted by
+    /// time has moved past their day, so their last groups are written now
+    /// instead of held open, with their codecs and pages, until the input
+    /// ends. Rows of such a day that still come start a partition anew.
+    fn finish_idle(&mut self, table: &'static TableDef, now: u64, jobs: &mut Vec<RowGroupJob>) -> Result<()> {
+        let idle: Vec<(&'static str, i32)> = self
+            .parts
+            .range((table.name, i32::MIN)..=(table.name, i32::MAX))
+            .filter(|(_, (_, p))| now - p.last_rows_at >= p.group as u64)
+            .map(|(k, _)| *k)
+            .collect();
+        for key in idle {
+            if let Some((table, part)) = self.parts.remove(&key) {
+                self.finish_partition(table, key.1, part, jobs)?;
+            }
+        }
+        Ok(())
     }
 
     /// The next rows of partition `(table, day)` that can go to a writer,
@@ -492,39 +533,37 @@ impl Partitions {
     pub fn finish(&mut self) -> Result<Vec<RowGroupJob>> {
         let parts = std::mem::take(&mut self.parts);
         let mut jobs = Vec::new();
-        let mut discards = Vec::new();
-        for ((_, day), (table, mut part)) in parts {
-            let rows = part.rows;
-            let waiting = part.take_front(rows);
-            self.memory -= waiting.iter().map(Piece::in_memory).sum::<usize>();
-            // A group begun after the full open one, with fewer than half a
-            // group: its rows join the open one, and its writer drops it.
-            let mut pieces = Vec::new();
-            let mut rows = rows;
-            if let Some(next) = part.next.take() {
-                self.open_bytes -= next.charge;
-                self.memory -= part.kept_memory();
-                rows += part.kept.iter().map(|p| p.len).sum::<usize>();
-                pieces.append(&mut part.kept);
-                discards.push((table, day, next.writer));
-            }
-            pieces.extend(waiting);
-            let writer = match part.open {
-                Some(o) => {
-                    self.open_bytes -= o.charge;
-                    o.writer
-                }
-                None if rows == 0 => continue,
-                None => in_turn(&mut self.next_writer, self.writers),
-            };
-            jobs.push((table, day, writer, pieces, vec![Segment { rows, ends_group: true }]));
+        for ((_, day), (table, part)) in parts {
+            self.finish_partition(table, day, part, &mut jobs)?;
         }
-        let mut out = Vec::with_capacity(discards.len() + jobs.len());
-        for (table, day, writer) in discards {
-            out.push(RowGroupJob {
+        Ok(jobs)
+    }
+
+    /// The jobs that write `part`'s last row group (taken out of `parts`):
+    /// the open group with the rows waiting after it, or the rows waiting.
+    fn finish_partition(
+        &mut self,
+        table: &'static TableDef,
+        day: i32,
+        mut part: Partition,
+        jobs: &mut Vec<RowGroupJob>,
+    ) -> Result<()> {
+        let rows = part.rows;
+        let waiting = part.take_front(rows);
+        self.memory -= waiting.iter().map(Piece::in_memory).sum::<usize>();
+        // A group begun after the full open one, with fewer than half a
+        // group: its rows join the open one, and its writer drops it.
+        let mut pieces = Vec::new();
+        let mut rows = rows;
+        if let Some(next) = part.next.take() {
+            self.open_bytes -= next.charge;
+            self.memory -= part.kept_memory();
+            rows += part.kept.iter().map(|p| p.len).sum::<usize>();
+            pieces.append(&mut part.kept);
+            jobs.push(RowGroupJob {
                 table,
                 day,
-                writer,
+                writer: next.writer,
                 kind: JobKind::Discard,
                 pieces: Vec::new(),
                 segments: Vec::new(),
@@ -532,10 +571,17 @@ impl Partitions {
                 in_flight: self.in_flight.clone(),
             });
         }
-        for (table, day, writer, pieces, segments) in jobs {
-            out.push(self.job(table, day, writer, pieces, segments)?);
-        }
-        Ok(out)
+        pieces.extend(waiting);
+        let writer = match part.open {
+            Some(o) => {
+                self.open_bytes -= o.charge;
+                o.writer
+            }
+            None if rows == 0 => return Ok(()),
+            None => in_turn(&mut self.next_writer, self.writers),
+        };
+        jobs.push(self.job(table, day, writer, pieces, vec![Segment { rows, ends_group: true }])?);
+        Ok(())
     }
 
     /// A job for `pieces`, counted in flight. Over the budget, its rows in
@@ -632,6 +678,7 @@ mod tests {
     use arrow::array::{Int64Array, RecordBatch};
     use arrow::datatypes::{DataType, Field, Schema};
     use tokscope_core::catalog::requests::RequestsBuilder;
+    use tokscope_core::catalog::tokens::TokensBuilder;
 
     use super::{Partitions, RowGroupSink};
     use crate::error::Result;
@@ -763,5 +810,66 @@ mod tests {
                 assert!(sizes.iter().all(|&n| n <= MAX_GROUP_ROWS), "{sizes:?}");
             }
         }
+    }
+
+    /// A log sorted by time leaves a day behind: once a full row group's
+    /// worth of later rows of the same table has come after a day's last
+    /// row, that day's last group is written at once (not at the end of the
+    /// input), and rows of it that come later form a group of their own.
+    /// Rows of another table do not count.
+    #[test]
+    fn a_day_the_log_left_behind_is_written_before_the_input_ends() {
+        let schema = Arc::new(Schema::new(vec![Field::new("v", DataType::Int64, false)]));
+        let (requests, tokens) = (&RequestsBuilder::DEF, &TokensBuilder::DEF);
+        let plan = MemoryPlan {
+            limit: None,
+            limit_from: "given",
+            parse_threads: 2,
+            writer_threads: 2,
+            pipeline_bytes: 0,
+            writer_bytes: 0,
+            buffer_bytes: None,
+        };
+        let mut parts = Partitions::new(&plan, &format!("test-idle-{}", std::process::id()));
+        parts.row_group_bytes = usize::MAX;
+        type Sinks = BTreeMap<(&'static str, usize, i32), Recorded>;
+        let mut sinks = Sinks::new();
+        let run = |jobs: Vec<super::RowGroupJob>, sinks: &mut Sinks| {
+            for job in jobs {
+                let key = (job.table.name, job.writer, job.day);
+                job.write(sinks.entry(key).or_default()).unwrap();
+            }
+        };
+        let push = |parts: &mut Partitions, sinks: &mut Sinks, table, day, values: std::ops::Range<i64>| {
+            let batch = RecordBatch::try_new(schema.clone(), vec![Arc::new(Int64Array::from_iter_values(values))]);
+            run(parts.push(table, day, batch.unwrap()).unwrap(), sinks);
+        };
+        let ended = |sinks: &Sinks, day: i32| -> Vec<usize> {
+            let groups = sinks.iter().filter(|((t, _, d), _)| *t == "requests" && *d == day);
+            let mut sizes: Vec<usize> = groups.flat_map(|(_, r)| r.groups.iter().map(Vec::len)).collect();
+            sizes.sort_unstable();
+            sizes
+        };
+        let group = ROW_GROUP_ROWS as i64;
+        push(&mut parts, &mut sinks, requests, 1, 0..group / 3);
+        // Tokens of day 2, many: not rows of `requests`.
+        push(&mut parts, &mut sinks, tokens, 2, 0..2 * group);
+        push(&mut parts, &mut sinks, requests, 2, 0..group - 1);
+        assert_eq!(ended(&sinks, 1), Vec::<usize>::new(), "day 1 ended before a group of later rows came");
+        push(&mut parts, &mut sinks, requests, 2, group - 1..group);
+        assert_eq!(ended(&sinks, 1), vec![ROW_GROUP_ROWS / 3], "day 1 still open after a group of later rows");
+        // A late row of day 1, then the end.
+        push(&mut parts, &mut sinks, requests, 1, group / 3..group / 3 + 1);
+        run(parts.finish().unwrap(), &mut sinks);
+        assert_eq!(ended(&sinks, 1), vec![1, ROW_GROUP_ROWS / 3]);
+        assert_eq!(ended(&sinks, 2), vec![ROW_GROUP_ROWS]);
+        let tokens_groups: Vec<usize> = sinks
+            .iter()
+            .filter(|((t, _, _), _)| *t == "tokens")
+            .flat_map(|(_, r)| r.groups.iter().map(Vec::len))
+            .collect();
+        assert_eq!(tokens_groups.iter().sum::<usize>(), 2 * ROW_GROUP_ROWS);
+        assert!(sinks.values().all(|r| r.open.is_empty()), "a group was left open");
+        assert_eq!(parts.open_bytes, 0, "an open group's charge was not returned");
     }
 }
