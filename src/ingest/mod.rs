@@ -163,7 +163,7 @@ impl WriterPool {
     fn new(n: usize, root: &Path, run_id: &str, compression: parquet::basic::Compression) -> Result<Self> {
         let (mut senders, mut handles) = (Vec::with_capacity(n), Vec::with_capacity(n));
         for i in 0..n {
-            // Jobs wait for their writer in memory (bounded by bytes: `Partitions::wait_for_writers`),
+            // Jobs wait for their writer in memory (bounded by bytes: `Partitions::send_jobs`),
             // so the reader runs ahead to partitions other writers can take.
             let (tx, rx) = channel::<RowGroupJob>();
             let (root, run) = (root.to_path_buf(), format!("{run_id}-w{i}"));
@@ -241,10 +241,8 @@ impl Sink {
     fn push(&mut self, split: SplitSlice) -> Result<()> {
         self.counts.merge(split.counts);
         for (table, day, batch) in split.parts {
-            for job in self.partitions.push(table, day, batch)? {
-                self.partitions.wait_for_writers(&job);
-                self.writers.send(job)?;
-            }
+            let jobs = self.partitions.push(table, day, batch)?;
+            self.partitions.send_jobs(jobs, |job| self.writers.send(job))?;
         }
         Ok(())
     }

@@ -388,11 +388,19 @@ impl Partitions {
         }
     }
 
-    /// Waits, before `job` goes to its writer, while the jobs in flight
-    /// (`job` besides) hold more than half the budget: the reader runs ahead
-    /// of the writers by that much, no more.
-    pub fn wait_for_writers(&self, job: &RowGroupJob) {
-        self.in_flight.wait_below(self.in_flight_bound + job.memory);
+    /// Hands `jobs` (made by one [`Partitions::push`]) to `send` in order,
+    /// waiting before each while the jobs already handed to writers hold
+    /// more than half the budget: the reader runs ahead of the writers by
+    /// that much, no more. The jobs not yet handed over are not waited
+    /// for: only writers can bring the bytes in flight down.
+    pub fn send_jobs(&self, jobs: Vec<RowGroupJob>, mut send: impl FnMut(RowGroupJob) -> Result<()>) -> Result<()> {
+        let mut unsent: usize = jobs.iter().map(|j| j.memory).sum();
+        for job in jobs {
+            self.in_flight.wait_below(self.in_flight_bound + unsent);
+            unsent -= job.memory;
+            send(job)?;
+        }
+        Ok(())
     }
 
     /// Arrow bytes written to spill files so far.
@@ -810,6 +818,45 @@ mod tests {
                 assert!(sizes.iter().all(|&n| n <= MAX_GROUP_ROWS), "{sizes:?}");
             }
         }
+    }
+
+    /// One push can make several jobs (here the rows of day 2's open group,
+    /// then the last rows of day 1, left behind). The reader waits only on
+    /// the jobs it handed to writers: with the rows in flight bounded at
+    /// nothing, each job goes out once the ones before it are written.
+    #[test]
+    fn the_reader_never_waits_on_jobs_it_has_not_handed_over() {
+        let schema = Arc::new(Schema::new(vec![Field::new("v", DataType::Int64, false)]));
+        let table = &RequestsBuilder::DEF;
+        let plan = MemoryPlan {
+            limit: None,
+            limit_from: "given",
+            parse_threads: 1,
+            writer_threads: 1,
+            pipeline_bytes: 0,
+            writer_bytes: 0,
+            buffer_bytes: None,
+        };
+        let mut parts = Partitions::new(&plan, &format!("test-send-{}", std::process::id()));
+        parts.in_flight_bound = 0;
+        let batch =
+            |n: i64| RecordBatch::try_new(schema.clone(), vec![Arc::new(Int64Array::from_iter_values(0..n))]).unwrap();
+        assert!(parts.push(table, 1, batch(500)).unwrap().is_empty(), "500 rows opened a group");
+        let jobs = parts.push(table, 2, batch(ROW_GROUP_ROWS as i64)).unwrap();
+        let days: Vec<i32> = jobs.iter().map(|j| j.day).collect();
+        assert_eq!(days, [2, 1]);
+        assert!(jobs.iter().all(|j| j.memory > 0), "a job holds no rows in memory");
+        let (done, finished) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut sent = Vec::new();
+            let result = parts.send_jobs(jobs, |job| {
+                sent.push(job.day);
+                Ok(())
+            });
+            let _ = done.send(result.map(|()| sent));
+        });
+        let sent = finished.recv_timeout(std::time::Duration::from_secs(30));
+        assert_eq!(sent.expect("the reader waited on a job it had not handed over").unwrap(), [2, 1]);
     }
 
     /// A log sorted by time leaves a day behind: once a full row group's
