@@ -240,11 +240,13 @@ struct Sink {
 impl Sink {
     fn push(&mut self, split: SplitSlice) -> Result<()> {
         self.counts.merge(split.counts);
+        self.partitions.read_lines(split.lines.lines_read);
         for (table, day, batch) in split.parts {
             let jobs = self.partitions.push(table, day, batch)?;
             self.partitions.send_jobs(jobs, |job| self.writers.send(job))?;
         }
-        Ok(())
+        let jobs = self.partitions.finish_left_behind()?;
+        self.partitions.send_jobs(jobs, |job| self.writers.send(job))
     }
 
     /// Writes what the partitions still hold and waits for the writers.

@@ -10,13 +10,13 @@
 //! one unless the whole partition is.
 //!
 //! A partition is finished, as at the end of the input, once a full group's
-//! worth of its table's rows has come for other partitions after its last
-//! row: a log sorted by time has left that day behind, and its last group
-//! is written then instead of held open (with a codec and a page per
-//! column, and its encoded pages) until the input ends. Rows of that day
-//! that still come start the partition anew, in groups of their own: the
-//! layout then depends on the order of the input too, never on the budget,
-//! the threads or timing.
+//! worth of input lines has been read after the one that gave its last row:
+//! a log sorted by time has left that day behind, and its last group is
+//! written then instead of held open (with a codec and a page per column,
+//! and its encoded pages) until the input ends. Rows of that day that still
+//! come start the partition anew, in groups of their own: the layout then
+//! depends on the order of the input too, never on the budget, the threads
+//! or timing.
 //!
 //! A partition's rows stream to the writer of its open row group as they
 //! arrive, so writers encode while the input is still being parsed; a full
@@ -281,9 +281,9 @@ struct Partition {
     /// (shared, not copied) until it holds half a group.
     next: Option<OpenGroup>,
     kept: Vec<Piece>,
-    /// The table's rows pushed so far ([`Partitions::table_rows`]) when this
+    /// The input lines read so far ([`Partitions::lines`]) when this
     /// partition's last rows came.
-    last_rows_at: u64,
+    last_line: u64,
 }
 
 impl Partition {
@@ -303,7 +303,7 @@ impl Partition {
             open: None,
             next: None,
             kept: Vec::new(),
-            last_rows_at: 0,
+            last_line: 0,
         }
     }
 
@@ -350,8 +350,8 @@ const OPEN_MIN_ROWS: usize = 1024;
 /// flight, and where they spill.
 pub struct Partitions {
     parts: BTreeMap<(&'static str, i32), (&'static TableDef, Partition)>,
-    /// Rows pushed so far, per table: the clock that tells a partition idle.
-    table_rows: BTreeMap<&'static str, u64>,
+    /// Input lines read so far: the clock that tells a partition left behind.
+    lines: u64,
     row_group_bytes: usize,
     writers: usize,
     /// The writer of the next row group (each group goes to the next in turn).
@@ -373,7 +373,7 @@ impl Partitions {
     pub fn new(plan: &MemoryPlan, run_id: &str) -> Partitions {
         Partitions {
             parts: BTreeMap::new(),
-            table_rows: BTreeMap::new(),
+            lines: 0,
             row_group_bytes: ROW_GROUP_BYTES,
             writers: plan.writer_threads.max(1),
             next_writer: 0,
@@ -388,7 +388,8 @@ impl Partitions {
         }
     }
 
-    /// Hands `jobs` (made by one [`Partitions::push`]) to `send` in order,
+    /// Hands `jobs` (made together: by one [`Partitions::push`], or by
+    /// [`Partitions::finish_left_behind`]) to `send` in order,
     /// waiting before each while the jobs already handed to writers hold
     /// more than half the budget: the reader runs ahead of the writers by
     /// that much, no more. The jobs not yet handed over are not waited
@@ -415,45 +416,47 @@ impl Partitions {
         if len == 0 {
             return Ok(Vec::new());
         }
-        let table_rows = self.table_rows.entry(table.name).or_default();
-        *table_rows += len as u64;
-        let now = *table_rows;
         let max_bytes = self.row_group_bytes;
         let (_, part) =
             self.parts.entry((table.name, day)).or_insert_with(|| (table, Partition::new(len, bytes, max_bytes)));
         part.pieces.push_back(Piece { rows: Rows::Memory(batch), len, bytes });
         part.rows += len;
         part.memory += bytes;
-        part.last_rows_at = now;
+        part.last_line = self.lines;
         self.memory += bytes;
         let mut jobs = Vec::new();
         while let Some((pieces, segment, writer)) = self.release(table, day)? {
             self.memory -= pieces.iter().map(Piece::in_memory).sum::<usize>();
             jobs.push(self.job(table, day, writer, pieces, vec![segment])?);
         }
-        self.finish_idle(table, now, &mut jobs)?;
         self.hold_budget()?;
         Ok(jobs)
     }
 
-    /// Finishes the partitions of `table` that got none of its last rows
-    /// (`now` of them so far) for a full row group's worth: a log sorted by
-    /// time has moved past their day, so their last groups are written now
-    /// instead of held open, with their codecs and pages, until the input
-    /// ends. Rows of such a day that still come start a partition anew.
-    fn finish_idle(&mut self, table: &'static TableDef, now: u64, jobs: &mut Vec<RowGroupJob>) -> Result<()> {
-        let idle: Vec<(&'static str, i32)> = self
-            .parts
-            .range((table.name, i32::MIN)..=(table.name, i32::MAX))
-            .filter(|(_, (_, p))| now - p.last_rows_at >= p.group as u64)
-            .map(|(k, _)| *k)
-            .collect();
-        for key in idle {
+    /// Counts `n` more input lines read: the rows pushed next came from them.
+    pub fn read_lines(&mut self, n: u64) {
+        self.lines += n;
+    }
+
+    /// The last row groups of the partitions that got no rows from the last
+    /// full row group's worth of input lines ([`Partitions::read_lines`]): a
+    /// log sorted by time has moved past their day, so their last groups are
+    /// written now instead of held open, with their codecs and pages, until
+    /// the input ends. Rows of such a day that still come start a partition
+    /// anew. A partition of a table with several rows a line (`tokens`)
+    /// counts lines all the same, so the day a log has left behind is one
+    /// day for every table.
+    pub fn finish_left_behind(&mut self) -> Result<Vec<RowGroupJob>> {
+        let lines = self.lines;
+        let behind: Vec<(&'static str, i32)> =
+            self.parts.iter().filter(|(_, (_, p))| lines - p.last_line >= p.group as u64).map(|(k, _)| *k).collect();
+        let mut jobs = Vec::new();
+        for key in behind {
             if let Some((table, part)) = self.parts.remove(&key) {
-                self.finish_partition(table, key.1, part, jobs)?;
+                self.finish_partition(table, key.1, part, &mut jobs)?;
             }
         }
-        Ok(())
+        Ok(jobs)
     }
 
     /// The next rows of partition `(table, day)` that can go to a writer,
@@ -820,7 +823,7 @@ mod tests {
         }
     }
 
-    /// One push can make several jobs (here the rows of day 2's open group,
+    /// One slice can make several jobs (here the rows of day 2's open group,
     /// then the last rows of day 1, left behind). The reader waits only on
     /// the jobs it handed to writers: with the rows in flight bounded at
     /// nothing, each job goes out once the ones before it are written.
@@ -841,8 +844,11 @@ mod tests {
         parts.in_flight_bound = 0;
         let batch =
             |n: i64| RecordBatch::try_new(schema.clone(), vec![Arc::new(Int64Array::from_iter_values(0..n))]).unwrap();
+        parts.read_lines(500);
         assert!(parts.push(table, 1, batch(500)).unwrap().is_empty(), "500 rows opened a group");
-        let jobs = parts.push(table, 2, batch(ROW_GROUP_ROWS as i64)).unwrap();
+        parts.read_lines(ROW_GROUP_ROWS as u64);
+        let mut jobs = parts.push(table, 2, batch(ROW_GROUP_ROWS as i64)).unwrap();
+        jobs.extend(parts.finish_left_behind().unwrap());
         let days: Vec<i32> = jobs.iter().map(|j| j.day).collect();
         assert_eq!(days, [2, 1]);
         assert!(jobs.iter().all(|j| j.memory > 0), "a job holds no rows in memory");
@@ -860,10 +866,11 @@ mod tests {
     }
 
     /// A log sorted by time leaves a day behind: once a full row group's
-    /// worth of later rows of the same table has come after a day's last
-    /// row, that day's last group is written at once (not at the end of the
-    /// input), and rows of it that come later form a group of their own.
-    /// Rows of another table do not count.
+    /// worth of input lines has been read after the last one that gave a row
+    /// of a day, that day's last group is written at once (not at the end of
+    /// the input), for every table, and rows of it that come later form a
+    /// group of their own. Lines count, not rows: a day's `tokens` are not
+    /// left behind by the many token rows of the next day's first requests.
     #[test]
     fn a_day_the_log_left_behind_is_written_before_the_input_ends() {
         let schema = Arc::new(Schema::new(vec![Field::new("v", DataType::Int64, false)]));
@@ -877,7 +884,7 @@ mod tests {
             writer_bytes: 0,
             buffer_bytes: None,
         };
-        let mut parts = Partitions::new(&plan, &format!("test-idle-{}", std::process::id()));
+        let mut parts = Partitions::new(&plan, &format!("test-behind-{}", std::process::id()));
         parts.row_group_bytes = usize::MAX;
         type Sinks = BTreeMap<(&'static str, usize, i32), Recorded>;
         let mut sinks = Sinks::new();
@@ -887,35 +894,38 @@ mod tests {
                 job.write(sinks.entry(key).or_default()).unwrap();
             }
         };
-        let push = |parts: &mut Partitions, sinks: &mut Sinks, table, day, values: std::ops::Range<i64>| {
-            let batch = RecordBatch::try_new(schema.clone(), vec![Arc::new(Int64Array::from_iter_values(values))]);
-            run(parts.push(table, day, batch.unwrap()).unwrap(), sinks);
+        // `lines` lines giving `requests` of `day`, and ten token rows each.
+        let read = |parts: &mut Partitions, sinks: &mut Sinks, day: i32, lines: std::ops::Range<i64>| {
+            parts.read_lines((lines.end - lines.start) as u64);
+            let ints = |r: std::ops::Range<i64>| Arc::new(Int64Array::from_iter_values(r));
+            let rows = RecordBatch::try_new(schema.clone(), vec![ints(lines.clone())]).unwrap();
+            run(parts.push(requests, day, rows).unwrap(), sinks);
+            let toks = RecordBatch::try_new(schema.clone(), vec![ints(lines.start * 10..lines.end * 10)]).unwrap();
+            run(parts.push(tokens, day, toks).unwrap(), sinks);
+            run(parts.finish_left_behind().unwrap(), sinks);
         };
-        let ended = |sinks: &Sinks, day: i32| -> Vec<usize> {
-            let groups = sinks.iter().filter(|((t, _, d), _)| *t == "requests" && *d == day);
+        let ended = |sinks: &Sinks, table: &str, day: i32| -> Vec<usize> {
+            let groups = sinks.iter().filter(|((t, _, d), _)| *t == table && *d == day);
             let mut sizes: Vec<usize> = groups.flat_map(|(_, r)| r.groups.iter().map(Vec::len)).collect();
             sizes.sort_unstable();
             sizes
         };
         let group = ROW_GROUP_ROWS as i64;
-        push(&mut parts, &mut sinks, requests, 1, 0..group / 3);
-        // Tokens of day 2, many: not rows of `requests`.
-        push(&mut parts, &mut sinks, tokens, 2, 0..2 * group);
-        push(&mut parts, &mut sinks, requests, 2, 0..group - 1);
-        assert_eq!(ended(&sinks, 1), Vec::<usize>::new(), "day 1 ended before a group of later rows came");
-        push(&mut parts, &mut sinks, requests, 2, group - 1..group);
-        assert_eq!(ended(&sinks, 1), vec![ROW_GROUP_ROWS / 3], "day 1 still open after a group of later rows");
-        // A late row of day 1, then the end.
-        push(&mut parts, &mut sinks, requests, 1, group / 3..group / 3 + 1);
+        read(&mut parts, &mut sinks, 1, 0..group / 3);
+        read(&mut parts, &mut sinks, 2, 0..group - 1);
+        assert_eq!(ended(&sinks, "requests", 1), Vec::<usize>::new(), "day 1 ended before a group of lines");
+        // 3.3 groups of tokens: the full groups that a group and a half follow.
+        assert_eq!(ended(&sinks, "tokens", 1), vec![ROW_GROUP_ROWS; 2], "day 1's tokens: only full groups");
+        read(&mut parts, &mut sinks, 2, group - 1..group);
+        assert_eq!(ended(&sinks, "requests", 1), vec![ROW_GROUP_ROWS / 3], "day 1 still open after a group of lines");
+        let day1_tokens: usize = ended(&sinks, "tokens", 1).iter().sum();
+        assert_eq!(day1_tokens, 10 * (ROW_GROUP_ROWS / 3), "day 1's tokens still open after a group of lines");
+        // A late line of day 1, then the end.
+        read(&mut parts, &mut sinks, 1, group / 3..group / 3 + 1);
         run(parts.finish().unwrap(), &mut sinks);
-        assert_eq!(ended(&sinks, 1), vec![1, ROW_GROUP_ROWS / 3]);
-        assert_eq!(ended(&sinks, 2), vec![ROW_GROUP_ROWS]);
-        let tokens_groups: Vec<usize> = sinks
-            .iter()
-            .filter(|((t, _, _), _)| *t == "tokens")
-            .flat_map(|(_, r)| r.groups.iter().map(Vec::len))
-            .collect();
-        assert_eq!(tokens_groups.iter().sum::<usize>(), 2 * ROW_GROUP_ROWS);
+        assert_eq!(ended(&sinks, "requests", 1), vec![1, ROW_GROUP_ROWS / 3]);
+        assert_eq!(ended(&sinks, "requests", 2), vec![ROW_GROUP_ROWS]);
+        assert!(ended(&sinks, "tokens", 1).contains(&10), "the late line's tokens are not a group of their own");
         assert!(sinks.values().all(|r| r.open.is_empty()), "a group was left open");
         assert_eq!(parts.open_bytes, 0, "an open group's charge was not returned");
     }
