@@ -9,11 +9,11 @@
 //! memory budget nor on timing, and no group is smaller than half a full
 //! one unless the whole partition is.
 //!
-//! A partition is finished, as at the end of the input, once a full group's
-//! worth of input lines has been read after the one that gave its last row:
-//! a log sorted by time has left that day behind, and its last group is
-//! written then instead of held open (with a codec and a page per column,
-//! and its encoded pages) until the input ends. Rows of that day that still
+//! A partition with an open group is finished, as at the end of the input,
+//! once a full group's worth of input lines has been read after the one
+//! that gave its last row: a log sorted by time has left that day behind,
+//! and its last group is written then instead of held open (with a codec
+//! and a page per column, and its encoded pages) until the input ends. Rows of that day that still
 //! come start the partition anew, in groups of their own: the layout then
 //! depends on the order of the input too, never on the budget, the threads
 //! or timing.
@@ -438,18 +438,21 @@ impl Partitions {
         self.lines += n;
     }
 
-    /// The last row groups of the partitions that got no rows from the last
-    /// full row group's worth of input lines ([`Partitions::read_lines`]): a
-    /// log sorted by time has moved past their day, so their last groups are
-    /// written now instead of held open, with their codecs and pages, until
-    /// the input ends. Rows of such a day that still come start a partition
-    /// anew. A partition of a table with several rows a line (`tokens`)
-    /// counts lines all the same, so the day a log has left behind is one
-    /// day for every table.
+    /// The last row groups of the partitions with an open group that got no
+    /// rows from the last full row group's worth of input lines
+    /// ([`Partitions::read_lines`]): a log sorted by time has moved past
+    /// their day, so their last groups are written now instead of held open,
+    /// with their codecs and pages, until the input ends. Rows of such a day
+    /// that still come start a partition anew. A partition of a table with
+    /// several rows a line (`tokens`) counts lines all the same, so the day a
+    /// log has left behind is one day for every table. A partition without
+    /// an open group holds only rows waiting (fewer than [`OPEN_MIN_ROWS`],
+    /// or spilled under a tight budget): it stays, so a table whose rows come
+    /// in rare bursts is not cut into a group a burst.
     pub fn finish_left_behind(&mut self) -> Result<Vec<RowGroupJob>> {
         let lines = self.lines;
-        let behind: Vec<(&'static str, i32)> =
-            self.parts.iter().filter(|(_, (_, p))| lines - p.last_line >= p.group as u64).map(|(k, _)| *k).collect();
+        let behind = self.parts.iter().filter(|(_, (_, p))| p.open.is_some() && lines - p.last_line >= p.group as u64);
+        let behind: Vec<(&'static str, i32)> = behind.map(|(k, _)| *k).collect();
         let mut jobs = Vec::new();
         for key in behind {
             if let Some((table, part)) = self.parts.remove(&key) {
@@ -823,9 +826,9 @@ mod tests {
         }
     }
 
-    /// One slice can make several jobs (here the rows of day 2's open group,
-    /// then the last rows of day 1, left behind). The reader waits only on
-    /// the jobs it handed to writers: with the rows in flight bounded at
+    /// One push can make several jobs: here the rest of a full group, its
+    /// end, and the first rows of the next. The reader waits only on the
+    /// jobs it handed to writers: with the rows in flight bounded at
     /// nothing, each job goes out once the ones before it are written.
     #[test]
     fn the_reader_never_waits_on_jobs_it_has_not_handed_over() {
@@ -842,27 +845,22 @@ mod tests {
         };
         let mut parts = Partitions::new(&plan, &format!("test-send-{}", std::process::id()));
         parts.in_flight_bound = 0;
-        let batch =
-            |n: i64| RecordBatch::try_new(schema.clone(), vec![Arc::new(Int64Array::from_iter_values(0..n))]).unwrap();
-        parts.read_lines(500);
-        assert!(parts.push(table, 1, batch(500)).unwrap().is_empty(), "500 rows opened a group");
-        parts.read_lines(ROW_GROUP_ROWS as u64);
-        let mut jobs = parts.push(table, 2, batch(ROW_GROUP_ROWS as i64)).unwrap();
-        jobs.extend(parts.finish_left_behind().unwrap());
-        let days: Vec<i32> = jobs.iter().map(|j| j.day).collect();
-        assert_eq!(days, [2, 1]);
-        assert!(jobs.iter().all(|j| j.memory > 0), "a job holds no rows in memory");
+        let rows = (ROW_GROUP_ROWS + ROW_GROUP_ROWS / 2 + 1000) as i64;
+        let batch = RecordBatch::try_new(schema, vec![Arc::new(Int64Array::from_iter_values(0..rows))]).unwrap();
+        let jobs = parts.push(table, 1, batch).unwrap();
+        let held: Vec<bool> = jobs.iter().map(|j| j.memory > 0).collect();
+        assert_eq!(held, [true, false, true], "rows of a group, its end, rows of the next");
         let (done, finished) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
-            let mut sent = Vec::new();
-            let result = parts.send_jobs(jobs, |job| {
-                sent.push(job.day);
+            let mut sent = 0;
+            let result = parts.send_jobs(jobs, |_| {
+                sent += 1;
                 Ok(())
             });
             let _ = done.send(result.map(|()| sent));
         });
         let sent = finished.recv_timeout(std::time::Duration::from_secs(30));
-        assert_eq!(sent.expect("the reader waited on a job it had not handed over").unwrap(), [2, 1]);
+        assert_eq!(sent.expect("the reader waited on a job it had not handed over").unwrap(), 3);
     }
 
     /// A log sorted by time leaves a day behind: once a full row group's
@@ -910,7 +908,14 @@ mod tests {
             sizes.sort_unstable();
             sizes
         };
+        // A few requests of day 3 and no tokens: too few rows to open a group.
+        let few = |parts: &mut Partitions, sinks: &mut Sinks, values: std::ops::Range<i64>| {
+            parts.read_lines((values.end - values.start) as u64);
+            let rows = RecordBatch::try_new(schema.clone(), vec![Arc::new(Int64Array::from_iter_values(values))]);
+            run(parts.push(requests, 3, rows.unwrap()).unwrap(), sinks);
+        };
         let group = ROW_GROUP_ROWS as i64;
+        few(&mut parts, &mut sinks, 0..500);
         read(&mut parts, &mut sinks, 1, 0..group / 3);
         read(&mut parts, &mut sinks, 2, 0..group - 1);
         assert_eq!(ended(&sinks, "requests", 1), Vec::<usize>::new(), "day 1 ended before a group of lines");
@@ -920,11 +925,14 @@ mod tests {
         assert_eq!(ended(&sinks, "requests", 1), vec![ROW_GROUP_ROWS / 3], "day 1 still open after a group of lines");
         let day1_tokens: usize = ended(&sinks, "tokens", 1).iter().sum();
         assert_eq!(day1_tokens, 10 * (ROW_GROUP_ROWS / 3), "day 1's tokens still open after a group of lines");
-        // A late line of day 1, then the end.
+        // A late line of day 1, 500 more of day 3 (whose rows without an
+        // open group waited: not left behind), then the end.
         read(&mut parts, &mut sinks, 1, group / 3..group / 3 + 1);
+        few(&mut parts, &mut sinks, 500..1000);
         run(parts.finish().unwrap(), &mut sinks);
         assert_eq!(ended(&sinks, "requests", 1), vec![1, ROW_GROUP_ROWS / 3]);
         assert_eq!(ended(&sinks, "requests", 2), vec![ROW_GROUP_ROWS]);
+        assert_eq!(ended(&sinks, "requests", 3), vec![1000], "day 3's waiting rows were cut into two groups");
         assert!(ended(&sinks, "tokens", 1).contains(&10), "the late line's tokens are not a group of their own");
         assert!(sinks.values().all(|r| r.open.is_empty()), "a group was left open");
         assert_eq!(parts.open_bytes, 0, "an open group's charge was not returned");
