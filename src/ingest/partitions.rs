@@ -698,6 +698,20 @@ mod tests {
     use crate::error::Result;
     use crate::ingest::budget::{MemoryPlan, MAX_GROUP_ROWS, ROW_GROUP_ROWS};
 
+    /// A memory plan of `writers` writer (and parsing) threads and `budget`
+    /// bytes for rows.
+    fn plan(writers: usize, budget: Option<usize>) -> MemoryPlan {
+        MemoryPlan {
+            limit: budget,
+            limit_from: "given",
+            parse_threads: writers,
+            writer_threads: writers,
+            pipeline_bytes: 0,
+            writer_bytes: 0,
+            buffer_bytes: budget,
+        }
+    }
+
     /// One writer's file of one partition: its ended row groups (the values
     /// of their rows) and the group in progress.
     #[derive(Default)]
@@ -747,15 +761,7 @@ mod tests {
         let plan_rows = [(1, 3.3), (2, 0.33), (3, 2.2), (4, 2.7)].map(|(d, g)| (d, (g * ROW_GROUP_ROWS as f64) as i64));
         let small = 2 * super::OPEN_GROUP_BYTES + (4 << 20);
         for (writers, budget) in [(1, None), (2, None), (3, None), (1, Some(small)), (2, Some(small))] {
-            let plan = MemoryPlan {
-                limit: budget,
-                limit_from: "given",
-                parse_threads: writers,
-                writer_threads: writers,
-                pipeline_bytes: 0,
-                writer_bytes: 0,
-                buffer_bytes: budget,
-            };
+            let plan = plan(writers, budget);
             let mut parts = Partitions::new(&plan, &format!("test-{}", std::process::id()));
             parts.row_group_bytes = usize::MAX;
             let mut sinks: BTreeMap<(usize, i32), Recorded> = BTreeMap::new();
@@ -834,15 +840,7 @@ mod tests {
     fn the_reader_never_waits_on_jobs_it_has_not_handed_over() {
         let schema = Arc::new(Schema::new(vec![Field::new("v", DataType::Int64, false)]));
         let table = &RequestsBuilder::DEF;
-        let plan = MemoryPlan {
-            limit: None,
-            limit_from: "given",
-            parse_threads: 1,
-            writer_threads: 1,
-            pipeline_bytes: 0,
-            writer_bytes: 0,
-            buffer_bytes: None,
-        };
+        let plan = plan(1, None);
         let mut parts = Partitions::new(&plan, &format!("test-send-{}", std::process::id()));
         parts.in_flight_bound = 0;
         let rows = (ROW_GROUP_ROWS + ROW_GROUP_ROWS / 2 + 1000) as i64;
@@ -873,15 +871,7 @@ mod tests {
     fn a_day_the_log_left_behind_is_written_before_the_input_ends() {
         let schema = Arc::new(Schema::new(vec![Field::new("v", DataType::Int64, false)]));
         let (requests, tokens) = (&RequestsBuilder::DEF, &TokensBuilder::DEF);
-        let plan = MemoryPlan {
-            limit: None,
-            limit_from: "given",
-            parse_threads: 2,
-            writer_threads: 2,
-            pipeline_bytes: 0,
-            writer_bytes: 0,
-            buffer_bytes: None,
-        };
+        let plan = plan(2, None);
         let mut parts = Partitions::new(&plan, &format!("test-behind-{}", std::process::id()));
         parts.row_group_bytes = usize::MAX;
         type Sinks = BTreeMap<(&'static str, usize, i32), Recorded>;
