@@ -9,30 +9,29 @@
 //! memory budget nor on timing, and no group is smaller than half a full
 //! one unless the whole partition is.
 //!
-//! A partition with an open group is finished, as at the end of the input,
-//! once a full group's worth of input lines has been read after the one
-//! that gave its last row: a log sorted by time has left that day behind,
-//! and its last group is written then instead of held open (with a codec
-//! and a page per column, and its encoded pages) until the input ends. Rows of that day that still
-//! come start the partition anew, in groups of their own: the layout then
-//! depends on the order of the input too, never on the budget, the threads
-//! or timing.
-//!
 //! A partition's rows stream to the writer of its open row group as they
 //! arrive, so writers encode while the input is still being parsed; a full
 //! group stays open until half a group more has come (those rows then open
 //! the next group, on the next writer) or the input ends (they join it).
 //! Where the budget has room, the rows after a full group begin the next
-//! group on another writer at once, kept until half a group has come; if
-//! the input ends first, that writer drops the group unwritten and the kept
-//! rows join the full one (so the last group of a day is not encoded by one
+//! group on another writer at once, kept until half a group has come; if the
+//! input ends first, that writer drops the group unwritten and the kept rows
+//! join the full one (so the last group of a day is not encoded by one
 //! writer after the input ends). An open group holds a codec and a page per
-//! column and its encoded rows
-//! ([`OPEN_GROUP_BYTES`] plus [`ENCODED_SHARE`] of their bytes), counted in
-//! the budget: groups open while they fit in half of it, and other
-//! partitions wait for whole groups. Over the budget, the partitions holding
-//! the most memory spill their waiting rows to disk ([`super::spill`]) and
-//! the writer reads them back.
+//! column and its encoded rows ([`OPEN_GROUP_BYTES`] plus [`ENCODED_SHARE`]
+//! of their bytes), counted in the budget: groups open while they fit in
+//! half of it, and other partitions wait for whole groups. Over the budget,
+//! the partitions holding the most memory spill their waiting rows to disk
+//! ([`super::spill`]) and the writer reads them back.
+//!
+//! A partition with an open group is finished, as at the end of the input,
+//! once a full group's worth of input lines has been read after the one that
+//! gave its last row: a log sorted by time has left that day behind, and its
+//! last group is written then instead of held open (with a codec and a page
+//! per column, and its encoded pages) until the input ends. Rows of that day
+//! that still come start the partition anew, in groups of their own: the
+//! layout then depends on the order of the input too, never on the budget,
+//! the threads or timing.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering};
