@@ -426,7 +426,7 @@ impl Partitions {
         let mut jobs = Vec::new();
         while let Some((pieces, segment, writer)) = self.release(table, day)? {
             self.memory -= pieces.iter().map(Piece::in_memory).sum::<usize>();
-            jobs.push(self.job(table, day, writer, pieces, vec![segment])?);
+            jobs.push(self.job(table, day, writer, JobKind::Write, pieces, vec![segment])?);
         }
         self.hold_budget()?;
         Ok(jobs)
@@ -573,16 +573,7 @@ impl Partitions {
             self.memory -= part.kept_memory();
             rows += part.kept.iter().map(|p| p.len).sum::<usize>();
             pieces.append(&mut part.kept);
-            jobs.push(RowGroupJob {
-                table,
-                day,
-                writer: next.writer,
-                kind: JobKind::Discard,
-                pieces: Vec::new(),
-                segments: Vec::new(),
-                memory: 0,
-                in_flight: self.in_flight.clone(),
-            });
+            jobs.push(self.job(table, day, next.writer, JobKind::Discard, Vec::new(), Vec::new())?);
         }
         pieces.extend(waiting);
         let writer = match part.open {
@@ -593,18 +584,19 @@ impl Partitions {
             None if rows == 0 => return Ok(()),
             None => in_turn(&mut self.next_writer, self.writers),
         };
-        jobs.push(self.job(table, day, writer, pieces, vec![Segment { rows, ends_group: true }])?);
+        jobs.push(self.job(table, day, writer, JobKind::Write, pieces, vec![Segment { rows, ends_group: true }])?);
         Ok(())
     }
 
-    /// A job for `pieces`, counted in flight. Over the budget, its rows in
-    /// memory are spilled first, so what writers hold stays bounded however
-    /// many of them there are.
+    /// A job of `kind` for `pieces`, counted in flight. Over the budget, its
+    /// rows in memory are spilled first, so what writers hold stays bounded
+    /// however many of them there are.
     fn job(
         &mut self,
         table: &'static TableDef,
         day: i32,
         writer: usize,
+        kind: JobKind,
         mut pieces: Vec<Piece>,
         segments: Vec<Segment>,
     ) -> Result<RowGroupJob> {
@@ -618,7 +610,7 @@ impl Partitions {
         }
         self.in_flight.add(memory);
         let in_flight = self.in_flight.clone();
-        Ok(RowGroupJob { table, day, writer, kind: JobKind::Write, pieces, segments, memory, in_flight })
+        Ok(RowGroupJob { table, day, writer, kind, pieces, segments, memory, in_flight })
     }
 
     /// What the budget holds now: rows waiting in memory, jobs in flight, open groups.
