@@ -703,6 +703,12 @@ mod tests {
         }
     }
 
+    /// A batch of one Int64 column holding `values`.
+    fn batch(values: std::ops::Range<i64>) -> RecordBatch {
+        let schema = Arc::new(Schema::new(vec![Field::new("v", DataType::Int64, false)]));
+        RecordBatch::try_new(schema, vec![Arc::new(Int64Array::from_iter_values(values))]).expect("a valid batch")
+    }
+
     /// One writer's file of one partition: its ended row groups (the values
     /// of their rows) and the group in progress.
     #[derive(Default)]
@@ -743,7 +749,6 @@ mod tests {
     /// half a group comes.
     #[test]
     fn streamed_row_groups_are_whole_ordered_and_cut_by_rows() {
-        let schema = Arc::new(Schema::new(vec![Field::new("v", DataType::Int64, false)]));
         let table = &RequestsBuilder::DEF;
         // Partition 1 gets 3.3 groups, partition 2 a third of a group,
         // partition 3 (interleaved with 1) 2.2 groups, partition 4 2.7.
@@ -774,10 +779,8 @@ mod tests {
                     if n <= 0 {
                         continue;
                     }
-                    let values = Int64Array::from_iter_values(from..from + n);
-                    let batch = RecordBatch::try_new(schema.clone(), vec![Arc::new(values)]).unwrap();
                     next[day as usize] += n;
-                    run(parts.push(table, day, batch).unwrap(), &mut sinks);
+                    run(parts.push(table, day, batch(from..from + n)).unwrap(), &mut sinks);
                     let open_groups = parts.parts.values().filter(|(_, p)| p.open.is_some()).count();
                     assert!(parts.open_bytes >= open_groups * super::OPEN_GROUP_BYTES);
                     if budget.is_some() {
@@ -829,14 +832,12 @@ mod tests {
     /// nothing, each job goes out once the ones before it are written.
     #[test]
     fn the_reader_never_waits_on_jobs_it_has_not_handed_over() {
-        let schema = Arc::new(Schema::new(vec![Field::new("v", DataType::Int64, false)]));
         let table = &RequestsBuilder::DEF;
         let plan = plan(1, None);
         let mut parts = Partitions::new(&plan, &format!("test-send-{}", std::process::id()));
         parts.in_flight_bound = 0;
         let rows = (ROW_GROUP_ROWS + ROW_GROUP_ROWS / 2 + 1000) as i64;
-        let batch = RecordBatch::try_new(schema, vec![Arc::new(Int64Array::from_iter_values(0..rows))]).unwrap();
-        let jobs = parts.push(table, 1, batch).unwrap();
+        let jobs = parts.push(table, 1, batch(0..rows)).unwrap();
         let held: Vec<bool> = jobs.iter().map(|j| j.memory > 0).collect();
         assert_eq!(held, [true, false, true], "rows of a group, its end, rows of the next");
         let (done, finished) = std::sync::mpsc::channel();
@@ -860,7 +861,6 @@ mod tests {
     /// left behind by the many token rows of the next day's first requests.
     #[test]
     fn a_day_the_log_left_behind_is_written_before_the_input_ends() {
-        let schema = Arc::new(Schema::new(vec![Field::new("v", DataType::Int64, false)]));
         let (requests, tokens) = (&RequestsBuilder::DEF, &TokensBuilder::DEF);
         let plan = plan(2, None);
         let mut parts = Partitions::new(&plan, &format!("test-behind-{}", std::process::id()));
@@ -873,14 +873,11 @@ mod tests {
                 job.write(sinks.entry(key).or_default()).unwrap();
             }
         };
-        // `lines` lines giving `requests` of `day`, and ten token rows each.
-        let read = |parts: &mut Partitions, sinks: &mut Sinks, day: i32, lines: std::ops::Range<i64>| {
+        // `lines` lines giving `requests` of `day`, and `per_line` token rows each.
+        let read = |parts: &mut Partitions, sinks: &mut Sinks, day: i32, lines: std::ops::Range<i64>, per_line: i64| {
             parts.read_lines((lines.end - lines.start) as u64);
-            let ints = |r: std::ops::Range<i64>| Arc::new(Int64Array::from_iter_values(r));
-            let rows = RecordBatch::try_new(schema.clone(), vec![ints(lines.clone())]).unwrap();
-            run(parts.push(requests, day, rows).unwrap(), sinks);
-            let toks = RecordBatch::try_new(schema.clone(), vec![ints(lines.start * 10..lines.end * 10)]).unwrap();
-            run(parts.push(tokens, day, toks).unwrap(), sinks);
+            run(parts.push(requests, day, batch(lines.clone())).unwrap(), sinks);
+            run(parts.push(tokens, day, batch(lines.start * per_line..lines.end * per_line)).unwrap(), sinks);
             run(parts.finish_left_behind().unwrap(), sinks);
         };
         let ended = |sinks: &Sinks, table: &str, day: i32| -> Vec<usize> {
@@ -889,27 +886,22 @@ mod tests {
             sizes.sort_unstable();
             sizes
         };
-        // A few requests of day 3 and no tokens: too few rows to open a group.
-        let few = |parts: &mut Partitions, sinks: &mut Sinks, values: std::ops::Range<i64>| {
-            parts.read_lines((values.end - values.start) as u64);
-            let rows = RecordBatch::try_new(schema.clone(), vec![Arc::new(Int64Array::from_iter_values(values))]);
-            run(parts.push(requests, 3, rows.unwrap()).unwrap(), sinks);
-        };
         let group = ROW_GROUP_ROWS as i64;
-        few(&mut parts, &mut sinks, 0..500);
-        read(&mut parts, &mut sinks, 1, 0..group / 3);
-        read(&mut parts, &mut sinks, 2, 0..group - 1);
+        // A few requests of day 3 and no tokens: too few rows to open a group.
+        read(&mut parts, &mut sinks, 3, 0..500, 0);
+        read(&mut parts, &mut sinks, 1, 0..group / 3, 10);
+        read(&mut parts, &mut sinks, 2, 0..group - 1, 10);
         assert_eq!(ended(&sinks, "requests", 1), Vec::<usize>::new(), "day 1 ended before a group of lines");
         // 3.3 groups of tokens: the full groups that a group and a half follow.
         assert_eq!(ended(&sinks, "tokens", 1), vec![ROW_GROUP_ROWS; 2], "day 1's tokens: only full groups");
-        read(&mut parts, &mut sinks, 2, group - 1..group);
+        read(&mut parts, &mut sinks, 2, group - 1..group, 10);
         assert_eq!(ended(&sinks, "requests", 1), vec![ROW_GROUP_ROWS / 3], "day 1 still open after a group of lines");
         let day1_tokens: usize = ended(&sinks, "tokens", 1).iter().sum();
         assert_eq!(day1_tokens, 10 * (ROW_GROUP_ROWS / 3), "day 1's tokens still open after a group of lines");
         // A late line of day 1, 500 more of day 3 (whose rows without an
         // open group waited: not left behind), then the end.
-        read(&mut parts, &mut sinks, 1, group / 3..group / 3 + 1);
-        few(&mut parts, &mut sinks, 500..1000);
+        read(&mut parts, &mut sinks, 1, group / 3..group / 3 + 1, 10);
+        read(&mut parts, &mut sinks, 3, 500..1000, 0);
         run(parts.finish().unwrap(), &mut sinks);
         assert_eq!(ended(&sinks, "requests", 1), vec![1, ROW_GROUP_ROWS / 3]);
         assert_eq!(ended(&sinks, "requests", 2), vec![ROW_GROUP_ROWS]);
