@@ -561,13 +561,12 @@ impl Partitions {
         mut part: Partition,
         jobs: &mut Vec<RowGroupJob>,
     ) -> Result<()> {
-        let rows = part.rows;
+        let mut rows = part.rows;
         let waiting = part.take_front(rows);
         self.memory -= waiting.iter().map(Piece::in_memory).sum::<usize>();
         // A group begun after the full open one, with fewer than half a
         // group: its rows join the open one, and its writer drops it.
         let mut pieces = Vec::new();
-        let mut rows = rows;
         if let Some(next) = part.next.take() {
             self.open_bytes -= next.charge;
             self.memory -= part.kept_memory();
