@@ -30,8 +30,8 @@
 //! last group is written then instead of held open (with a codec and a page
 //! per column, and its encoded pages) until the input ends. Rows of that day
 //! that still come start the partition anew, in groups of their own: the
-//! layout then depends on the order of the input too, never on the budget,
-//! the threads or timing.
+//! row groups then depend on the order of the input too, never on the
+//! budget, the threads or timing.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering};
