@@ -5,6 +5,7 @@
 
 use std::sync::Arc;
 
+use arrow::error::ArrowError;
 use ballista_core::error::BallistaError;
 use ballista_core::serde::protobuf::{ShuffleWritePartition, TaskColumnStats, WindowStateReport};
 use ballista_core::JobId;
@@ -99,23 +100,58 @@ impl std::fmt::Display for NamedStage {
     }
 }
 
-impl NamedStage {
-    /// `e` naming this executor. Errors Ballista handles by their kind keep
-    /// it: an I/O error is retried, a lost shuffle input makes its stage run
-    /// again (its kind travels as a `BallistaError`).
-    fn named(&self, e: DataFusionError) -> DataFusionError {
-        let handled_by_kind = match e.find_root() {
-            DataFusionError::IoError(_) => true,
-            DataFusionError::External(inner) => inner.is::<BallistaError>(),
-            _ => false,
-        };
-        if handled_by_kind {
-            return e;
-        }
-        let message = e.to_string();
-        let message = message.split(DataFusionError::BACK_TRACE_SEP).next().unwrap_or_default().trim_end();
-        DataFusionError::Execution(format!("{FAILED_ON}{}: {message}", self.node.id))
+/// `e`, a task's error on the executor `node`, naming it. Errors Ballista
+/// handles by their kind keep it: an I/O error is retried, a lost shuffle
+/// input makes its stage run again (its kind travels as a `BallistaError`).
+/// A shuffle read whose connection to another executor broke is an I/O error
+/// here: Ballista 55 reports a connection that breaks before the partition's
+/// first message as an Arrow error and fails the job, where the task's next
+/// try would find the other executor gone and have its stage run again.
+fn named(node: &Node, e: DataFusionError) -> DataFusionError {
+    let ballista = match e.find_root() {
+        DataFusionError::IoError(_) => return e,
+        DataFusionError::External(inner) => inner.downcast_ref::<BallistaError>(),
+        _ => None,
+    };
+    if ballista.is_some_and(handled_by_kind) {
+        return e;
     }
+    let message = e.to_string();
+    let message = message.split(DataFusionError::BACK_TRACE_SEP).next().unwrap_or_default().trim_end();
+    let message = format!("{FAILED_ON}{}: {message}", node.id);
+    if ballista.is_some_and(broken_connection) {
+        return DataFusionError::IoError(std::io::Error::new(std::io::ErrorKind::ConnectionAborted, message));
+    }
+    DataFusionError::Execution(message)
+}
+
+/// The errors Ballista's scheduler acts on by their kind.
+fn handled_by_kind(e: &BallistaError) -> bool {
+    matches!(
+        e,
+        BallistaError::FetchFailed(..)
+            | BallistaError::IoError(_)
+            | BallistaError::Cancelled
+            | BallistaError::DataFusionError(_)
+    )
+}
+
+/// What a broken gRPC connection says in the Arrow error Ballista's shuffle
+/// reader makes of it (lower case).
+const BROKEN_CONNECTION: &[&str] = &[
+    "h2 protocol error",
+    "error reading a body from connection",
+    "transport error",
+    "broken pipe",
+    "connection reset",
+];
+
+/// A shuffle read whose connection broke (the other executor stopped).
+fn broken_connection(e: &BallistaError) -> bool {
+    let BallistaError::ArrowError(arrow) = e else { return false };
+    let ArrowError::IpcError(message) = arrow.as_ref() else { return false };
+    let message = message.to_lowercase();
+    BROKEN_CONNECTION.iter().any(|sign| message.contains(sign))
 }
 
 #[async_trait::async_trait]
@@ -125,7 +161,7 @@ impl QueryStageExecutor for NamedStage {
         task_id: usize,
         context: Arc<TaskContext>,
     ) -> Result<Vec<ShuffleWritePartition>> {
-        self.inner.execute_query_stage(task_id, context).await.map_err(|e| self.named(e))
+        self.inner.execute_query_stage(task_id, context).await.map_err(|e| named(&self.node, e))
     }
 
     fn collect_plan_metrics(&self) -> Vec<MetricsSet> {
@@ -137,7 +173,7 @@ impl QueryStageExecutor for NamedStage {
     }
 
     fn collect_window_state_reports(&self) -> Result<Vec<WindowStateReport>> {
-        self.inner.collect_window_state_reports().map_err(|e| self.named(e))
+        self.inner.collect_window_state_reports().map_err(|e| named(&self.node, e))
     }
 
     fn collect_column_stats(&self) -> Vec<TaskColumnStats> {
@@ -164,6 +200,7 @@ pub fn failed_on(failure: &str) -> Option<(String, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ballista_core::serde::protobuf::{failed_task::FailedReason, FailedTask};
 
     #[test]
     fn a_failure_names_the_executor_and_its_cause() {
@@ -174,5 +211,36 @@ mod tests {
         assert_eq!(executor, "10.0.0.7:50051#4242");
         assert_eq!(cause, "Object Store error: Generic S3 error: GET \"http://s3/lake\" (os error 111)");
         assert_eq!(failed_on("Job failed due to stage 2 failed: Task cancelled"), None);
+    }
+
+    /// How the executor reports `e` to the scheduler once named.
+    fn reported(e: BallistaError) -> FailedTask {
+        FailedTask::from(BallistaError::from(named(&Node::new(Some("10.0.0.7"), 50051), e.into_datafusion())))
+    }
+
+    #[test]
+    fn a_shuffle_read_cut_off_by_a_stopped_executor_is_retried() {
+        // As Ballista 55's shuffle reader reports a peer killed mid-fetch.
+        let cut = "code: 'Unknown error', message: \"h2 protocol error: error reading a body from connection\", \
+                   source: hyper::Error(Body, Error { kind: Io(Custom { kind: BrokenPipe, error: \"stream closed \
+                   because of a broken pipe\" }) })";
+        let e = BallistaError::ArrowError(Box::new(ArrowError::IpcError(cut.to_string())));
+        let task = reported(e);
+        assert!(task.retryable, "{task:?}");
+        assert!(matches!(task.failed_reason, Some(FailedReason::IoError(_))), "{task:?}");
+        assert!(task.error.contains("on executor 10.0.0.7:50051#"), "{}", task.error);
+    }
+
+    #[test]
+    fn other_task_errors_name_the_executor_and_keep_their_kind() {
+        let corrupt = BallistaError::ArrowError(Box::new(ArrowError::IpcError("Unexpected EOS".to_string())));
+        let task = reported(corrupt);
+        assert!(!task.retryable, "{task:?}");
+        assert!(matches!(task.failed_reason, Some(FailedReason::ExecutionError(_))), "{task:?}");
+        let (executor, cause) = failed_on(&task.error).unwrap();
+        assert!(executor.starts_with("10.0.0.7:50051#"), "{executor}");
+        assert!(cause.contains("Unexpected EOS"), "{cause}");
+        let lost = BallistaError::FetchFailed("10.0.0.8:50051#7".into(), 1, 0, "connection refused".into());
+        assert!(matches!(reported(lost).failed_reason, Some(FailedReason::FetchPartitionError(_))));
     }
 }
