@@ -125,7 +125,8 @@ fn named(node: &Node, e: DataFusionError) -> DataFusionError {
     DataFusionError::Execution(message)
 }
 
-/// The errors Ballista's scheduler acts on by their kind.
+/// The errors Ballista acts on by their kind (a wrapped DataFusion error may
+/// carry a fetch failure or an I/O error further down, which it looks for).
 fn handled_by_kind(e: &BallistaError) -> bool {
     matches!(
         e,
