@@ -215,18 +215,19 @@ mod tests {
     }
 
     /// How the executor reports `e` to the scheduler once named.
-    fn reported(e: BallistaError) -> FailedTask {
-        FailedTask::from(BallistaError::from(named(&Node::new(Some("10.0.0.7"), 50051), e.into_datafusion())))
+    fn reported(e: DataFusionError) -> FailedTask {
+        FailedTask::from(BallistaError::from(named(&Node::new(Some("10.0.0.7"), 50051), e)))
     }
 
     #[test]
     fn a_shuffle_read_cut_off_by_a_stopped_executor_is_retried() {
-        // As Ballista 55's shuffle reader reports a peer killed mid-fetch.
+        // As a task reported a peer killed mid-fetch: Ballista 55's shuffle
+        // reader's Arrow error, shared by the operator that read it.
         let cut = "code: 'Unknown error', message: \"h2 protocol error: error reading a body from connection\", \
                    source: hyper::Error(Body, Error { kind: Io(Custom { kind: BrokenPipe, error: \"stream closed \
                    because of a broken pipe\" }) })";
         let e = BallistaError::ArrowError(Box::new(ArrowError::IpcError(cut.to_string())));
-        let task = reported(e);
+        let task = reported(DataFusionError::Shared(Arc::new(e.into_datafusion())));
         assert!(task.retryable, "{task:?}");
         assert!(matches!(task.failed_reason, Some(FailedReason::IoError(_))), "{task:?}");
         assert!(task.error.contains("on executor 10.0.0.7:50051#"), "{}", task.error);
@@ -235,13 +236,13 @@ mod tests {
     #[test]
     fn other_task_errors_name_the_executor_and_keep_their_kind() {
         let corrupt = BallistaError::ArrowError(Box::new(ArrowError::IpcError("Unexpected EOS".to_string())));
-        let task = reported(corrupt);
+        let task = reported(corrupt.into_datafusion());
         assert!(!task.retryable, "{task:?}");
         assert!(matches!(task.failed_reason, Some(FailedReason::ExecutionError(_))), "{task:?}");
         let (executor, cause) = failed_on(&task.error).unwrap();
         assert!(executor.starts_with("10.0.0.7:50051#"), "{executor}");
         assert!(cause.contains("Unexpected EOS"), "{cause}");
         let lost = BallistaError::FetchFailed("10.0.0.8:50051#7".into(), 1, 0, "connection refused".into());
-        assert!(matches!(reported(lost).failed_reason, Some(FailedReason::FetchPartitionError(_))));
+        assert!(matches!(reported(lost.into_datafusion()).failed_reason, Some(FailedReason::FetchPartitionError(_))));
     }
 }
