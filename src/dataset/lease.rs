@@ -129,6 +129,17 @@ impl Lease {
                     run_id: run_id.to_string(),
                     expires_at: chrono::Utc::now().timestamp() + options.expiry.as_secs() as i64,
                 };
+                // The lease, once `holder` is what the object at `path` holds at `version`.
+                let held = |holder: Holder, version: UpdateVersion| Lease {
+                    kind: LeaseKind::Remote {
+                        store: store.clone(),
+                        path: path.clone(),
+                        holder,
+                        version,
+                        expiry: options.expiry,
+                        rt: rt.handle().clone(),
+                    },
+                };
                 // A conditional put is not retried by the client when it times
                 // out (it may have happened): such failures are retried here,
                 // and a lease found holding our own run id is ours.
@@ -137,18 +148,7 @@ impl Lease {
                     let mine = holder();
                     let taken = rt.block_on(put_lease(store.as_ref(), &path, &mine, PutMode::Create));
                     match taken {
-                        Ok(version) => {
-                            return Ok(Lease {
-                                kind: LeaseKind::Remote {
-                                    store: store.clone(),
-                                    path,
-                                    holder: mine,
-                                    version,
-                                    expiry: options.expiry,
-                                    rt: rt.handle().clone(),
-                                },
-                            })
-                        }
+                        Ok(version) => return Ok(held(mine, version)),
                         Err(object_store::Error::AlreadyExists { .. }) => {}
                         Err(e) if failures < LEASE_PUT_ATTEMPTS => {
                             failures += 1;
@@ -167,32 +167,12 @@ impl Lease {
                     };
                     if current.run_id == run_id && current.pid == std::process::id() {
                         // Our own earlier put, whose answer was lost.
-                        return Ok(Lease {
-                            kind: LeaseKind::Remote {
-                                store: store.clone(),
-                                path,
-                                holder: current,
-                                version,
-                                expiry: options.expiry,
-                                rt: rt.handle().clone(),
-                            },
-                        });
+                        return Ok(held(current, version));
                     }
                     if current.expires_at <= chrono::Utc::now().timestamp() {
                         let mine = holder();
                         match rt.block_on(put_lease(store.as_ref(), &path, &mine, PutMode::Update(version))) {
-                            Ok(version) => {
-                                return Ok(Lease {
-                                    kind: LeaseKind::Remote {
-                                        store: store.clone(),
-                                        path,
-                                        holder: mine,
-                                        version,
-                                        expiry: options.expiry,
-                                        rt: rt.handle().clone(),
-                                    },
-                                })
-                            }
+                            Ok(version) => return Ok(held(mine, version)),
                             // Someone else took it over first.
                             Err(object_store::Error::Precondition { .. }) => {}
                             Err(e) => return Err(e.into()),
