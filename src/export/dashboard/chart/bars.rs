@@ -8,9 +8,9 @@ use std::collections::HashMap;
 use plotters::prelude::*;
 
 use super::axis::{ordered_labels, value_ticks};
-use super::canvas::{categorical, draw_whisker, err, Plot};
+use super::canvas::{categorical_svgs, draw_whisker, err, Plot};
 use super::palette::{self, hex, shade, TEXT};
-use super::{Layout, LegendEntry, Parts, SeriesChoice};
+use super::{LegendEntry, Parts, SeriesChoice};
 use crate::export::dashboard::frame::Frame;
 use crate::export::dashboard::spec::ChartSpec;
 
@@ -81,17 +81,7 @@ pub(super) fn draw(
         }
         Ok(())
     };
-    let svg = |layout: Layout| {
-        let (canvas, placer) = categorical(
-            layout,
-            &categories,
-            spec.x.unit.label(spec.x.label),
-            &ticks,
-            spec.unit.label(spec.value_label),
-            groups,
-        );
-        canvas.draw(&|chart| paint(chart, &placer), None)
-    };
+    let (wide, narrow) = categorical_svgs(spec, &categories, &ticks, groups, &paint)?;
 
     let mut legend = Vec::new();
     if spec.series.is_some() {
@@ -132,5 +122,5 @@ pub(super) fn draw(
             mark: "whisker",
         });
     }
-    Ok(Parts { wide: svg(Layout::Wide)?, narrow: svg(Layout::Narrow)?, legend, notes: Vec::new() })
+    Ok(Parts { wide, narrow, legend, notes: Vec::new() })
 }

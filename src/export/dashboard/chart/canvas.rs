@@ -12,6 +12,7 @@ use super::axis::{thinned, Ticks};
 use super::palette::{AXIS, GRID, TEXT};
 use super::{font, svg_body, Layout, Svg, MARKS_BEGIN, MARKS_END};
 use crate::export::dashboard::format;
+use crate::export::dashboard::spec::ChartSpec;
 
 pub(crate) type Plot<'a, 'b> = ChartContext<'a, SVGBackend<'b>, Cartesian2d<KeyedAxis, KeyedAxis>>;
 pub(crate) type Area<'b> = DrawingArea<SVGBackend<'b>, Shift>;
@@ -166,9 +167,32 @@ pub(crate) fn draw_whisker(
     Ok(())
 }
 
-/// A canvas for categories x values (bars, intervals) in `layout`; `groups` is the
-/// number of marks per category (sets the band height on narrow screens).
-pub(crate) fn categorical<'a>(
+/// `spec`'s chart of categories x values (bars, intervals) drawn by `paint`,
+/// at the wide and at the narrow layout; `groups` is the number of marks per
+/// category (sets the band height on narrow screens).
+pub(crate) fn categorical_svgs(
+    spec: &ChartSpec,
+    categories: &[String],
+    ticks: &Ticks,
+    groups: usize,
+    paint: &dyn Fn(&mut Plot<'_, '_>, &Placer) -> Result<(), String>,
+) -> Result<(Svg, Svg), String> {
+    let svg = |layout: Layout| {
+        let (canvas, placer) = categorical(
+            layout,
+            categories,
+            spec.x.unit.label(spec.x.label),
+            ticks,
+            spec.unit.label(spec.value_label),
+            groups,
+        );
+        canvas.draw(&|chart| paint(chart, &placer), None)
+    };
+    Ok((svg(Layout::Wide)?, svg(Layout::Narrow)?))
+}
+
+/// A canvas for categories x values in `layout` (see [`categorical_svgs`]).
+fn categorical<'a>(
     layout: Layout,
     categories: &'a [String],
     category_label: String,

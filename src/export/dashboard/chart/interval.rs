@@ -8,9 +8,9 @@ use std::collections::HashMap;
 use plotters::prelude::*;
 
 use super::axis::{ordered_labels, value_ticks};
-use super::canvas::{categorical, draw_whisker, err, Placer, Plot};
+use super::canvas::{categorical_svgs, draw_whisker, err, Placer, Plot};
 use super::palette::{hex, AXIS};
-use super::{Layout, LegendEntry, Parts, SeriesChoice};
+use super::{LegendEntry, Parts, SeriesChoice};
 use crate::export::dashboard::frame::Frame;
 use crate::export::dashboard::spec::ChartSpec;
 
@@ -94,17 +94,7 @@ pub(super) fn draw(
         }
         Ok(())
     };
-    let svg = |layout: Layout| {
-        let (canvas, placer) = categorical(
-            layout,
-            &categories,
-            spec.x.unit.label(spec.x.label),
-            &ticks,
-            spec.unit.label(spec.value_label),
-            groups,
-        );
-        canvas.draw(&|chart| paint(chart, &placer), None)
-    };
+    let (wide, narrow) = categorical_svgs(spec, &categories, &ticks, groups, &paint)?;
 
     let mut legend: Vec<LegendEntry> = series
         .labels
@@ -130,5 +120,5 @@ pub(super) fn draw(
     legend.push(LegendEntry { label: filled, colour: "#555555".into(), opacity: 1.0, mark: "point" });
     legend.push(LegendEntry { label: hollow, colour: "#555555".into(), opacity: 1.0, mark: "hollow" });
     let notes = if ratios { vec!["Ratios of B to A: the reference line is at 1.".to_string()] } else { Vec::new() };
-    Ok(Parts { wide: svg(Layout::Wide)?, narrow: svg(Layout::Narrow)?, legend, notes })
+    Ok(Parts { wide, narrow, legend, notes })
 }
