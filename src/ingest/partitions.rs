@@ -137,27 +137,39 @@ pub struct RowGroupJob {
     in_flight: Arc<InFlight>,
 }
 
-/// The Arrow bytes of the jobs handed to writers and not written yet: a job
-/// adds its own when made and takes them back when dropped, and the reader
-/// waits while too many are in flight.
-#[derive(Debug, Default)]
+/// The Arrow bytes of the jobs handed to writers and not written yet, in
+/// all and per writer: a job adds its own when made and takes them back when
+/// dropped, and the reader waits while too many are in flight.
+#[derive(Debug)]
 struct InFlight {
     bytes: AtomicUsize,
+    by_writer: Vec<AtomicUsize>,
     lock: Mutex<()>,
     freed: Condvar,
 }
 
 impl InFlight {
+    fn new(writers: usize) -> InFlight {
+        let by_writer = (0..writers.max(1)).map(|_| AtomicUsize::new(0)).collect();
+        InFlight { bytes: AtomicUsize::new(0), by_writer, lock: Mutex::new(()), freed: Condvar::new() }
+    }
+
     fn get(&self) -> usize {
         self.bytes.load(Ordering::Relaxed)
     }
 
-    fn add(&self, bytes: usize) {
-        self.bytes.fetch_add(bytes, Ordering::Relaxed);
+    fn of(&self, writer: usize) -> &AtomicUsize {
+        &self.by_writer[writer % self.by_writer.len()]
     }
 
-    fn sub(&self, bytes: usize) {
+    fn add(&self, writer: usize, bytes: usize) {
+        self.bytes.fetch_add(bytes, Ordering::Relaxed);
+        self.of(writer).fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    fn sub(&self, writer: usize, bytes: usize) {
         self.bytes.fetch_sub(bytes, Ordering::Relaxed);
+        self.of(writer).fetch_sub(bytes, Ordering::Relaxed);
         if bytes > 0 {
             // Under the lock, so a waiter between its check and its wait hears it.
             let _guard = self.lock.lock().unwrap_or_else(PoisonError::into_inner);
@@ -165,10 +177,20 @@ impl InFlight {
         }
     }
 
-    /// Waits until at most `bound` bytes are in flight.
-    fn wait_below(&self, bound: usize) {
+    /// Whether the reader must wait: more than `bound` bytes in flight, or
+    /// every writer with more than [`WRITER_QUEUE_BYTES`] handed to it. The
+    /// bytes of `unsent` (jobs made but not handed over, per writer) do not
+    /// count: only writers bring the bytes down, and they have not got those.
+    fn too_many(&self, bound: usize, unsent: &[usize]) -> bool {
+        let unsent_total: usize = unsent.iter().sum();
+        let queued = |w: usize| self.by_writer[w].load(Ordering::Relaxed).saturating_sub(unsent[w]);
+        self.get() > bound + unsent_total || (0..self.by_writer.len()).all(|w| queued(w) > WRITER_QUEUE_BYTES)
+    }
+
+    /// Waits while [`InFlight::too_many`].
+    fn wait(&self, bound: usize, unsent: &[usize]) {
         let mut guard = self.lock.lock().unwrap_or_else(PoisonError::into_inner);
-        while self.get() > bound {
+        while self.too_many(bound, unsent) {
             guard = match self.freed.wait_timeout(guard, Duration::from_millis(100)) {
                 Ok((guard, _)) => guard,
                 Err(poisoned) => poisoned.into_inner().0,
@@ -236,7 +258,7 @@ fn next_with_rows(
 
 impl Drop for RowGroupJob {
     fn drop(&mut self) {
-        self.in_flight.sub(self.memory);
+        self.in_flight.sub(self.writer, self.memory);
     }
 }
 
@@ -341,6 +363,13 @@ impl Partition {
 /// (`--memory-limit none`).
 const IN_FLIGHT_UNLIMITED_BYTES: usize = 1 << 30;
 
+/// What a writer may have handed to it and not written before the reader
+/// waits, once every writer has as much: a few of the reader's chunks, so
+/// no writer runs short while the next one is parsed, and the rows read
+/// ahead of the writers stay this much per writer instead of growing while
+/// parsing outruns encoding.
+const WRITER_QUEUE_BYTES: usize = 32 << 20;
+
 /// Fewest rows that open a row group before it is full: a partition with
 /// fewer waits (a trickle of rows does not hold an open group).
 const OPEN_MIN_ROWS: usize = 1024;
@@ -380,7 +409,7 @@ impl Partitions {
             open_budget: plan.buffer_bytes.map(|b| b / 2),
             budget: plan.buffer_bytes,
             memory: 0,
-            in_flight: Arc::new(InFlight::default()),
+            in_flight: Arc::new(InFlight::new(plan.writer_threads)),
             in_flight_bound: plan.buffer_bytes.map_or(IN_FLIGHT_UNLIMITED_BYTES, |b| b / 2),
             spill: SpillDir::new(run_id),
             spilled_bytes: 0,
@@ -388,16 +417,20 @@ impl Partitions {
     }
 
     /// Hands `jobs` (made together: by one [`Partitions::push`], or by
-    /// [`Partitions::finish_left_behind`]) to `send` in order,
-    /// waiting before each while the jobs already handed to writers hold
-    /// more than half the budget: the reader runs ahead of the writers by
-    /// that much, no more. The jobs not yet handed over are not waited
-    /// for: only writers can bring the bytes in flight down.
+    /// [`Partitions::finish_left_behind`]) to `send` in order, waiting
+    /// before each while the jobs already handed to writers hold more than
+    /// half the budget, or more than [`WRITER_QUEUE_BYTES`] for every
+    /// writer: the reader runs ahead of the writers only while one of them
+    /// may run short of rows, and never by more than half the budget. The
+    /// jobs not yet handed over are not waited for: only writers can bring
+    /// the bytes in flight down.
     pub fn send_jobs(&self, jobs: Vec<RowGroupJob>, mut send: impl FnMut(RowGroupJob) -> Result<()>) -> Result<()> {
-        let mut unsent: usize = jobs.iter().map(|j| j.memory).sum();
+        let writers = self.in_flight.by_writer.len();
+        let mut unsent = vec![0; writers];
+        jobs.iter().for_each(|j| unsent[j.writer % writers] += j.memory);
         for job in jobs {
-            self.in_flight.wait_below(self.in_flight_bound + unsent);
-            unsent -= job.memory;
+            self.in_flight.wait(self.in_flight_bound, &unsent);
+            unsent[job.writer % writers] -= job.memory;
             send(job)?;
         }
         Ok(())
@@ -607,7 +640,7 @@ impl Partitions {
                 memory = 0;
             }
         }
-        self.in_flight.add(memory);
+        self.in_flight.add(writer, memory);
         let in_flight = self.in_flight.clone();
         Ok(RowGroupJob { table, day, writer, kind, pieces, segments, memory, in_flight })
     }
@@ -850,6 +883,24 @@ mod tests {
         });
         let sent = finished.recv_timeout(std::time::Duration::from_secs(30));
         assert_eq!(sent.expect("the reader waited on a job it had not handed over").unwrap(), 3);
+    }
+
+    /// The reader waits while every writer has more than
+    /// `WRITER_QUEUE_BYTES` handed to it (and not once one of them may run
+    /// short), never on bytes of jobs it has not handed over.
+    #[test]
+    fn the_reader_waits_once_every_writer_has_rows_queued() {
+        let over = super::WRITER_QUEUE_BYTES + 1;
+        let in_flight = super::InFlight::new(2);
+        let unbounded = usize::MAX / 2;
+        in_flight.add(0, over);
+        assert!(!in_flight.too_many(unbounded, &[0, 0]), "waited while writer 1 had nothing");
+        in_flight.add(1, over);
+        assert!(in_flight.too_many(unbounded, &[0, 0]), "read on while both writers were behind");
+        assert!(!in_flight.too_many(unbounded, &[0, over]), "waited on a job not handed over");
+        in_flight.sub(1, over);
+        assert!(!in_flight.too_many(unbounded, &[0, 0]));
+        assert!(in_flight.too_many(over - 1, &[0, 0]), "the bound on all bytes in flight no longer holds");
     }
 
     /// A log sorted by time leaves a day behind: once a full row group's
