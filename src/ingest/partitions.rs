@@ -142,7 +142,6 @@ pub struct RowGroupJob {
 /// dropped, and the reader waits while too many are in flight.
 #[derive(Debug)]
 struct InFlight {
-    bytes: AtomicUsize,
     by_writer: Vec<AtomicUsize>,
     lock: Mutex<()>,
     freed: Condvar,
@@ -151,25 +150,25 @@ struct InFlight {
 impl InFlight {
     fn new(writers: usize) -> InFlight {
         let by_writer = (0..writers.max(1)).map(|_| AtomicUsize::new(0)).collect();
-        InFlight { bytes: AtomicUsize::new(0), by_writer, lock: Mutex::new(()), freed: Condvar::new() }
+        InFlight { by_writer, lock: Mutex::new(()), freed: Condvar::new() }
     }
 
+    /// The bytes in flight to all writers.
     fn get(&self) -> usize {
-        self.bytes.load(Ordering::Relaxed)
+        self.by_writer.iter().map(|b| b.load(Ordering::Relaxed)).sum()
     }
 
-    fn of(&self, writer: usize) -> &AtomicUsize {
-        &self.by_writer[writer % self.by_writer.len()]
+    /// Where `writer`'s bytes are counted (and its unsent ones in `send_jobs`).
+    fn slot(&self, writer: usize) -> usize {
+        writer % self.by_writer.len()
     }
 
     fn add(&self, writer: usize, bytes: usize) {
-        self.bytes.fetch_add(bytes, Ordering::Relaxed);
-        self.of(writer).fetch_add(bytes, Ordering::Relaxed);
+        self.by_writer[self.slot(writer)].fetch_add(bytes, Ordering::Relaxed);
     }
 
     fn sub(&self, writer: usize, bytes: usize) {
-        self.bytes.fetch_sub(bytes, Ordering::Relaxed);
-        self.of(writer).fetch_sub(bytes, Ordering::Relaxed);
+        self.by_writer[self.slot(writer)].fetch_sub(bytes, Ordering::Relaxed);
         if bytes > 0 {
             // Under the lock, so a waiter between its check and its wait hears it.
             let _guard = self.lock.lock().unwrap_or_else(PoisonError::into_inner);
@@ -425,12 +424,11 @@ impl Partitions {
     /// jobs not yet handed over are not waited for: only writers can bring
     /// the bytes in flight down.
     pub fn send_jobs(&self, jobs: Vec<RowGroupJob>, mut send: impl FnMut(RowGroupJob) -> Result<()>) -> Result<()> {
-        let writers = self.in_flight.by_writer.len();
-        let mut unsent = vec![0; writers];
-        jobs.iter().for_each(|j| unsent[j.writer % writers] += j.memory);
+        let mut unsent = vec![0; self.in_flight.by_writer.len()];
+        jobs.iter().for_each(|j| unsent[self.in_flight.slot(j.writer)] += j.memory);
         for job in jobs {
             self.in_flight.wait(self.in_flight_bound, &unsent);
-            unsent[job.writer % writers] -= job.memory;
+            unsent[self.in_flight.slot(job.writer)] -= job.memory;
             send(job)?;
         }
         Ok(())
