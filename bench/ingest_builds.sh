@@ -23,9 +23,9 @@ WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 RESULTS="$WORK/results.txt"
 
+bins=("$@")
 for round in $(seq "$ROUNDS"); do
   for i in $(seq 0 $(($# - 1))); do
-    bins=("$@")
     rm -rf "$WORK/ds"
     RAYON_NUM_THREADS=$THREADS /usr/bin/time -f "$round $i %e %U %S %M" -a -o "$RESULTS" \
       "${bins[$i]}" ingest --quiet --out "$WORK/ds" "$LOG" > /dev/null
