@@ -199,11 +199,13 @@ fn memory_line(m: &ingest::MemoryPlan, spilled: u64) -> String {
     let buffer = m.buffer_bytes.map_or_else(|| "unlimited".to_string(), mib);
     format!(
         "ingest memory: limit {limit}; {} parse threads, {} writer threads ({} each); pipeline {}; \
-         buffered rows {buffer}; spilled {}",
+         {} inputs read ahead ({}); buffered rows {buffer}; spilled {}",
         m.parse_threads,
         m.writer_threads,
         mib(m.writer_bytes),
         mib(m.pipeline_bytes),
+        m.inputs_ahead,
+        mib(m.read_ahead_bytes),
         mib(spilled as usize)
     )
 }

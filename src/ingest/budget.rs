@@ -1,8 +1,8 @@
 //! How ingest shares its memory: the budget (`--memory-limit`, or a share
 //! of the memory the process may use), the reading pipeline's part, the
-//! writer threads and what each holds while it encodes a row group, and
-//! what is left for the rows buffered per partition before they spill to
-//! disk. Derived together from the thread count and the budget, so a
+//! inputs opened and read ahead of the one being parsed, the writer threads
+//! and what each holds while it encodes a row group, and what is left for
+//! the rows buffered per partition before they spill to disk. Derived together from the thread count and the budget, so a
 //! default works on any machine and a given limit is refused only when even
 //! one writer cannot fit.
 
@@ -47,6 +47,25 @@ pub(crate) const OPEN_GROUP_BYTES: usize = 8 << 20;
 /// The least the buffered rows may hold before they spill.
 const BUFFER_MIN_BYTES: usize = 16 << 20;
 
+/// Most inputs opened and read ahead of the one being parsed.
+pub const MAX_INPUTS_AHEAD: usize = 8;
+
+/// Threads per input read ahead: a splitter that inflates gzip keeps about
+/// four parsing and writing threads busy.
+const THREADS_PER_INPUT_AHEAD: usize = 4;
+
+/// Chunks each reader may queue when inputs are read ahead (32 MiB of 4 MiB
+/// chunks): how far an input's splitter, and its decompressor, get before
+/// the parser reaches that input.
+pub const AHEAD_QUEUE_CHUNKS: usize = 8;
+
+/// What an input's decoder holds besides its chunks: its 1 MiB read buffer,
+/// the head read for format detection, a gzip or zstd window.
+const DECODER_BYTES: usize = 2 << 20;
+
+/// At most this share of what the writers leave goes to inputs read ahead.
+const READ_AHEAD_SHARE: usize = 4;
+
 /// How ingest uses its memory; printed by `ingest --verbose` and in the
 /// summary's `memory` field.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -61,6 +80,13 @@ pub struct MemoryPlan {
     pub writer_threads: usize,
     /// The reading pipeline's part: chunks in flight, the parsed chunk, the longest line.
     pub pipeline_bytes: usize,
+    /// Inputs opened and read ahead of the one being parsed (0: one at a time).
+    pub inputs_ahead: usize,
+    /// Chunks each reader's splitter may queue ahead of the parser.
+    pub queue_chunks: usize,
+    /// The inputs read ahead's part: their queues, decoders and longest
+    /// lines, and the parsed input's longer queue.
+    pub read_ahead_bytes: usize,
     /// Each writer's part while it encodes a row group.
     pub writer_bytes: usize,
     /// What the rows buffered per partition (and handed to writers, not yet
@@ -69,24 +95,43 @@ pub struct MemoryPlan {
     pub buffer_bytes: Option<usize>,
 }
 
-/// What the reading pipeline holds: the splitter's queue of raw chunks (2),
-/// the chunk it fills and the one being parsed, that chunk parsed into Arrow
-/// (about three times its size with derived columns and per-token rows),
-/// and the longest line the splitter may hold.
+/// What the reading pipeline holds: the splitter's queue of raw chunks (2
+/// by default), the chunk it fills and the one being parsed, that chunk
+/// parsed into Arrow (about three times its size with derived columns and
+/// per-token rows), and the longest line the splitter may hold.
 pub fn pipeline_bytes(reader: &ReaderBuilder) -> usize {
-    7 * reader.chunk_bytes() + reader.max_line_bytes()
+    (reader.queue_chunks() + 5) * reader.chunk_bytes() + reader.max_line_bytes()
+}
+
+/// What `inputs` inputs read ahead hold: each its queue of
+/// [`AHEAD_QUEUE_CHUNKS`], the chunk its splitter fills, its longest line
+/// and its decoder; and the parsed input's queue, as long as theirs.
+fn read_ahead_bytes(reader: &ReaderBuilder, inputs: usize) -> usize {
+    if inputs == 0 {
+        return 0;
+    }
+    let chunk = reader.chunk_bytes();
+    let each = (AHEAD_QUEUE_CHUNKS + 1) * chunk + reader.max_line_bytes() + DECODER_BYTES;
+    inputs * each + AHEAD_QUEUE_CHUNKS.saturating_sub(reader.queue_chunks()) * chunk
 }
 
 impl MemoryPlan {
-    /// Shares `limit` among the pipeline, up to `threads` writers and the
-    /// buffered rows. Each writer takes its fixed part and what it holds of
-    /// the largest row group; writers are added while the buffered rows keep
-    /// at least half of what is left, so a small budget costs writer threads
-    /// and spills, never row-group size. A given limit too small for
-    /// one writer is an error; the automatic one is raised to that least.
-    pub fn new(limit: MemoryLimit, reader: &ReaderBuilder, threads: usize) -> Result<MemoryPlan> {
+    /// Shares `limit` among the pipeline, the inputs read ahead, up to
+    /// `threads` writers and the buffered rows, for a run of `inputs`
+    /// inputs. Each writer takes its fixed part and what it holds of the
+    /// largest row group; writers are added while the buffered rows keep at
+    /// least half of what the pipeline leaves. One input is read ahead per
+    /// four threads (at most [`MAX_INPUTS_AHEAD`], one fewer than the
+    /// inputs), while they take at most a quarter of what the writers leave
+    /// to the buffered rows. So a small budget costs inputs read ahead,
+    /// writer threads and spills, never row-group size. A given limit too
+    /// small for one writer is an error; the automatic one is raised to
+    /// that least.
+    pub fn new(limit: MemoryLimit, reader: &ReaderBuilder, threads: usize, inputs: usize) -> Result<MemoryPlan> {
         let threads = threads.max(1);
         let pipeline = pipeline_bytes(reader);
+        let wanted = threads.div_ceil(THREADS_PER_INPUT_AHEAD).min(MAX_INPUTS_AHEAD).min(inputs.saturating_sub(1));
+        let queue = |ahead: usize| if ahead > 0 { AHEAD_QUEUE_CHUNKS } else { reader.queue_chunks() };
         let (bytes, from) = match limit {
             MemoryLimit::Unlimited => {
                 return Ok(MemoryPlan {
@@ -95,6 +140,9 @@ impl MemoryPlan {
                     parse_threads: threads,
                     writer_threads: threads,
                     pipeline_bytes: pipeline,
+                    inputs_ahead: wanted,
+                    queue_chunks: queue(wanted),
+                    read_ahead_bytes: read_ahead_bytes(reader, wanted),
                     writer_bytes: WRITER_FIXED_BYTES + ROW_GROUP_BYTES / ENCODED_SHARE,
                     buffer_bytes: None,
                 })
@@ -122,14 +170,20 @@ impl MemoryPlan {
         };
         let rest = bytes - pipeline;
         let writers = (rest / 2 / writer).clamp(1, threads);
+        let buffer = rest - writers * writer;
+        let ahead = (0..=wanted).rev().find(|&n| read_ahead_bytes(reader, n) <= buffer / READ_AHEAD_SHARE).unwrap_or(0);
+        let read_ahead = read_ahead_bytes(reader, ahead);
         Ok(MemoryPlan {
             limit: Some(bytes),
             limit_from: from,
             parse_threads: threads,
             writer_threads: writers,
             pipeline_bytes: pipeline,
+            inputs_ahead: ahead,
+            queue_chunks: queue(ahead),
+            read_ahead_bytes: read_ahead,
             writer_bytes: writer,
-            buffer_bytes: Some(rest - writers * writer),
+            buffer_bytes: Some(buffer - read_ahead),
         })
     }
 }
@@ -158,32 +212,67 @@ mod tests {
         let reader = ReaderBuilder::new();
         for limit_mib in [256, 512, 1024, 4096, 65536] {
             for threads in [1, 2, 6, 16, 64, 256] {
-                let plan = MemoryPlan::new(MemoryLimit::Bytes(limit_mib * MIB), &reader, threads).unwrap();
-                let used = plan.pipeline_bytes + plan.writer_threads * plan.writer_bytes + plan.buffer_bytes.unwrap();
-                assert_eq!(used, limit_mib * MIB, "{limit_mib} MiB, {threads} threads: {plan:?}");
-                assert!(plan.writer_threads >= 1 && plan.writer_threads <= threads, "{plan:?}");
-                assert!(plan.buffer_bytes.unwrap() >= 16 * MIB, "{plan:?}");
+                for inputs in [1, 2, 1000] {
+                    let plan = MemoryPlan::new(MemoryLimit::Bytes(limit_mib * MIB), &reader, threads, inputs).unwrap();
+                    let used = plan.pipeline_bytes
+                        + plan.read_ahead_bytes
+                        + plan.writer_threads * plan.writer_bytes
+                        + plan.buffer_bytes.unwrap();
+                    assert_eq!(used, limit_mib * MIB, "{limit_mib} MiB, {threads} threads, {inputs} inputs: {plan:?}");
+                    assert!(plan.writer_threads >= 1 && plan.writer_threads <= threads, "{plan:?}");
+                    assert!(plan.buffer_bytes.unwrap() >= 16 * MIB, "{plan:?}");
+                    assert!(plan.inputs_ahead < inputs && plan.read_ahead_bytes <= limit_mib * MIB / 4, "{plan:?}");
+                }
             }
         }
         // 4 MiB chunks and 64 MiB lines: a 92 MiB pipeline; 128 MiB a writer.
-        let plan = MemoryPlan::new(MemoryLimit::Bytes(512 * MIB), &reader, 16).unwrap();
+        let plan = MemoryPlan::new(MemoryLimit::Bytes(512 * MIB), &reader, 16, 1).unwrap();
         assert_eq!((plan.pipeline_bytes, plan.writer_bytes, plan.writer_threads), (92 * MIB, 128 * MIB, 1), "{plan:?}");
-        let plan = MemoryPlan::new(MemoryLimit::Bytes(4096 * MIB), &reader, 16).unwrap();
+        let plan = MemoryPlan::new(MemoryLimit::Bytes(4096 * MIB), &reader, 16, 1).unwrap();
         assert_eq!(plan.writer_threads, 15, "{plan:?}");
-        let plan = MemoryPlan::new(MemoryLimit::Bytes(8192 * MIB), &reader, 16).unwrap();
+        let plan = MemoryPlan::new(MemoryLimit::Bytes(8192 * MIB), &reader, 16, 1).unwrap();
         assert_eq!(plan.writer_threads, 16, "{plan:?}");
+    }
+
+    /// One input read ahead per four threads, one fewer than the inputs, at
+    /// most eight; each holds 8 queued chunks, the one its splitter fills, a
+    /// longest line and a 2 MiB decoder (102 MiB with 4 MiB chunks and 64
+    /// MiB lines), and the parsed input's queue grows by 6 chunks. A budget
+    /// gives them at most a quarter of what the writers leave, never a writer.
+    #[test]
+    fn inputs_are_read_ahead_one_per_four_threads_within_a_quarter_of_the_buffered_rows() {
+        let reader = ReaderBuilder::new();
+        let ahead = |limit: MemoryLimit, threads: usize, inputs: usize| {
+            let plan = MemoryPlan::new(limit, &reader, threads, inputs).unwrap();
+            (plan.inputs_ahead, plan.queue_chunks, plan.read_ahead_bytes / MIB)
+        };
+        assert_eq!(ahead(MemoryLimit::Unlimited, 2, 1), (0, 2, 0));
+        assert_eq!(ahead(MemoryLimit::Unlimited, 2, 2), (1, 8, 102 + 24));
+        assert_eq!(ahead(MemoryLimit::Unlimited, 16, 100), (4, 8, 4 * 102 + 24));
+        assert_eq!(ahead(MemoryLimit::Unlimited, 16, 3), (2, 8, 2 * 102 + 24));
+        assert_eq!(ahead(MemoryLimit::Unlimited, 256, 100), (8, 8, 8 * 102 + 24));
+        // 512 MiB leave 420 after the pipeline, 292 after one writer: a
+        // quarter (73) is less than one input's 126.
+        assert_eq!(ahead(MemoryLimit::Bytes(512 * MIB), 16, 100), (0, 2, 0));
+        // 1024 MiB: 932, then 548 after 3 writers, a quarter 137.
+        assert_eq!(ahead(MemoryLimit::Bytes(1024 * MIB), 16, 100), (1, 8, 102 + 24));
+        assert_eq!(ahead(MemoryLimit::Bytes(4096 * MIB), 16, 100), (4, 8, 4 * 102 + 24));
+        for (limit, writers) in [(1024, 3), (4096, 15), (8192, 16)] {
+            let plan = MemoryPlan::new(MemoryLimit::Bytes(limit * MIB), &reader, 16, 100).unwrap();
+            assert_eq!(plan.writer_threads, writers, "{plan:?}");
+        }
     }
 
     #[test]
     fn a_given_limit_below_one_writer_is_refused_and_the_automatic_one_never() {
         let reader = ReaderBuilder::new();
-        let e = MemoryPlan::new(MemoryLimit::Bytes(32 * MIB), &reader, 2).unwrap_err().to_string();
+        let e = MemoryPlan::new(MemoryLimit::Bytes(32 * MIB), &reader, 2, 1).unwrap_err().to_string();
         assert!(
             e.contains("--memory-limit 32 MiB is below what ingest needs") && e.contains("--max-line-bytes"),
             "{e}"
         );
         for threads in [1, 64, 256] {
-            let plan = MemoryPlan::new(MemoryLimit::Auto, &reader, threads).unwrap();
+            let plan = MemoryPlan::new(MemoryLimit::Auto, &reader, threads, 10).unwrap();
             assert!(plan.limit.unwrap() >= 256 * MIB && plan.writer_threads >= 1, "{plan:?}");
         }
     }

@@ -15,6 +15,7 @@
 
 pub mod budget;
 mod partitions;
+mod read_ahead;
 pub mod settings;
 pub mod source;
 mod spill;
@@ -29,7 +30,7 @@ use serde::Serialize;
 use tokscope_core::catalog::request_counts::{RequestCounts, RequestCountsBuilder};
 use tokscope_core::catalog::requests::RequestsBuilder;
 use tokscope_core::catalog::TableDef;
-use tokscope_core::reader::{check_input, DatedBatch, FileCheck, LineCounts, ParsedSlice, ReaderBuilder};
+use tokscope_core::reader::{check_input, DatedBatch, FileCheck, LineCounts, ParsedSlice, Reader, ReaderBuilder};
 
 use crate::dataset::commit::{self, Commit};
 use crate::dataset::files::FileList;
@@ -43,6 +44,7 @@ use crate::progress::Progress;
 use crate::store::StoreOptions;
 pub use budget::{MemoryLimit, MemoryPlan};
 use partitions::{Partitions, RowGroupJob, RowGroupSink};
+use read_ahead::ReadAhead;
 pub use settings::{parse_base_time, IngestSettings};
 use source::InputObject;
 pub use tokscope_core::derive::DeriveSettings;
@@ -390,9 +392,9 @@ pub fn ingest_into(
     rt: &tokio::runtime::Runtime,
 ) -> Result<IngestSummary> {
     let started = Instant::now();
-    let memory = MemoryPlan::new(opts.memory_limit, &opts.reader, rayon::current_num_threads())?;
     let recovery = commit::recover(dataset, rt)?;
     let Plan { todo, skipped } = plan(dataset, objects, opts, rt)?;
+    let memory = MemoryPlan::new(opts.memory_limit, &opts.reader, rayon::current_num_threads(), todo.len())?;
     let mut summary = IngestSummary {
         run_id: run_id.to_string(),
         dataset: dataset.display(),
@@ -415,20 +417,17 @@ pub fn ingest_into(
         writers: WriterPool::new(memory.writer_threads, &staging, run_id, opts.compression)?,
         counts: RequestCounts::default(),
     };
-    let mut result = Ok(());
-    for obj in &todo {
-        match ingest_object(obj, opts, rt, &mut sink, &progress) {
-            Ok(fs) => {
-                summary.totals.counts.add(&fs.counts);
-                summary.totals.bytes_read += fs.bytes_read;
-                summary.files.push(fs);
-            }
-            Err(e) => {
-                result = Err(e);
-                break;
-            }
+    let reader = opts.reader.clone().with_queue_chunks(memory.queue_chunks);
+    let result = std::thread::scope(|scope| {
+        let readers = ReadAhead::new(scope, &todo, reader, rt, memory.inputs_ahead);
+        for (obj, reader) in todo.iter().zip(readers) {
+            let fs = ingest_object(obj, reader?, &mut sink, &progress)?;
+            summary.totals.counts.add(&fs.counts);
+            summary.totals.bytes_read += fs.bytes_read;
+            summary.files.push(fs);
         }
-    }
+        Ok(())
+    });
     let (mut files, counts, spilled, written) = sink.finish();
     summary.spilled_bytes = spilled;
     let result = match result.and(written) {
@@ -462,14 +461,7 @@ pub fn ingest_into(
     Ok(summary)
 }
 
-fn ingest_object(
-    obj: &InputObject,
-    opts: &IngestOptions,
-    rt: &tokio::runtime::Runtime,
-    sink: &mut Sink,
-    progress: &Progress,
-) -> Result<FileSummary> {
-    let mut reader = opts.reader.clone().build(obj.open(rt)?, &obj.location);
+fn ingest_object(obj: &InputObject, mut reader: Reader, sink: &mut Sink, progress: &Progress) -> Result<FileSummary> {
     let mut fs = FileSummary { location: obj.location.clone(), size: obj.size, ..Default::default() };
     for slices in &mut reader {
         let mut chunk_bytes = 0;

@@ -728,6 +728,9 @@ mod tests {
             parse_threads: writers,
             writer_threads: writers,
             pipeline_bytes: 0,
+            inputs_ahead: 0,
+            queue_chunks: 2,
+            read_ahead_bytes: 0,
             writer_bytes: 0,
             buffer_bytes: budget,
         }

@@ -551,13 +551,31 @@ fn an_http_url_is_read_like_the_same_file() {
     assert!(!o.status.success() && err.contains(&format!("reading {missing}")) && err.contains("not found"), "{err}");
 }
 
+/// The Parquet files under `out` by table directory, writer and sequence
+/// number (`part-<run id>-<writer>-<n>.parquet`: the run id left out, as
+/// it differs between runs), each with its batches.
+fn files_by_writer(out: &std::path::Path) -> std::collections::BTreeMap<String, Vec<arrow::array::RecordBatch>> {
+    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+    let mut files = std::collections::BTreeMap::new();
+    for path in walk(out).into_iter().filter(|p| p.extension().is_some_and(|e| e == "parquet")) {
+        let rel = path.strip_prefix(out).unwrap().to_str().unwrap().to_string();
+        let (dir, file) = rel.rsplit_once('/').unwrap_or(("", &rel));
+        let tail: Vec<&str> = file.trim_end_matches(".parquet").rsplitn(3, '-').collect();
+        let key = format!("{dir}/{}-{}", tail[1], tail[0]);
+        let file = std::fs::File::open(&path).unwrap();
+        let reader = ParquetRecordBatchReaderBuilder::try_new(file).unwrap().build().unwrap();
+        let batches: Vec<_> = reader.map(|b| b.unwrap()).collect();
+        assert!(files.insert(key, batches).is_none(), "two files named alike in {rel}");
+    }
+    files
+}
+
 /// Parsed slices go to the writer threads in turn, so the same log ingested
 /// twice with the same thread count puts the same rows, in the same order, in
 /// the same files: sums over a dataset do not change from one ingest to the
 /// next (a writer taking whatever slice is free would split them by timing).
 #[test]
 fn the_same_log_ingested_twice_gives_the_same_files() {
-    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("log.jsonl");
     // ~20 MB: several 4 MiB slices for each of two writers, over 10 days.
@@ -567,19 +585,7 @@ fn the_same_log_ingested_twice_gives_the_same_files() {
         let out = dir.path().join(name);
         let ingest = ["ingest", "--quiet", "--out", out.to_str().unwrap(), log.to_str().unwrap()];
         tokscope_with_env(&[("RAYON_NUM_THREADS", "2")], &ingest);
-        let mut files = std::collections::BTreeMap::new();
-        for path in walk(&out).into_iter().filter(|p| p.extension().is_some_and(|e| e == "parquet")) {
-            // part-<run id>-<writer>-<n>.parquet: only the run id differs between runs.
-            let rel = path.strip_prefix(&out).unwrap().to_str().unwrap().to_string();
-            let (dir, file) = rel.rsplit_once('/').unwrap_or(("", &rel));
-            let tail: Vec<&str> = file.trim_end_matches(".parquet").rsplitn(3, '-').collect();
-            let key = format!("{dir}/{}-{}", tail[1], tail[0]);
-            let file = std::fs::File::open(&path).unwrap();
-            let reader = ParquetRecordBatchReaderBuilder::try_new(file).unwrap().build().unwrap();
-            let batches: Vec<_> = reader.map(|b| b.unwrap()).collect();
-            assert!(files.insert(key, batches).is_none(), "two files named alike in {rel}");
-        }
-        files
+        files_by_writer(&out)
     };
     let (first, second) = (files("first"), files("second"));
     let requests_by = |w: &str| first.keys().filter(|k| k.starts_with("requests/") && k.contains(w)).count();
@@ -587,6 +593,51 @@ fn the_same_log_ingested_twice_gives_the_same_files() {
     assert_eq!(first.keys().collect::<Vec<_>>(), second.keys().collect::<Vec<_>>());
     for (key, batches) in &first {
         assert!(batches == &second[key], "{key} differs between two ingests of the same log");
+    }
+}
+
+/// Inputs read ahead are still parsed one after another in their order: a
+/// folder of gzipped logs ingested with one input read ahead (a 2 GiB
+/// budget at 2 threads) gives the files of a run that reads none ahead (700
+/// MiB: the same two writers, too little left for an input ahead).
+#[test]
+fn reading_inputs_ahead_writes_the_same_files() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let logs = dir.path().join("logs");
+    std::fs::create_dir(&logs).unwrap();
+    for n in 0..6 {
+        let log = dir.path().join(format!("{n}.jsonl"));
+        let seed = n.to_string();
+        let args =
+            ["generate", "--requests", "3000", "--output-chars", "1500", "--days", "3", "--seed", &seed, "--out"];
+        tokscope(&[&args[..], &[log.to_str().unwrap()]].concat());
+        let gz = std::fs::File::create(logs.join(format!("{n}.jsonl.gz"))).unwrap();
+        let mut gz = flate2::write::GzEncoder::new(gz, flate2::Compression::fast());
+        gz.write_all(&std::fs::read(&log).unwrap()).unwrap();
+        gz.finish().unwrap();
+    }
+    let files = |limit: &str, ahead: u64| {
+        let out = dir.path().join(limit);
+        let ingest =
+            ["ingest", "--quiet", "--memory-limit", limit, "--out", out.to_str().unwrap(), logs.to_str().unwrap()];
+        tokscope_with_env(&[("RAYON_NUM_THREADS", "2")], &ingest);
+        let summary: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(out.join("_ingest_summary.json")).unwrap()).unwrap();
+        let memory = &summary["memory"];
+        assert_eq!(
+            (memory["inputs_ahead"].as_u64(), memory["writer_threads"].as_u64()),
+            (Some(ahead), Some(2)),
+            "{memory}"
+        );
+        assert_eq!(summary["totals"]["rows_written"], 18000);
+        files_by_writer(&out)
+    };
+    let (none, one) = (files("700M", 0), files("2G", 1));
+    assert!(none.keys().any(|k| k.contains("w1-")), "both writers wrote: {:?}", none.keys());
+    assert_eq!(none.keys().collect::<Vec<_>>(), one.keys().collect::<Vec<_>>());
+    for (key, batches) in &none {
+        assert!(batches == &one[key], "{key} differs with an input read ahead");
     }
 }
 

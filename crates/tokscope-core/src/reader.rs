@@ -69,6 +69,9 @@ use crate::redact::Redactor;
 /// Name of the thread that splits the input into chunks (`top -H`, `ps -L`).
 pub const SPLITTER_THREAD: &str = "ingest-split";
 
+/// Chunks the splitting thread reads ahead of the parser by default.
+pub const DEFAULT_QUEUE_CHUNKS: usize = 2;
+
 /// How many of a file's first non-blank lines are tried for format detection.
 pub const DETECT_LINES: usize = 32;
 
@@ -168,6 +171,7 @@ pub struct ReaderBuilder {
     time_unit: TimeUnit,
     chunk_bytes: usize,
     max_line_bytes: usize,
+    queue_chunks: usize,
 }
 
 impl Default for ReaderBuilder {
@@ -178,7 +182,8 @@ impl Default for ReaderBuilder {
 
 impl ReaderBuilder {
     /// Defaults: format detected from the first lines, default bins, markers
-    /// and no redaction, 4 MiB chunks, lines up to 64 MiB.
+    /// and no redaction, 4 MiB chunks, lines up to 64 MiB, two chunks read
+    /// ahead of the parser.
     pub fn new() -> Self {
         ReaderBuilder {
             format: None,
@@ -188,6 +193,7 @@ impl ReaderBuilder {
             time_unit: TimeUnit::default(),
             chunk_bytes: 4 << 20,
             max_line_bytes: 64 << 20,
+            queue_chunks: DEFAULT_QUEUE_CHUNKS,
         }
     }
 
@@ -235,6 +241,18 @@ impl ReaderBuilder {
         self
     }
 
+    /// How many chunks the splitting thread may have read and not yet
+    /// handed to the parser (at least one): how far it reads ahead.
+    pub fn with_queue_chunks(mut self, chunks: usize) -> Self {
+        self.queue_chunks = chunks.max(1);
+        self
+    }
+
+    /// Chunks the splitting thread may read ahead of the parser.
+    pub fn queue_chunks(&self) -> usize {
+        self.queue_chunks
+    }
+
     /// Target bytes per parsed chunk.
     pub fn chunk_bytes(&self) -> usize {
         self.chunk_bytes
@@ -260,7 +278,7 @@ impl ReaderBuilder {
             framing => framing,
         };
         let input = std::io::Cursor::new(head).chain(input);
-        let (tx, chunks) = sync_channel::<LineChunk>(2);
+        let (tx, chunks) = sync_channel::<LineChunk>(self.queue_chunks);
         // Parsed chunks' buffers go back to the line splitter (a few at a time;
         // the others are freed, as all are for the other framings).
         let (spare, spare_rx) = sync_channel::<Vec<u8>>(2);
