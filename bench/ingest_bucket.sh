@@ -47,16 +47,7 @@ if [ ! -d "$BUCKET" ]; then
 fi
 cat "$BUCKET"/* > /dev/null
 
-S3_PORT=$(free_port)
-python3 -m moto.server -H 127.0.0.1 -p "$S3_PORT" >/dev/null 2>&1 &
-MOTO=$!
-PROXY_PORT=$(free_port)
-python3 bench/latency_proxy.py "$PROXY_PORT" "$S3_PORT" "$DELAY_MS" >/dev/null 2>&1 &
-PROXY=$!
-trap 'kill $MOTO $PROXY 2>/dev/null' EXIT
-export AWS_ALLOW_HTTP=true AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing AWS_REGION=us-east-1
-wait_port "$S3_PORT"
-wait_port "$PROXY_PORT"
+start_s3_behind_proxy "$DELAY_MS"
 python3 - "$S3_PORT" "$BUCKET" <<'EOF'
 import os, sys, boto3
 port, folder = sys.argv[1:3]

@@ -45,3 +45,20 @@ wait_port() {
   done
   echo "nothing listens on port $1" >&2; exit 1
 }
+
+# Starts a moto S3 server on a free loopback port (S3_PORT) and
+# bench/latency_proxy.py in front of it delaying every packet by $1 ms each
+# way (PROXY_PORT), both stopped when the script exits; exports the
+# credentials and settings moto takes, and waits for both to listen.
+start_s3_behind_proxy() {
+  S3_PORT=$(free_port)
+  python3 -m moto.server -H 127.0.0.1 -p "$S3_PORT" >/dev/null 2>&1 &
+  local moto=$!
+  PROXY_PORT=$(free_port)
+  python3 bench/latency_proxy.py "$PROXY_PORT" "$S3_PORT" "$1" >/dev/null 2>&1 &
+  local proxy=$!
+  trap "kill $moto $proxy 2>/dev/null" EXIT
+  export AWS_ALLOW_HTTP=true AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing AWS_REGION=us-east-1
+  wait_port "$S3_PORT"
+  wait_port "$PROXY_PORT"
+}

@@ -20,16 +20,7 @@ BIN=$(tokscope_bin)
 LOG="$WORK/canonical-$N-${DAYS}d.jsonl"
 [ -f "$LOG" ] || "$BIN" generate --requests "$N" --days "$DAYS" --out "$LOG"
 
-S3_PORT=$(free_port)
-python3 -m moto.server -H 127.0.0.1 -p "$S3_PORT" >/dev/null 2>&1 &
-MOTO=$!
-PROXY_PORT=$(free_port)
-python3 bench/latency_proxy.py "$PROXY_PORT" "$S3_PORT" "$DELAY_MS" >/dev/null 2>&1 &
-PROXY=$!
-trap 'kill $MOTO $PROXY 2>/dev/null' EXIT
-export AWS_ALLOW_HTTP=true AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing AWS_REGION=us-east-1
-wait_port "$S3_PORT"
-wait_port "$PROXY_PORT"
+start_s3_behind_proxy "$DELAY_MS"
 python3 -c "
 import boto3
 boto3.client('s3', endpoint_url='http://127.0.0.1:$S3_PORT', region_name='us-east-1').create_bucket(Bucket='bench-ds')"
