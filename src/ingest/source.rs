@@ -6,12 +6,12 @@
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
-use std::sync::mpsc::{sync_channel, Receiver};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::Arc;
 
 use bytes::Bytes;
 use futures::StreamExt;
-use object_store::{ObjectStore, ObjectStoreExt};
+use object_store::{GetOptions, GetRange, ObjectStore, ObjectStoreExt};
 
 use crate::error::{Error, Result};
 use crate::store::{self, StoreOptions};
@@ -211,6 +211,68 @@ async fn resolve_remote(input: &str, options: &StoreOptions) -> Result<Vec<Input
 
 /// Reads an object-store stream through a bounded channel, so a synchronous
 /// parser can pull it with bounded memory.
+/// Times in a row an object's body may fail, each failure followed by a
+/// request for the rest of it, before the failure is the input's.
+const BODY_RESUMES: usize = 3;
+
+/// Streams the object at `path` into `tx` until its end, the receiver's
+/// drop, or a failure. A body that fails partway (a connection reset, or
+/// the client's request timeout, which also runs while a reader waits its
+/// turn with its queue full, see `read_ahead`) is asked for again from the
+/// first byte not received, of the same version (its ETag): up to
+/// [`BODY_RESUMES`] times in a row without a byte in between. An object
+/// without an ETag is not resumed, so that bytes of two versions are never
+/// joined.
+async fn stream_object(
+    store: Arc<dyn ObjectStore>,
+    path: object_store::path::Path,
+    tx: SyncSender<std::io::Result<Bytes>>,
+) {
+    let (mut received, mut etag, mut failures) = (0u64, None, 0);
+    loop {
+        let options = GetOptions {
+            range: (received > 0).then_some(GetRange::Offset(received)),
+            if_match: etag.clone(),
+            ..Default::default()
+        };
+        let mut stream = match store.get_opts(&path, options).await {
+            Ok(res) => {
+                etag = etag.or(res.meta.e_tag.clone());
+                res.into_stream()
+            }
+            Err(e) => {
+                let _ = send(&tx, Err(std::io::Error::other(e))).await;
+                return;
+            }
+        };
+        let failure = loop {
+            match stream.next().await {
+                None => return,
+                Some(Ok(bytes)) => {
+                    received += bytes.len() as u64;
+                    failures = 0;
+                    if !send(&tx, Ok(bytes)).await {
+                        return;
+                    }
+                }
+                Some(Err(e)) => break e,
+            }
+        };
+        failures += 1;
+        if etag.is_none() || failures > BODY_RESUMES {
+            let _ = send(&tx, Err(std::io::Error::other(failure))).await;
+            return;
+        }
+    }
+}
+
+/// Hands `item` to the blocking reader without blocking the runtime; false
+/// once the reader is gone.
+async fn send(tx: &SyncSender<std::io::Result<Bytes>>, item: std::io::Result<Bytes>) -> bool {
+    let tx = tx.clone();
+    tokio::task::spawn_blocking(move || tx.send(item).is_ok()).await.unwrap_or(false)
+}
+
 struct ChannelReader {
     rx: Receiver<std::io::Result<Bytes>>,
     current: Bytes,
@@ -239,29 +301,7 @@ impl InputObject {
             ObjectKind::Local(p) => Box::new(File::open(p).map_err(|e| Error::io(p.display(), e))?),
             ObjectKind::Remote { store, path } => {
                 let (tx, rx) = sync_channel(16);
-                let store = Arc::clone(store);
-                let path = path.clone();
-                rt.spawn(async move {
-                    match store.get(&path).await {
-                        Ok(res) => {
-                            let mut stream = res.into_stream();
-                            while let Some(item) = stream.next().await {
-                                let item = item.map_err(std::io::Error::other);
-                                let failed = item.is_err();
-                                let tx = tx.clone();
-                                // The receiver is a blocking reader; hand off without blocking the runtime.
-                                let sent =
-                                    tokio::task::spawn_blocking(move || tx.send(item).is_ok()).await.unwrap_or(false);
-                                if !sent || failed {
-                                    break;
-                                }
-                            }
-                        }
-                        Err(e) => {
-                            let _ = tx.send(Err(std::io::Error::other(e)));
-                        }
-                    }
-                });
+                rt.spawn(stream_object(Arc::clone(store), path.clone(), tx));
                 Box::new(ChannelReader { rx, current: Bytes::new() })
             }
         };

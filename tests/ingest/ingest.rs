@@ -480,6 +480,35 @@ fn object_store_inputs_and_dataset_over_s3() {
     );
 }
 
+/// An object's body that stalls past the client's request timeout and its
+/// retry budget (an input read ahead waits, its queue full, while the one
+/// before it is parsed) is asked again for the rest, of the same version:
+/// every row of both objects arrives and none is rejected.
+#[test]
+fn a_remote_body_that_outlasts_the_request_timeout_is_resumed() {
+    let s3 = S3Server::start();
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("log.jsonl");
+    // About 70 MB: a debug build parses it for well over the 0.3 s timeout.
+    tokscope(&["generate", "--requests", "60000", "--output-chars", "700", "--out", log.to_str().unwrap()]);
+    s3.put("logs", &[("big/a.jsonl", &log), ("big/b.jsonl", &log)]);
+    let data = dir.path().join("ds");
+    let config = format!(
+        "dataset = {:?}\nsources = [\"s3://logs/big/\"]\nthreads = 2\n[store]\ntimeout_s = 0.3\nretry_timeout_s = 0.3\n",
+        data.to_str().unwrap()
+    );
+    let config = write(dir.path(), "run.toml", config);
+    s3.tokscope(&["run", "--config", &config]);
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(data.join("_ingest_summary.json")).unwrap()).unwrap();
+    assert_eq!(summary["memory"]["inputs_ahead"], 1, "{summary}");
+    assert_eq!(
+        (summary["totals"]["rows_written"].as_u64(), summary["totals"]["lines_rejected"].as_u64()),
+        (Some(120_000), Some(0)),
+        "{summary}"
+    );
+}
+
 #[test]
 fn schema_files_document_every_column_in_order() {
     for table in tokscope::catalog::CATALOG {
