@@ -1,10 +1,11 @@
 //! How ingest shares its memory: the budget (`--memory-limit`, or a share
 //! of the memory the process may use), the reading pipeline's part, the
-//! inputs opened and read ahead of the one being parsed, the writer threads
-//! and what each holds while it encodes a row group, and what is left for
-//! the rows buffered per partition before they spill to disk. Derived together from the thread count and the budget, so a
-//! default works on any machine and a given limit is refused only when even
-//! one writer cannot fit.
+//! writer threads and what each holds while it encodes a row group, the
+//! inputs opened and read ahead of the one being parsed, and what is left
+//! for the rows buffered per partition before they spill to disk. Derived
+//! together from the thread count and the budget, so a default works on
+//! any machine and a given limit is refused only when even one writer
+//! cannot fit.
 
 use serde::Serialize;
 use tokscope_core::reader::ReaderBuilder;
