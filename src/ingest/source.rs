@@ -248,6 +248,7 @@ async fn stream_object(
         let failure = loop {
             match stream.next().await {
                 None => return,
+                Some(Ok(bytes)) if bytes.is_empty() => {}
                 Some(Ok(bytes)) => {
                     received += bytes.len() as u64;
                     failures = 0;
@@ -369,5 +370,161 @@ impl Read for ParquetLines {
         buf[..n].copy_from_slice(&self.lines[self.pos..self.pos + n]);
         self.pos += n;
         Ok(n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::VecDeque;
+    use std::io::Read;
+    use std::sync::{Arc, Mutex};
+
+    use bytes::Bytes;
+    use futures::stream::{BoxStream, StreamExt};
+    use object_store::memory::InMemory;
+    use object_store::path::Path;
+    use object_store::{
+        CopyOptions, GetOptions, GetResult, GetResultPayload, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
+        ObjectStoreExt, PutMultipartOptions, PutOptions, PutPayload, PutResult,
+    };
+
+    use super::{stream_object, ChannelReader, BODY_RESUMES};
+
+    /// An in-memory store whose bodies fail partway: the n-th request's body
+    /// stops with an error after `cuts[n]` bytes (`None`: whole), and the
+    /// object is replaced by `replacement` once a body has failed.
+    #[derive(Debug)]
+    struct CutBodies {
+        inner: InMemory,
+        cuts: Mutex<VecDeque<Option<usize>>>,
+        replacement: Mutex<Option<Bytes>>,
+        requests: Mutex<Vec<GetOptions>>,
+    }
+
+    impl std::fmt::Display for CutBodies {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "CutBodies")
+        }
+    }
+
+    #[async_trait::async_trait]
+    impl ObjectStore for CutBodies {
+        async fn put_opts(&self, at: &Path, payload: PutPayload, opts: PutOptions) -> object_store::Result<PutResult> {
+            self.inner.put_opts(at, payload, opts).await
+        }
+
+        async fn put_multipart_opts(
+            &self,
+            at: &Path,
+            opts: PutMultipartOptions,
+        ) -> object_store::Result<Box<dyn MultipartUpload>> {
+            self.inner.put_multipart_opts(at, opts).await
+        }
+
+        async fn get_opts(&self, at: &Path, options: GetOptions) -> object_store::Result<GetResult> {
+            self.requests.lock().unwrap().push(options.clone());
+            let res = self.inner.get_opts(at, options).await?;
+            let cut = self.cuts.lock().unwrap().pop_front().flatten();
+            let Some(cut) = cut else { return Ok(res) };
+            let (meta, range, attributes) = (res.meta.clone(), res.range.clone(), res.attributes.clone());
+            let body = res.bytes().await?;
+            let head = body.slice(..cut.min(body.len()));
+            let replacement = self.replacement.lock().unwrap().take();
+            if let Some(new) = replacement {
+                self.inner.put(at, new.into()).await?;
+            }
+            let failure = object_store::Error::Generic { store: "test", source: "connection reset".into() };
+            let stream = futures::stream::iter([Ok(head), Err(failure)]).boxed();
+            Ok(GetResult { payload: GetResultPayload::Stream(stream), meta, range, attributes })
+        }
+
+        fn delete_stream(
+            &self,
+            locations: BoxStream<'static, object_store::Result<Path>>,
+        ) -> BoxStream<'static, object_store::Result<Path>> {
+            self.inner.delete_stream(locations)
+        }
+
+        fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+            self.inner.list(prefix)
+        }
+
+        async fn list_with_delimiter(&self, prefix: Option<&Path>) -> object_store::Result<ListResult> {
+            self.inner.list_with_delimiter(prefix).await
+        }
+
+        async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> object_store::Result<()> {
+            self.inner.copy_opts(from, to, options).await
+        }
+    }
+
+    /// Reads object `a` of a store holding `content` whose bodies are cut
+    /// as `cuts` says (replaced by `replacement` at the first cut), through
+    /// `stream_object`: the bytes read and the error that ended them, and
+    /// the requests the store saw.
+    fn read(
+        content: &[u8],
+        cuts: &[Option<usize>],
+        replacement: Option<&[u8]>,
+    ) -> (Vec<u8>, Option<String>, Vec<GetOptions>) {
+        let rt = crate::store::io_runtime().unwrap();
+        let store = Arc::new(CutBodies {
+            inner: InMemory::new(),
+            cuts: Mutex::new(cuts.iter().copied().collect()),
+            replacement: Mutex::new(replacement.map(Bytes::copy_from_slice)),
+            requests: Mutex::new(Vec::new()),
+        });
+        let path = Path::from("a");
+        rt.block_on(store.inner.put(&path, Bytes::copy_from_slice(content).into())).unwrap();
+        let (tx, rx) = std::sync::mpsc::sync_channel(16);
+        rt.spawn(stream_object(Arc::clone(&store) as Arc<dyn ObjectStore>, path, tx));
+        let mut reader = ChannelReader { rx, current: Bytes::new() };
+        let (mut got, mut buf) = (Vec::new(), [0u8; 3]);
+        let error = loop {
+            match reader.read(&mut buf) {
+                Ok(0) => break None,
+                Ok(n) => got.extend_from_slice(&buf[..n]),
+                Err(e) => break Some(e.to_string()),
+            }
+        };
+        let requests = store.requests.lock().unwrap().clone();
+        (got, error, requests)
+    }
+
+    /// A body cut partway is asked again from the first byte not received,
+    /// of the version first read, as often as it makes progress.
+    #[test]
+    fn a_body_cut_partway_is_resumed_from_where_it_stopped() {
+        let content: Vec<u8> = (0..200u8).collect();
+        let cuts = [Some(5), Some(7), Some(0), Some(100), None];
+        let (got, error, requests) = read(&content, &cuts, None);
+        assert_eq!((got, error), (content, None));
+        let offsets: Vec<_> = requests.iter().map(|r| r.range.clone()).collect();
+        use object_store::GetRange::Offset;
+        assert_eq!(offsets, vec![None, Some(Offset(5)), Some(Offset(12)), Some(Offset(12)), Some(Offset(112))]);
+        assert!(requests[0].if_match.is_none() && requests[1..].iter().all(|r| r.if_match.is_some()), "{requests:?}");
+    }
+
+    /// A body that fails again and again without a byte in between ends
+    /// the input with its error after `BODY_RESUMES` requests for the rest.
+    #[test]
+    fn a_body_that_keeps_failing_without_progress_ends_the_input() {
+        let content: Vec<u8> = (0..50u8).collect();
+        let cuts: Vec<_> = std::iter::once(Some(10)).chain(std::iter::repeat(Some(0))).take(10).collect();
+        let (got, error, requests) = read(&content, &cuts, None);
+        assert_eq!(got, content[..10]);
+        assert!(error.as_deref().is_some_and(|e| e.contains("connection reset")), "{error:?}");
+        assert_eq!(requests.len(), 1 + BODY_RESUMES);
+    }
+
+    /// An object replaced while its body was cut is not resumed from the
+    /// new version: the bytes of two versions are never joined.
+    #[test]
+    fn a_body_is_never_resumed_from_another_version() {
+        let content: Vec<u8> = (0..50u8).collect();
+        let (got, error, requests) = read(&content, &[Some(10), None], Some(b"an entirely different object"));
+        assert_eq!(got, content[..10]);
+        assert!(error.as_deref().is_some_and(|e| e.to_lowercase().contains("precondition")), "{error:?}");
+        assert_eq!(requests.len(), 2);
     }
 }
