@@ -228,7 +228,7 @@ async fn stream_object(
     path: object_store::path::Path,
     tx: SyncSender<std::io::Result<Bytes>>,
 ) {
-    let (mut received, mut etag, mut failures) = (0u64, None, 0);
+    let (mut received, mut etag, mut size, mut failures) = (0u64, None, None, 0);
     loop {
         let options = GetOptions {
             range: (received > 0).then_some(GetRange::Offset(received)),
@@ -238,6 +238,7 @@ async fn stream_object(
         let mut stream = match store.get_opts(&path, options).await {
             Ok(res) => {
                 etag = etag.or(res.meta.e_tag.clone());
+                size = size.or(Some(res.meta.size));
                 res.into_stream()
             }
             Err(e) => {
@@ -259,6 +260,10 @@ async fn stream_object(
                 Some(Err(e)) => break e,
             }
         };
+        // Every byte came before the failure: nothing is left to ask for.
+        if size.is_some_and(|size| received >= size) {
+            return;
+        }
         failures += 1;
         if etag.is_none() || failures > BODY_RESUMES {
             let _ = send(&tx, Err(std::io::Error::other(failure))).await;
@@ -503,6 +508,14 @@ mod tests {
         use object_store::GetRange::Offset;
         assert_eq!(offsets, vec![None, Some(Offset(5)), Some(Offset(12)), Some(Offset(12)), Some(Offset(112))]);
         assert!(requests[0].if_match.is_none() && requests[1..].iter().all(|r| r.if_match.is_some()), "{requests:?}");
+    }
+
+    /// A body that fails after its last byte is whole: nothing more is asked.
+    #[test]
+    fn a_body_that_fails_after_its_last_byte_is_whole() {
+        let content: Vec<u8> = (0..50u8).collect();
+        let (got, error, requests) = read(&content, &[Some(50)], None);
+        assert_eq!((got, error, requests.len()), (content, None, 1));
     }
 
     /// A body that fails again and again without a byte in between ends
