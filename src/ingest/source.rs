@@ -209,8 +209,6 @@ async fn resolve_remote(input: &str, options: &StoreOptions) -> Result<Vec<Input
     Ok(out)
 }
 
-/// Reads an object-store stream through a bounded channel, so a synchronous
-/// parser can pull it with bounded memory.
 /// Times in a row an object's body may fail, each failure followed by a
 /// request for the rest of it, before the failure is the input's.
 const BODY_RESUMES: usize = 3;
@@ -279,6 +277,8 @@ async fn send(tx: &SyncSender<std::io::Result<Bytes>>, item: std::io::Result<Byt
     tokio::task::spawn_blocking(move || tx.send(item).is_ok()).await.unwrap_or(false)
 }
 
+/// Reads an object-store stream through a bounded channel, so a synchronous
+/// parser can pull it with bounded memory.
 struct ChannelReader {
     rx: Receiver<std::io::Result<Bytes>>,
     current: Bytes,
