@@ -62,7 +62,7 @@ impl Iterator for ReadAhead<'_, '_> {
                 break;
             }
             let (reader, rt) = (self.reader.clone(), self.rt);
-            let open = move || Ok(reader.build(obj.open(rt)?, &obj.location));
+            let open = move || open(reader, obj, rt);
             let thread = std::thread::Builder::new().name(OPENER_THREAD.into()).spawn_scoped(self.scope, open);
             self.opened.push_back(thread.map_or(Opening::InTurn(obj), Opening::Ahead));
         }
@@ -70,9 +70,14 @@ impl Iterator for ReadAhead<'_, '_> {
             Opening::Ahead(thread) => {
                 thread.join().unwrap_or_else(|_| Err(internal_err!("the thread opening an input panicked")))
             }
-            Opening::InTurn(obj) => obj.open(self.rt).map(|input| self.reader.clone().build(input, &obj.location)),
+            Opening::InTurn(obj) => open(self.reader.clone(), obj, self.rt),
         })
     }
+}
+
+/// Opens `obj` and builds its reader (whose splitter starts reading).
+fn open(reader: ReaderBuilder, obj: &InputObject, rt: &tokio::runtime::Runtime) -> Result<Reader> {
+    Ok(reader.build(obj.open(rt)?, &obj.location))
 }
 
 #[cfg(test)]
