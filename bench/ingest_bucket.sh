@@ -62,7 +62,6 @@ import json, os, shutil, statistics, subprocess, sys, time
 
 work, threads, rounds, bucket, proxy = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5]
 bins = sys.argv[6:]
-tick = os.sysconf("SC_CLK_TCK")
 
 def run(binary, source, env, perf=None):
     """Wall seconds and the run's inputs read ahead; under `perf record` into `perf` when given."""
@@ -93,9 +92,9 @@ def reading_share(binary, source, env):
 
 env = dict(os.environ)
 remote = dict(env, AWS_ENDPOINT_URL=f"http://127.0.0.1:{proxy}")
-for label, source, environ in [("local folder", bucket, env), (f"S3 through the proxy", "s3://logs/gz/", remote)]:
+for label, source, environ in [("local folder", bucket, env), ("S3 through the proxy", "s3://logs/gz/", remote)]:
     walls = {b: [] for b in bins}
-    shares = {b: [] for b in bins}
+    shares = {}
     ratios = {b: [] for b in bins}
     ahead = {}
     for r in range(rounds):
@@ -108,15 +107,15 @@ for label, source, environ in [("local folder", bucket, env), (f"S3 through the 
             ratios[b].append(got[b] / got[bins[0]])
     if source == bucket and shutil.which("perf"):
         for b in bins:
-            shares[b].append(reading_share(b, source, environ))
+            shares[b] = reading_share(b, source, environ)
     print(f"{label}: {len(os.listdir(bucket))} gzipped objects, --threads {threads}, {rounds} rounds")
     amdahl = lambda s: (s + (1 - s) / 2) / (s + (1 - s) / 16)
     for b in bins:
         print(f"  {b}: median {statistics.median(walls[b]):.2f} s, best {min(walls[b]):.2f} s, "
               f"over the first build {statistics.median(ratios[b]):.3f} (rounds {', '.join(f'{x:.2f}' for x in ratios[b])}); "
               f"{ahead[b]} inputs read ahead")
-        if shares[b]:
-            share = shares[b][0]
+        if b in shares:
+            share = shares[b]
             s = share / (ahead[b] + 1)
             print(f"    reading and inflating {100 * share:.1f} % of CPU (perf): serial {100 * s:.1f} %, "
                   f"Amdahl 16 over 2 threads {amdahl(s):.1f}x"
