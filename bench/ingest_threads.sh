@@ -6,6 +6,8 @@
 # last reading counts), and sums it by role from the thread names: the main
 # thread (it receives parsed slices, cuts row groups, hands them to the
 # writers), `ingest-split` (cuts the input into chunks of lines),
+# `ingest-read` (read a plain local file's blocks at their positions, one
+# thread per eight, several at once),
 # `tokscope-pool-N` (parse, derive, build Arrow batches, count requests),
 # `ingest-write-N` (encode and compress row groups), and the rest (runtime
 # threads). The main thread and the splitter are one thread each, which all
@@ -68,13 +70,15 @@ wall = time.perf_counter() - start
 if proc.returncode != 0:
     sys.exit(f"ingest exited {proc.returncode}")
 
-roles = {"main": 0.0, "splitter": 0.0, "parse pool": 0.0, "writers": 0.0, "other": 0.0}
+roles = {"main": 0.0, "splitter": 0.0, "readers": 0.0, "parse pool": 0.0, "writers": 0.0, "other": 0.0}
 writer_max = 0.0
 for name, cpu in last.values():
     if name == "main":
         roles["main"] += cpu
     elif name == "ingest-split":
         roles["splitter"] += cpu
+    elif name == "ingest-read":
+        roles["readers"] += cpu
     elif name.startswith("tokscope-pool"):
         roles["parse pool"] += cpu
     elif name.startswith("ingest-write"):
@@ -93,4 +97,11 @@ s = (roles["main"] + roles["splitter"]) / total
 print(f"serial fraction (main thread + splitter): {100 * s:.1f} % of CPU time (target < 5 %)")
 for n in (8, 16, 64):
     print(f"Amdahl: {n} threads over 2: {(s + (1 - s) / 2) / (s + (1 - s) / n):.2f}x")
+# The reading threads run beside the others, min(ceil(n / 8), 8) of them at n
+# threads: busy this share of the wall time each at the projected speed, they
+# hold nobody up while it stays under 1.
+r = roles["readers"] / total
+for n in (16, 64):
+    k = min(-(-n // 8), 8)
+    print(f"reading threads at {n} threads: {k}, each busy {r * n / k:.2f} of the wall time")
 EOF

@@ -198,11 +198,12 @@ fn memory_line(m: &ingest::MemoryPlan, spilled: u64) -> String {
     let limit = m.limit.map_or_else(|| "none".to_string(), |b| format!("{} ({})", mib(b), m.limit_from));
     let buffer = m.buffer_bytes.map_or_else(|| "unlimited".to_string(), mib);
     format!(
-        "ingest memory: limit {limit}; {} parse threads, {} writer threads ({} each); pipeline {}; \
-         {} inputs read ahead ({}); buffered rows {buffer}; spilled {}",
+        "ingest memory: limit {limit}; {} parse threads, {} writer threads ({} each), {} block-reading threads; \
+         pipeline {}; {} inputs read ahead ({}); buffered rows {buffer}; spilled {}",
         m.parse_threads,
         m.writer_threads,
         mib(m.writer_bytes),
+        m.read_threads,
         mib(m.pipeline_bytes),
         m.inputs_ahead,
         mib(m.read_ahead_bytes),

@@ -8,6 +8,7 @@
 //! cannot fit.
 
 use serde::Serialize;
+use tokscope_core::file_blocks::CARRY_ROOM_BYTES;
 use tokscope_core::reader::ReaderBuilder;
 
 use crate::error::Result;
@@ -67,6 +68,14 @@ const DECODER_BYTES: usize = 2 << 20;
 /// At most this share of what the writers leave goes to inputs read ahead.
 const READ_AHEAD_SHARE: usize = 4;
 
+/// Threads per thread reading a local file's blocks: one copies a block out
+/// of the page cache in about a tenth of the time eight threads take to
+/// parse it.
+const THREADS_PER_READER: usize = 8;
+
+/// Most threads reading one local file's blocks.
+pub const MAX_READ_THREADS: usize = 8;
+
 /// How ingest uses its memory; printed by `ingest --verbose` and in the
 /// summary's `memory` field.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -79,7 +88,10 @@ pub struct MemoryPlan {
     pub parse_threads: usize,
     /// Threads that encode and write row groups.
     pub writer_threads: usize,
-    /// The reading pipeline's part: chunks in flight, the parsed chunk, the longest line.
+    /// Threads that read a local file's blocks ahead of its splitter.
+    pub read_threads: usize,
+    /// The reading pipeline's part: chunks in flight, the parsed chunk, the
+    /// blocks read ahead, the longest line.
     pub pipeline_bytes: usize,
     /// Inputs opened and read ahead of the one being parsed (0: one at a time).
     pub inputs_ahead: usize,
@@ -97,23 +109,32 @@ pub struct MemoryPlan {
 }
 
 /// What the reading pipeline holds: the splitter's queue of raw chunks (2
-/// by default), the chunk it fills and the one being parsed, that chunk
-/// parsed into Arrow (about three times its size with derived columns and
-/// per-token rows), and the longest line the splitter may hold.
+/// by default), the chunk it fills and the one being parsed, the blocks its
+/// reading threads hold (each raw chunk or block with room for a carried
+/// line in front), the parsed chunk in Arrow (about three times its size
+/// with derived columns and per-token rows), and the longest line the
+/// splitter may hold.
 pub fn pipeline_bytes(reader: &ReaderBuilder) -> usize {
-    (reader.queue_chunks() + 5) * reader.chunk_bytes() + reader.max_line_bytes()
+    let raw = reader.queue_chunks() + 2 + reader.read_threads();
+    raw * raw_chunk_bytes(reader) + 3 * reader.chunk_bytes() + reader.max_line_bytes()
+}
+
+/// A raw chunk's buffer: the chunk, and room in front for a carried line.
+fn raw_chunk_bytes(reader: &ReaderBuilder) -> usize {
+    reader.chunk_bytes() + CARRY_ROOM_BYTES
 }
 
 /// What `inputs` inputs read ahead hold: each its queue of
-/// [`AHEAD_QUEUE_CHUNKS`], the chunk its splitter fills, its longest line
-/// and its decoder; and the parsed input's queue, as long as theirs.
+/// [`AHEAD_QUEUE_CHUNKS`], the chunk its splitter fills, its reading
+/// threads' blocks, its longest line and its decoder; and the parsed
+/// input's queue, as long as theirs.
 fn read_ahead_bytes(reader: &ReaderBuilder, inputs: usize) -> usize {
     if inputs == 0 {
         return 0;
     }
-    let chunk = reader.chunk_bytes();
-    let each = (AHEAD_QUEUE_CHUNKS + 1) * chunk + reader.max_line_bytes() + DECODER_BYTES;
-    inputs * each + AHEAD_QUEUE_CHUNKS.saturating_sub(reader.queue_chunks()) * chunk
+    let raw = raw_chunk_bytes(reader);
+    let each = (AHEAD_QUEUE_CHUNKS + 1 + reader.read_threads()) * raw + reader.max_line_bytes() + DECODER_BYTES;
+    inputs * each + AHEAD_QUEUE_CHUNKS.saturating_sub(reader.queue_chunks()) * raw
 }
 
 impl MemoryPlan {
@@ -124,12 +145,17 @@ impl MemoryPlan {
     /// least half of what the pipeline leaves. One input is read ahead per
     /// four threads (at most [`MAX_INPUTS_AHEAD`], one fewer than the
     /// inputs), while they take at most a quarter of what the writers leave
-    /// to the buffered rows. So a small budget costs inputs read ahead,
+    /// to the buffered rows. A local file's blocks are read by one thread
+    /// per eight (at most [`MAX_READ_THREADS`]), fewer where a budget
+    /// would not fit one writer with them. So a small budget costs inputs read ahead,
     /// writer threads and spills, never row-group size. A given limit too
     /// small for one writer is an error; the automatic one is raised to
     /// that least.
     pub fn new(limit: MemoryLimit, reader: &ReaderBuilder, threads: usize, inputs: usize) -> Result<MemoryPlan> {
         let threads = threads.max(1);
+        let with_readers = |n: usize| reader.clone().with_read_threads(n);
+        let mut read_threads = threads.div_ceil(THREADS_PER_READER).min(MAX_READ_THREADS);
+        let reader = &with_readers(read_threads);
         let pipeline = pipeline_bytes(reader);
         let wanted = threads.div_ceil(THREADS_PER_INPUT_AHEAD).min(MAX_INPUTS_AHEAD).min(inputs.saturating_sub(1));
         let queue = |ahead: usize| if ahead > 0 { AHEAD_QUEUE_CHUNKS } else { reader.queue_chunks() };
@@ -140,6 +166,7 @@ impl MemoryPlan {
                     limit_from: "none",
                     parse_threads: threads,
                     writer_threads: threads,
+                    read_threads,
                     pipeline_bytes: pipeline,
                     inputs_ahead: wanted,
                     queue_chunks: queue(wanted),
@@ -152,6 +179,7 @@ impl MemoryPlan {
             MemoryLimit::Bytes(b) => (b, "given"),
         };
         let writer = WRITER_FIXED_BYTES + ROW_GROUP_BYTES / ENCODED_SHARE;
+        let pipeline = pipeline_bytes(&with_readers(1));
         let least = pipeline + writer + BUFFER_MIN_BYTES;
         let bytes = match limit {
             MemoryLimit::Bytes(b) if b < least => {
@@ -169,6 +197,11 @@ impl MemoryPlan {
             }
             _ => bytes.max(least),
         };
+        // Reading threads past the first only where the least still fits.
+        let fits = |n: usize| pipeline_bytes(&with_readers(n)) + writer + BUFFER_MIN_BYTES <= bytes;
+        read_threads = (1..=read_threads).rev().find(|&n| fits(n)).unwrap_or(1);
+        let reader = &with_readers(read_threads);
+        let pipeline = pipeline_bytes(reader);
         let rest = bytes - pipeline;
         let writers = (rest / 2 / writer).clamp(1, threads);
         let buffer = rest - writers * writer;
@@ -179,6 +212,7 @@ impl MemoryPlan {
             limit_from: from,
             parse_threads: threads,
             writer_threads: writers,
+            read_threads,
             pipeline_bytes: pipeline,
             inputs_ahead: ahead,
             queue_chunks: queue(ahead),
@@ -226,9 +260,25 @@ mod tests {
                 }
             }
         }
-        // 4 MiB chunks and 64 MiB lines: a 92 MiB pipeline; 128 MiB a writer.
+        // 4 MiB chunks with 256 KiB of room and 64 MiB lines, 16 threads: 6
+        // raw chunks (2 queued, 1 filled, 1 parsed, 2 blocks read ahead), the
+        // parsed one in Arrow (12 MiB) and a line: 101.5 MiB; 128 MiB a writer.
         let plan = MemoryPlan::new(MemoryLimit::Bytes(512 * MIB), &reader, 16, 1).unwrap();
-        assert_eq!((plan.pipeline_bytes, plan.writer_bytes, plan.writer_threads), (92 * MIB, 128 * MIB, 1), "{plan:?}");
+        let pipeline = 6 * (4 * MIB + MIB / 4) + 12 * MIB + 64 * MIB;
+        assert_eq!(
+            (plan.read_threads, plan.pipeline_bytes, plan.writer_bytes, plan.writer_threads),
+            (2, pipeline, 128 * MIB, 1),
+            "{plan:?}"
+        );
+        // One block-reading thread per 8 threads, at most 8; fewer where the
+        // budget would not hold one writer with them: at 256 MiB and 64
+        // threads, 4 (a 110 MiB pipeline, a writer, 16 MiB of rows: 254 MiB).
+        for (threads, readers) in [(1, 1), (2, 1), (6, 1), (16, 2), (64, 8), (256, 8)] {
+            let plan = MemoryPlan::new(MemoryLimit::Unlimited, &reader, threads, 1).unwrap();
+            assert_eq!(plan.read_threads, readers, "{plan:?}");
+        }
+        let plan = MemoryPlan::new(MemoryLimit::Bytes(256 * MIB), &reader, 64, 1).unwrap();
+        assert_eq!(plan.read_threads, 4, "{plan:?}");
         let plan = MemoryPlan::new(MemoryLimit::Bytes(4096 * MIB), &reader, 16, 1).unwrap();
         assert_eq!(plan.writer_threads, 15, "{plan:?}");
         let plan = MemoryPlan::new(MemoryLimit::Bytes(8192 * MIB), &reader, 16, 1).unwrap();
@@ -236,10 +286,12 @@ mod tests {
     }
 
     /// One input read ahead per four threads, one fewer than the inputs, at
-    /// most eight; each holds 8 queued chunks, the one its splitter fills, a
-    /// longest line and a 2 MiB decoder (102 MiB with 4 MiB chunks and 64
-    /// MiB lines), and the parsed input's queue grows by 6 chunks. A budget
-    /// gives them at most a quarter of what the writers leave, never a writer.
+    /// most eight; each holds 8 queued chunks, the one its splitter fills,
+    /// its reading threads' blocks (4.25 MiB each with 4 MiB chunks), a
+    /// longest line (64 MiB) and a 2 MiB decoder: 108.5 MiB at 1 to 8
+    /// threads, 112.75 at 16; and the parsed input's queue grows by 6
+    /// chunks (25.5 MiB). A budget gives them at most a quarter of what the
+    /// writers leave, never a writer.
     #[test]
     fn inputs_are_read_ahead_one_per_four_threads_within_a_quarter_of_the_buffered_rows() {
         let reader = ReaderBuilder::new();
@@ -248,16 +300,17 @@ mod tests {
             (plan.inputs_ahead, plan.queue_chunks, plan.read_ahead_bytes / MIB)
         };
         assert_eq!(ahead(MemoryLimit::Unlimited, 2, 1), (0, 2, 0));
-        assert_eq!(ahead(MemoryLimit::Unlimited, 2, 2), (1, 8, 102 + 24));
-        assert_eq!(ahead(MemoryLimit::Unlimited, 16, 100), (4, 8, 4 * 102 + 24));
-        assert_eq!(ahead(MemoryLimit::Unlimited, 16, 3), (2, 8, 2 * 102 + 24));
-        assert_eq!(ahead(MemoryLimit::Unlimited, 256, 100), (8, 8, 8 * 102 + 24));
-        // 512 MiB leave 420 after the pipeline, 292 after one writer: a
-        // quarter (73) is less than one input's 126.
-        assert_eq!(ahead(MemoryLimit::Bytes(512 * MIB), 16, 100), (0, 2, 0));
-        // 1024 MiB: 932, then 548 after 3 writers, a quarter 137.
-        assert_eq!(ahead(MemoryLimit::Bytes(1024 * MIB), 16, 100), (1, 8, 102 + 24));
-        assert_eq!(ahead(MemoryLimit::Bytes(4096 * MIB), 16, 100), (4, 8, 4 * 102 + 24));
+        assert_eq!(ahead(MemoryLimit::Unlimited, 2, 2), (1, 8, 134)); // 108.5 + 25.5
+        assert_eq!(ahead(MemoryLimit::Unlimited, 16, 100), (4, 8, 476)); // 4 * 112.75 + 25.5
+        assert_eq!(ahead(MemoryLimit::Unlimited, 16, 3), (2, 8, 251));
+        // 256 threads: 8 reading threads, each input 138.25 MiB.
+        assert_eq!(ahead(MemoryLimit::Unlimited, 256, 100), (8, 8, 1131));
+        // 1024 MiB at 16 threads leave 922.5 after the 101.5 MiB pipeline,
+        // 538.5 after 3 writers: a quarter (134.6) is less than one input's 138.25.
+        assert_eq!(ahead(MemoryLimit::Bytes(1024 * MIB), 16, 100), (0, 2, 0));
+        // 2048 MiB: 1946.5, then 1050.5 after 7 writers, a quarter 262.6.
+        assert_eq!(ahead(MemoryLimit::Bytes(2048 * MIB), 16, 100), (2, 8, 251));
+        assert_eq!(ahead(MemoryLimit::Bytes(4096 * MIB), 16, 100), (4, 8, 476));
         for (limit, writers) in [(1024, 3), (4096, 15), (8192, 16)] {
             let plan = MemoryPlan::new(MemoryLimit::Bytes(limit * MIB), &reader, 16, 100).unwrap();
             assert_eq!(plan.writer_threads, writers, "{plan:?}");

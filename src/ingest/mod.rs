@@ -417,7 +417,7 @@ pub fn ingest_into(
         writers: WriterPool::new(memory.writer_threads, &staging, run_id, opts.compression)?,
         counts: RequestCounts::default(),
     };
-    let reader = opts.reader.clone().with_queue_chunks(memory.queue_chunks);
+    let reader = opts.reader.clone().with_queue_chunks(memory.queue_chunks).with_read_threads(memory.read_threads);
     let result = std::thread::scope(|scope| {
         let readers = ReadAhead::new(scope, &todo, reader, rt, memory.inputs_ahead);
         for (obj, reader) in todo.iter().zip(readers) {

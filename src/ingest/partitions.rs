@@ -727,6 +727,7 @@ mod tests {
             limit_from: "given",
             parse_threads: writers,
             writer_threads: writers,
+            read_threads: 1,
             pipeline_bytes: 0,
             inputs_ahead: 0,
             queue_chunks: 2,

@@ -77,7 +77,7 @@ impl Iterator for ReadAhead<'_, '_> {
 
 /// Opens `obj` and builds its reader (whose splitter starts reading).
 fn open(reader: ReaderBuilder, obj: &InputObject, rt: &tokio::runtime::Runtime) -> Result<Reader> {
-    Ok(reader.build(obj.open(rt)?, &obj.location))
+    obj.reader(reader, rt)
 }
 
 #[cfg(test)]

@@ -1,7 +1,9 @@
 //! Input resolution and reading: local paths, directories, globs and
 //! object-store URLs become [`InputObject`]s; each opens as a synchronous,
 //! decompressed byte stream (gzip and zstd detected by their magic bytes; a
-//! Parquet file, also detected by its magic, reads as one JSON line per row).
+//! Parquet file, also detected by its magic, reads as one JSON line per row),
+//! except a local file stored as is, whose lines are read in blocks at their
+//! positions by several threads ([`InputObject::reader`]).
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
@@ -12,6 +14,9 @@ use std::sync::Arc;
 use bytes::Bytes;
 use futures::StreamExt;
 use object_store::{GetOptions, GetRange, ObjectStore, ObjectStoreExt};
+
+use tokscope_core::file_blocks::read_full_at;
+use tokscope_core::reader::{Reader, ReaderBuilder};
 
 use crate::error::{Error, Result};
 use crate::store::{self, StoreOptions};
@@ -301,6 +306,24 @@ impl Read for ChannelReader {
 }
 
 impl InputObject {
+    /// Opens the object and starts `reader` over it: a regular local file
+    /// stored as is (no compression, not Parquet) with its blocks read at
+    /// their positions ([`ReaderBuilder::build_file`]), anything else as
+    /// the decompressed stream [`InputObject::open`] gives.
+    pub fn reader(&self, reader: ReaderBuilder, rt: &tokio::runtime::Runtime) -> Result<Reader> {
+        let ObjectKind::Local(p) = &self.kind else {
+            return Ok(reader.build(self.open(rt)?, &self.location));
+        };
+        let file = File::open(p).map_err(|e| Error::io(p.display(), e))?;
+        // A read that fails here fails again, and is reported, as the input is read.
+        let mut magic = [0; 4];
+        let read = read_full_at(&file, &mut magic, 0).unwrap_or(0);
+        if file.metadata().is_ok_and(|m| m.is_file()) && Encoding::of(&magic[..read]) == Encoding::Plain {
+            return Ok(reader.build_file(file, &self.location));
+        }
+        Ok(reader.build(decompress(Box::new(file)).map_err(|e| Error::io(&self.location, e))?, &self.location))
+    }
+
     /// Opens the object as a decompressed byte stream.
     pub fn open(&self, rt: &tokio::runtime::Runtime) -> Result<Box<dyn Read + Send>> {
         let raw: Box<dyn Read + Send> = match &self.kind {
@@ -320,19 +343,36 @@ impl InputObject {
 /// lines ([`ParquetLines`]).
 pub fn decompress(raw: Box<dyn Read + Send>) -> std::io::Result<Box<dyn Read + Send>> {
     let mut reader = BufReader::with_capacity(1 << 20, raw);
-    let head = reader.fill_buf()?;
-    Ok(if head.starts_with(&[0x1f, 0x8b]) {
-        Box::new(flate2::read::MultiGzDecoder::new(reader))
-    } else if head.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
-        Box::new(zstd::stream::read::Decoder::with_buffer(reader)?)
-    } else if head.starts_with(PARQUET_MAGIC) {
-        Box::new(ParquetLines::new(reader)?)
-    } else {
-        Box::new(reader)
+    Ok(match Encoding::of(reader.fill_buf()?) {
+        Encoding::Gzip => Box::new(flate2::read::MultiGzDecoder::new(reader)),
+        Encoding::Zstd => Box::new(zstd::stream::read::Decoder::with_buffer(reader)?),
+        Encoding::Parquet => Box::new(ParquetLines::new(reader)?),
+        Encoding::Plain => Box::new(reader),
     })
 }
 
-const PARQUET_MAGIC: &[u8] = b"PAR1";
+/// How an input's bytes are stored, as its first bytes (magic numbers) say.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Encoding {
+    Gzip,
+    Zstd,
+    Parquet,
+    Plain,
+}
+
+impl Encoding {
+    fn of(head: &[u8]) -> Encoding {
+        if head.starts_with(&[0x1f, 0x8b]) {
+            Encoding::Gzip
+        } else if head.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
+            Encoding::Zstd
+        } else if head.starts_with(b"PAR1") {
+            Encoding::Parquet
+        } else {
+            Encoding::Plain
+        }
+    }
+}
 
 /// A Parquet file read as JSON lines, one per row in file order (arrow-json's
 /// writer: nulls left out, nested columns as JSON objects and arrays,

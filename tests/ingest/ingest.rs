@@ -671,6 +671,66 @@ fn reading_inputs_ahead_writes_the_same_files() {
     }
 }
 
+/// A local log stored as is is read in blocks at their positions, one
+/// reading thread per eight threads (`ingest-read`), the blocks handed to the
+/// splitter in order: with one reading thread (2 threads) and with eight (64
+/// threads, more than the log has blocks) it gives the rows, rejects, line
+/// numbers and offsets of the same log gzipped, which is read as a stream.
+/// The log has a byte-order mark, CRLF lines, rejected lines, and lines
+/// longer than the room kept in front of a block for a carried line.
+#[test]
+fn a_log_read_in_blocks_gives_the_rows_of_its_stream() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let gen = |name: &str, args: &[&str]| {
+        let out = dir.path().join(name);
+        tokscope(&[&["generate", "--out", out.to_str().unwrap()], args].concat());
+        std::fs::read_to_string(out).unwrap()
+    };
+    let short = gen("short.jsonl", &["--requests", "6000", "--output-chars", "1500", "--seed", "4"]);
+    let long = gen("long.jsonl", &["--requests", "12", "--output-chars", "400000", "--seed", "5"]);
+    let mut log = b"\xEF\xBB\xBF".to_vec();
+    let mut long = long.lines();
+    for (i, line) in short.lines().enumerate() {
+        log.extend_from_slice(line.as_bytes());
+        log.extend_from_slice(if i % 2 == 0 { b"\r\n" } else { b"\n" });
+        if i % 500 == 7 {
+            log.extend_from_slice(b"not json\n");
+            log.extend_from_slice(long.next().unwrap_or("").as_bytes());
+            log.push(b'\n');
+        }
+    }
+    assert!(log.len() > 12 << 20, "{} bytes: several 4 MiB blocks", log.len());
+    let (plain, gz) = (dir.path().join("plain"), dir.path().join("gz"));
+    std::fs::create_dir_all(&plain).unwrap();
+    std::fs::create_dir_all(&gz).unwrap();
+    std::fs::write(plain.join("log.jsonl"), &log).unwrap();
+    let mut enc = flate2::write::GzEncoder::new(
+        std::fs::File::create(gz.join("log.jsonl.gz")).unwrap(),
+        flate2::Compression::fast(),
+    );
+    enc.write_all(&log).unwrap();
+    enc.finish().unwrap();
+    let run = |input: &std::path::Path, threads: &str, readers: u64| {
+        let out = dir.path().join(format!("ds-{}-{threads}", input.file_name().unwrap().to_str().unwrap()));
+        tokscope(&["--threads", threads, "ingest", "--quiet", "--out", out.to_str().unwrap(), input.to_str().unwrap()]);
+        let summary: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(out.join("_ingest_summary.json")).unwrap()).unwrap();
+        assert_eq!(summary["memory"]["read_threads"].as_u64(), Some(readers), "{}", summary["memory"]);
+        assert_eq!(summary["totals"]["bytes_read"].as_u64(), Some(log.len() as u64));
+        let rows =
+            |table: &str| query(&out, &format!("SELECT * EXCLUDE (source_file) FROM {table} ORDER BY source_line"));
+        (rows("requests"), rows("rejects"))
+    };
+    let (requests, rejects) = run(&gz, "2", 1);
+    assert_eq!((requests.len(), rejects.len()), (6000 + 12, 12), "{rejects:?}");
+    for (threads, readers) in [("2", 1), ("64", 8)] {
+        let (r, j) = run(&plain, threads, readers);
+        assert!(r == requests, "requests differ from the stream's at {threads} threads");
+        assert!(j == rejects, "rejects differ from the stream's at {threads} threads");
+    }
+}
+
 /// Every table ingest fills (the catalog's `WrittenBy::Ingest` tables) gets
 /// the rows of an input that holds some: a table the reader parses but does
 /// not hand to the writers would come out empty here.

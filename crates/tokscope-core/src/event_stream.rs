@@ -9,7 +9,7 @@
 
 use std::io::Read;
 
-use crate::lines::{LineChunk, LineSpan, LineSplitter};
+use crate::lines::{LineChunk, LineSpan, LineSplitter, Stream};
 
 /// The line that ends a stream (OpenAI and the servers that copy its protocol).
 const DONE: &[u8] = b"[DONE]";
@@ -37,7 +37,7 @@ struct Pending {
 
 /// Splits an input into chunks of streams (see the module).
 pub struct StreamSplitter<R> {
-    lines: LineSplitter<R>,
+    lines: LineSplitter<Stream<R>>,
     pending: Option<Pending>,
     chunk_bytes: usize,
     max_stream_bytes: usize,

@@ -1,7 +1,8 @@
 //! The part of tokscope that needs no query engine: what a parsed log line
 //! is ([`record`]), the columns derived from it once at ingest ([`derive`]),
 //! every table's declaration ([`catalog`]), the input formats ([`formats`]),
-//! the streaming splitters of lines ([`lines`]) and of JSON event documents
+//! the streaming splitters of lines ([`lines`], over local files read in
+//! blocks by several threads, [`file_blocks`]) and of JSON event documents
 //! ([`event_array`]), the reader that turns lines
 //! into Arrow batches ([`reader`]), and the statistics the SQL functions
 //! compute ([`stats`]).
@@ -21,6 +22,7 @@ pub mod catalog;
 pub mod derive;
 pub mod event_array;
 pub mod event_stream;
+pub mod file_blocks;
 pub mod formats;
 pub mod fuzz;
 pub mod lines;

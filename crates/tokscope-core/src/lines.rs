@@ -6,6 +6,8 @@
 use std::io::{ErrorKind, Read};
 use std::sync::mpsc::Receiver;
 
+use crate::file_blocks::FileBlocks;
+
 /// A chunk of complete lines with their positions in the (decompressed) input.
 pub struct LineChunk {
     /// The chunk's bytes: each line is a span of them (`lines`); bytes
@@ -58,10 +60,50 @@ pub(crate) fn read_some<R: Read>(reader: &mut R, buf: &mut [u8]) -> Result<usize
 /// still longer than what was read (up to the line limit).
 const LONG_LINE_READ_BYTES: usize = 64 * 1024;
 
+/// Where a [`LineSplitter`] reads: a byte stream ([`Stream`]), or a local
+/// file read ahead in blocks ([`FileBlocks`]).
+pub trait SplitInput: Read {
+    /// The input's next bytes whole, as a buffer whose bytes from the
+    /// returned index on are those bytes, with at least `room` bytes to
+    /// overwrite in front of them ([`FileBlocks::take_block`]); `None` when
+    /// the next bytes are to be read with [`Read::read`].
+    fn take_block(&mut self, _room: usize) -> Option<(Vec<u8>, usize)> {
+        None
+    }
+
+    /// Offers back a parsed chunk's buffer; returns it when the input does not keep it.
+    fn recycle(&mut self, buf: Vec<u8>) -> Option<Vec<u8>> {
+        Some(buf)
+    }
+}
+
+/// Any byte stream, read into the splitter's own buffers.
+pub struct Stream<R>(pub R);
+
+impl<R: Read> Read for Stream<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        self.0.read(buf)
+    }
+}
+
+impl<R: Read> SplitInput for Stream<R> {}
+
+impl SplitInput for FileBlocks {
+    fn take_block(&mut self, room: usize) -> Option<(Vec<u8>, usize)> {
+        FileBlocks::take_block(self, room)
+    }
+
+    fn recycle(&mut self, buf: Vec<u8>) -> Option<Vec<u8>> {
+        FileBlocks::recycle(self, buf);
+        None
+    }
+}
+
 /// Streaming line splitter over any reader. Input is read straight into the
 /// chunk's buffer, and lines are spans of it (without their terminators):
 /// each byte is copied once, by the read, and a chunk hands on the head of
-/// its unfinished last line to the next.
+/// its unfinished last line to the next. Over a file read in blocks, a
+/// block is the chunk's buffer, the carried head copied in front of it.
 pub struct LineSplitter<R> {
     reader: R,
     /// Bytes read after the last line handed out: the head of the next line.
@@ -79,10 +121,24 @@ pub struct LineSplitter<R> {
     first: bool,
 }
 
-impl<R: Read> LineSplitter<R> {
+impl<R: Read> LineSplitter<Stream<R>> {
     /// `chunk_bytes`: target size of each chunk; `max_line_bytes`: longer lines
     /// are cut to their first `keep_when_cut` bytes (at most `max_line_bytes`).
     pub fn new(reader: R, chunk_bytes: usize, max_line_bytes: usize, keep_when_cut: usize) -> Self {
+        LineSplitter::over(Stream(reader), chunk_bytes, max_line_bytes, keep_when_cut)
+    }
+}
+
+impl LineSplitter<FileBlocks> {
+    /// As [`LineSplitter::new`], over a file read ahead in blocks of
+    /// `chunk_bytes` (the blocks' size): a block is a chunk.
+    pub fn over_blocks(blocks: FileBlocks, chunk_bytes: usize, max_line_bytes: usize, keep_when_cut: usize) -> Self {
+        LineSplitter::over(blocks, chunk_bytes, max_line_bytes, keep_when_cut)
+    }
+}
+
+impl<R: SplitInput> LineSplitter<R> {
+    fn over(reader: R, chunk_bytes: usize, max_line_bytes: usize, keep_when_cut: usize) -> Self {
         Self {
             reader,
             carry: Vec::new(),
@@ -110,32 +166,44 @@ impl<R: Read> LineSplitter<R> {
         self.offset
     }
 
-    /// A buffer of at least `len` initialized bytes whose first bytes are
-    /// the carried head of a line; returns it with the carry's length. A
-    /// returned buffer is zeroed only past the bytes its chunk used.
-    fn buffer(&mut self, len: usize) -> (Vec<u8>, usize) {
+    /// A buffer whose bytes from `base` on are the carried head of a line
+    /// and input after it up to `filled`, and past that at least `len`
+    /// initialized bytes from `base`: the input's next block with the carry
+    /// copied in front of it, or a buffer of earlier chunks (zeroed only
+    /// past the bytes its chunk used) holding the carry alone. Returns
+    /// `(buffer, base, filled)`.
+    fn buffer(&mut self, len: usize) -> (Vec<u8>, usize, usize) {
         let spare = self.spare.as_ref().and_then(|rx| rx.try_recv().ok());
+        let spare = spare.and_then(|b| self.reader.recycle(b));
+        let carried = self.carry.len();
+        if let Some((mut data, start)) = self.reader.take_block(carried) {
+            let base = start - carried;
+            data[base..start].copy_from_slice(&self.carry);
+            self.carry.clear();
+            let filled = data.len();
+            return (data, base, filled);
+        }
         // One that grew for a long line is let go.
         let mut data = spare.filter(|b| b.capacity() <= 2 * len).unwrap_or_default();
-        let len = len.max(self.carry.len());
+        let len = len.max(carried);
         data.resize(len.max(data.len()), 0);
-        let carried = self.carry.len();
         data[..carried].copy_from_slice(&self.carry);
         self.carry.clear();
-        (data, carried)
+        (data, 0, carried)
     }
 
     /// The next chunk of lines, or `None` at the end of input. It holds the
     /// lines read until the chunk size is reached (at least one line), and
     /// ends early after a line cut for its length.
     pub fn next_chunk(&mut self) -> Option<LineChunk> {
-        let (data, mut filled) = self.buffer(self.chunk_bytes);
+        let (data, base, mut filled) = self.buffer(self.chunk_bytes);
         let mut chunk = LineChunk { data, lines: Vec::new(), stream_error: None };
-        // `data[..filled]` is input; the unfinished line starts at
+        // `data[base..filled]` is input; the unfinished line starts at
         // `line_start`; bytes before `scanned` hold no newline after it.
-        let (mut line_start, mut scanned) = (0, 0);
+        let (mut line_start, mut scanned) = (base, base);
+        let chunk_end = base + self.chunk_bytes;
         loop {
-            while line_start < self.chunk_bytes || chunk.lines.is_empty() {
+            while line_start < chunk_end || chunk.lines.is_empty() {
                 let Some(i) = memchr::memchr(b'\n', &chunk.data[scanned..filled]) else {
                     scanned = filled;
                     break;
@@ -151,13 +219,13 @@ impl<R: Read> LineSplitter<R> {
                 line_start = end + 1;
                 scanned = line_start;
             }
-            let full = !chunk.lines.is_empty() && line_start >= self.chunk_bytes;
+            let full = !chunk.lines.is_empty() && line_start >= chunk_end;
             let pending = filled - line_start;
             if !full && pending > self.max_line_bytes {
                 self.cut_long_line(&mut chunk, line_start, filled);
                 return Some(chunk);
             }
-            if full || (!chunk.lines.is_empty() && filled >= self.chunk_bytes) {
+            if full || (!chunk.lines.is_empty() && filled >= chunk_end) {
                 break;
             }
             if self.eof || self.error.is_some() {
@@ -174,7 +242,7 @@ impl<R: Read> LineSplitter<R> {
             }
             // Up to the chunk size; past it, a first line still unfinished grows
             // by at most enough to tell whether it passes the line limit.
-            let want = match self.chunk_bytes.checked_sub(filled) {
+            let want = match chunk_end.checked_sub(filled) {
                 Some(room) if room > 0 => room,
                 _ => LONG_LINE_READ_BYTES.min(self.max_line_bytes + 1 - pending),
             };
@@ -272,7 +340,71 @@ impl<R: Read> LineSplitter<R> {
 
 #[cfg(test)]
 mod tests {
+    use std::io::Write;
+
     use super::LineSplitter;
+    use crate::file_blocks::{FileBlocks, CARRY_ROOM_BYTES};
+
+    /// Every line's text, number, offset and length as a splitter hands it out.
+    fn lines_of<R: super::SplitInput>(mut split: LineSplitter<R>) -> Vec<(Vec<u8>, u64, u64, u64)> {
+        let mut out = Vec::new();
+        while let Some(chunk) = split.next_chunk() {
+            assert!(chunk.stream_error.is_none(), "{:?}", chunk.stream_error);
+            for l in &chunk.lines {
+                out.push((chunk.data[l.start..l.end].to_vec(), l.line_no, l.byte_offset, l.original_len));
+            }
+        }
+        out
+    }
+
+    /// A file read in blocks by any number of threads gives the lines a
+    /// stream of it gives, with the same numbers and offsets: lines across
+    /// blocks, lines longer than a block and than the room kept in front of
+    /// one, lines cut for their length, a byte-order mark, CRLF, blank
+    /// lines and an unterminated last line.
+    #[test]
+    fn a_file_read_in_blocks_splits_as_its_stream_does() {
+        let mut input = b"\xEF\xBB\xBF{\"first\":1}\r\n\n".to_vec();
+        for i in 0..3000usize {
+            let len = match i % 500 {
+                7 => CARRY_ROOM_BYTES + 1000,
+                13 => 3 * CARRY_ROOM_BYTES,
+                _ => (i * 7919) % 3000,
+            };
+            input.extend(std::iter::repeat_n(b'a' + (i % 26) as u8, len));
+            input.extend_from_slice(if i % 3 == 0 { b"\r\n" } else { b"\n" });
+        }
+        input.extend_from_slice(b"no newline at the end");
+        let mut file = tempfile::tempfile().unwrap();
+        file.write_all(&input).unwrap();
+        for (chunk, max_line) in [(64 * 1024, 1 << 20), (1 << 20, 1 << 20), (1 << 20, 500_000), (4096, 2000)] {
+            let want = lines_of(LineSplitter::new(input.as_slice(), chunk, max_line, 64));
+            assert!(want.len() > 3000);
+            for readers in [1, 3] {
+                let blocks = FileBlocks::new(file.try_clone().unwrap(), chunk, readers);
+                let got = lines_of(LineSplitter::over_blocks(blocks, chunk, max_line, 64));
+                assert_eq!(got.len(), want.len(), "chunks of {chunk}, lines up to {max_line}, {readers} readers");
+                assert!(got == want, "chunks of {chunk}, lines up to {max_line}, {readers} readers");
+            }
+        }
+    }
+
+    /// Over blocks, each chunk is one block with the carried line in front:
+    /// as many chunks as blocks, none copied into a buffer of its own.
+    #[test]
+    fn a_block_is_a_chunk() {
+        let input: Vec<u8> = (0..20_000).flat_map(|i| format!("{{\"line\":{i}}}\n").into_bytes()).collect();
+        let mut file = tempfile::tempfile().unwrap();
+        file.write_all(&input).unwrap();
+        let block = 16 * 1024;
+        let mut split = LineSplitter::over_blocks(FileBlocks::new(file, block, 2), block, 1 << 20, 64);
+        let mut chunks = 0;
+        while let Some(chunk) = split.next_chunk() {
+            chunks += 1;
+            assert!(chunk.lines[0].start <= CARRY_ROOM_BYTES && chunk.lines[0].start > CARRY_ROOM_BYTES - 100);
+        }
+        assert_eq!(chunks, input.len().div_ceil(block));
+    }
 
     /// Every line comes back once, in order, with its number and byte offset;
     /// no chunk outgrows its buffer unless it holds a single line longer than it.

@@ -38,6 +38,7 @@
 
 use std::borrow::Cow;
 use std::collections::HashMap;
+use std::fs::File;
 use std::io::Read;
 use std::path::Path;
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
@@ -60,9 +61,10 @@ use crate::derive::{derive_profile, derive_request, DeriveSettings};
 use crate::error::Result;
 use crate::event_array::{is_json_document, EventSplitter};
 use crate::event_stream::StreamSplitter;
+use crate::file_blocks::FileBlocks;
 use crate::formats::kernel_trace::{self, SpanEvent};
 use crate::formats::{CsvHeader, Format, Framing, LineContext, Parsed, Row, TimeUnit, HEAD_BYTES};
-use crate::lines::{LineChunk, LineSplitter};
+use crate::lines::{self, LineChunk, LineSplitter};
 use crate::record::{LineOrigin, ProfileRecord, RequestRecord, TokenRecord};
 use crate::redact::Redactor;
 
@@ -172,6 +174,7 @@ pub struct ReaderBuilder {
     chunk_bytes: usize,
     max_line_bytes: usize,
     queue_chunks: usize,
+    read_threads: usize,
 }
 
 impl Default for ReaderBuilder {
@@ -183,7 +186,7 @@ impl Default for ReaderBuilder {
 impl ReaderBuilder {
     /// Defaults: format detected from the first lines, default bins, markers
     /// and no redaction, 4 MiB chunks, lines up to 64 MiB, two chunks read
-    /// ahead of the parser.
+    /// ahead of the parser, one thread reading a local file's blocks.
     pub fn new() -> Self {
         ReaderBuilder {
             format: None,
@@ -194,6 +197,7 @@ impl ReaderBuilder {
             chunk_bytes: 4 << 20,
             max_line_bytes: 64 << 20,
             queue_chunks: DEFAULT_QUEUE_CHUNKS,
+            read_threads: 1,
         }
     }
 
@@ -253,6 +257,19 @@ impl ReaderBuilder {
         self.queue_chunks
     }
 
+    /// How many threads read a local file's blocks ahead of the splitter
+    /// ([`ReaderBuilder::build_file`]), at least one: each holds one block
+    /// (a chunk, with [`crate::file_blocks::CARRY_ROOM_BYTES`] in front of it).
+    pub fn with_read_threads(mut self, threads: usize) -> Self {
+        self.read_threads = threads.max(1);
+        self
+    }
+
+    /// Threads that read a local file's blocks ahead of the splitter.
+    pub fn read_threads(&self) -> usize {
+        self.read_threads
+    }
+
     /// Target bytes per parsed chunk.
     pub fn chunk_bytes(&self) -> usize {
         self.chunk_bytes
@@ -270,14 +287,43 @@ impl ReaderBuilder {
     /// format's [`Framing`] says.
     pub fn build<R: Read + Send + 'static>(mut self, input: R, location: &str) -> Reader {
         let (head, input) = read_head(input, HEAD_BYTES);
-        if self.format.is_none() {
-            self.format = Format::detect_head(&head);
-        }
-        let framing = match self.format.map(Format::framing).unwrap_or(Framing::Lines) {
-            Framing::Lines if is_json_document(&head, head.len() < HEAD_BYTES) => Framing::JsonRecords,
-            framing => framing,
+        let framing = self.detect(&head);
+        self.start(framing, SplitInput::Stream(Box::new(std::io::Cursor::new(head).chain(input))), location)
+    }
+
+    /// A reader over a local file that holds its input as is (neither
+    /// compressed nor Parquet), as [`ReaderBuilder::build`] would be over
+    /// it; lines are read in blocks at their positions by
+    /// [`ReaderBuilder::read_threads`] threads ([`FileBlocks`]), which
+    /// leaves the splitting thread only the lines to find.
+    pub fn build_file(mut self, file: File, location: &str) -> Reader {
+        let (head, file) = read_head(file, HEAD_BYTES);
+        let framing = self.detect(&head);
+        let input = match (framing, file.error) {
+            (Framing::Lines, None) => {
+                SplitInput::Blocks(FileBlocks::new(file.input, self.chunk_bytes, self.read_threads))
+            }
+            (_, error) => {
+                let rest = ReplayError { error, input: file.input };
+                SplitInput::Stream(Box::new(std::io::Cursor::new(head).chain(rest)))
+            }
         };
-        let input = std::io::Cursor::new(head).chain(input);
+        self.start(framing, input, location)
+    }
+
+    /// The format, when none is forced, and the framing its first bytes `head` say.
+    fn detect(&mut self, head: &[u8]) -> Framing {
+        if self.format.is_none() {
+            self.format = Format::detect_head(head);
+        }
+        match self.format.map(Format::framing).unwrap_or(Framing::Lines) {
+            Framing::Lines if is_json_document(head, head.len() < HEAD_BYTES) => Framing::JsonRecords,
+            framing => framing,
+        }
+    }
+
+    /// Starts the splitting thread over `input`, cut as `framing` says.
+    fn start(self, framing: Framing, input: SplitInput, location: &str) -> Reader {
         let (tx, chunks) = sync_channel::<LineChunk>(self.queue_chunks);
         // Parsed chunks' buffers go back to the line splitter (a few at a time;
         // the others are freed, as all are for the other framings).
@@ -285,36 +331,32 @@ impl ReaderBuilder {
         let spare_rx = matches!(framing, Framing::Lines).then_some(spare_rx);
         let (chunk_bytes, max_line) = (self.chunk_bytes, self.max_line_bytes);
         let splitter = std::thread::Builder::new().name(SPLITTER_THREAD.into()).spawn(move || -> u64 {
-            // Chunks go out until the input ends or the reader is dropped.
-            let send_all = |mut next: Box<dyn FnMut() -> Option<LineChunk> + '_>| {
-                while let Some(chunk) = next() {
-                    if tx.send(chunk).is_err() {
-                        break;
-                    }
-                }
-            };
             match framing {
-                Framing::Lines => {
-                    let mut split = LineSplitter::new(input, chunk_bytes, max_line, REJECT_SNIPPET_BYTES);
-                    if let Some(spare) = spare_rx {
-                        split = split.with_spare_buffers(spare);
+                Framing::Lines => match input {
+                    SplitInput::Blocks(blocks) => {
+                        let split = LineSplitter::over_blocks(blocks, chunk_bytes, max_line, REJECT_SNIPPET_BYTES);
+                        split_lines(split, spare_rx, &tx)
                     }
-                    send_all(Box::new(|| split.next_chunk()));
-                    split.bytes_read()
-                }
+                    SplitInput::Stream(input) => {
+                        let split = LineSplitter::new(input, chunk_bytes, max_line, REJECT_SNIPPET_BYTES);
+                        split_lines(split, spare_rx, &tx)
+                    }
+                },
                 Framing::JsonEventArray { key } => {
-                    let mut split = EventSplitter::new(input, key, chunk_bytes, max_line, REJECT_SNIPPET_BYTES);
-                    send_all(Box::new(|| split.next_chunk()));
+                    let mut split =
+                        EventSplitter::new(input.into_read(), key, chunk_bytes, max_line, REJECT_SNIPPET_BYTES);
+                    send_chunks(&tx, || split.next_chunk());
                     split.bytes_read()
                 }
                 Framing::JsonRecords => {
-                    let mut split = EventSplitter::records(input, chunk_bytes, max_line, REJECT_SNIPPET_BYTES);
-                    send_all(Box::new(|| split.next_chunk()));
+                    let mut split =
+                        EventSplitter::records(input.into_read(), chunk_bytes, max_line, REJECT_SNIPPET_BYTES);
+                    send_chunks(&tx, || split.next_chunk());
                     split.bytes_read()
                 }
                 Framing::EventStream => {
-                    let mut split = StreamSplitter::new(input, chunk_bytes, max_line, REJECT_SNIPPET_BYTES);
-                    send_all(Box::new(|| split.next_chunk()));
+                    let mut split = StreamSplitter::new(input.into_read(), chunk_bytes, max_line, REJECT_SNIPPET_BYTES);
+                    send_chunks(&tx, || split.next_chunk());
                     split.bytes_read()
                 }
             }
@@ -404,6 +446,45 @@ fn read_head<R: Read>(mut input: R, limit: usize) -> (Vec<u8>, ReplayError<R>) {
     }
     head.truncate(filled);
     (head, ReplayError { error, input })
+}
+
+/// What a splitting thread reads: any byte stream, or a local file's blocks.
+enum SplitInput {
+    Stream(Box<dyn Read + Send>),
+    Blocks(FileBlocks),
+}
+
+impl SplitInput {
+    /// The input as a byte stream, for the splitters that read one.
+    fn into_read(self) -> Box<dyn Read + Send> {
+        match self {
+            SplitInput::Stream(input) => input,
+            SplitInput::Blocks(blocks) => Box::new(blocks),
+        }
+    }
+}
+
+/// Sends the chunks `next` gives until the input ends or the reader is dropped.
+fn send_chunks(tx: &SyncSender<LineChunk>, mut next: impl FnMut() -> Option<LineChunk>) {
+    while let Some(chunk) = next() {
+        if tx.send(chunk).is_err() {
+            break;
+        }
+    }
+}
+
+/// Splits lines to the end of the input, reading into parsed chunks'
+/// buffers that come back on `spare`; returns the bytes read.
+fn split_lines<R: lines::SplitInput>(
+    mut split: LineSplitter<R>,
+    spare: Option<Receiver<Vec<u8>>>,
+    tx: &SyncSender<LineChunk>,
+) -> u64 {
+    if let Some(spare) = spare {
+        split = split.with_spare_buffers(spare);
+    }
+    send_chunks(tx, || split.next_chunk());
+    split.bytes_read()
 }
 
 /// A reader that first returns a stored error, then reads on.
