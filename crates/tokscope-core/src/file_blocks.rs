@@ -1,8 +1,10 @@
 //! A local file read in blocks at their positions by several threads at
 //! once, handed out in file order. Reading a file is the one step of ingest
 //! that a single thread does for all the others (the kernel copies every
-//! byte out of the page cache); with blocks read ahead in parallel, the line
-//! splitter only finds the lines ([`crate::lines::LineSplitter::over_blocks`]).
+//! byte out of the page cache, the splitter finds every newline); with
+//! blocks read ahead in parallel, each with its newlines found by the thread
+//! that read it, the line splitter only cuts lines where they are
+//! ([`crate::lines::LineSplitter::over_blocks`]).
 //!
 //! Each block's buffer keeps room in front of its bytes, where the splitter
 //! puts the unfinished line carried over from the block before: a block
@@ -26,12 +28,33 @@ pub const READER_THREAD: &str = "ingest-read";
 /// block before; a longer carry is copied into a buffer of its own.
 pub const CARRY_ROOM_BYTES: usize = 256 * 1024;
 
+/// A block of the input: a buffer whose bytes from `start` on are the
+/// input's next bytes, with room in front of them.
+pub struct Block {
+    pub data: Vec<u8>,
+    pub start: usize,
+    /// The newlines of `data[start..]`, in order.
+    pub newlines: Vec<Newline>,
+}
+
+/// A newline in a block, found by the thread that read it, so that the
+/// splitter touches neither the bytes between lines nor the one before.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Newline {
+    /// Its index in the block's buffer.
+    pub at: usize,
+    /// Whether a carriage return comes before it in the block (false for a
+    /// newline that is the block's first byte: the byte before is not the
+    /// block's).
+    pub after_cr: bool,
+}
+
 /// The blocks of one file, read ahead by `readers` threads: thread `i`
 /// reads blocks `i`, `i + readers`, ... and hands each over when its turn
 /// comes, so at most `readers` blocks are read ahead of the one handed out.
 pub struct FileBlocks {
     /// One per thread, in the order their blocks come.
-    lanes: Vec<Receiver<std::io::Result<Vec<u8>>>>,
+    lanes: Vec<Receiver<std::io::Result<Block>>>,
     next_lane: usize,
     threads: Vec<JoinHandle<()>>,
     /// Buffers handed back, for the threads to read into again.
@@ -39,6 +62,8 @@ pub struct FileBlocks {
     /// The block being read through [`Read`]: its bytes `pos..` are next.
     current: Vec<u8>,
     pos: usize,
+    /// The current block's newlines.
+    newlines: Vec<Newline>,
     block_bytes: usize,
     /// Set after the last block (a short one) or a failure was handed out.
     done: bool,
@@ -65,7 +90,8 @@ impl FileBlocks {
                     let mut buf = pool.lock().ok().and_then(|mut p| p.pop()).unwrap_or_default();
                     let read = read_block(&file, &mut buf, block as u64 * block_bytes as u64, block_bytes);
                     let last = !matches!(read, Ok(n) if n == block_bytes);
-                    if tx.send(read.map(|_| buf)).is_err() || last {
+                    let block = read.map(|_| Block { newlines: newlines(&buf), data: buf, start: CARRY_ROOM_BYTES });
+                    if tx.send(block).is_err() || last {
                         break;
                     }
                 }
@@ -88,19 +114,19 @@ impl FileBlocks {
             pool,
             current: Vec::new(),
             pos: 0,
+            newlines: Vec::new(),
             block_bytes,
             done: false,
             error: None,
         }
     }
 
-    /// The input's next bytes as a buffer whose bytes from the returned
-    /// index on are those bytes, with at least `room` bytes before them that
-    /// the caller may overwrite: the rest of the block being read, or the
-    /// next block. `None` at the end of the input, after a failed read (the
-    /// next [`Read::read`] returns the failure), or when the rest of the
-    /// current block has less room in front of it.
-    pub fn take_block(&mut self, room: usize) -> Option<(Vec<u8>, usize)> {
+    /// The input's next bytes as a block with at least `room` bytes in
+    /// front of them that the caller may overwrite: the rest of the block
+    /// being read, or the next block. `None` at the end of the input, after
+    /// a failed read (the next [`Read::read`] returns the failure), or when
+    /// the rest of the current block has less room in front of it.
+    pub fn take_block(&mut self, room: usize) -> Option<Block> {
         if self.pos >= self.current.len() {
             self.advance();
         }
@@ -108,7 +134,9 @@ impl FileBlocks {
             return None;
         }
         let start = std::mem::replace(&mut self.pos, 0);
-        Some((std::mem::take(&mut self.current), start))
+        let mut newlines = std::mem::take(&mut self.newlines);
+        newlines.drain(..newlines.partition_point(|n| n.at < start));
+        Some(Block { data: std::mem::take(&mut self.current), start, newlines })
     }
 
     /// Keeps `buf` (a chunk's buffer, its lines parsed) to read a later block into.
@@ -132,12 +160,13 @@ impl FileBlocks {
         self.next_lane = (self.next_lane + 1) % self.lanes.len();
         match lane.recv() {
             Ok(Ok(block)) => {
-                self.done = block.len() < CARRY_ROOM_BYTES + self.block_bytes;
-                let used = std::mem::replace(&mut self.current, block);
+                self.done = block.data.len() < CARRY_ROOM_BYTES + self.block_bytes;
+                let used = std::mem::replace(&mut self.current, block.data);
                 if used.capacity() > 0 {
                     self.recycle(used);
                 }
-                self.pos = CARRY_ROOM_BYTES;
+                self.pos = block.start;
+                self.newlines = block.newlines;
             }
             Ok(Err(e)) => {
                 self.done = true;
@@ -184,6 +213,13 @@ fn read_block(file: &File, buf: &mut Vec<u8>, offset: u64, len: usize) -> std::i
     let filled = read_full_at(file, &mut buf[CARRY_ROOM_BYTES..], offset)?;
     buf.truncate(CARRY_ROOM_BYTES + filled);
     Ok(filled)
+}
+
+/// The newlines of a block read into `buf` after [`CARRY_ROOM_BYTES`].
+fn newlines(buf: &[u8]) -> Vec<Newline> {
+    let block = &buf[CARRY_ROOM_BYTES..];
+    let after_cr = |i: usize| i > 0 && block[i - 1] == b'\r';
+    memchr::memchr_iter(b'\n', block).map(|i| Newline { at: CARRY_ROOM_BYTES + i, after_cr: after_cr(i) }).collect()
 }
 
 /// Fills `buf` with the bytes of `file` from `offset` on, fewer at its end;
@@ -243,10 +279,15 @@ mod tests {
                             break;
                         }
                         got.extend_from_slice(&odd[..n]);
-                    } else if let Some((buf, start)) = blocks.take_block(CARRY_ROOM_BYTES) {
-                        assert!(start >= CARRY_ROOM_BYTES);
-                        got.extend_from_slice(&buf[start..]);
-                        blocks.recycle(buf);
+                    } else if let Some(b) = blocks.take_block(CARRY_ROOM_BYTES) {
+                        assert!(b.start >= CARRY_ROOM_BYTES);
+                        let want: Vec<usize> = (b.start..b.data.len()).filter(|&i| b.data[i] == b'\n').collect();
+                        assert_eq!(b.newlines.iter().map(|n| n.at).collect::<Vec<_>>(), want);
+                        for n in &b.newlines {
+                            assert_eq!(n.after_cr, n.at > b.start && b.data[n.at - 1] == b'\r', "{n:?}");
+                        }
+                        got.extend_from_slice(&b.data[b.start..]);
+                        blocks.recycle(b.data);
                     } else {
                         assert_eq!(blocks.read(&mut odd).unwrap(), 0, "no block, yet bytes to read");
                         break;
@@ -274,11 +315,11 @@ mod tests {
         let bytes: Vec<u8> = (0..50_000u32).map(|i| (i % 253) as u8).collect();
         let file = file_of(&bytes);
         let mut blocks = FileBlocks::new(file.try_clone().unwrap(), 1000, 3);
-        let (first, start) = blocks.take_block(0).unwrap();
-        let mut got = first[start..].to_vec();
+        let first = blocks.take_block(0).unwrap();
+        let mut got = first.data[first.start..].to_vec();
         file.set_len(2500).unwrap();
-        while let Some((buf, start)) = blocks.take_block(0) {
-            got.extend_from_slice(&buf[start..]);
+        while let Some(b) = blocks.take_block(0) {
+            got.extend_from_slice(&b.data[b.start..]);
         }
         assert_eq!(blocks.read(&mut [0; 8]).unwrap(), 0);
         assert!(got.len() >= 1000 && got.len() < bytes.len() && bytes.starts_with(&got), "{} bytes", got.len());

@@ -6,7 +6,7 @@
 use std::io::{ErrorKind, Read};
 use std::sync::mpsc::Receiver;
 
-use crate::file_blocks::FileBlocks;
+use crate::file_blocks::{Block, FileBlocks, Newline};
 
 /// A chunk of complete lines with their positions in the (decompressed) input.
 pub struct LineChunk {
@@ -63,11 +63,10 @@ const LONG_LINE_READ_BYTES: usize = 64 * 1024;
 /// Where a [`LineSplitter`] reads: a byte stream ([`Stream`]), or a local
 /// file read ahead in blocks ([`FileBlocks`]).
 pub trait SplitInput: Read {
-    /// The input's next bytes whole, as a buffer whose bytes from the
-    /// returned index on are those bytes, with at least `room` bytes to
-    /// overwrite in front of them ([`FileBlocks::take_block`]); `None` when
-    /// the next bytes are to be read with [`Read::read`].
-    fn take_block(&mut self, _room: usize) -> Option<(Vec<u8>, usize)> {
+    /// The input's next bytes whole, as a block with at least `room` bytes
+    /// to overwrite in front of them ([`FileBlocks::take_block`]); `None`
+    /// when the next bytes are to be read with [`Read::read`].
+    fn take_block(&mut self, _room: usize) -> Option<Block> {
         None
     }
 
@@ -89,7 +88,7 @@ impl<R: Read> Read for Stream<R> {
 impl<R: Read> SplitInput for Stream<R> {}
 
 impl SplitInput for FileBlocks {
-    fn take_block(&mut self, room: usize) -> Option<(Vec<u8>, usize)> {
+    fn take_block(&mut self, room: usize) -> Option<Block> {
         FileBlocks::take_block(self, room)
     }
 
@@ -103,9 +102,16 @@ impl SplitInput for FileBlocks {
 /// chunk's buffer, and lines are spans of it (without their terminators):
 /// each byte is copied once, by the read, and a chunk hands on the head of
 /// its unfinished last line to the next. Over a file read in blocks, a
-/// block is the chunk's buffer, the carried head copied in front of it.
+/// block is the chunk's buffer, the carried head copied in front of it,
+/// and its newlines are where the block's reading thread found them.
 pub struct LineSplitter<R> {
     reader: R,
+    /// Newlines already found in the chunk's buffer: all of those in
+    /// `known_from..known_to`, in order, the first `known_next` passed.
+    known: Vec<Newline>,
+    known_next: usize,
+    known_from: usize,
+    known_to: usize,
     /// Bytes read after the last line handed out: the head of the next line.
     carry: Vec<u8>,
     /// Buffers of chunks already parsed, sent back to be read into again
@@ -141,6 +147,10 @@ impl<R: SplitInput> LineSplitter<R> {
     fn over(reader: R, chunk_bytes: usize, max_line_bytes: usize, keep_when_cut: usize) -> Self {
         Self {
             reader,
+            known: Vec::new(),
+            known_next: 0,
+            known_from: 0,
+            known_to: 0,
             carry: Vec::new(),
             spare: None,
             eof: false,
@@ -176,13 +186,16 @@ impl<R: SplitInput> LineSplitter<R> {
         let spare = self.spare.as_ref().and_then(|rx| rx.try_recv().ok());
         let spare = spare.and_then(|b| self.reader.recycle(b));
         let carried = self.carry.len();
-        if let Some((mut data, start)) = self.reader.take_block(carried) {
+        if let Some(Block { mut data, start, newlines }) = self.reader.take_block(carried) {
             let base = start - carried;
             data[base..start].copy_from_slice(&self.carry);
             self.carry.clear();
             let filled = data.len();
+            (self.known, self.known_next, self.known_from, self.known_to) = (newlines, 0, start, filled);
             return (data, base, filled);
         }
+        (self.known_next, self.known_from, self.known_to) = (0, 0, 0);
+        self.known.clear();
         // One that grew for a long line is let go.
         let mut data = spare.filter(|b| b.capacity() <= 2 * len).unwrap_or_default();
         let len = len.max(carried);
@@ -204,18 +217,17 @@ impl<R: SplitInput> LineSplitter<R> {
         let chunk_end = base + self.chunk_bytes;
         loop {
             while line_start < chunk_end || chunk.lines.is_empty() {
-                let Some(i) = memchr::memchr(b'\n', &chunk.data[scanned..filled]) else {
+                let Some((end, after_cr)) = self.find_newline(&chunk.data, scanned, filled) else {
                     scanned = filled;
                     break;
                 };
-                let end = scanned + i;
                 if end - line_start > self.max_line_bytes {
                     // What follows the cut line is the next chunk's.
                     self.carry.extend_from_slice(&chunk.data[end + 1..filled]);
                     self.push_cut(&mut chunk, line_start, (end - line_start) as u64, true);
                     return Some(chunk);
                 }
-                self.push_line(&mut chunk, line_start, end, true);
+                self.push_line(&mut chunk, line_start, end, true, after_cr);
                 line_start = end + 1;
                 scanned = line_start;
             }
@@ -232,11 +244,11 @@ impl<R: SplitInput> LineSplitter<R> {
                 // End of input or a stream error: the unterminated tail is the last line.
                 chunk.data.truncate(filled);
                 if let Some(err) = self.error.take() {
-                    self.push_line(&mut chunk, line_start, filled, false);
+                    self.push_line(&mut chunk, line_start, filled, false, None);
                     self.eof = true;
                     chunk.stream_error = Some(err);
                 } else if pending > 0 {
-                    self.push_line(&mut chunk, line_start, filled, false);
+                    self.push_line(&mut chunk, line_start, filled, false, None);
                 }
                 return if chunk.lines.is_empty() { None } else { Some(chunk) };
             }
@@ -254,6 +266,31 @@ impl<R: SplitInput> LineSplitter<R> {
         self.carry.extend_from_slice(&chunk.data[line_start..filled]);
         chunk.data.truncate(line_start);
         Some(chunk)
+    }
+
+    /// The first newline in `data[from..to]`, and whether a carriage return
+    /// comes before it when that is known: where the block's reading thread
+    /// found it, or by a scan outside what it read. Calls for one chunk come
+    /// with `from` never going back.
+    fn find_newline(&mut self, data: &[u8], mut from: usize, to: usize) -> Option<(usize, Option<bool>)> {
+        let scan = |from: usize, to: usize| memchr::memchr(b'\n', &data[from..to]).map(|i| (from + i, None));
+        if from < self.known_from {
+            let stop = to.min(self.known_from);
+            if let Some(at) = scan(from, stop) {
+                return Some(at);
+            }
+            from = stop;
+        }
+        if from < self.known_to && from < to {
+            self.known_next += self.known[self.known_next..].partition_point(|n| n.at < from);
+            match self.known.get(self.known_next) {
+                // The byte before the block's first is the carried line's.
+                Some(n) if n.at < to => return Some((n.at, (n.at > self.known_from).then_some(n.after_cr))),
+                _ if to <= self.known_to => return None,
+                _ => from = self.known_to,
+            }
+        }
+        (from < to).then(|| scan(from, to)).flatten()
     }
 
     /// Fills `buf` with input, fewer bytes at the end of the input or on a
@@ -278,15 +315,16 @@ impl<R: SplitInput> LineSplitter<R> {
 
     /// Hands out `data[start..end]` as the next line (no longer than the
     /// limit), `terminated` by a newline at `end` or not; the first line
-    /// loses a UTF-8 byte-order mark, and a line its `\r` before the newline.
-    fn push_line(&mut self, chunk: &mut LineChunk, start: usize, end: usize, terminated: bool) {
+    /// loses a UTF-8 byte-order mark, and a line its `\r` before the newline
+    /// (`after_cr`, when the block's reading thread saw it).
+    fn push_line(&mut self, chunk: &mut LineChunk, start: usize, end: usize, terminated: bool, after_cr: Option<bool>) {
         let consumed = (end - start + terminated as usize) as u64;
         let mut start = start;
         if std::mem::replace(&mut self.first, false) && chunk.data[start..end].starts_with(b"\xEF\xBB\xBF") {
             start += 3;
         }
         let mut end = end;
-        if end > start && chunk.data[end - 1] == b'\r' {
+        if end > start && after_cr.unwrap_or_else(|| chunk.data[end - 1] == b'\r') {
             end -= 1;
         }
         self.push_span(chunk, start, end, (end - start) as u64, consumed);
@@ -385,6 +423,27 @@ mod tests {
                 let got = lines_of(LineSplitter::over_blocks(blocks, chunk, max_line, 64));
                 assert_eq!(got.len(), want.len(), "chunks of {chunk}, lines up to {max_line}, {readers} readers");
                 assert!(got == want, "chunks of {chunk}, lines up to {max_line}, {readers} readers");
+            }
+        }
+    }
+
+    /// A CRLF cut between two blocks, at every block size: the carriage
+    /// return still leaves the line, though the reading thread of the block
+    /// holding the newline did not see it.
+    #[test]
+    fn a_crlf_across_blocks_ends_its_line() {
+        let input = b"ab\r\n\r\ncd\r\nefg\r\n\r\r\nh";
+        let mut file = tempfile::tempfile().unwrap();
+        file.write_all(input).unwrap();
+        let want = lines_of(LineSplitter::new(&input[..], 1 << 20, 1 << 20, 64));
+        assert_eq!(
+            want.iter().map(|l| l.0.as_slice()).collect::<Vec<_>>(),
+            [&b"ab"[..], b"", b"cd", b"efg", b"\r", b"h"]
+        );
+        for block in 1..=8 {
+            for readers in [1, 2] {
+                let blocks = FileBlocks::new(file.try_clone().unwrap(), block, readers);
+                assert!(lines_of(LineSplitter::over_blocks(blocks, block, 1 << 20, 64)) == want, "blocks of {block}");
             }
         }
     }
