@@ -31,7 +31,9 @@ pub const CARRY_ROOM_BYTES: usize = 256 * 1024;
 /// A block of the input: a buffer whose bytes from `start` on are the
 /// input's next bytes, with room in front of them.
 pub struct Block {
+    /// The buffer, its room and the block's bytes.
     pub data: Vec<u8>,
+    /// Where the block's bytes (not yet read) begin in `data`.
     pub start: usize,
     /// The newlines of `data[start..]`, in order.
     pub newlines: Vec<Newline>,
@@ -96,16 +98,18 @@ impl FileBlocks {
                     }
                 }
             };
-            match std::thread::Builder::new().name(READER_THREAD.into()).spawn(read) {
-                Ok(thread) => threads.push(thread),
-                Err(e) => {
-                    let (tx, rx) = sync_channel(1);
-                    let _ = tx.send(Err(std::io::Error::other(format!("could not start a reading thread: {e}"))));
-                    lanes.push(rx);
-                    continue;
+            let lane = match std::thread::Builder::new().name(READER_THREAD.into()).spawn(read) {
+                Ok(thread) => {
+                    threads.push(thread);
+                    rx
                 }
-            }
-            lanes.push(rx);
+                Err(e) => {
+                    let (tx, failed) = sync_channel(1);
+                    let _ = tx.send(Err(std::io::Error::other(format!("could not start a reading thread: {e}"))));
+                    failed
+                }
+            };
+            lanes.push(lane);
         }
         FileBlocks {
             lanes,

@@ -98,6 +98,44 @@ impl SplitInput for FileBlocks {
     }
 }
 
+/// The newlines of a chunk's buffer found before the splitter reached them
+/// (by the thread that read its block): all of those in `from..to`, in
+/// order, the first `next` passed.
+#[derive(Default)]
+struct KnownNewlines {
+    list: Vec<Newline>,
+    next: usize,
+    from: usize,
+    to: usize,
+}
+
+impl KnownNewlines {
+    /// The first newline in `data[from..to]`, and whether a carriage return
+    /// comes before it when that is known: from the list, or by a scan
+    /// outside what it covers. Calls for one buffer come with `from` never
+    /// going back.
+    fn find(&mut self, data: &[u8], mut from: usize, to: usize) -> Option<(usize, Option<bool>)> {
+        let scan = |from: usize, to: usize| memchr::memchr(b'\n', &data[from..to]).map(|i| (from + i, None));
+        if from < self.from {
+            let stop = to.min(self.from);
+            if let Some(at) = scan(from, stop) {
+                return Some(at);
+            }
+            from = stop;
+        }
+        if from < self.to && from < to {
+            self.next += self.list[self.next..].partition_point(|n| n.at < from);
+            match self.list.get(self.next) {
+                // The byte before the block's first is the carried line's.
+                Some(n) if n.at < to => return Some((n.at, (n.at > self.from).then_some(n.after_cr))),
+                _ if to <= self.to => return None,
+                _ => from = self.to,
+            }
+        }
+        (from < to).then(|| scan(from, to)).flatten()
+    }
+}
+
 /// Streaming line splitter over any reader. Input is read straight into the
 /// chunk's buffer, and lines are spans of it (without their terminators):
 /// each byte is copied once, by the read, and a chunk hands on the head of
@@ -106,12 +144,8 @@ impl SplitInput for FileBlocks {
 /// and its newlines are where the block's reading thread found them.
 pub struct LineSplitter<R> {
     reader: R,
-    /// Newlines already found in the chunk's buffer: all of those in
-    /// `known_from..known_to`, in order, the first `known_next` passed.
-    known: Vec<Newline>,
-    known_next: usize,
-    known_from: usize,
-    known_to: usize,
+    /// The newlines already found in the chunk's buffer.
+    known: KnownNewlines,
     /// Bytes read after the last line handed out: the head of the next line.
     carry: Vec<u8>,
     /// Buffers of chunks already parsed, sent back to be read into again
@@ -147,10 +181,7 @@ impl<R: SplitInput> LineSplitter<R> {
     fn over(reader: R, chunk_bytes: usize, max_line_bytes: usize, keep_when_cut: usize) -> Self {
         Self {
             reader,
-            known: Vec::new(),
-            known_next: 0,
-            known_from: 0,
-            known_to: 0,
+            known: KnownNewlines::default(),
             carry: Vec::new(),
             spare: None,
             eof: false,
@@ -191,11 +222,10 @@ impl<R: SplitInput> LineSplitter<R> {
             data[base..start].copy_from_slice(&self.carry);
             self.carry.clear();
             let filled = data.len();
-            (self.known, self.known_next, self.known_from, self.known_to) = (newlines, 0, start, filled);
+            self.known = KnownNewlines { list: newlines, next: 0, from: start, to: filled };
             return (data, base, filled);
         }
-        (self.known_next, self.known_from, self.known_to) = (0, 0, 0);
-        self.known.clear();
+        self.known = KnownNewlines::default();
         // One that grew for a long line is let go.
         let mut data = spare.filter(|b| b.capacity() <= 2 * len).unwrap_or_default();
         let len = len.max(carried);
@@ -217,7 +247,7 @@ impl<R: SplitInput> LineSplitter<R> {
         let chunk_end = base + self.chunk_bytes;
         loop {
             while line_start < chunk_end || chunk.lines.is_empty() {
-                let Some((end, after_cr)) = self.find_newline(&chunk.data, scanned, filled) else {
+                let Some((end, after_cr)) = self.known.find(&chunk.data, scanned, filled) else {
                     scanned = filled;
                     break;
                 };
@@ -266,31 +296,6 @@ impl<R: SplitInput> LineSplitter<R> {
         self.carry.extend_from_slice(&chunk.data[line_start..filled]);
         chunk.data.truncate(line_start);
         Some(chunk)
-    }
-
-    /// The first newline in `data[from..to]`, and whether a carriage return
-    /// comes before it when that is known: where the block's reading thread
-    /// found it, or by a scan outside what it read. Calls for one chunk come
-    /// with `from` never going back.
-    fn find_newline(&mut self, data: &[u8], mut from: usize, to: usize) -> Option<(usize, Option<bool>)> {
-        let scan = |from: usize, to: usize| memchr::memchr(b'\n', &data[from..to]).map(|i| (from + i, None));
-        if from < self.known_from {
-            let stop = to.min(self.known_from);
-            if let Some(at) = scan(from, stop) {
-                return Some(at);
-            }
-            from = stop;
-        }
-        if from < self.known_to && from < to {
-            self.known_next += self.known[self.known_next..].partition_point(|n| n.at < from);
-            match self.known.get(self.known_next) {
-                // The byte before the block's first is the carried line's.
-                Some(n) if n.at < to => return Some((n.at, (n.at > self.known_from).then_some(n.after_cr))),
-                _ if to <= self.known_to => return None,
-                _ => from = self.known_to,
-            }
-        }
-        (from < to).then(|| scan(from, to)).flatten()
     }
 
     /// Fills `buf` with input, fewer bytes at the end of the input or on a

@@ -293,9 +293,10 @@ impl ReaderBuilder {
 
     /// A reader over a local file that holds its input as is (neither
     /// compressed nor Parquet), as [`ReaderBuilder::build`] would be over
-    /// it; lines are read in blocks at their positions by
-    /// [`ReaderBuilder::read_threads`] threads ([`FileBlocks`]), which
-    /// leaves the splitting thread only the lines to find.
+    /// it. Lines are read in blocks at their positions by
+    /// [`ReaderBuilder::read_threads`] threads ([`FileBlocks`]), each block
+    /// with its newlines found by the thread that read it: the splitting
+    /// thread is left only the lines to cut.
     pub fn build_file(mut self, file: File, location: &str) -> Reader {
         let (head, file) = read_head(file, HEAD_BYTES);
         let framing = self.detect(&head);
