@@ -10,8 +10,8 @@
 //! puts the unfinished line carried over from the block before: a block
 //! becomes a chunk of lines without being copied again.
 //!
-//! A file that grows while it is read is read up to some point of its
-//! growth, and one truncated under the reader (logrotate's `copytruncate`)
+//! A file that grows while it is read is read up to its size when it was
+//! opened, and one truncated under the reader (logrotate's `copytruncate`)
 //! ends early: a short block ends the input, as the end of a stream would.
 //! Positional reads never fault, as a memory map would on a truncated file.
 
@@ -74,15 +74,22 @@ pub struct FileBlocks {
 }
 
 impl FileBlocks {
-    /// Starts `readers` threads (at least one) reading `file` in blocks of
-    /// `block_bytes` from its start. A thread that cannot start makes the
-    /// read fail when its first block's turn comes.
+    /// Starts `readers` threads (at least one, at most one per block of
+    /// the file) reading `file` in blocks of `block_bytes` from its start,
+    /// up to its size now (a file that grows is read up to here; a small
+    /// file gets a buffer of its size). A thread that cannot start makes
+    /// the read fail when its first block's turn comes.
     pub fn new(file: File, block_bytes: usize, readers: usize) -> FileBlocks {
-        let file = Arc::new(file);
         let block_bytes = block_bytes.max(1);
+        let size = file.metadata().ok().map(|m| m.len());
+        let blocks = size.map_or(usize::MAX, |s| usize::try_from(s.div_ceil(block_bytes as u64)).unwrap_or(usize::MAX));
+        let readers = readers.clamp(1, blocks.max(1));
+        // The bytes to read at `offset`: a block, fewer at the size.
+        let len_at =
+            move |offset: u64| size.map_or(block_bytes, |s| s.saturating_sub(offset).min(block_bytes as u64) as usize);
+        let file = Arc::new(file);
         let pool = Arc::new(Mutex::new(Vec::new()));
         let (mut lanes, mut threads) = (Vec::new(), Vec::new());
-        let readers = readers.max(1);
         for lane in 0..readers {
             // A rendezvous: a thread holds the block it read until it is taken.
             let (tx, rx) = sync_channel(0);
@@ -90,7 +97,8 @@ impl FileBlocks {
             let read = move || {
                 for block in (lane..).step_by(readers) {
                     let mut buf = pool.lock().ok().and_then(|mut p| p.pop()).unwrap_or_default();
-                    let read = read_block(&file, &mut buf, block as u64 * block_bytes as u64, block_bytes);
+                    let offset = block as u64 * block_bytes as u64;
+                    let read = read_block(&file, &mut buf, offset, len_at(offset));
                     let last = !matches!(read, Ok(n) if n == block_bytes);
                     let block = read.map(|_| Block { newlines: newlines(&buf), data: buf, start: CARRY_ROOM_BYTES });
                     if tx.send(block).is_err() || last {
@@ -300,6 +308,27 @@ mod tests {
                 assert!(got == bytes, "readers {readers}, blocks of {block}: {} bytes of {}", got.len(), bytes.len());
             }
         }
+    }
+
+    /// A file gets no more threads than it has blocks, and a small one a
+    /// buffer of its size; bytes appended after it was opened are left for
+    /// the next read.
+    #[test]
+    fn threads_and_buffers_fit_the_file() {
+        let mut file = file_of(&[b'x'; 2500]);
+        let mut blocks = FileBlocks::new(file.try_clone().unwrap(), 1000, 8);
+        assert_eq!(blocks.threads.len(), 3);
+        file.write_all(&[b'y'; 1000]).unwrap();
+        let mut small = FileBlocks::new(file_of(b"{}\n"), 1 << 20, 8);
+        assert_eq!(small.threads.len(), 1);
+        let block = small.take_block(0).unwrap();
+        assert_eq!(block.data.len(), CARRY_ROOM_BYTES + 3);
+        assert!(small.take_block(0).is_none());
+        let mut total = 0;
+        while let Some(b) = blocks.take_block(0) {
+            total += b.data.len() - b.start;
+        }
+        assert_eq!(total, 2500);
     }
 
     /// An empty file is an empty input; dropping the blocks early stops the threads.
