@@ -293,15 +293,18 @@ impl ReaderBuilder {
 
     /// A reader over a local file that holds its input as is (neither
     /// compressed nor Parquet), as [`ReaderBuilder::build`] would be over
-    /// it. Lines are read in blocks at their positions by
-    /// [`ReaderBuilder::read_threads`] threads ([`FileBlocks`]), each block
-    /// with its newlines found by the thread that read it: the splitting
-    /// thread is left only the lines to cut.
+    /// it. Lines of a file larger than a chunk are read in blocks at their
+    /// positions by [`ReaderBuilder::read_threads`] threads
+    /// ([`FileBlocks`]), each block with its newlines found by the thread
+    /// that read it: the splitting thread is left only the lines to cut.
     pub fn build_file(mut self, file: File, location: &str) -> Reader {
         let (head, file) = read_head(file, HEAD_BYTES);
         let framing = self.detect(&head);
+        // A file of one block is read by the splitter: a thread to read it
+        // ahead would cost more than it saves.
+        let blocks = file.input.metadata().is_ok_and(|m| m.len() > self.chunk_bytes as u64);
         let input = match (framing, file.error) {
-            (Framing::Lines, None) => {
+            (Framing::Lines, None) if blocks => {
                 SplitInput::Blocks(FileBlocks::new(file.input, self.chunk_bytes, self.read_threads))
             }
             (_, error) => {
