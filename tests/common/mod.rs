@@ -49,6 +49,14 @@ pub fn write_file(dir: &Path, name: &str, bytes: impl AsRef<[u8]>) -> String {
     p.to_str().expect("utf-8 path").to_string()
 }
 
+/// `bytes` gzipped at `level`, as one gzip member.
+pub fn gzip(bytes: &[u8], level: flate2::Compression) -> Vec<u8> {
+    use std::io::Write;
+    let mut enc = flate2::write::GzEncoder::new(Vec::new(), level);
+    enc.write_all(bytes).expect("gzip in memory");
+    enc.finish().expect("gzip in memory")
+}
+
 /// Runs tokscope and asserts success; returns stdout.
 pub fn tokscope(args: &[&str]) -> String {
     let out = tokscope_output(args);

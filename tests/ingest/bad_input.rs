@@ -84,9 +84,7 @@ fn truncated_gzip_keeps_what_was_readable_and_rejects_the_tail() {
         text.push_str(&GOOD.replace("ok-1", &format!("id-{i}")));
         text.push('\n');
     }
-    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-    enc.write_all(text.as_bytes()).unwrap();
-    let gz = enc.finish().unwrap();
+    let gz = common::gzip(text.as_bytes(), flate2::Compression::default());
     let cut = &gz[..gz.len() * 2 / 3];
     let input = write(dir.path(), "cut.jsonl.gz", cut);
     let out = dir.path().join("ds");
@@ -103,9 +101,7 @@ fn truncated_gzip_keeps_what_was_readable_and_rejects_the_tail() {
 fn gzip_and_zstd_inputs_are_decompressed() {
     let dir = tempfile::tempdir().unwrap();
     let text = format!("{GOOD}\n{GOOD2}\n");
-    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-    enc.write_all(text.as_bytes()).unwrap();
-    let gz = write(dir.path(), "a.jsonl.gz", enc.finish().unwrap());
+    let gz = write(dir.path(), "a.jsonl.gz", common::gzip(text.as_bytes(), flate2::Compression::default()));
     let zst = write(dir.path(), "b.jsonl.zst", zstd::encode_all(text.replace("ok-", "z-").as_bytes(), 3).unwrap());
     let out = dir.path().join("ds");
     let s = ingest(&[&gz, &zst], &out, &[]);

@@ -569,7 +569,6 @@ fn langfuse_generations_from_an_observations_export() {
 
 #[test]
 fn langfuse_csv_and_gzipped_json_array_exports_with_time_unit() {
-    use std::io::Write;
     let dir = tempfile::tempdir().unwrap();
     let csv = concat!(
         r#""id","trace_id","type","start_time","end_time","completion_start_time","provided_model_name","usage_details","total_cost","latency","time_to_first_token","input","output","metadata""#,
@@ -583,9 +582,8 @@ fn langfuse_csv_and_gzipped_json_array_exports_with_time_unit() {
     // A JSON-format export: one array on one line, gzip-compressed; the second generation
     // has no end or first-token timestamps, so its duration columns are read in --time-unit.
     let array = r#"[{"id":"g2","trace_id":"t2","type":"GENERATION","start_time":"2024-06-01 13:00:00.000","provided_model_name":"gpt-4o","usage_details":{"input":7,"output":3},"latency":2500,"time_to_first_token":300},{"id":"e1","trace_id":"t2","type":"EVENT","start_time":"2024-06-01 13:00:00.000","usage_details":{}},{"id":"g3","trace_id":"t2","type":"GENERATION","level":"ERROR","status_message":"boom","start_time":"2024-06-01 13:00:01.000","usage_details":{}}]"#;
-    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-    gz.write_all(array.as_bytes()).unwrap();
-    let gz_path = common::write_file(dir.path(), "observations.json.gz", gz.finish().unwrap());
+    let gz = common::gzip(array.as_bytes(), flate2::Compression::default());
+    let gz_path = common::write_file(dir.path(), "observations.json.gz", gz);
     let s = ingest(&[&csv_path, &gz_path], &dir.path().join("ds"), &["--time-unit", "ms"]);
     // CSV: a header, a generation, a span; JSON: one line of three observations.
     assert_eq!(counts(&s["totals"]), [3, 3, 2, 0, 1, 2, 1]);

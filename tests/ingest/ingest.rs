@@ -632,7 +632,6 @@ fn the_same_log_ingested_twice_gives_the_same_files() {
 /// MiB: the same two writers, too little left for an input ahead).
 #[test]
 fn reading_inputs_ahead_writes_the_same_files() {
-    use std::io::Write;
     let dir = tempfile::tempdir().unwrap();
     let logs = dir.path().join("logs");
     std::fs::create_dir(&logs).unwrap();
@@ -642,10 +641,8 @@ fn reading_inputs_ahead_writes_the_same_files() {
         let args =
             ["generate", "--requests", "3000", "--output-chars", "1500", "--days", "3", "--seed", &seed, "--out"];
         tokscope(&[&args[..], &[log.to_str().unwrap()]].concat());
-        let gz = std::fs::File::create(logs.join(format!("{n}.jsonl.gz"))).unwrap();
-        let mut gz = flate2::write::GzEncoder::new(gz, flate2::Compression::fast());
-        gz.write_all(&std::fs::read(&log).unwrap()).unwrap();
-        gz.finish().unwrap();
+        let gz = common::gzip(&std::fs::read(&log).unwrap(), flate2::Compression::fast());
+        std::fs::write(logs.join(format!("{n}.jsonl.gz")), gz).unwrap();
     }
     let files = |limit: &str, ahead: u64| {
         let out = dir.path().join(limit);
@@ -680,7 +677,6 @@ fn reading_inputs_ahead_writes_the_same_files() {
 /// longer than the room kept in front of a block for a carried line.
 #[test]
 fn a_log_read_in_blocks_gives_the_rows_of_its_stream() {
-    use std::io::Write;
     let dir = tempfile::tempdir().unwrap();
     let gen = |name: &str, args: &[&str]| {
         let out = dir.path().join(name);
@@ -705,12 +701,7 @@ fn a_log_read_in_blocks_gives_the_rows_of_its_stream() {
     std::fs::create_dir_all(&plain).unwrap();
     std::fs::create_dir_all(&gz).unwrap();
     std::fs::write(plain.join("log.jsonl"), &log).unwrap();
-    let mut enc = flate2::write::GzEncoder::new(
-        std::fs::File::create(gz.join("log.jsonl.gz")).unwrap(),
-        flate2::Compression::fast(),
-    );
-    enc.write_all(&log).unwrap();
-    enc.finish().unwrap();
+    std::fs::write(gz.join("log.jsonl.gz"), common::gzip(&log, flate2::Compression::fast())).unwrap();
     let run = |input: &std::path::Path, threads: &str, readers: u64| {
         let out = dir.path().join(format!("ds-{}-{threads}", input.file_name().unwrap().to_str().unwrap()));
         tokscope(&["--threads", threads, "ingest", "--quiet", "--out", out.to_str().unwrap(), input.to_str().unwrap()]);

@@ -8,7 +8,6 @@
 
 use crate::common;
 
-use std::io::Write;
 use std::path::Path;
 
 use common::{data_dir, ingest, python, query, repo, tokscope, tokscope_output, write_file};
@@ -123,9 +122,7 @@ fn kernel_trace_sample_is_detected_counted_and_feeds_head_waste() {
 fn kernel_trace_forced_on_a_gzipped_one_line_bare_array() {
     let dir = tempfile::tempdir().unwrap();
     let doc = r#"[{"ph":"M","name":"process_name","pid":"GPU 0","args":{"name":"x"}},{"ph":"X","name":"layer_3.attn_head_2","pid":"GPU 0","tid":"stream 7","ts":10.125,"dur":2.5,"args":{"flops":1e6}},{"ph":"B","name":"step","pid":"GPU 0","tid":"stream 7","ts":20},{"ph":"E","pid":"GPU 0","tid":"stream 7","ts":21.5,"args":{"layer":4,"head":"0","flops":5}}]"#;
-    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-    enc.write_all(doc.as_bytes()).unwrap();
-    let input = write_file(dir.path(), "trace.json.gz", enc.finish().unwrap());
+    let input = write_file(dir.path(), "trace.json.gz", common::gzip(doc.as_bytes(), flate2::Compression::default()));
     let out = dir.path().join("ds");
     let s = ingest(&[&input], &out, &["--format", "kernel_trace"]);
     assert_eq!(totals(&s), [3, 3, 2, 0, 1]);
@@ -153,9 +150,7 @@ fn broken_and_truncated_traces_keep_every_complete_event() {
     let broken = format!("{{\"traceEvents\": [\n{},\n{}\n{}\n]}}\n", event(1), event(2), event(3));
     // A gzip stream cut short inside the second of three events.
     let full = format!("{{\"traceEvents\": [{}, {}, {}]}}", event(1), event(2), event(3));
-    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::none());
-    enc.write_all(full.as_bytes()).unwrap();
-    let gz = enc.finish().unwrap();
+    let gz = common::gzip(full.as_bytes(), flate2::Compression::none());
     let cut = &gz[..gz.len() - full.len() + full.find("\"ts\": 2").unwrap()];
     let (a, b) = (write_file(dir.path(), "broken.json", broken), write_file(dir.path(), "cut.json.gz", cut));
     let out = dir.path().join("ds");
