@@ -111,12 +111,12 @@ pub struct MemoryPlan {
 
 /// What the reading pipeline holds: the splitter's queue of raw chunks (2
 /// by default), the chunk it fills and the one being parsed, the blocks its
-/// reading threads hold (each raw chunk or block with room for a carried
-/// line in front), the parsed chunk in Arrow (about three times its size
-/// with derived columns and per-token rows), and the longest line the
-/// splitter may hold.
-pub fn pipeline_bytes(reader: &ReaderBuilder) -> usize {
-    let raw = reader.queue_chunks() + 2 + reader.read_threads();
+/// `read_threads` reading threads hold (each raw chunk or block with room
+/// for a carried line in front), the parsed chunk in Arrow (about three
+/// times its size with derived columns and per-token rows), and the longest
+/// line the splitter may hold.
+fn pipeline_bytes(reader: &ReaderBuilder, read_threads: usize) -> usize {
+    let raw = reader.queue_chunks() + 2 + read_threads;
     raw * raw_chunk_bytes(reader) + 3 * reader.chunk_bytes() + reader.max_line_bytes()
 }
 
@@ -126,15 +126,15 @@ fn raw_chunk_bytes(reader: &ReaderBuilder) -> usize {
 }
 
 /// What `inputs` inputs read ahead hold: each its queue of
-/// [`AHEAD_QUEUE_CHUNKS`], the chunk its splitter fills, its reading
-/// threads' blocks, its longest line and its decoder; and the parsed
-/// input's queue, as long as theirs.
-fn read_ahead_bytes(reader: &ReaderBuilder, inputs: usize) -> usize {
+/// [`AHEAD_QUEUE_CHUNKS`], the chunk its splitter fills, its
+/// `read_threads` reading threads' blocks, its longest line and its
+/// decoder; and the parsed input's queue, as long as theirs.
+fn read_ahead_bytes(reader: &ReaderBuilder, read_threads: usize, inputs: usize) -> usize {
     if inputs == 0 {
         return 0;
     }
     let raw = raw_chunk_bytes(reader);
-    let each = (AHEAD_QUEUE_CHUNKS + 1 + reader.read_threads()) * raw + reader.max_line_bytes() + DECODER_BYTES;
+    let each = (AHEAD_QUEUE_CHUNKS + 1 + read_threads) * raw + reader.max_line_bytes() + DECODER_BYTES;
     inputs * each + AHEAD_QUEUE_CHUNKS.saturating_sub(reader.queue_chunks()) * raw
 }
 
@@ -146,80 +146,74 @@ impl MemoryPlan {
     /// least half of what the pipeline leaves. One input is read ahead per
     /// four threads (at most [`MAX_INPUTS_AHEAD`], one fewer than the
     /// inputs), while they take at most a quarter of what the writers leave
-    /// to the buffered rows. A local file's blocks are read by one thread
-    /// per eight (at most [`MAX_READ_THREADS`]), fewer where a budget would
-    /// not fit one writer with them. So a small budget costs reading
-    /// threads, inputs read ahead, writer threads and spills, never
-    /// row-group size. A given limit too small for one writer is an error;
-    /// the automatic one is raised to that least.
-    pub fn new(limit: MemoryLimit, reader: &ReaderBuilder, threads: usize, inputs: usize) -> Result<MemoryPlan> {
+    /// to the buffered rows. Where some input may be read in blocks
+    /// (`blocks`: a local file larger than a chunk), its blocks are read by
+    /// one thread per eight (at most [`MAX_READ_THREADS`]), fewer where a
+    /// budget would not fit one writer with them; otherwise by none. So a
+    /// small budget costs reading threads, inputs read ahead, writer threads
+    /// and spills, never row-group size. A given limit too small for one
+    /// writer is an error; the automatic one is raised to that least.
+    pub fn new(
+        limit: MemoryLimit,
+        reader: &ReaderBuilder,
+        threads: usize,
+        inputs: usize,
+        blocks: bool,
+    ) -> Result<MemoryPlan> {
         let threads = threads.max(1);
-        let with_readers = |n: usize| reader.clone().with_read_threads(n);
-        let mut read_threads = threads.div_ceil(THREADS_PER_READER).min(MAX_READ_THREADS);
-        let reader = &with_readers(read_threads);
-        let pipeline = pipeline_bytes(reader);
+        let most_readers = if blocks { threads.div_ceil(THREADS_PER_READER).min(MAX_READ_THREADS) } else { 0 };
+        let least_readers = most_readers.min(1);
         let wanted = threads.div_ceil(THREADS_PER_INPUT_AHEAD).min(MAX_INPUTS_AHEAD).min(inputs.saturating_sub(1));
-        let queue = |ahead: usize| if ahead > 0 { AHEAD_QUEUE_CHUNKS } else { reader.queue_chunks() };
-        let (bytes, from) = match limit {
-            MemoryLimit::Unlimited => {
-                return Ok(MemoryPlan {
-                    limit: None,
-                    limit_from: "none",
-                    parse_threads: threads,
-                    writer_threads: threads,
-                    read_threads,
-                    pipeline_bytes: pipeline,
-                    inputs_ahead: wanted,
-                    queue_chunks: queue(wanted),
-                    read_ahead_bytes: read_ahead_bytes(reader, wanted),
-                    writer_bytes: WRITER_FIXED_BYTES + ROW_GROUP_BYTES / ENCODED_SHARE,
-                    buffer_bytes: None,
-                })
-            }
-            MemoryLimit::Auto => (crate::resources::auto_budget(), "auto"),
-            MemoryLimit::Bytes(b) => (b, "given"),
-        };
         let writer = WRITER_FIXED_BYTES + ROW_GROUP_BYTES / ENCODED_SHARE;
-        let pipeline = pipeline_bytes(&with_readers(1));
-        let least = pipeline + writer + BUFFER_MIN_BYTES;
-        let bytes = match limit {
-            MemoryLimit::Bytes(b) if b < least => {
+        // The least a run needs with `n` reading threads: its pipeline, one writer, the fewest buffered rows.
+        let least = |n: usize| pipeline_bytes(reader, n) + writer + BUFFER_MIN_BYTES;
+        let (bytes, limit_from) = match limit {
+            MemoryLimit::Unlimited => (None, "none"),
+            MemoryLimit::Auto => (Some(crate::resources::auto_budget().max(least(least_readers))), "auto"),
+            MemoryLimit::Bytes(b) if b < least(least_readers) => {
                 let mib = |b: usize| format!("{:.0} MiB", b as f64 / f64::from(1 << 20));
                 return Err(config_err!(
                     "--memory-limit {} is below what ingest needs: {} ({} for the chunks in flight and the longest line, \
                      set by --max-line-bytes, {} for one writer thread and {} of buffered rows); raise the limit or \
                      lower --max-line-bytes",
                     mib(b),
-                    mib(least),
-                    mib(pipeline),
+                    mib(least(least_readers)),
+                    mib(pipeline_bytes(reader, least_readers)),
                     mib(writer),
                     mib(BUFFER_MIN_BYTES)
                 ));
             }
-            _ => bytes.max(least),
+            MemoryLimit::Bytes(b) => (Some(b), "given"),
         };
         // Reading threads past the first only where the least still fits.
-        let fits = |n: usize| pipeline_bytes(&with_readers(n)) + writer + BUFFER_MIN_BYTES <= bytes;
-        read_threads = (1..=read_threads).rev().find(|&n| fits(n)).unwrap_or(1);
-        let reader = &with_readers(read_threads);
-        let pipeline = pipeline_bytes(reader);
-        let rest = bytes - pipeline;
-        let writers = (rest / 2 / writer).clamp(1, threads);
-        let buffer = rest - writers * writer;
-        let ahead = (0..=wanted).rev().find(|&n| read_ahead_bytes(reader, n) <= buffer / READ_AHEAD_SHARE).unwrap_or(0);
-        let read_ahead = read_ahead_bytes(reader, ahead);
+        let read_threads = match bytes {
+            None => most_readers,
+            Some(b) => (least_readers..=most_readers).rev().find(|&n| least(n) <= b).unwrap_or(least_readers),
+        };
+        let pipeline = pipeline_bytes(reader, read_threads);
+        let (writer_threads, inputs_ahead, buffer_bytes) = match bytes {
+            None => (threads, wanted, None),
+            Some(bytes) => {
+                let rest = bytes - pipeline;
+                let writers = (rest / 2 / writer).clamp(1, threads);
+                let buffer = rest - writers * writer;
+                let fits = |n: usize| read_ahead_bytes(reader, read_threads, n) <= buffer / READ_AHEAD_SHARE;
+                let ahead = (0..=wanted).rev().find(|&n| fits(n)).unwrap_or(0);
+                (writers, ahead, Some(buffer - read_ahead_bytes(reader, read_threads, ahead)))
+            }
+        };
         Ok(MemoryPlan {
-            limit: Some(bytes),
-            limit_from: from,
+            limit: bytes,
+            limit_from,
             parse_threads: threads,
-            writer_threads: writers,
+            writer_threads,
             read_threads,
             pipeline_bytes: pipeline,
-            inputs_ahead: ahead,
-            queue_chunks: queue(ahead),
-            read_ahead_bytes: read_ahead,
+            inputs_ahead,
+            queue_chunks: if inputs_ahead > 0 { AHEAD_QUEUE_CHUNKS } else { reader.queue_chunks() },
+            read_ahead_bytes: read_ahead_bytes(reader, read_threads, inputs_ahead),
             writer_bytes: writer,
-            buffer_bytes: Some(buffer - read_ahead),
+            buffer_bytes,
         })
     }
 }
@@ -248,8 +242,9 @@ mod tests {
         let reader = ReaderBuilder::new();
         for limit_mib in [256, 512, 1024, 4096, 65536] {
             for threads in [1, 2, 6, 16, 64, 256] {
-                for inputs in [1, 2, 1000] {
-                    let plan = MemoryPlan::new(MemoryLimit::Bytes(limit_mib * MIB), &reader, threads, inputs).unwrap();
+                for (inputs, blocks) in [1, 2, 1000].into_iter().flat_map(|n| [(n, false), (n, true)]) {
+                    let limit = MemoryLimit::Bytes(limit_mib * MIB);
+                    let plan = MemoryPlan::new(limit, &reader, threads, inputs, blocks).unwrap();
                     let used = plan.pipeline_bytes
                         + plan.read_ahead_bytes
                         + plan.writer_threads * plan.writer_bytes
@@ -264,7 +259,7 @@ mod tests {
         // 4 MiB chunks with 256 KiB of room and 64 MiB lines, 16 threads: 6
         // raw chunks (2 queued, 1 filled, 1 parsed, 2 blocks read ahead), the
         // parsed one in Arrow (12 MiB) and a line: 101.5 MiB; 128 MiB a writer.
-        let plan = MemoryPlan::new(MemoryLimit::Bytes(512 * MIB), &reader, 16, 1).unwrap();
+        let plan = MemoryPlan::new(MemoryLimit::Bytes(512 * MIB), &reader, 16, 1, true).unwrap();
         let pipeline = 6 * (4 * MIB + MIB / 4) + 12 * MIB + 64 * MIB;
         assert_eq!(
             (plan.read_threads, plan.pipeline_bytes, plan.writer_bytes, plan.writer_threads),
@@ -275,14 +270,14 @@ mod tests {
         // budget would not hold one writer with them: at 256 MiB and 64
         // threads, 4 (a 110 MiB pipeline, a writer, 16 MiB of rows: 254 MiB).
         for (threads, readers) in [(1, 1), (2, 1), (6, 1), (16, 2), (64, 8), (256, 8)] {
-            let plan = MemoryPlan::new(MemoryLimit::Unlimited, &reader, threads, 1).unwrap();
+            let plan = MemoryPlan::new(MemoryLimit::Unlimited, &reader, threads, 1, true).unwrap();
             assert_eq!(plan.read_threads, readers, "{plan:?}");
         }
-        let plan = MemoryPlan::new(MemoryLimit::Bytes(256 * MIB), &reader, 64, 1).unwrap();
+        let plan = MemoryPlan::new(MemoryLimit::Bytes(256 * MIB), &reader, 64, 1, true).unwrap();
         assert_eq!(plan.read_threads, 4, "{plan:?}");
-        let plan = MemoryPlan::new(MemoryLimit::Bytes(4096 * MIB), &reader, 16, 1).unwrap();
+        let plan = MemoryPlan::new(MemoryLimit::Bytes(4096 * MIB), &reader, 16, 1, true).unwrap();
         assert_eq!(plan.writer_threads, 15, "{plan:?}");
-        let plan = MemoryPlan::new(MemoryLimit::Bytes(8192 * MIB), &reader, 16, 1).unwrap();
+        let plan = MemoryPlan::new(MemoryLimit::Bytes(8192 * MIB), &reader, 16, 1, true).unwrap();
         assert_eq!(plan.writer_threads, 16, "{plan:?}");
     }
 
@@ -297,7 +292,7 @@ mod tests {
     fn inputs_are_read_ahead_one_per_four_threads_within_a_quarter_of_the_buffered_rows() {
         let reader = ReaderBuilder::new();
         let ahead = |limit: MemoryLimit, threads: usize, inputs: usize| {
-            let plan = MemoryPlan::new(limit, &reader, threads, inputs).unwrap();
+            let plan = MemoryPlan::new(limit, &reader, threads, inputs, true).unwrap();
             (plan.inputs_ahead, plan.queue_chunks, plan.read_ahead_bytes / MIB)
         };
         assert_eq!(ahead(MemoryLimit::Unlimited, 2, 1), (0, 2, 0));
@@ -312,8 +307,17 @@ mod tests {
         // 2048 MiB: 1946.5, then 1050.5 after 7 writers, a quarter 262.6.
         assert_eq!(ahead(MemoryLimit::Bytes(2048 * MIB), 16, 100), (2, 8, 251));
         assert_eq!(ahead(MemoryLimit::Bytes(4096 * MIB), 16, 100), (4, 8, 476));
+        // Inputs none of which is read in blocks (compressed, remote, or a
+        // chunk or less) count no reading threads: 1024 MiB at 16 threads
+        // leave 931 after the 93 MiB pipeline, 547 after 3 writers, and a
+        // quarter of that (136.75) holds one input (104.25 MiB) with the
+        // parsed input's longer queue (25.5).
+        let plan = MemoryPlan::new(MemoryLimit::Bytes(1024 * MIB), &reader, 16, 100, false).unwrap();
+        let bytes = (plan.pipeline_bytes, plan.read_ahead_bytes, plan.buffer_bytes);
+        assert_eq!((plan.read_threads, plan.writer_threads, plan.inputs_ahead), (0, 3, 1), "{plan:?}");
+        assert_eq!(bytes, (93 * MIB, 129 * MIB + 3 * MIB / 4, Some(417 * MIB + MIB / 4)), "{plan:?}");
         for (limit, writers) in [(1024, 3), (4096, 15), (8192, 16)] {
-            let plan = MemoryPlan::new(MemoryLimit::Bytes(limit * MIB), &reader, 16, 100).unwrap();
+            let plan = MemoryPlan::new(MemoryLimit::Bytes(limit * MIB), &reader, 16, 100, true).unwrap();
             assert_eq!(plan.writer_threads, writers, "{plan:?}");
         }
     }
@@ -321,13 +325,13 @@ mod tests {
     #[test]
     fn a_given_limit_below_one_writer_is_refused_and_the_automatic_one_never() {
         let reader = ReaderBuilder::new();
-        let e = MemoryPlan::new(MemoryLimit::Bytes(32 * MIB), &reader, 2, 1).unwrap_err().to_string();
+        let e = MemoryPlan::new(MemoryLimit::Bytes(32 * MIB), &reader, 2, 1, true).unwrap_err().to_string();
         assert!(
             e.contains("--memory-limit 32 MiB is below what ingest needs") && e.contains("--max-line-bytes"),
             "{e}"
         );
         for threads in [1, 64, 256] {
-            let plan = MemoryPlan::new(MemoryLimit::Auto, &reader, threads, 10).unwrap();
+            let plan = MemoryPlan::new(MemoryLimit::Auto, &reader, threads, 10, true).unwrap();
             assert!(plan.limit.unwrap() >= 256 * MIB && plan.writer_threads >= 1, "{plan:?}");
         }
     }

@@ -394,7 +394,8 @@ pub fn ingest_into(
     let started = Instant::now();
     let recovery = commit::recover(dataset, rt)?;
     let Plan { todo, skipped } = plan(dataset, objects, opts, rt)?;
-    let memory = MemoryPlan::new(opts.memory_limit, &opts.reader, rayon::current_num_threads(), todo.len())?;
+    let blocks = todo.iter().any(|o| o.may_read_in_blocks(&opts.reader));
+    let memory = MemoryPlan::new(opts.memory_limit, &opts.reader, rayon::current_num_threads(), todo.len(), blocks)?;
     let mut summary = IngestSummary {
         run_id: run_id.to_string(),
         dataset: dataset.display(),

@@ -318,10 +318,18 @@ impl InputObject {
         // A read that fails here fails again, and is reported, as the input is read.
         let mut magic = [0; 4];
         let read = read_full_at(&file, &mut magic, 0).unwrap_or(0);
-        if file.metadata().is_ok_and(|m| m.is_file()) && Encoding::of(&magic[..read]) == Encoding::Plain {
-            return Ok(reader.build_file(file, &self.location));
+        let regular = file.metadata().ok().filter(|m| m.is_file());
+        if let Some(meta) = regular.filter(|_| Encoding::of(&magic[..read]) == Encoding::Plain) {
+            return Ok(reader.build_file(file, meta.len(), &self.location));
         }
         Ok(reader.build(decompress(Box::new(file)).map_err(|e| Error::io(&self.location, e))?, &self.location))
+    }
+
+    /// Whether [`InputObject::reader`] may read the object in blocks on
+    /// reading threads: a local file larger than one of `reader`'s chunks
+    /// (it is, unless its first bytes say it is compressed or Parquet).
+    pub fn may_read_in_blocks(&self, reader: &ReaderBuilder) -> bool {
+        matches!(self.kind, ObjectKind::Local(_)) && reader.reads_in_blocks(self.size)
     }
 
     /// Opens the object as a decompressed byte stream.
@@ -433,7 +441,30 @@ mod tests {
         ObjectStoreExt, PutMultipartOptions, PutOptions, PutPayload, PutResult,
     };
 
-    use super::{stream_object, ChannelReader, BODY_RESUMES};
+    use tokscope_core::reader::ReaderBuilder;
+
+    use super::{resolve_inputs, stream_object, ChannelReader, InputObject, ObjectKind, BODY_RESUMES};
+
+    /// A local file larger than one chunk may be read in blocks (unless its
+    /// first bytes say it is compressed); a smaller one, or an object in a
+    /// store however large, never is.
+    #[test]
+    fn only_local_files_larger_than_a_chunk_may_be_read_in_blocks() {
+        let rt = crate::store::io_runtime().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a-larger.jsonl"), [b'\n'; 1001]).unwrap();
+        std::fs::write(dir.path().join("b-one-chunk.jsonl"), [b'\n'; 1000]).unwrap();
+        let reader = ReaderBuilder::new().with_chunk_bytes(1000);
+        let local = resolve_inputs(&[dir.path().display().to_string()], &Default::default(), &rt).unwrap();
+        assert_eq!(local.iter().map(|o| o.may_read_in_blocks(&reader)).collect::<Vec<_>>(), [true, false]);
+        let remote = InputObject {
+            location: "memory:///large".into(),
+            size: 1 << 30,
+            version: String::new(),
+            kind: ObjectKind::Remote { store: Arc::new(InMemory::new()), path: Path::from("large") },
+        };
+        assert!(!remote.may_read_in_blocks(&reader));
+    }
 
     /// An in-memory store whose bodies fail partway: the n-th request's body
     /// stops with an error after `cuts[n]` bytes (`None`: whole), and the

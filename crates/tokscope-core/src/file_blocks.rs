@@ -55,8 +55,9 @@ pub struct Newline {
 /// reads blocks `i`, `i + readers`, ... and hands each over when its turn
 /// comes, so at most `readers` blocks are read ahead of the one handed out.
 pub struct FileBlocks {
-    /// One per thread, in the order their blocks come.
-    lanes: Vec<Receiver<std::io::Result<Block>>>,
+    /// One per thread, in the order their blocks come: each block with
+    /// whether it is the last (short: the file ends in it).
+    lanes: Vec<Receiver<std::io::Result<(Block, bool)>>>,
     next_lane: usize,
     threads: Vec<JoinHandle<()>>,
     /// Buffers handed back, for the threads to read into again.
@@ -66,27 +67,25 @@ pub struct FileBlocks {
     pos: usize,
     /// The current block's newlines.
     newlines: Vec<Newline>,
-    block_bytes: usize,
-    /// Set after the last block (a short one) or a failure was handed out.
+    /// Set after the last block or a failure was handed out.
     done: bool,
     /// A read that failed, to return when its turn comes.
     error: Option<std::io::Error>,
 }
 
 impl FileBlocks {
-    /// Starts `readers` threads (at least one, at most one per block of
-    /// the file) reading `file` in blocks of `block_bytes` from its start,
-    /// up to its size now (a file that grows is read up to here; a small
-    /// file gets a buffer of its size). A thread that cannot start makes
+    /// Starts `readers` threads (at least one, at most one per block)
+    /// reading the first `size` bytes of `file` (its size when it was
+    /// opened: a file that grows is read up to there, one truncated
+    /// underneath up to where it ends) in blocks of `block_bytes`; a small
+    /// file gets a buffer of its size. A thread that cannot start makes
     /// the read fail when its first block's turn comes.
-    pub fn new(file: File, block_bytes: usize, readers: usize) -> FileBlocks {
+    pub fn new(file: File, size: u64, block_bytes: usize, readers: usize) -> FileBlocks {
         let block_bytes = block_bytes.max(1);
-        let size = file.metadata().ok().map(|m| m.len());
-        let blocks = size.map_or(usize::MAX, |s| usize::try_from(s.div_ceil(block_bytes as u64)).unwrap_or(usize::MAX));
+        let blocks = usize::try_from(size.div_ceil(block_bytes as u64)).unwrap_or(usize::MAX);
         let readers = readers.clamp(1, blocks.max(1));
         // The bytes to read at `offset`: a block, fewer at the size.
-        let len_at =
-            move |offset: u64| size.map_or(block_bytes, |s| s.saturating_sub(offset).min(block_bytes as u64) as usize);
+        let len_at = move |offset: u64| size.saturating_sub(offset).min(block_bytes as u64) as usize;
         let file = Arc::new(file);
         let pool = Arc::new(Mutex::new(Vec::new()));
         let (mut lanes, mut threads) = (Vec::new(), Vec::new());
@@ -100,7 +99,7 @@ impl FileBlocks {
                     let offset = block as u64 * block_bytes as u64;
                     let read = read_block(&file, &mut buf, offset, len_at(offset));
                     let last = !matches!(read, Ok(n) if n == block_bytes);
-                    let block = read.map(|_| Block { newlines: newlines(&buf), data: buf, start: CARRY_ROOM_BYTES });
+                    let block = read.map(|_| (Block { newlines: newlines(&buf), data: buf, start: CARRY_ROOM_BYTES }, last));
                     if tx.send(block).is_err() || last {
                         break;
                     }
@@ -127,7 +126,6 @@ impl FileBlocks {
             current: Vec::new(),
             pos: 0,
             newlines: Vec::new(),
-            block_bytes,
             done: false,
             error: None,
         }
@@ -171,8 +169,8 @@ impl FileBlocks {
         };
         self.next_lane = (self.next_lane + 1) % self.lanes.len();
         match lane.recv() {
-            Ok(Ok(block)) => {
-                self.done = block.data.len() < CARRY_ROOM_BYTES + self.block_bytes;
+            Ok(Ok((block, last))) => {
+                self.done = last;
                 let used = std::mem::replace(&mut self.current, block.data);
                 if used.capacity() > 0 {
                     self.recycle(used);
@@ -279,7 +277,7 @@ mod tests {
         let bytes: Vec<u8> = (0..100_003u32).map(|i| (i % 251) as u8).collect();
         for readers in [1, 2, 3, 8] {
             for block in [1, 1000, 4096, 100_003, 1 << 20] {
-                let mut blocks = FileBlocks::new(file_of(&bytes), block, readers);
+                let mut blocks = FileBlocks::new(file_of(&bytes), bytes.len() as u64, block, readers);
                 let mut got = Vec::new();
                 let mut odd = [0; 777];
                 let mut turn = 0;
@@ -316,10 +314,10 @@ mod tests {
     #[test]
     fn threads_and_buffers_fit_the_file() {
         let mut file = file_of(&[b'x'; 2500]);
-        let mut blocks = FileBlocks::new(file.try_clone().unwrap(), 1000, 8);
+        let mut blocks = FileBlocks::new(file.try_clone().unwrap(), 2500, 1000, 8);
         assert_eq!(blocks.threads.len(), 3);
         file.write_all(&[b'y'; 1000]).unwrap();
-        let mut small = FileBlocks::new(file_of(b"{}\n"), 1 << 20, 8);
+        let mut small = FileBlocks::new(file_of(b"{}\n"), 3, 1 << 20, 8);
         assert_eq!(small.threads.len(), 1);
         let block = small.take_block(0).unwrap();
         assert_eq!(block.data.len(), CARRY_ROOM_BYTES + 3);
@@ -334,10 +332,10 @@ mod tests {
     /// An empty file is an empty input; dropping the blocks early stops the threads.
     #[test]
     fn empty_files_and_early_drops() {
-        let mut blocks = FileBlocks::new(file_of(b""), 16, 4);
+        let mut blocks = FileBlocks::new(file_of(b""), 0, 16, 4);
         assert!(blocks.take_block(0).is_none());
         assert_eq!(blocks.read(&mut [0; 8]).unwrap(), 0);
-        let blocks = FileBlocks::new(file_of(&[7; 10_000]), 16, 4);
+        let blocks = FileBlocks::new(file_of(&[7; 10_000]), 10_000, 16, 4);
         drop(blocks);
     }
 
@@ -347,7 +345,7 @@ mod tests {
     fn a_file_truncated_underneath_ends_early() {
         let bytes: Vec<u8> = (0..50_000u32).map(|i| (i % 253) as u8).collect();
         let file = file_of(&bytes);
-        let mut blocks = FileBlocks::new(file.try_clone().unwrap(), 1000, 3);
+        let mut blocks = FileBlocks::new(file.try_clone().unwrap(), bytes.len() as u64, 1000, 3);
         let first = blocks.take_block(0).unwrap();
         let mut got = first.data[first.start..].to_vec();
         file.set_len(2500).unwrap();
@@ -365,7 +363,7 @@ mod tests {
     fn a_failed_read_is_an_error_in_its_turn() {
         // A directory opens as a file whose reads fail.
         let dir = tempfile::tempdir().unwrap();
-        let mut blocks = FileBlocks::new(std::fs::File::open(dir.path()).unwrap(), 16, 2);
+        let mut blocks = FileBlocks::new(std::fs::File::open(dir.path()).unwrap(), 32, 16, 2);
         assert!(blocks.take_block(0).is_none());
         assert!(blocks.read(&mut [0; 8]).is_err());
         assert_eq!(blocks.read(&mut [0; 8]).unwrap(), 0);

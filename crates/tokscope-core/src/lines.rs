@@ -424,7 +424,7 @@ mod tests {
             let want = lines_of(LineSplitter::new(input.as_slice(), chunk, max_line, 64));
             assert!(want.len() > 3000);
             for readers in [1, 3] {
-                let blocks = FileBlocks::new(file.try_clone().unwrap(), chunk, readers);
+                let blocks = FileBlocks::new(file.try_clone().unwrap(), input.len() as u64, chunk, readers);
                 let got = lines_of(LineSplitter::over_blocks(blocks, chunk, max_line, 64));
                 assert_eq!(got.len(), want.len(), "chunks of {chunk}, lines up to {max_line}, {readers} readers");
                 assert!(got == want, "chunks of {chunk}, lines up to {max_line}, {readers} readers");
@@ -447,7 +447,7 @@ mod tests {
         );
         for block in 1..=8 {
             for readers in [1, 2] {
-                let blocks = FileBlocks::new(file.try_clone().unwrap(), block, readers);
+                let blocks = FileBlocks::new(file.try_clone().unwrap(), input.len() as u64, block, readers);
                 assert!(lines_of(LineSplitter::over_blocks(blocks, block, 1 << 20, 64)) == want, "blocks of {block}");
             }
         }
@@ -461,7 +461,7 @@ mod tests {
         let mut file = tempfile::tempfile().unwrap();
         file.write_all(&input).unwrap();
         let block = 16 * 1024;
-        let mut split = LineSplitter::over_blocks(FileBlocks::new(file, block, 2), block, 1 << 20, 64);
+        let mut split = LineSplitter::over_blocks(FileBlocks::new(file, input.len() as u64, block, 2), block, 1 << 20, 64);
         let mut chunks = 0;
         while let Some(chunk) = split.next_chunk() {
             chunks += 1;

@@ -291,21 +291,20 @@ impl ReaderBuilder {
         self.start(framing, SplitInput::Stream(Box::new(std::io::Cursor::new(head).chain(input))), location)
     }
 
-    /// A reader over a local file that holds its input as is (neither
-    /// compressed nor Parquet), as [`ReaderBuilder::build`] would be over
-    /// it. Lines of a file larger than a chunk are read in blocks at their
-    /// positions by [`ReaderBuilder::read_threads`] threads
-    /// ([`FileBlocks`]), each block with its newlines found by the thread
-    /// that read it: the splitting thread is left only the lines to cut.
-    pub fn build_file(mut self, file: File, location: &str) -> Reader {
+    /// A reader over the first `size` bytes (its size when opened) of a
+    /// local file that holds its input as is (neither compressed nor
+    /// Parquet), as [`ReaderBuilder::build`] would be over it. Lines of a
+    /// file larger than a chunk ([`ReaderBuilder::reads_in_blocks`]) are
+    /// read in blocks at their positions by [`ReaderBuilder::read_threads`]
+    /// threads ([`FileBlocks`]), each block with its newlines found by the
+    /// thread that read it: the splitting thread is left only the lines to
+    /// cut.
+    pub fn build_file(mut self, file: File, size: u64, location: &str) -> Reader {
         let (head, file) = read_head(file, HEAD_BYTES);
         let framing = self.detect(&head);
-        // A file of one block is read by the splitter: a thread to read it
-        // ahead would cost more than it saves.
-        let blocks = file.input.metadata().is_ok_and(|m| m.len() > self.chunk_bytes as u64);
         let input = match (framing, file.error) {
-            (Framing::Lines, None) if blocks => {
-                SplitInput::Blocks(FileBlocks::new(file.input, self.chunk_bytes, self.read_threads))
+            (Framing::Lines, None) if self.reads_in_blocks(size) => {
+                SplitInput::Blocks(FileBlocks::new(file.input, size, self.chunk_bytes, self.read_threads))
             }
             (_, error) => {
                 let rest = ReplayError { error, input: file.input };
@@ -313,6 +312,14 @@ impl ReaderBuilder {
             }
         };
         self.start(framing, input, location)
+    }
+
+    /// Whether [`ReaderBuilder::build_file`] reads a file of `size` bytes
+    /// in blocks on reading threads: when it is larger than one chunk (a
+    /// file of one block is read by the splitter; a thread to read it ahead
+    /// would cost more than it saves).
+    pub fn reads_in_blocks(&self, size: u64) -> bool {
+        size > self.chunk_bytes as u64
     }
 
     /// The format, when none is forced, and the framing its first bytes `head` say.
