@@ -21,7 +21,7 @@ use parquet::errors::ParquetError;
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::file::writer::SerializedFileWriter;
 use parquet::schema::types::{ColumnPath, SchemaDescriptor};
-use tokscope_core::catalog::{ColumnFlag, Partition, TableDef, DATE_PARTITION};
+use tokscope_core::catalog::{ColumnFlag, Partition, TableCodec, TableDef, DATE_PARTITION};
 use tokscope_core::reader::DatedBatch;
 
 use crate::error::{Error, Result};
@@ -88,7 +88,8 @@ pub enum Integers {
     Delta,
 }
 
-/// Writer properties of every tokscope Parquet file: `compression`, row
+/// Writer properties of every tokscope Parquet file: `compression` (none
+/// for a table whose [`TableCodec`] says so), row
 /// groups of at most `max_group_rows`, and the catalog's per-column hints: dictionaries only where a
 /// column has few distinct values (a dictionary attempt on nearly unique
 /// values fails and falls back after doing the work: about a tenth of ingest
@@ -103,6 +104,10 @@ pub fn writer_props(
     integers: Integers,
     max_group_rows: usize,
 ) -> WriterProperties {
+    let compression = match table.codec {
+        TableCodec::Given => compression,
+        TableCodec::None => Compression::UNCOMPRESSED,
+    };
     let mut b = WriterProperties::builder()
         .set_compression(compression)
         .set_max_row_group_row_count(Some(max_group_rows))

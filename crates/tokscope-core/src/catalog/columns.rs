@@ -299,7 +299,8 @@ impl BuilderSizes {
 /// Each column is `name: TYPE [nullable] [[flags]] = expression;` the type
 /// is a [`ColumnType`], the flags are [`super::ColumnFlag`]s for the Parquet
 /// writer, and the doc comment becomes the column's description in
-/// `schemas/<table>.json`.
+/// `schemas/<table>.json`. A table whose files are never compressed says
+/// `codec: None` after `written_by` ([`super::TableCodec`]).
 macro_rules! table {
     (
         $(#[doc = $table_doc:literal])*
@@ -307,7 +308,8 @@ macro_rules! table {
             name: $name:literal,
             key: [$($key:literal),* $(,)?],
             partition: $partition:ident,
-            written_by: $written_by:ident $(,)?
+            written_by: $written_by:ident
+            $(, codec: $codec:ident)? $(,)?
         } {
             $(
                 $(#[doc = $doc:literal])*
@@ -332,6 +334,7 @@ macro_rules! table {
                 key: &[$($key),*],
                 partition: $crate::catalog::Partition::$partition,
                 written_by: $crate::catalog::WrittenBy::$written_by,
+                codec: $crate::catalog::columns::table!(@codec $($codec)?),
                 columns: &[$(
                     $crate::catalog::ColumnDef {
                         name: stringify!($column),
@@ -439,6 +442,8 @@ macro_rules! table {
             const TABLE: &'static $crate::catalog::TableDef = &Self::DEF;
         }
     };
+    (@codec) => { $crate::catalog::TableCodec::Given };
+    (@codec $codec:ident) => { $crate::catalog::TableCodec::$codec };
     (@nullable) => { false };
     (@nullable nullable) => { true };
     (@value $value:expr) => { Some($value) };

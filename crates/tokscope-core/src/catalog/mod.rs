@@ -170,6 +170,21 @@ impl std::fmt::Display for WrittenBy {
     }
 }
 
+/// Whether a table's files are compressed with the codec of
+/// `--compression` (zstd(1) by default).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TableCodec {
+    /// The codec `--compression` names.
+    Given,
+    /// None, whatever `--compression` says: for a table of a few thousand
+    /// rows per file, whose column chunks of a few kilobytes a codec barely
+    /// shrinks, while reading each compressed one costs more than reading
+    /// its bytes (parquet-rs creates a compressor and a decompressor for
+    /// every column chunk it reads, each asking the CPU for its features:
+    /// on a virtual machine an exit to the host).
+    None,
+}
+
 /// One table of a dataset.
 #[derive(Debug, Clone, Copy)]
 pub struct TableDef {
@@ -183,6 +198,8 @@ pub struct TableDef {
     pub partition: Partition,
     /// The command that writes it.
     pub written_by: WrittenBy,
+    /// Whether its files take the codec of `--compression`.
+    pub codec: TableCodec,
     /// The columns stored in its files, in order.
     pub columns: &'static [ColumnDef],
 }
@@ -236,7 +253,10 @@ impl TableDef {
             "partitioned_by": partitioned_by,
             "path": path,
             "written_by": self.written_by.command(),
-            "compression": "zstd",
+            "compression": match self.codec {
+                TableCodec::Given => "zstd",
+                TableCodec::None => "none",
+            },
             "columns": columns,
         })
     }

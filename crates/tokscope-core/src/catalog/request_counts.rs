@@ -46,6 +46,7 @@ table! {
         key: ["model", "variant", "context_bin", "eos_status", "has_eos_marker"],
         partition: Date,
         written_by: Ingest,
+        codec: None,
     } {
         /// As in `requests`.
         model: Utf8 [Dictionary] = k.model.as_str(),
