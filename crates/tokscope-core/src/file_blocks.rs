@@ -99,7 +99,8 @@ impl FileBlocks {
                     let offset = block as u64 * block_bytes as u64;
                     let read = read_block(&file, &mut buf, offset, len_at(offset));
                     let last = !matches!(read, Ok(n) if n == block_bytes);
-                    let block = read.map(|_| (Block { newlines: newlines(&buf), data: buf, start: CARRY_ROOM_BYTES }, last));
+                    let block =
+                        read.map(|_| (Block { newlines: newlines(&buf), data: buf, start: CARRY_ROOM_BYTES }, last));
                     if tx.send(block).is_err() || last {
                         break;
                     }

@@ -461,7 +461,8 @@ mod tests {
         let mut file = tempfile::tempfile().unwrap();
         file.write_all(&input).unwrap();
         let block = 16 * 1024;
-        let mut split = LineSplitter::over_blocks(FileBlocks::new(file, input.len() as u64, block, 2), block, 1 << 20, 64);
+        let mut split =
+            LineSplitter::over_blocks(FileBlocks::new(file, input.len() as u64, block, 2), block, 1 << 20, 64);
         let mut chunks = 0;
         while let Some(chunk) = split.next_chunk() {
             chunks += 1;
