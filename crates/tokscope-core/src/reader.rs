@@ -258,10 +258,11 @@ impl ReaderBuilder {
     }
 
     /// How many threads read a local file's blocks ahead of the splitter
-    /// ([`ReaderBuilder::build_file`]), at least one: each holds one block
-    /// (a chunk, with [`crate::file_blocks::CARRY_ROOM_BYTES`] in front of it).
+    /// ([`ReaderBuilder::build_file`]): each holds one block (a chunk, with
+    /// [`crate::file_blocks::CARRY_ROOM_BYTES`] in front of it). With none,
+    /// every file is read by its splitter.
     pub fn with_read_threads(mut self, threads: usize) -> Self {
-        self.read_threads = threads.max(1);
+        self.read_threads = threads;
         self
     }
 
@@ -315,11 +316,11 @@ impl ReaderBuilder {
     }
 
     /// Whether [`ReaderBuilder::build_file`] reads a file of `size` bytes
-    /// in blocks on reading threads: when it is larger than one chunk (a
-    /// file of one block is read by the splitter; a thread to read it ahead
-    /// would cost more than it saves).
+    /// in blocks on reading threads: when there are any, and it is larger
+    /// than one chunk (a file of one block is read by the splitter; a
+    /// thread to read it ahead would cost more than it saves).
     pub fn reads_in_blocks(&self, size: u64) -> bool {
-        size > self.chunk_bytes as u64
+        self.read_threads > 0 && size > self.chunk_bytes as u64
     }
 
     /// The format, when none is forced, and the framing its first bytes `head` say.
@@ -979,6 +980,33 @@ mod tests {
         }
         assert!(reader.finish().is_ok());
         (counts, requests, rejects)
+    }
+
+    /// A file is read in blocks only where there are reading threads and
+    /// it is larger than one chunk; its lines are the same either way.
+    #[test]
+    fn a_file_is_read_in_blocks_only_by_reading_threads() {
+        use std::io::Write;
+        let builder = ReaderBuilder::new().with_chunk_bytes(64);
+        assert!(builder.reads_in_blocks(65) && !builder.reads_in_blocks(64));
+        assert!(!builder.clone().with_read_threads(0).reads_in_blocks(1 << 30));
+        let log: String = (0..200)
+            .map(|i| format!("{{\"ts\":{i},\"model\":\"m\",\"prompt_tokens\":{i},\"completion_tokens\":1}}\n"))
+            .collect();
+        let mut file = tempfile::NamedTempFile::new().unwrap();
+        file.write_all(log.as_bytes()).unwrap();
+        let counts = |threads: usize| {
+            let input = File::open(file.path()).unwrap();
+            let mut reader = builder.clone().with_read_threads(threads).build_file(input, log.len() as u64, "x.jsonl");
+            let mut counts = LineCounts::default();
+            for slices in &mut reader {
+                slices.expect("chunk parses").iter().for_each(|s| counts.add(&s.counts));
+            }
+            assert!(reader.finish().is_ok());
+            counts
+        };
+        assert_eq!(counts(0).rows_written, 200);
+        assert_eq!(counts(0), counts(2));
     }
 
     #[test]
