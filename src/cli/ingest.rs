@@ -64,8 +64,9 @@ pub struct IngestFlags {
     force: bool,
     /// Parquet codec of the files written: zstd(N) with N from 1 to 22, lz4,
     /// snappy or none (docs/PERFORMANCE.md compares sizes and speeds).
-    /// Floating-point columns with full mantissas (logprobs, ratios) are
-    /// written uncompressed whatever the codec.
+    /// Floating-point columns with full mantissas (logprobs, ratios), and
+    /// the few rows a day of `request_counts`, are written uncompressed
+    /// whatever the codec.
     #[arg(long, default_value = "zstd(1)", value_name = "CODEC", value_parser = parse_compression)]
     compression: Compression,
     /// Most memory ingest may hold: `auto` (a quarter of the memory
