@@ -59,8 +59,7 @@ fn tune_memory() {
 /// over many small files had each one's pages faulted in and zeroed again:
 /// `report` over 365 daily files (365,000 requests) took 280,000 page
 /// faults in 10 runs, 40,000 with these settings, and ran 22 % faster
-/// (docs/performance-history.md, "Per-token jobs at 2M requests;
-/// request_counts uncompressed"). Up to 64 MiB may stay free at the top of
+/// (docs/performance-history.md, "Freed C memory kept"). Up to 64 MiB may stay free at the top of
 /// a heap, and blocks under 32 MiB come from the heaps: the most glibc's own
 /// adaptive thresholds reach. `GLIBC_TUNABLES` in the environment leaves
 /// glibc's defaults, or its own settings, alone.
