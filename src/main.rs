@@ -57,12 +57,13 @@ fn tune_memory() {
 /// maps blocks of 128 KiB or more on their own. parquet-rs creates a zstd
 /// compressor and decompressor for every column chunk it reads, so a query
 /// over many small files had each one's pages faulted in and zeroed again:
-/// `report` over 365 daily files (365,000 requests) took 280,000 page
-/// faults in 10 runs, 40,000 with these settings, and ran 22 % faster
-/// (docs/performance-history.md, "Freed C memory kept"). Up to 64 MiB may stay free at the top of
-/// a heap, and blocks under 32 MiB come from the heaps: the most glibc's own
-/// adaptive thresholds reach. `GLIBC_TUNABLES` in the environment leaves
-/// glibc's defaults, or its own settings, alone.
+/// `report` over 365 daily files (365,000 requests) took 279,000 page
+/// faults in 10 runs, 40,000 with these settings, and ran about a fifth
+/// faster (docs/performance-history.md, "Freed C memory kept"). Up to 64
+/// MiB may stay free at the top of a heap, and blocks under 32 MiB come
+/// from the heaps: the most glibc's own adaptive thresholds reach.
+/// `GLIBC_TUNABLES` in the environment leaves glibc's defaults, or its own
+/// settings, alone.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 fn keep_freed_c_memory() {
     // SAFETY: mallopt sets one integer parameter of glibc's allocator; it

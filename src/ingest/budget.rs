@@ -167,17 +167,18 @@ impl MemoryPlan {
         let writer = WRITER_FIXED_BYTES + ROW_GROUP_BYTES / ENCODED_SHARE;
         // The least a run needs with `n` reading threads: its pipeline, one writer, the fewest buffered rows.
         let least = |n: usize| pipeline_bytes(reader, n) + writer + BUFFER_MIN_BYTES;
+        let needed = least(least_readers);
         let (bytes, limit_from) = match limit {
             MemoryLimit::Unlimited => (None, "none"),
-            MemoryLimit::Auto => (Some(crate::resources::auto_budget().max(least(least_readers))), "auto"),
-            MemoryLimit::Bytes(b) if b < least(least_readers) => {
+            MemoryLimit::Auto => (Some(crate::resources::auto_budget().max(needed)), "auto"),
+            MemoryLimit::Bytes(b) if b < needed => {
                 let mib = |b: usize| format!("{:.0} MiB", b as f64 / f64::from(1 << 20));
                 return Err(config_err!(
                     "--memory-limit {} is below what ingest needs: {} ({} for the chunks in flight and the longest line, \
                      set by --max-line-bytes, {} for one writer thread and {} of buffered rows); raise the limit or \
                      lower --max-line-bytes",
                     mib(b),
-                    mib(least(least_readers)),
+                    mib(needed),
                     mib(pipeline_bytes(reader, least_readers)),
                     mib(writer),
                     mib(BUFFER_MIN_BYTES)

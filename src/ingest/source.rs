@@ -318,8 +318,8 @@ impl InputObject {
         // A read that fails here fails again, and is reported, as the input is read.
         let mut magic = [0; 4];
         let read = read_full_at(&file, &mut magic, 0).unwrap_or(0);
-        let regular = file.metadata().ok().filter(|m| m.is_file());
-        if let Some(meta) = regular.filter(|_| Encoding::of(&magic[..read]) == Encoding::Plain) {
+        let plain = Encoding::of(&magic[..read]) == Encoding::Plain;
+        if let Some(meta) = file.metadata().ok().filter(|m| plain && m.is_file()) {
             return Ok(reader.build_file(file, meta.len(), &self.location));
         }
         Ok(reader.build(decompress(Box::new(file)).map_err(|e| Error::io(&self.location, e))?, &self.location))
