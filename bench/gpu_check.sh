@@ -39,6 +39,7 @@
 # replay::cuda::FORWARD_AVAILABLE is false (until this check has passed). Logs and JSON: BENCH_DIR (default
 # target/bench/gpu).
 set -uo pipefail
+. "$(dirname "$0")/lib.sh"
 export TOKSCOPE_REQUIRE_NVRTC=1 TOKSCOPE_CUDA_FORWARD=1
 work=${BENCH_DIR:-${CARGO_TARGET_DIR:-target}/bench/gpu}
 mkdir -p "$work"
@@ -71,14 +72,7 @@ fi
 
 bin=$work/bin
 if [ -n "${GPU_CHECK_BIN:-}" ]; then
-  mkdir -p "$bin"
-  for f in "$GPU_CHECK_BIN"/*.xz; do
-    out="$bin/$(basename "$f" .xz)"
-    if command -v xz >/dev/null; then xz -dc "$f" >"$out"; else
-      python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' "$f" "$out"
-    fi
-    chmod +x "$out"
-  done
+  unpack_bins "$GPU_CHECK_BIN" "$bin"
 else
   build_bins "$bin" || exit 1
 fi

@@ -28,17 +28,20 @@
 # a second from 2024-06-01); COMPACT=1 runs `tokscope compact` after the ingest.
 # TOKEN_DATA=1 generates the log with per-token data (~11 KB a request instead of
 # ~1 KB), so that (b) also compares the jobs over the `tokens` table.
+# SECTIONS="a b c" (default) picks sections.
 # Builds release into BENCH_TARGET_DIR when set, else into CARGO_TARGET_DIR (or ./target).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${1:-500000}
 REPEAT=${REPEAT:-5}
 THREADS=${2:-$(nproc)}
+SECTIONS=${SECTIONS:-a b c}
 WORK=${BENCH_DIR:-${BENCH_TARGET_DIR:-${CARGO_TARGET_DIR:-target}}/bench/jobs}
 mkdir -p "$WORK"
 . bench/lib.sh
 BIN=$(tokscope_bin)
-export TOKIO_WORKER_THREADS=$THREADS
+# tokscope's thread count (its partitions) and its runtime's workers.
+export TOKSCOPE_THREADS=$THREADS TOKIO_WORKER_THREADS=$THREADS
 
 DAYS=${DAYS:-}
 TOKEN_DATA=${TOKEN_DATA:-}
@@ -182,71 +185,77 @@ print(f"job {sys.argv[5]}: results agree: {'yes' if ok else 'NO'} ({len(tok)} ro
 PY
 }
 
-echo "== (a) tokscope job report (Parquet) vs DuckDB from raw NDJSON"
-agree "$DUCK_MACROS$RAW_VIEW" report
-T_TOK=$(best whole "$BIN" job report --data "$DS" --pricing "$PRICING" --format csv)
-T_DUCK=$(best duck "$DUCK_MACROS$RAW_VIEW" "$WORK/report.sql")
-python3 -c "print(f'tokscope job report: {$T_TOK:.3f}s  duckdb raw: {$T_DUCK:.3f}s  ratio {$T_DUCK/$T_TOK:.1f}x (target >= 5x)')"
+if section a; then
+  echo "== (a) tokscope job report (Parquet) vs DuckDB from raw NDJSON"
+  agree "$DUCK_MACROS$RAW_VIEW" report
+  T_TOK=$(best whole "$BIN" job report --data "$DS" --pricing "$PRICING" --format csv)
+  T_DUCK=$(best duck "$DUCK_MACROS$RAW_VIEW" "$WORK/report.sql")
+  python3 -c "print(f'tokscope job report: {$T_TOK:.3f}s  duckdb raw: {$T_DUCK:.3f}s  ratio {$T_DUCK/$T_TOK:.1f}x (target >= 5x)')"
+fi
 
-echo "== (b) same SQL, same Parquet: DuckDB vs tokscope"
-# Query against query: DuckDB's clock runs around execute+fetch on a fresh
-# connection (the view is lazy, so file globbing and Parquet footers are
-# inside it); tokscope's is `query --timing` (planning, file listing, footers
-# and execution; process start and printing outside it). The whole tokscope
-# process is timed as well and printed next to it.
-tok_query() { # seconds printed by `tokscope query --timing` for SQL file $1
-  "$BIN" query --data "$DS" --pricing "$PRICING" --format csv --timing "$(cat "$1")" 2>&1 >/dev/null \
-    | sed -n 's/^elapsed: \([0-9.]*\) s.*/\1/p'
-}
-# Every job DuckDB runs as it is written (with the macros above), the per-token
-# ones with TOKEN_DATA=1; the others call tokscope functions DuckDB lacks
-# (max_overlap, kv_cache_bytes, the A/B comparisons).
-B_JOBS="eos latency report cost daily${TOKEN_DATA:+ jitter jitter_requests confidence eos_logprob}"
-for f in $B_JOBS; do
-  agree "$(duck_setup "$f")" "$f"
-  T_Q=$(best tok_query "$WORK/$f.sql")
-  T_P=$(best whole "$BIN" query --data "$DS" --pricing "$PRICING" --format csv "$(cat "$WORK/$f.sql")")
-  T_DUCK=$(best duck "$(duck_setup "$f")" "$WORK/$f.duck.sql")
-  python3 -c "print(f'job $f: tokscope query {$T_Q:.3f}s (whole process {$T_P:.3f}s)  duckdb {$T_DUCK:.3f}s  ratio duckdb/tokscope {$T_DUCK/$T_Q:.2f} (whole process {$T_DUCK/$T_P:.2f}) (target >= 1)')"
-  if [ "$f" = eos ]; then
-    T_DC=$(best duck "$COUNTS_FILES_VIEW" "$WORK/$f.sql")
-    python3 -c "print(f'job eos: duckdb over tokscope\'s request_counts files {$T_DC:.3f}s  ratio duckdb/tokscope {$T_DC/$T_Q:.2f} (whole process {$T_DC/$T_P:.2f})')"
-  fi
-  case " $DERIVED_JOBS " in *" $f "*)
-    T_DC=$(best duck "$DUCK_MACROS$PARQUET_VIEW" "$WORK/$f.duck.sql")
-    python3 -c "print(f'job $f: duckdb over tokscope\'s stored requests columns {$T_DC:.3f}s  ratio duckdb/tokscope {$T_DC/$T_Q:.2f} (whole process {$T_DC/$T_P:.2f})')"
-  esac
-done
+if section b; then
+  echo "== (b) same SQL, same Parquet: DuckDB vs tokscope"
+  # Query against query: DuckDB's clock runs around execute+fetch on a fresh
+  # connection (the view is lazy, so file globbing and Parquet footers are
+  # inside it); tokscope's is `query --timing` (planning, file listing, footers
+  # and execution; process start and printing outside it). The whole tokscope
+  # process is timed as well and printed next to it.
+  tok_query() { # seconds printed by `tokscope query --timing` for SQL file $1
+    "$BIN" query --data "$DS" --pricing "$PRICING" --format csv --timing "$(cat "$1")" 2>&1 >/dev/null \
+      | sed -n 's/^elapsed: \([0-9.]*\) s.*/\1/p'
+  }
+  # Every job DuckDB runs as it is written (with the macros above), the per-token
+  # ones with TOKEN_DATA=1; the others call tokscope functions DuckDB lacks
+  # (max_overlap, kv_cache_bytes, the A/B comparisons).
+  B_JOBS="eos latency report cost daily${TOKEN_DATA:+ jitter jitter_requests confidence eos_logprob}"
+  for f in $B_JOBS; do
+    agree "$(duck_setup "$f")" "$f"
+    T_Q=$(best tok_query "$WORK/$f.sql")
+    T_P=$(best whole "$BIN" query --data "$DS" --pricing "$PRICING" --format csv "$(cat "$WORK/$f.sql")")
+    T_DUCK=$(best duck "$(duck_setup "$f")" "$WORK/$f.duck.sql")
+    python3 -c "print(f'job $f: tokscope query {$T_Q:.3f}s (whole process {$T_P:.3f}s)  duckdb {$T_DUCK:.3f}s  ratio duckdb/tokscope {$T_DUCK/$T_Q:.2f} (whole process {$T_DUCK/$T_P:.2f}) (target >= 1)')"
+    if [ "$f" = eos ]; then
+      T_DC=$(best duck "$COUNTS_FILES_VIEW" "$WORK/$f.sql")
+      python3 -c "print(f'job eos: duckdb over tokscope\'s request_counts files {$T_DC:.3f}s  ratio duckdb/tokscope {$T_DC/$T_Q:.2f} (whole process {$T_DC/$T_P:.2f})')"
+    fi
+    case " $DERIVED_JOBS " in *" $f "*)
+      T_DC=$(best duck "$DUCK_MACROS$PARQUET_VIEW" "$WORK/$f.duck.sql")
+      python3 -c "print(f'job $f: duckdb over tokscope\'s stored requests columns {$T_DC:.3f}s  ratio duckdb/tokscope {$T_DC/$T_Q:.2f} (whole process {$T_DC/$T_P:.2f})')"
+    esac
+  done
+fi
 
-echo "== (c) fixed cost per query (limit 5 ms), best of $REPEAT: a fresh process (opening the dataset + the query) and the same query again in a warm session"
-fixed() { # "cold warm" seconds for SQL $1: opening + first run, and the best of 3 more runs in the same session
-  "$BIN" query --data "$DS" --pricing "$PRICING" --format csv --timing --repeat 4 "$1" 2>&1 >/dev/null | python3 -c '
+if section c; then
+  echo "== (c) fixed cost per query (limit 5 ms), best of $REPEAT: a fresh process (opening the dataset + the query) and the same query again in a warm session"
+  fixed() { # "cold warm" seconds for SQL $1: opening + first run, and the best of 3 more runs in the same session
+    "$BIN" query --data "$DS" --pricing "$PRICING" --format csv --timing --repeat 4 "$1" 2>&1 >/dev/null | python3 -c '
 import re, sys
 lines = sys.stdin.read().splitlines()
 first = re.match(r"elapsed: ([0-9.]+) s.*before it: ([0-9.]+) s", lines[0])
 warm = [float(re.match(r"elapsed: ([0-9.]+)", l).group(1)) for l in lines[1:]]
 plan = [float(re.search(r"planning ([0-9.]+) s", l).group(1)) for l in lines[1:]]
 print(f"{float(first.group(1)) + float(first.group(2)):.5f} {min(warm):.5f} {min(plan):.5f}")'
-}
-best_pair() { # per-column minimum of $REPEAT runs of fixed "$1": fresh, warm, warm planning
-  for _ in $(seq "$REPEAT"); do fixed "$1"; done | sort -n -k1,1 \
-    | awk 'NR==1{c=$1} {if(w==""||$2<w)w=$2; if(p==""||$3<p)p=$3} END{print c, w, p}'
-}
-verdict() { python3 -c "print('met' if $1 < 0.005 else 'not met')"; }
-duck_sql() { # DuckDB: seconds for SQL text $1 over the Parquet view (fresh connection)
-  printf '%s' "$1" > "$WORK/fixed.sql"
-  duck "$DUCK_MACROS$PARQUET_VIEW" "$WORK/fixed.sql"
-}
-read -r C W _ <<<"$(best_pair "SELECT count(*) FROM requests")"
-T_DC=$(best duck_sql "SELECT count(*) FROM requests")
-python3 -c "print(f'SELECT count(*): fresh process {1000*$C:.1f} ms ($(verdict "$C")), warm session {1000*$W:.1f} ms ($(verdict "$W"))  duckdb fresh connection {1000*$T_DC:.1f} ms')"
-for f in eos latency report; do
-  read -r C W _ <<<"$(best_pair "EXPLAIN $(cat "$WORK/$f.sql")")"
-  python3 -c "print(f'EXPLAIN job $f: fresh process {1000*$C:.1f} ms ($(verdict "$C")), warm session {1000*$W:.1f} ms ($(verdict "$W"))')"
-done
-# EXPLAIN also formats both plans as text (long for the report); the job's own
-# planning (parse, optimise, physical plan), as `query --timing` reports it:
-for f in $PLAN_JOBS; do
-  read -r _ _ P <<<"$(best_pair "$(cat "$WORK/$f.sql")")"
-  python3 -c "print(f'planning job $f (no EXPLAIN text): warm session {1000*$P:.1f} ms ($(verdict "$P"))')"
-done
+  }
+  best_pair() { # per-column minimum of $REPEAT runs of fixed "$1": fresh, warm, warm planning
+    for _ in $(seq "$REPEAT"); do fixed "$1"; done | sort -n -k1,1 \
+      | awk 'NR==1{c=$1} {if(w==""||$2<w)w=$2; if(p==""||$3<p)p=$3} END{print c, w, p}'
+  }
+  verdict() { python3 -c "print('met' if $1 < 0.005 else 'not met')"; }
+  duck_sql() { # DuckDB: seconds for SQL text $1 over the Parquet view (fresh connection)
+    printf '%s' "$1" > "$WORK/fixed.sql"
+    duck "$DUCK_MACROS$PARQUET_VIEW" "$WORK/fixed.sql"
+  }
+  read -r C W _ <<<"$(best_pair "SELECT count(*) FROM requests")"
+  T_DC=$(best duck_sql "SELECT count(*) FROM requests")
+  python3 -c "print(f'SELECT count(*): fresh process {1000*$C:.1f} ms ($(verdict "$C")), warm session {1000*$W:.1f} ms ($(verdict "$W"))  duckdb fresh connection {1000*$T_DC:.1f} ms')"
+  for f in eos latency report; do
+    read -r C W _ <<<"$(best_pair "EXPLAIN $(cat "$WORK/$f.sql")")"
+    python3 -c "print(f'EXPLAIN job $f: fresh process {1000*$C:.1f} ms ($(verdict "$C")), warm session {1000*$W:.1f} ms ($(verdict "$W"))')"
+  done
+  # EXPLAIN also formats both plans as text (long for the report); the job's own
+  # planning (parse, optimise, physical plan), as `query --timing` reports it:
+  for f in $PLAN_JOBS; do
+    read -r _ _ P <<<"$(best_pair "$(cat "$WORK/$f.sql")")"
+    python3 -c "print(f'planning job $f (no EXPLAIN text): warm session {1000*$P:.1f} ms ($(verdict "$P"))')"
+  done
+fi

@@ -14,6 +14,24 @@ tokscope_bin() {
   realpath "$dir/release/tokscope"
 }
 
+# Unpacks the xz-compressed binaries in folder $1 (a `--pack` of
+# bench/gpu_check.sh or bench/cores.sh) into folder $2, executable; Python's
+# lzma where the xz command is missing.
+unpack_bins() {
+  mkdir -p "$2"
+  local f out
+  for f in "$1"/*.xz; do
+    out="$2/$(basename "$f" .xz)"
+    if command -v xz >/dev/null; then xz -dc "$f" >"$out"; else
+      python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' "$f" "$out"
+    fi
+    chmod +x "$out"
+  done
+}
+
+# Whether section $1 is among the words of $SECTIONS.
+section() { [[ " $SECTIONS " == *" $1 "* ]]; }
+
 # Seconds of one whole process (its stdout discarded).
 whole() {
   python3 - "$@" <<'PY'

@@ -25,7 +25,6 @@ REQUESTS=${2:-1000000}
 EXPORT_REQUESTS=${3:-5000000}
 DAY_REQUESTS=${4:-1000000}
 SECTIONS=${SECTIONS:-1 2 3}
-section() { [[ " $SECTIONS " == *" $1 "* ]]; }
 WORK=${BENCH_DIR:-${CARGO_TARGET_DIR:-target}/bench/scheduled}
 mkdir -p "$WORK"
 . bench/lib.sh

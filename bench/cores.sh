@@ -1,0 +1,156 @@
+#!/usr/bin/env bash
+# Ingest and the jobs at several thread counts on one machine: the checks for
+# a machine with more cores than the one that builds tokscope (a GPU
+# machine's 16), runnable there from a packed binary, without cargo.
+#
+#   bench/cores.sh --pack DIR     here: the release binary (stripped, xz) and,
+#                                 where pip can fetch it, DuckDB for Python
+#                                 3.12 (for a machine without a registry)
+#   CORES_BIN=DIR bench/cores.sh  there: unpack DIR's binary (and DuckDB,
+#                                 where Python lacks it) and check
+#   bench/cores.sh                build (release, bench/lib.sh) and check
+#
+# The pack (about 46 MB) and the repository travel to a device machine
+# together: `echo /.cores/ >> .git/info/exclude; bench/cores.sh --pack .cores`
+# here, then `CORES_BIN=.cores bench/cores.sh` there with `.cores` carried.
+#
+# 1. ingest: a generated log of REQUESTS (default 2,000,000, 2.3 GB) over DAYS
+#    (30) ingested with every default but the thread count, at each count of
+#    THREADS (default "2 4 8 16", counts over the machine's cores dropped),
+#    REPEAT (2) rounds, the counts alternating in each; prints the best wall
+#    time of each count, its speed-up over the first count, its CPU time over
+#    wall time and its peak RSS against the memory budget tokscope chose
+#    (`--verbose`). Targets: the last count at least SPEEDUP (6) times the
+#    first (16 threads over 2), peak RSS under the budget at every count.
+# 2. jobs (when DuckDB imports): `bench/jobs.sh` section (b) over the same log
+#    compacted, at the first and the last count: each job DuckDB runs as
+#    written, tokscope's query time against DuckDB's (target >= 1).
+#
+# The script exits non-zero when a target is missed or a step fails. The
+# log, the datasets and the jobs' output: BENCH_DIR (default
+# target/bench/cores).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. bench/lib.sh
+WORK=${BENCH_DIR:-${CARGO_TARGET_DIR:-target}/bench/cores}
+
+if [ "${1:-}" = --pack ]; then
+  dest=${2:?usage: bench/cores.sh --pack DIR}
+  mkdir -p "$dest"
+  strip -o "$dest/tokscope" "$(tokscope_bin)"
+  xz -9 -T0 -f "$dest/tokscope"
+  # DuckDB, the peer of step 2, for the Python 3.12 of a machine without a
+  # registry: its wheel's files, as xz packs them (two thirds of the wheel's
+  # size, so that the binary, DuckDB and the repository travel in 64 MiB).
+  wheels=$(mktemp -d)
+  if python3 -m pip download --quiet --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+    --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 \
+    -d "$wheels" duckdb; then
+    python3 -m zipfile -e "$wheels"/duckdb-*.whl "$wheels/site"
+    tar -C "$wheels/site" -cf - . | xz -9 -T0 >"$dest/duckdb-site.txz"
+  else
+    echo "no DuckDB wheel fetched: step 2 will be skipped where DuckDB is missing" >&2
+  fi
+  rm -rf "$wheels"
+  ls -l "$dest"
+  exit 0
+fi
+
+mkdir -p "$WORK"
+if [ -n "${CORES_BIN:-}" ]; then
+  unpack_bins "$CORES_BIN" "$WORK/bin"
+  export TOKSCOPE_BIN=$WORK/bin/tokscope
+  if [ -f "$CORES_BIN/duckdb-site.txz" ] && ! python3 -c "import duckdb" 2>/dev/null; then
+    python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1], "r:xz").extractall(sys.argv[2], filter="data")' \
+      "$CORES_BIN/duckdb-site.txz" "$WORK/site"
+    export PYTHONPATH=$WORK/site${PYTHONPATH:+:$PYTHONPATH}
+  fi
+fi
+BIN=$(tokscope_bin)
+REQUESTS=${REQUESTS:-2000000}
+DAYS=${DAYS:-30}
+REPEAT=${REPEAT:-2}
+SPEEDUP=${SPEEDUP:-6}
+CORES=$(nproc)
+COUNTS=""
+for t in ${THREADS:-2 4 8 16}; do
+  if [ "$t" -le "$CORES" ]; then COUNTS="$COUNTS $t"; else echo "skipping $t threads: this machine has $CORES cores"; fi
+done
+[ -n "$COUNTS" ] || { echo "no thread count fits this machine's $CORES cores" >&2; exit 1; }
+# The log bench/jobs.sh generates for the same settings, so that step 2 reuses it.
+LOG="$WORK/canonical-$REQUESTS-${DAYS}d.jsonl"
+[ -f "$LOG" ] || "$BIN" generate --requests "$REQUESTS" --days "$DAYS" --out "$LOG"
+echo "machine: $CORES cores, $(awk '/MemTotal/ {printf "%.1f GiB", $2 / 1048576}' /proc/meminfo); binary: $BIN"
+
+echo "== 1. ingest at$COUNTS threads, best of $REPEAT"
+status=0
+python3 - "$BIN" "$LOG" "$WORK/ds-ingest" "$REPEAT" "$SPEEDUP" $COUNTS <<'PY' || status=1
+import os, re, resource, shutil, subprocess, sys, time
+
+binary, log, out, repeat, target = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), float(sys.argv[5])
+counts = [int(t) for t in sys.argv[6:]]
+mb = os.path.getsize(log) / 1e6
+with open(log, "rb") as f:  # into the page cache, as for every timed run
+    while f.read(1 << 24):
+        pass
+
+def ingest(threads):
+    """Wall seconds, CPU seconds, peak RSS (MiB) and the budget (MiB) of one ingest."""
+    shutil.rmtree(out, ignore_errors=True)
+    start = time.perf_counter()
+    proc = subprocess.Popen([binary, "--verbose", "--threads", str(threads), "ingest", "--out", out, log],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    err = proc.stderr.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - start
+    if os.waitstatus_to_exitcode(status) != 0:
+        sys.exit(f"ingest at {threads} threads failed:\n{err}")
+    budget = re.search(r"ingest memory: limit (\d+) MiB", err)
+    if budget is None:
+        sys.exit(f"ingest at {threads} threads printed no memory budget:\n{err}")
+    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, int(budget.group(1))
+
+best = {}
+for _ in range(repeat):
+    for t in counts:
+        run = ingest(t)
+        if t not in best or run[0] < best[t][0]:
+            best[t] = run
+        best[t] = best[t][:2] + (max(best[t][2], run[2]),) + best[t][3:]
+first = counts[0]
+ok = True
+print(f"input: {os.path.basename(log)} ({mb:.0f} MB)")
+print("| threads | wall | MB/s | speed-up over " f"{first} | CPU / wall | peak RSS | budget |")
+print("|---|---|---|---|---|---|---|")
+for t in counts:
+    wall, cpu, rss, budget = best[t]
+    ok &= rss < budget
+    print(f"| {t} | {wall:.2f} s | {mb / wall:.0f} | {best[first][0] / wall:.2f}x | {cpu / wall:.2f} | "
+          f"{rss:.0f} MiB | {budget} MiB{'' if rss < budget else ' (OVER)'} |")
+last = counts[-1]
+speedup = best[first][0] / best[last][0]
+if last > first:
+    met = speedup >= target
+    ok &= met
+    print(f"{last} threads over {first}: {speedup:.2f}x (target >= {target:g}x: {'met' if met else 'NOT MET'})")
+print(f"peak RSS under the budget at every count: {'yes' if all(best[t][2] < best[t][3] for t in counts) else 'NO'}")
+sys.exit(0 if ok else 1)
+PY
+
+if python3 -c "import duckdb" 2>/dev/null; then
+  set -- $COUNTS
+  lo=$1 hi=${!#}
+  for t in $(echo "$lo $hi" | tr ' ' '\n' | uniq); do
+    echo "== 2. jobs at $t threads against DuckDB"
+    BENCH_DIR=$WORK SECTIONS=b COMPACT=1 DAYS=$DAYS REPEAT=3 TOKSCOPE_BIN=$BIN bench/jobs.sh "$REQUESTS" "$t" \
+      | tee "$WORK/jobs-$t.log"
+    # A table that differs, or a job's query slower than DuckDB's (ratio under 1), misses the target.
+    grep -q "results agree: NO" "$WORK/jobs-$t.log" && status=1
+    awk '/\(target >= 1\)/ && match($0, /ratio duckdb\/tokscope [0-9.]+/) {
+           split(substr($0, RSTART, RLENGTH), r, " "); if (r[3] < 1) slow = 1 } END { exit !slow }' \
+      "$WORK/jobs-$t.log" && status=1
+  done
+else
+  echo "== 2. jobs: skipped (DuckDB does not import; bench/cores.sh --pack fetches its wheel)"
+fi
+exit $status
