@@ -11,7 +11,10 @@
 # REPEAT=3 (default): tokscope, the zstd floor, and the peers run that many
 # times, alternating, and the best time of each is used (shared VMs vary by
 # 30%+); each round's tokscope time over the floor run right after it is
-# printed too, with their median.
+# printed too, with their median. Each round also ingests without
+# compression (`--compression none`, and polars uncompressed) right after the
+# floor: the work besides compression over the floor, and how far it would
+# have to fall for the target.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SIZE_MB=${1:-500}
@@ -35,7 +38,7 @@ echo "input: $LOG ($MB MB, $(wc -l < "$LOG") lines), threads=$THREADS"
 # Best (lowest) seconds, and peak RSS over all runs, of the "seconds rss [cpu]"
 # lines in file $1; the third field is the CPU seconds (user + system) of the best run.
 best_of() { awk 'NR == 1 || $1 < t {t = $1; c = $3 + $4} $2 > m {m = $2} END {print t, m, c}' "$1"; }
-rm -f "$WORK/t_tok" "$WORK/t_duck" "$WORK/t_polars" "$WORK/t_zstd"
+rm -f "$WORK/t_tok" "$WORK/t_duck" "$WORK/t_polars" "$WORK/t_zstd" "$WORK/t_none" "$WORK/t_polars_none"
 
 # The compression floor: zstd level 1 (tokscope's level, the lowest Parquet
 # allows) alone on the same column bytes. An untimed first ingest (it also
@@ -61,6 +64,9 @@ for _ in $(seq "$REPEAT"); do
   rm -rf "$WORK/ds"
   /usr/bin/time -a -f "%e %M %U %S" -o "$WORK/t_tok" env RAYON_NUM_THREADS=$THREADS "$BIN" ingest --quiet --out "$WORK/ds" "$LOG"
   /usr/bin/time -a -f "%e 0" -o "$WORK/t_zstd" zstd -q -1 -T"$THREADS" -c "$WORK/plain.parquet" > /dev/null
+  # The same ingest without compression: all its work but the codec's, next to the floor.
+  rm -rf "$WORK/ds-none"
+  /usr/bin/time -a -f "%e 0" -o "$WORK/t_none" env RAYON_NUM_THREADS=$THREADS "$BIN" ingest --quiet --compression none --out "$WORK/ds-none" "$LOG"
   rm -f "$WORK/duck.parquet"
   /usr/bin/time -a -f "%e %M" -o "$WORK/t_duck" python3 -c "
 import duckdb
@@ -75,9 +81,14 @@ con.execute(\"COPY (SELECT * FROM read_ndjson('$LOG')) TO '$WORK/duck.parquet' (
 import polars as pl
 pl.scan_ndjson('$LOG').sink_parquet('$WORK/polars.parquet', compression='zstd', compression_level=1)
 "
+    rm -f "$WORK/polars.parquet"
+    /usr/bin/time -a -f "%e 0" -o "$WORK/t_polars_none" env POLARS_MAX_THREADS=$THREADS python3 -c "
+import polars as pl
+pl.scan_ndjson('$LOG').sink_parquet('$WORK/polars.parquet', compression='uncompressed')
+"
   fi
 done
-rm -f "$WORK/plain.parquet"
+rm -rf "$WORK/plain.parquet" "$WORK/ds-none"
 read -r T_TOK RSS_TOK CPU_TOK < <(best_of "$WORK/t_tok")
 read -r T_DUCK RSS_DUCK _ < <(best_of "$WORK/t_duck")
 read -r T_ZSTD _ < <(best_of "$WORK/t_zstd")
@@ -85,6 +96,12 @@ T_POLARS=0 RSS_POLARS=0
 if [ -n "$HAVE_POLARS" ]; then read -r T_POLARS RSS_POLARS _ < <(best_of "$WORK/t_polars"); fi
 # Each round's tokscope time over the floor run right after it, in round order.
 ROUND_RATIOS=$(paste -d' ' "$WORK/t_tok" "$WORK/t_zstd" | awk '{printf "%s%.3f", (NR > 1 ? "," : ""), $1 / $5}')
+# Each round's ingest without compression over the same floor run, and the
+# compression's added time (tokscope with zstd less without) over it.
+over_floor() { paste -d' ' "$1" "$WORK/t_zstd" | awk '{printf "%s%.3f", (NR > 1 ? "," : ""), $1 / $3}'; }
+NONE_RATIOS=$(over_floor "$WORK/t_none")
+CODEC_RATIOS=$(paste -d' ' "$WORK/t_tok" "$WORK/t_none" "$WORK/t_zstd" | awk '{printf "%s%.3f", (NR > 1 ? "," : ""), ($1 - $5) / $7}')
+POLARS_NONE_RATIOS=$([ -n "$HAVE_POLARS" ] && over_floor "$WORK/t_polars_none" || true)
 
 # Codecs: the dataset's size and the ingest time of each `--compression`
 # (one run each; the zstd(1) row is the best run above).
@@ -129,6 +146,16 @@ rounds = [$ROUND_RATIOS]
 import statistics
 mid = statistics.median(rounds)
 print(f"tokscope over the floor run right after it, each round: {', '.join(f'{r:.2f}x' for r in rounds)}; median {mid:.2f}x")
+# What the floor leaves for the rest: ingest = its work besides compression
+# + the compression's added time, so within 1.5x of the floor needs the first
+# at most 1.5 floors less the second.
+none, codec = statistics.median([$NONE_RATIOS]), statistics.median([$CODEC_RATIOS])
+print(f"tokscope ingest --compression none over the floor, each round: {', '.join(f'{r:.2f}x' for r in [$NONE_RATIOS])}; median {none:.2f}x")
+print(f"the compression's added time (with zstd less without) over the floor: median {codec:.2f}x; within 1.5x of the floor "
+      f"needs the work besides compression at most {1.5 - codec:.2f}x the floor, {100 * (1 - (1.5 - codec) / none):.0f} % less than now")
+if [$POLARS_NONE_RATIOS]:
+    print(f"polars uncompressed over the floor, each round: {', '.join(f'{r:.2f}x' for r in [$POLARS_NONE_RATIOS])}; "
+          f"median {statistics.median([$POLARS_NONE_RATIOS]):.2f}x")
 pol = $T_POLARS
 if pol:
     print(f"polars ndjson->parquet: {mb/pol:8.1f} MB/s  ({pol:.2f} s, peak RSS {$RSS_POLARS/1024:.0f} MiB), "
