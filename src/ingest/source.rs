@@ -315,10 +315,7 @@ impl InputObject {
             return Ok(reader.build(self.open(rt)?, &self.location));
         };
         let file = File::open(p).map_err(|e| Error::io(p.display(), e))?;
-        // A read that fails here fails again, and is reported, as the input is read.
-        let mut magic = [0; 4];
-        let read = read_full_at(&file, &mut magic, 0).unwrap_or(0);
-        let plain = Encoding::of(&magic[..read]) == Encoding::Plain;
+        let plain = stored_as_is(&file);
         if let Some(meta) = file.metadata().ok().filter(|m| plain && m.is_file()) {
             return Ok(reader.build_file(file, meta.len(), &self.location));
         }
@@ -327,9 +324,16 @@ impl InputObject {
 
     /// Whether [`InputObject::reader`] may read the object in blocks on
     /// reading threads: a local file larger than one of `reader`'s chunks
-    /// (it is, unless its first bytes say it is compressed or Parquet).
+    /// and stored as is (its first bytes read here, as the reader will; a
+    /// file that cannot be opened is not, and fails when it is read). It is,
+    /// unless its head turns out to be one JSON document.
     pub fn may_read_in_blocks(&self, reader: &ReaderBuilder) -> bool {
-        matches!(self.kind, ObjectKind::Local(_)) && reader.reads_in_blocks(self.size)
+        match &self.kind {
+            ObjectKind::Local(p) => {
+                reader.reads_in_blocks(self.size) && File::open(p).is_ok_and(|file| stored_as_is(&file))
+            }
+            ObjectKind::Remote { .. } => false,
+        }
     }
 
     /// Opens the object as a decompressed byte stream.
@@ -344,6 +348,15 @@ impl InputObject {
         };
         decompress(raw).map_err(|e| Error::io(&self.location, e))
     }
+}
+
+/// Whether a file's first bytes say it is stored as is: not compressed, not
+/// Parquet. A read that fails here says so (it fails again, and is
+/// reported, as the input is read).
+fn stored_as_is(file: &File) -> bool {
+    let mut magic = [0; 4];
+    let read = read_full_at(file, &mut magic, 0).unwrap_or(0);
+    Encoding::of(&magic[..read]) == Encoding::Plain
 }
 
 /// Wraps a stream in a gzip (multi-member) or zstd decoder when its first
@@ -445,18 +458,29 @@ mod tests {
 
     use super::{resolve_inputs, stream_object, ChannelReader, InputObject, ObjectKind, BODY_RESUMES};
 
-    /// A local file larger than one chunk may be read in blocks (unless its
-    /// first bytes say it is compressed); a smaller one, or an object in a
-    /// store however large, never is.
+    /// A local file larger than one chunk may be read in blocks unless its
+    /// first bytes say it is compressed or Parquet; a smaller one, or an
+    /// object in a store however large, never is.
     #[test]
-    fn only_local_files_larger_than_a_chunk_may_be_read_in_blocks() {
+    fn only_local_files_larger_than_a_chunk_and_stored_as_is_may_be_read_in_blocks() {
         let rt = crate::store::io_runtime().unwrap();
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("a-larger.jsonl"), [b'\n'; 1001]).unwrap();
         std::fs::write(dir.path().join("b-one-chunk.jsonl"), [b'\n'; 1000]).unwrap();
+        // Larger than a chunk, but gzip's, zstd's and Parquet's first bytes (the
+        // names say nothing: the bytes decide, as for the reader).
+        for (name, magic) in
+            [("c-gzip.log", &b"\x1f\x8b"[..]), ("d-zstd.log", b"\x28\xb5\x2f\xfd"), ("e-parquet.log", b"PAR1")]
+        {
+            std::fs::write(dir.path().join(name), [magic, &[b'\n'; 1001][..]].concat()).unwrap();
+        }
         let reader = ReaderBuilder::new().with_chunk_bytes(1000);
         let local = resolve_inputs(&[dir.path().display().to_string()], &Default::default(), &rt).unwrap();
-        assert_eq!(local.iter().map(|o| o.may_read_in_blocks(&reader)).collect::<Vec<_>>(), [true, false]);
+        let may = local.iter().map(|o| o.may_read_in_blocks(&reader)).collect::<Vec<_>>();
+        assert_eq!(may, [true, false, false, false, false]);
+        // One removed after listing: not read in blocks, and its error left to the read.
+        std::fs::remove_file(dir.path().join("a-larger.jsonl")).unwrap();
+        assert!(!local[0].may_read_in_blocks(&reader));
         let remote = InputObject {
             location: "memory:///large".into(),
             size: 1 << 30,

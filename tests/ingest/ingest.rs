@@ -715,7 +715,8 @@ fn a_log_read_in_blocks_gives_the_rows_of_its_stream() {
             |table: &str| query(&out, &format!("SELECT * EXCLUDE (source_file) FROM {table} ORDER BY source_line"));
         (rows("requests"), rows("rejects"))
     };
-    let (requests, rejects) = run(&gz, "2", 1);
+    // The gzipped log is one stream, inflated by the splitter: the plan holds no reading thread for it.
+    let (requests, rejects) = run(&gz, "2", 0);
     assert_eq!((requests.len(), rejects.len()), (6000 + 12, 12), "{rejects:?}");
     for (threads, readers) in [("2", 1), ("64", 8)] {
         let (r, j) = run(&plain, threads, readers);
