@@ -150,10 +150,10 @@ impl MemoryPlan {
     /// (`blocks`: a local file stored as is and larger than a chunk), its
     /// blocks are read by one thread per eight (at most
     /// [`MAX_READ_THREADS`]), fewer where a budget would not fit one writer
-    /// with them; otherwise by none. So a
-    /// small budget costs reading threads, inputs read ahead, writer threads
-    /// and spills, never row-group size. A given limit too small for one
-    /// writer is an error; the automatic one is raised to that least.
+    /// with them; otherwise by none. So a small budget costs reading
+    /// threads, inputs read ahead, writer threads and spills, never
+    /// row-group size. A given limit too small for one writer is an error;
+    /// the automatic one is raised to that least.
     pub fn new(
         limit: MemoryLimit,
         reader: &ReaderBuilder,

@@ -351,8 +351,8 @@ impl InputObject {
 }
 
 /// Whether a file's first bytes say it is stored as is: not compressed, not
-/// Parquet. A read that fails here says so (it fails again, and is
-/// reported, as the input is read).
+/// Parquet. A file whose first bytes cannot be read counts as stored as is:
+/// the read fails again, and is reported, as the input is read.
 fn stored_as_is(file: &File) -> bool {
     let mut magic = [0; 4];
     let read = read_full_at(file, &mut magic, 0).unwrap_or(0);
