@@ -94,13 +94,16 @@ read -r T_DUCK RSS_DUCK _ < <(best_of "$WORK/t_duck")
 read -r T_ZSTD _ < <(best_of "$WORK/t_zstd")
 T_POLARS=0 RSS_POLARS=0
 if [ -n "$HAVE_POLARS" ]; then read -r T_POLARS RSS_POLARS _ < <(best_of "$WORK/t_polars"); fi
-# Each round's tokscope time over the floor run right after it, in round order.
-ROUND_RATIOS=$(paste -d' ' "$WORK/t_tok" "$WORK/t_zstd" | awk '{printf "%s%.3f", (NR > 1 ? "," : ""), $1 / $5}')
+# Each round's seconds in timing file $1 over the floor run right after it, in round order.
+over_floor() {
+  paste -d' ' <(cut -d' ' -f1 "$1") <(cut -d' ' -f1 "$WORK/t_zstd") | awk '{printf "%s%.3f", (NR > 1 ? "," : ""), $1 / $2}'
+}
+ROUND_RATIOS=$(over_floor "$WORK/t_tok")
 # Each round's ingest without compression over the same floor run, and the
 # compression's added time (tokscope with zstd less without) over it.
-over_floor() { paste -d' ' "$1" "$WORK/t_zstd" | awk '{printf "%s%.3f", (NR > 1 ? "," : ""), $1 / $3}'; }
 NONE_RATIOS=$(over_floor "$WORK/t_none")
-CODEC_RATIOS=$(paste -d' ' "$WORK/t_tok" "$WORK/t_none" "$WORK/t_zstd" | awk '{printf "%s%.3f", (NR > 1 ? "," : ""), ($1 - $5) / $7}')
+CODEC_RATIOS=$(paste -d' ' <(cut -d' ' -f1 "$WORK/t_tok") <(cut -d' ' -f1 "$WORK/t_none") <(cut -d' ' -f1 "$WORK/t_zstd") \
+  | awk '{printf "%s%.3f", (NR > 1 ? "," : ""), ($1 - $2) / $3}')
 POLARS_NONE_RATIOS=$([ -n "$HAVE_POLARS" ] && over_floor "$WORK/t_polars_none" || true)
 
 # Codecs: the dataset's size and the ingest time of each `--compression`
