@@ -3,12 +3,10 @@
 // of operations of src/replay/kernels.rs (itself transformers' order).
 //
 // Every kernel takes its shape (rows, positions) at run time and reduces one
-// row inside one block in a fixed tree order, so a row's result never depends
-// on how many rows run together (batch invariance). TOKSCOPE_BATCH exists so
-// the test in tests/cuda_kernels.rs can prove no kernel specialises on it.
-#ifndef TOKSCOPE_BATCH
-#define TOKSCOPE_BATCH 1
-#endif
+// row inside one block in a fixed tree order, never reading the grid's size,
+// so a row's result does not depend on how many rows run together
+// (tests/model/cuda_kernels.rs checks the PTX). TOKSCOPE_BLOCK is the launch's
+// block size, kernels::BLOCK on the Rust side.
 #define TOKSCOPE_BLOCK 256
 
 // Block-wide sum in a fixed tree order; every thread gets the result.
