@@ -237,24 +237,46 @@ fn cli_score_json_matches_golden_teacher_forced_logprobs() {
     assert_close("p_eos_after", [json.p_eos_after], &[p_eos_after]);
 }
 
+/// `decode` with every GPU hidden (`CUDA_VISIBLE_DEVICES` empty) and the CUDA
+/// forward pass not opted into: on every machine and in every build, `--device auto` says in one
+/// line that it uses the CPU, and why (the default build: no usable GPU; a build without the
+/// feature: that), and prints golden case 0; `--device cuda` fails with its reason.
 #[test]
-fn cli_decode_on_cuda_without_the_feature_explains_the_fix() {
-    if cfg!(feature = "cuda") {
-        return;
-    }
-    let output = Command::new(env!("CARGO_BIN_EXE_tokscope"))
-        .arg("decode")
-        .arg("--model")
-        .arg(model_dir())
-        .args(["--prompt", "Once", "--device", "cuda"])
-        .output()
-        .expect("tokscope runs");
-    assert!(!output.status.success());
+fn cli_decode_without_a_gpu_runs_on_the_cpu_and_matches_golden_case_0() {
+    let golden = golden();
+    let case = &golden.cases[0];
+    let decode = |device: &str| {
+        Command::new(env!("CARGO_BIN_EXE_tokscope"))
+            .arg("decode")
+            .arg("--model")
+            .arg(model_dir())
+            .args(["--prompt", &case.prompt, "--json", "--device", device])
+            .env("CUDA_VISIBLE_DEVICES", "")
+            .env_remove("TOKSCOPE_CUDA_FORWARD")
+            .output()
+            .expect("tokscope runs")
+    };
+    let without_feature = "built without the cuda feature; rebuild with --features cuda or use --device cpu";
+
+    let output = decode("auto");
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        stderr.contains("built without the cuda feature; rebuild with --features cuda or use --device cpu"),
-        "stderr: {stderr}"
-    );
+    assert!(output.status.success(), "stderr: {stderr}");
+    let notes: Vec<&str> = stderr.lines().filter(|l| l.starts_with("device auto: using the CPU (")).collect();
+    assert_eq!(notes.len(), 1, "stderr: {stderr}");
+    assert_eq!(notes[0].contains(without_feature), !cfg!(feature = "cuda"), "stderr: {stderr}");
+    let json: DecodeJson = serde_json::from_slice(&output.stdout).expect("decode --json prints one JSON object");
+    assert_eq!(json.input_ids, case.input_ids);
+    assert_eq!(json.greedy_ids, case.greedy_ids);
+    assert_eq!(json.greedy_text, case.greedy_text);
+    assert_eq!(json.ended_with_eos, case.ended_with_eos);
+    assert_close("p_eos", json.p_eos, &case.p_eos_before_each_greedy_token);
+    assert_close("last_logits", json.last_logits, &case.logits[case.logits.len() - 1]);
+
+    let output = decode("cuda");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "stderr: {stderr}");
+    assert!(stderr.contains("--device cuda: "), "stderr: {stderr}");
+    assert_eq!(stderr.contains(without_feature), !cfg!(feature = "cuda"), "stderr: {stderr}");
 }
 
 /// The tiny model rounded to bf16 (round to nearest even, as `torch.Tensor.bfloat16` does),
