@@ -33,8 +33,14 @@ pub struct Arch {
 
 impl Arch {
     /// KV-cache bytes per token: keys and values (2) for every layer and KV head.
+    /// Computed in f64 (exact for every real model), so a shape whose element
+    /// count overflows `u64` still gives a finite number.
     pub fn bytes_per_token(&self) -> f64 {
-        2.0 * (self.layers * self.kv_heads * self.head_dim) as f64 * self.bytes_per_elem
+        self.bytes_per_token_with(self.kv_heads)
+    }
+
+    fn bytes_per_token_with(&self, kv_heads: u64) -> f64 {
+        2.0 * self.layers as f64 * kv_heads as f64 * self.head_dim as f64 * self.bytes_per_elem
     }
 
     /// The tensor-parallel degree to size per-GPU memory with: `requested`
@@ -52,8 +58,7 @@ impl Arch {
     /// each, so a GPU holds at least one head (heads are replicated when
     /// `tp > kv_heads`).
     pub fn bytes_per_token_per_gpu(&self, tp: u64) -> f64 {
-        let heads = self.kv_heads.div_ceil(tp.max(1));
-        2.0 * (self.layers * heads * self.head_dim) as f64 * self.bytes_per_elem
+        self.bytes_per_token_with(self.kv_heads.div_ceil(tp.max(1)))
     }
 }
 
@@ -115,6 +120,11 @@ impl Architectures {
         a.add_toml(&text, path.parent().unwrap_or(Path::new(".")), &path.display().to_string())?;
         a.add(BUNDLED, Path::new("."), BUNDLED_ORIGIN, Compile::AtFirstUse)?;
         Ok(a)
+    }
+
+    /// Every shape: the exact names' (in no order), then the patterns' in file order.
+    pub fn shapes(&self) -> impl Iterator<Item = &Arch> {
+        self.exact.values().chain(self.patterns.iter().map(|(_, a)| a))
     }
 
     /// The architecture of `model`, if known.

@@ -1,6 +1,8 @@
 //! The fuzz targets' entry points: one function per parser, taking arbitrary
 //! bytes and asserting what must hold for any input (no panic, bounded work,
-//! line accounting that reconciles). `fuzz/` (cargo-fuzz, nightly) calls them
+//! line accounting that reconciles) and for whatever a parser accepts (costs
+//! finite and non-negative, shapes in range, token spans within the text,
+//! tensors of their shape's length). `fuzz/` (cargo-fuzz, nightly) calls them
 //! from one small binary each; `tests/fuzz_corpus.rs` replays every kept
 //! corpus file and crash reproducer through [`run`] on stable, so a fixed
 //! crash stays fixed.
@@ -222,12 +224,11 @@ pub fn read_checked(input: &[u8], format: Option<Format>, chunk_bytes: usize, ma
     counts
 }
 
-/// A pricing TOML file: prices or a configuration error; any prices it
-/// yields give finite, non-negative costs.
+/// A pricing TOML file: prices or a configuration error; see [`check_prices`].
 pub fn pricing_toml(data: &[u8]) {
     let Ok(text) = std::str::from_utf8(data) else { return };
     if let Ok(pricing) = Pricing::from_toml(text, "fuzz.toml") {
-        check_costs(&pricing);
+        check_prices(&pricing);
     }
 }
 
@@ -235,73 +236,199 @@ pub fn pricing_toml(data: &[u8]) {
 pub fn litellm_json(data: &[u8]) {
     let Ok(text) = std::str::from_utf8(data) else { return };
     if let Ok(pricing) = Pricing::from_litellm_json(text, "fuzz.json") {
-        check_costs(&pricing);
+        check_prices(&pricing);
     }
 }
 
-fn check_costs(pricing: &Pricing) {
-    let typical = Usage { prompt: 300_000, cached: 1_000, cache_write: 2_000, completion: 500 };
-    let most = Usage { prompt: i64::MAX, cached: 0, cache_write: 0, completion: i64::MAX };
-    for model in ["m", "gpt-4o", "a", ""] {
-        for ts in [i64::MIN, 0, 1_717_200_000_000_000, i64::MAX] {
-            for usage in [typical, most] {
-                if let Some(cost) = pricing.cost(model, ts, usage) {
-                    assert!(cost.total().is_finite(), "{cost:?}");
-                }
+/// Every entry of every model's history (exact names and patterns alike):
+/// its rates within `0..=MAX_RATE_PER_1M`, its tiers ascending, the entries
+/// in `effective_from` order with each in force from its own date, and every
+/// cost it gives finite and non-negative, part by part and in total: for no
+/// tokens, typical usage, `i64::MAX` of every count, cache counts larger than
+/// the prompt, and prompts at and just above every tier's threshold.
+fn check_prices(pricing: &Pricing) {
+    use crate::pricing::{cost_with, Rates, MAX_RATE_PER_1M};
+    let rates_in_range = |r: &Rates| {
+        [r.input, r.output, r.cached_input, r.cache_write].iter().all(|v| (0.0..=MAX_RATE_PER_1M).contains(v))
+    };
+    let max = i64::MAX;
+    let usages = [
+        Usage::default(),
+        Usage { prompt: 300_000, cached: 1_000, cache_write: 2_000, completion: 500 },
+        Usage { prompt: max, cached: 0, cache_write: 0, completion: max },
+        Usage { prompt: max, cached: max, cache_write: max, completion: max },
+        Usage { prompt: 10, cached: 1_000, cache_write: 1_000, completion: 0 },
+    ];
+    for schedule in pricing.schedules() {
+        let entries = schedule.entries();
+        assert!(!entries.is_empty(), "a model without a price");
+        assert!(entries.windows(2).all(|w| w[0].effective_from < w[1].effective_from), "{entries:?}");
+        for entry in entries {
+            if let Some(from) = entry.effective_from {
+                assert_eq!(schedule.at(from), Some(entry), "the entry in force from {from}");
+            }
+            assert!(rates_in_range(&entry.base), "{entry:?}");
+            assert!(entry.tiers.iter().all(|t| rates_in_range(&t.rates)), "{entry:?}");
+            assert!(entry.tiers.windows(2).all(|w| w[0].above_prompt_tokens <= w[1].above_prompt_tokens), "{entry:?}");
+            let at_tiers =
+                entry.tiers.iter().flat_map(|t| [t.above_prompt_tokens, t.above_prompt_tokens.saturating_add(1)]);
+            let tier_usages = at_tiers.map(|p| p.max(0)).map(|prompt| Usage {
+                prompt,
+                cached: prompt / 2,
+                cache_write: 1,
+                completion: 1,
+            });
+            for usage in usages.into_iter().chain(tier_usages) {
+                let cost = cost_with(entry, usage);
+                let parts = [cost.input, cost.cached_input, cost.cache_write, cost.output, cost.total()];
+                assert!(parts.iter().all(|c| c.is_finite() && *c >= 0.0), "{usage:?} under {entry:?}: {cost:?}");
             }
         }
     }
 }
 
 /// An architectures TOML file (entries pointing at a `config.json` resolve
-/// against a directory that has none: an error, not a read elsewhere).
+/// against a directory that has none: an error, not a read elsewhere); an
+/// accepted file's shapes checked by [`check_arch`].
 pub fn architectures_toml(data: &[u8]) {
     let Ok(text) = std::str::from_utf8(data) else { return };
     let mut architectures = Architectures::default();
     if architectures.add_toml(text, Path::new("/nonexistent-fuzz-dir"), "fuzz.toml").is_ok() {
-        for model in ["m", "llama-3.1-8b-instruct", ""] {
-            if let Some(arch) = architectures.get(model) {
-                let _ = arch.bytes_per_token();
-            }
+        let looked_up = ["m", "llama-3.1-8b-instruct", ""].into_iter().filter_map(|model| architectures.get(model));
+        for arch in architectures.shapes().chain(looked_up) {
+            check_arch(arch);
         }
+    }
+}
+
+/// A KV-cache shape: an element size tokscope knows, a tensor-parallel degree
+/// of at least 1, and bytes per token finite and non-negative, whole or per
+/// GPU, one GPU's share never more than the whole.
+fn check_arch(arch: &crate::architectures::Arch) {
+    assert!([0.5, 1.0, 2.0, 4.0].contains(&arch.bytes_per_elem), "{arch:?}");
+    assert!(arch.tensor_parallel.is_none_or(|tp| tp >= 1), "{arch:?}");
+    let whole = arch.bytes_per_token();
+    assert!(whole.is_finite() && whole >= 0.0, "{arch:?}: {whole}");
+    for tp in [1, 3, arch.tensor_parallel_or(0), u64::MAX] {
+        let share = arch.bytes_per_token_per_gpu(tp);
+        assert!(share.is_finite() && share >= 0.0 && share <= whole, "{arch:?} over {tp} GPUs: {share} of {whole}");
     }
 }
 
 /// A Hugging Face `config.json`, read both as the replay decoder's shape
 /// ([`crate::model::config::ModelConfig`]) and as a KV-cache shape
-/// ([`crate::architectures::from_hf_config_json`]); an accepted config's
-/// derived widths are computed without overflow.
+/// ([`crate::architectures::from_hf_config_json`], checked by [`check_arch`]).
+/// An accepted decoder config has the fields it validates in range (positive
+/// widths and vocabulary, query heads a multiple of the key/value heads, an
+/// even head width, a finite non-negative norm epsilon, a finite positive RoPE
+/// theta), widths that fit in `usize`, and a context window that refuses an
+/// empty sequence and one a position past its end.
 #[cfg(feature = "model")]
 pub fn hf_config(data: &[u8]) {
     let Ok(text) = std::str::from_utf8(data) else { return };
     if let Ok(config) = crate::model::config::ModelConfig::from_json(text) {
-        let _ = (config.group_size(), config.q_width(), config.kv_width());
-        let _ = config.check_sequence(usize::MAX, 1);
+        let (heads, kv_heads, head_dim) = (config.num_attention_heads, config.num_key_value_heads, config.head_dim);
+        assert!(config.hidden_size > 0 && config.vocab_size > 0 && heads > 0 && kv_heads > 0, "{config:?}");
+        assert_eq!(heads % kv_heads, 0, "{config:?}");
+        assert!(head_dim > 0 && head_dim % 2 == 0, "{config:?}");
+        assert!(config.rms_norm_eps.is_finite() && config.rms_norm_eps >= 0.0, "{config:?}");
+        assert!(config.rope_theta.is_finite() && config.rope_theta > 0.0, "{config:?}");
+        // The key/value heads are at most the query heads: both widths fit when the query width does.
+        assert!(heads.checked_mul(head_dim).is_some(), "query width overflows: {config:?}");
+        let _ = (config.q_width(), config.kv_width());
+        assert_eq!(config.group_size() * kv_heads, heads);
+        let window = config.max_position_embeddings;
+        assert!(config.check_sequence(0, 0).is_err());
+        assert!(window == usize::MAX || config.check_sequence(window, 1).is_err(), "{config:?}");
+        assert!(config.check_sequence(usize::MAX, 1).is_err() || window == usize::MAX);
+        if window > 0 {
+            assert!(config.check_sequence(0, window).is_ok(), "{config:?}");
+        }
     }
     if let Ok(arch) = crate::architectures::from_hf_config_json(text, Path::new("config.json")) {
-        let _ = arch.bytes_per_token();
+        check_arch(&arch);
     }
 }
 
-/// A `tokenizer.json`; an accepted tokenizer encodes and decodes text.
+/// Texts every accepted tokenizer encodes: empty, ASCII, special-token
+/// markers, multi-byte characters (two, three and four bytes) and control
+/// characters.
+#[cfg(feature = "model")]
+const TOKENIZER_TEXTS: &[&str] = &["", "ab ba", "Once upon a time, </s> <s> héllo 世界 🙂\n\t  end\u{0}"];
+
+/// A `tokenizer.json`. An accepted tokenizer's encoding of each text of
+/// [`TOKENIZER_TEXTS`] has one byte span per id, each within the text and
+/// starting no earlier than the one before; a prompt starts with the BOS id
+/// (0 here); and its ids decode.
 #[cfg(feature = "model")]
 pub fn tokenizer_json(data: &[u8]) {
-    if let Ok(tokenizer) = crate::model::tokenizer::PromptTokenizer::from_json(data, Some(0)) {
-        if let Ok(ids) = tokenizer.encode_prompt("Once upon a time, </s> <s> héllo 世界") {
+    let Ok(tokenizer) = crate::model::tokenizer::PromptTokenizer::from_json(data, Some(0)) else { return };
+    for text in TOKENIZER_TEXTS {
+        if let Ok((ids, spans)) = tokenizer.encode_with_offsets(text) {
+            assert_eq!(ids.len(), spans.len(), "{text:?}");
+            for (i, &(start, end)) in spans.iter().enumerate() {
+                assert!(start <= end && end <= text.len(), "{text:?}: span {i} is {start}..{end}");
+            }
+            assert!(spans.windows(2).all(|w| w[0].0 <= w[1].0), "{text:?}: spans out of order: {spans:?}");
+        }
+        if let Ok(ids) = tokenizer.encode_prompt(text) {
+            assert_eq!(ids.first(), Some(&0), "{text:?}: the prompt does not start with BOS");
             let _ = tokenizer.decode(&ids);
         }
-        let _ = tokenizer.encode_with_offsets("ab ba");
-        let _ = tokenizer.special_token_texts();
     }
+    let _ = tokenizer.special_token_texts();
 }
 
 /// A safetensors file as the decoder reads it: its header, then each
-/// tensor's bytes decoded to f32 (or an error).
+/// tensor's bytes decoded to f32 (or an error). An accepted file's tensors
+/// lie one after another from the end of the header to the end of the file,
+/// each as many bytes as its shape and dtype take; a tensor that decodes
+/// gives one value per element of its shape, each the value its bytes store.
 #[cfg(feature = "model")]
 pub fn safetensors(data: &[u8]) {
-    if let Ok(infos) = crate::model::tensors::tensor_infos(data) {
-        for info in infos {
-            let _ = crate::model::tensors::to_f32(info.dtype, &data[info.range]);
+    use safetensors::Dtype;
+    let Ok(mut infos) = crate::model::tensors::tensor_infos(data) else { return };
+    infos.sort_by_key(|info| (info.range.start, info.range.end));
+    // The header: its length (8 bytes, little-endian), then that many bytes of JSON.
+    let Some(&length) = data.first_chunk::<8>() else { panic!("a file of {} bytes accepted", data.len()) };
+    let mut next = 8 + u64::from_le_bytes(length) as usize;
+    for info in &infos {
+        assert_eq!(info.range.start, next, "{} does not follow the tensor before it", info.name);
+        next = info.range.end;
+        let stored = &data[info.range.clone()];
+        let Ok(values) = crate::model::tensors::to_f32(info.dtype, stored) else {
+            assert!(![Dtype::F32, Dtype::F16, Dtype::BF16].contains(&info.dtype), "{info:?} does not decode");
+            continue;
+        };
+        let elements = info.shape.iter().try_fold(1usize, |n, &d| n.checked_mul(d));
+        assert_eq!(Some(values.len()), elements, "{}: {} values for shape {:?}", info.name, values.len(), info.shape);
+        let width = if info.dtype == Dtype::F32 { 4 } else { 2 };
+        assert_eq!(stored.len(), values.len() * width, "{info:?}");
+        for (value, bytes) in values.iter().zip(stored.chunks_exact(width)) {
+            let expected = match *bytes {
+                [a, b, c, d] => f32::from_le_bytes([a, b, c, d]),
+                [a, b] if info.dtype == Dtype::F16 => f16_value(u16::from_le_bytes([a, b])),
+                [a, b] => f32::from_bits(u32::from(u16::from_le_bytes([a, b])) << 16),
+                _ => unreachable!("chunks of 2 or 4 bytes"),
+            };
+            let same = value.to_bits() == expected.to_bits() || (value.is_nan() && expected.is_nan());
+            assert!(same, "{}: {value} decoded from {bytes:?}, which store {expected}", info.name);
         }
+    }
+    assert_eq!(next, data.len(), "the tensors end before the file");
+}
+
+/// The value of IEEE half-precision bits, from their definition: sign,
+/// five exponent bits (bias 15), ten fraction bits; subnormals, infinities and NaN.
+#[cfg(feature = "model")]
+fn f16_value(bits: u16) -> f32 {
+    let sign = if bits >> 15 == 1 { -1.0 } else { 1.0 };
+    let exponent = i32::from((bits >> 10) & 0x1f);
+    let fraction = f32::from(bits & 0x3ff);
+    sign * match exponent {
+        0 => fraction / 1024.0 * 2f32.powi(-14),
+        31 if fraction == 0.0 => f32::INFINITY,
+        31 => f32::NAN,
+        e => (1.0 + fraction / 1024.0) * 2f32.powi(e - 15),
     }
 }

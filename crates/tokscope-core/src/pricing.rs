@@ -88,6 +88,11 @@ impl Cost {
 }
 
 impl Schedule {
+    /// Every entry, ascending by `effective_from` (`None` first).
+    pub fn entries(&self) -> &[PriceEntry] {
+        &self.entries
+    }
+
     /// The entry in force at `ts` (µs): the latest `effective_from <= ts`.
     pub fn at(&self, ts: i64) -> Option<&PriceEntry> {
         self.entries.iter().rev().find(|e| e.effective_from.is_none_or(|from| from <= ts))
@@ -129,6 +134,11 @@ impl Pricing {
     /// Whether no model has a price.
     pub fn is_empty(&self) -> bool {
         self.exact.is_empty() && self.patterns.is_empty()
+    }
+
+    /// Every price history: the exact names' (in no order), then the patterns' in file order.
+    pub fn schedules(&self) -> impl Iterator<Item = &Schedule> {
+        self.exact.values().chain(self.patterns.iter().map(|(_, s)| s))
     }
 
     /// The price history that applies to `model`, if any.

@@ -138,8 +138,20 @@ impl ModelConfig {
         if head_dim == 0 || !head_dim.is_multiple_of(2) {
             return Err(model_err!("config.json: head_dim {head_dim} must be even and positive"));
         }
+        // The widths of the attention projections index every buffer: they must fit in a usize.
+        if heads.checked_mul(head_dim).is_none() {
+            return Err(model_err!("config.json: num_attention_heads {heads} x head_dim {head_dim} is too large"));
+        }
         let rope_theta =
             raw.rope_theta.or(raw.rope_parameters.and_then(|p| p.rope_theta)).unwrap_or(DEFAULT_ROPE_THETA);
+        // A negative epsilon takes the square root of a negative mean square, a theta of 0 or
+        // less makes the rotation frequencies infinite or NaN: every activation would be NaN.
+        if !(raw.rms_norm_eps.is_finite() && raw.rms_norm_eps >= 0.0) {
+            return Err(model_err!("config.json: rms_norm_eps {} must be finite and non-negative", raw.rms_norm_eps));
+        }
+        if !(rope_theta.is_finite() && rope_theta > 0.0) {
+            return Err(model_err!("config.json: rope_theta {rope_theta} must be finite and positive"));
+        }
         Ok(ModelConfig {
             hidden_size: raw.hidden_size,
             intermediate_size: raw.intermediate_size,
@@ -208,6 +220,19 @@ mod tests {
         assert_eq!(cfg.eos_token_ids, vec![2, 7]);
         let cfg = ModelConfig::from_json(&format!(r#"{{{BASE}, "eos_token_id": 2}}"#)).unwrap();
         assert_eq!(cfg.eos_token_ids, vec![2]);
+    }
+
+    #[test]
+    fn widths_over_usize_and_a_negative_epsilon_or_theta_are_refused() {
+        // 2^32 query heads of width 2^32: 2^64 columns.
+        let wide = r#"{"hidden_size": 8, "intermediate_size": 16, "num_hidden_layers": 1, "vocab_size": 10,
+            "num_attention_heads": 4294967296, "head_dim": 4294967296}"#;
+        assert!(ModelConfig::from_json(wide).unwrap_err().to_string().contains("too large"));
+        for extra in [r#""rms_norm_eps": -1e-6"#, r#""rope_theta": 0.0"#, r#""rope_parameters": {"rope_theta": -1.0}"#]
+        {
+            let json = format!("{{{BASE}, {extra}}}");
+            assert!(ModelConfig::from_json(&json).is_err(), "{json}");
+        }
     }
 
     #[test]
