@@ -1,5 +1,6 @@
 //! The dashboard page (src/export/dashboard), read as a user and a reviewer would: which charts are there,
-//! what the notes say, how numbers read, that user data is escaped, and its size.
+//! what the notes say, how numbers read, that user data is escaped, its size, and, in Chromium, each mark
+//! read off its chart's axes against the exported job result.
 
 use crate::common;
 use crate::dashboard_support as support;
@@ -463,8 +464,373 @@ fn distinct(cells: &[String]) -> Vec<String> {
     seen
 }
 
+// ------------------------------------------------------- marks read off their axes in Chromium
+
+/// How far (page pixels) a mark may lie from where its value puts it: every
+/// coordinate of the SVG is a whole unit (a bar's ends, a tick), drawn at about
+/// 0.9 px, so a bar's end and the tick it is read against are each up to half a
+/// unit off.
+const TOLERANCE_PX: f64 = 1.5;
+
+type Table = std::collections::HashMap<String, Vec<String>>;
+
+/// A number in a CSV cell.
+fn number(cell: &str) -> Option<f64> {
+    cell.parse::<f64>().ok().filter(|v| v.is_finite())
+}
+
+/// A CSV key cell as the page names it: an empty (null) cell is `(null)`.
+fn shown(cell: &str) -> &str {
+    if cell.is_empty() {
+        "(null)"
+    } else {
+        cell
+    }
+}
+
+/// The value axis of a drawn chart: the page position of a value.
+struct ValueAxis {
+    at_zero: f64,
+    per_unit: f64,
+}
+
+impl ValueAxis {
+    fn px(&self, value: f64) -> f64 {
+        self.at_zero + self.per_unit * value
+    }
+}
+
+/// One displayed chart as `browser_check.py --geometry` wrote it (page pixels),
+/// read as a person reads it: a value off the value axis' tick labels, a mark's
+/// category from the label it stands over, its series and value column from
+/// the legend's colours and shades. Wide charts run categories along x, narrow
+/// ones down y.
+struct Drawn<'a> {
+    figure: &'a serde_json::Value,
+    wide: bool,
+    name: String,
+}
+
+impl<'a> Drawn<'a> {
+    fn new(figure: &'a serde_json::Value) -> Self {
+        let wide = figure["layout"] == "wide";
+        let name = format!("{} ({}, {})", figure["id"], figure["layout"], figure["facet"]);
+        Drawn { figure, wide, name }
+    }
+
+    /// Index of a point's coordinate along the value axis, and across it.
+    fn along(&self) -> usize {
+        usize::from(self.wide)
+    }
+    fn across(&self) -> usize {
+        usize::from(!self.wide)
+    }
+
+    /// The unrotated texts outside the marks anchored at `anchor`: (text, [x, y]).
+    fn texts(&self, anchor: &str) -> Vec<(String, [f64; 2])> {
+        let f = |v: &serde_json::Value| v.as_f64().unwrap();
+        self.figure["texts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|t| t["anchor"] == anchor && t["rotated"] == false)
+            .map(|t| (t["text"].as_str().unwrap().to_string(), [f(&t["x"]), f(&t["y"])]))
+            .collect()
+    }
+
+    /// The value axis through its tick labels (right-aligned left of a wide
+    /// chart, centred under a narrow one), fitted by least squares; values grow
+    /// upwards on wide charts and to the right on narrow ones.
+    fn value_axis(&self) -> ValueAxis {
+        let ticks: Vec<(f64, f64)> = self
+            .texts(if self.wide { "end" } else { "middle" })
+            .into_iter()
+            .filter_map(|(text, at)| text.replace(',', "").parse::<f64>().ok().map(|v| (v, at[self.along()])))
+            .collect();
+        assert!(ticks.len() >= 2, "{}: no value axis ticks: {ticks:?}", self.name);
+        let n = ticks.len() as f64;
+        let (mean_v, mean_p) = (ticks.iter().map(|t| t.0).sum::<f64>() / n, ticks.iter().map(|t| t.1).sum::<f64>() / n);
+        let per_unit = ticks.iter().map(|(v, p)| (v - mean_v) * (p - mean_p)).sum::<f64>()
+            / ticks.iter().map(|(v, _)| (v - mean_v).powi(2)).sum::<f64>();
+        let axis = ValueAxis { at_zero: mean_p - per_unit * mean_v, per_unit };
+        for (v, p) in &ticks {
+            assert!((axis.px(*v) - p).abs() < 1.0, "{}: tick {v} at {p} px is off its axis: {ticks:?}", self.name);
+        }
+        assert!(if self.wide { per_unit < 0.0 } else { per_unit > 0.0 }, "{}: axis runs backwards", self.name);
+        axis
+    }
+
+    /// Each of `categories` with the page position of its label across the
+    /// value axis (centred under a wide chart, right-aligned left of a narrow one).
+    fn category_labels(&self, categories: &[String]) -> Vec<(String, f64)> {
+        let labels: Vec<(String, f64)> = self
+            .texts(if self.wide { "middle" } else { "end" })
+            .into_iter()
+            .filter(|(text, _)| categories.contains(text))
+            .map(|(text, at)| (text, at[self.across()]))
+            .collect();
+        let mut named: Vec<&String> = labels.iter().map(|(text, _)| text).collect();
+        named.sort();
+        let mut expected: Vec<&String> = categories.iter().collect();
+        expected.sort();
+        assert_eq!(named, expected, "{}: one label per category", self.name);
+        labels
+    }
+
+    /// The category whose band holds `position` (across the value axis): the
+    /// nearest label, nearer than half the distance between labels.
+    fn category_at<'l>(&self, labels: &'l [(String, f64)], position: f64) -> &'l str {
+        let (label, distance) =
+            labels.iter().map(|(label, at)| (label, (at - position).abs())).min_by(|a, b| a.1.total_cmp(&b.1)).unwrap();
+        assert!(distance < half_band(labels), "{}: a mark at {position} px is in no category's band", self.name);
+        label
+    }
+
+    /// The legend's swatches: (label, colour, opacity).
+    fn legend(&self) -> Vec<(String, String, f64)> {
+        self.figure["legend"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|l| {
+                let label = l["label"].as_str().unwrap().to_string();
+                (label, l["colour"].as_str().unwrap().to_string(), l["opacity"].as_f64().unwrap())
+            })
+            .collect()
+    }
+
+    /// The rows of `table` this figure draws: its facet's, those the spec keeps.
+    fn rows(&self, spec: &ChartSpec, table: &Table) -> Vec<usize> {
+        let facet = self.figure["facet"].as_str().map(|f| f.split_once(" = ").unwrap().1.to_string());
+        (0..table[spec.x.column].len())
+            .filter(|&r| spec.facet.is_none_or(|column| Some(shown(&table[column][r])) == facet.as_deref()))
+            .filter(|&r| spec.only.is_none_or(|only| only.values.contains(&table[only.column][r].as_str())))
+            .collect()
+    }
+
+    /// A polyline's two points, if it is a straight stroke.
+    fn strokes(&self) -> Vec<[[f64; 2]; 2]> {
+        let point = |p: &serde_json::Value| [p[0].as_f64().unwrap(), p[1].as_f64().unwrap()];
+        self.figure["polylines"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|line| match line.as_array().unwrap().as_slice() {
+                [a, b] => Some([point(a), point(b)]),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Asserts a whisker at `centre` (across the value axis) from page position
+    /// `lo` to `hi` along it: its stroke, and a cap across each end, shorter than
+    /// `half_band` (longer strokes are reference lines).
+    fn assert_whisker(&self, centre: f64, (lo, hi): (f64, f64), half_band: f64, what: &str) {
+        let (a, c) = (self.along(), self.across());
+        let near = |x: f64, y: f64| (x - y).abs() <= TOLERANCE_PX;
+        let strokes = self.strokes();
+        let stroke = strokes.iter().any(|[p, q]| {
+            near(p[c], centre)
+                && near(q[c], centre)
+                && near(p[a].min(q[a]), lo.min(hi))
+                && near(p[a].max(q[a]), lo.max(hi))
+        });
+        assert!(stroke, "{}: {what}: no whisker stroke at {centre:.1} px from {lo:.1} to {hi:.1} px", self.name);
+        for end in [lo, hi] {
+            let cap = strokes.iter().any(|[p, q]| {
+                near(p[a], end) && near(q[a], end) && near((p[c] + q[c]) / 2.0, centre) && {
+                    let length = (p[c] - q[c]).abs();
+                    length > 0.0 && length < half_band
+                }
+            });
+            assert!(cap, "{}: {what}: no whisker cap at {end:.1} px", self.name);
+        }
+    }
+}
+
+/// Half the distance between neighbouring category labels (page pixels): how
+/// far a category's marks reach from its label.
+fn half_band(labels: &[(String, f64)]) -> f64 {
+    let mut at: Vec<f64> = labels.iter().map(|l| l.1).collect();
+    at.sort_by(f64::total_cmp);
+    at.windows(2).map(|w| w[1] - w[0]).fold(f64::INFINITY, f64::min) / 2.0
+}
+
+/// Checks every bar of a bar chart of `spec` against the exported `table`:
+/// each value in the figure's rows has one bar, in the band of its category's
+/// label, in the legend's order of series then value columns, from the value
+/// axis' 0 to the value (and, for bars with intervals, a whisker from the row's
+/// lower to its upper bound), within [`TOLERANCE_PX`].
+fn assert_bars_read_as(figure: &serde_json::Value, spec: &ChartSpec, table: &Table) {
+    let interval = match spec.kind {
+        ChartKind::BarsWithIntervals { low, high } => Some((low, high)),
+        _ => None,
+    };
+    let drawn = Drawn::new(figure);
+    let name = &drawn.name;
+    let axis = drawn.value_axis();
+    let scale = if spec.unit == Unit::Rate { 100.0 } else { 1.0 };
+    let rows = drawn.rows(spec, table);
+    let categories = distinct(&rows.iter().map(|&r| shown(&table[spec.x.column][r]).to_string()).collect::<Vec<_>>());
+    let labels = drawn.category_labels(&categories);
+    let legend = drawn.legend();
+    let value_labels: Vec<&str> = spec.values.iter().map(|v| v.label).collect();
+    // The series the legend names (at most 8 are drawn, the busiest), in its order.
+    let series: Vec<&(String, String, f64)> = match spec.series {
+        Some(column) => {
+            legend.iter().filter(|(label, ..)| rows.iter().any(|&r| shown(&table[column][r]) == label)).collect()
+        }
+        None => Vec::new(),
+    };
+    if let Some(column) = spec.series {
+        let all = distinct(&rows.iter().map(|&r| shown(&table[column][r]).to_string()).collect::<Vec<_>>());
+        assert_eq!(series.len(), all.len().min(8), "{name}: a legend entry per series: {legend:?}");
+    }
+    let row_of = |category: &str, series_label: Option<&str>| -> usize {
+        let found: Vec<usize> = rows
+            .iter()
+            .copied()
+            .filter(|&r| shown(&table[spec.x.column][r]) == category)
+            .filter(|&r| spec.series.is_none_or(|column| Some(shown(&table[column][r])) == series_label))
+            .collect();
+        assert_eq!(found.len(), 1, "{name}: one row for {category} {series_label:?}");
+        found[0]
+    };
+
+    // (category, series index, value index, position across the axis) of each bar.
+    let mut bars: Vec<(String, usize, usize, f64)> = Vec::new();
+    let (a, c) = (drawn.along(), drawn.across());
+    for rect in figure["rects"].as_array().unwrap() {
+        let edge = |key: &str| rect[key].as_f64().unwrap();
+        let (start, end) = ([edge("left"), edge("top")], [edge("right"), edge("bottom")]);
+        let centre = (start[c] + end[c]) / 2.0;
+        let category = drawn.category_at(&labels, centre).to_string();
+        let (fill, opacity) = (rect["fill"].as_str().unwrap(), rect["opacity"].as_f64().unwrap());
+        let swatch = |labels: &[&str], colour: Option<&str>, shade: Option<f64>| -> String {
+            let found: Vec<&String> = legend
+                .iter()
+                .filter(|(label, swatch, alpha)| {
+                    labels.contains(&label.as_str())
+                        && colour.is_none_or(|c| c == swatch)
+                        && shade.is_none_or(|s| (s - alpha).abs() < 1e-6)
+                })
+                .map(|(label, ..)| label)
+                .collect();
+            assert_eq!(found.len(), 1, "{name}: a {fill} bar at opacity {opacity} has no legend entry: {legend:?}");
+            found[0].clone()
+        };
+        let (s, v) = if spec.series.is_some() {
+            let series_labels: Vec<&str> = series.iter().map(|(label, ..)| label.as_str()).collect();
+            let label = swatch(&series_labels, Some(fill), None);
+            let s = series_labels.iter().position(|l| *l == label).unwrap();
+            let v = if value_labels.len() == 1 {
+                0
+            } else {
+                value_labels.iter().position(|l| *l == swatch(&value_labels, None, Some(opacity))).unwrap()
+            };
+            (s, v)
+        } else {
+            (0, value_labels.iter().position(|l| *l == swatch(&value_labels, Some(fill), None)).unwrap())
+        };
+        let series_label = series.get(s).map(|(label, ..)| label.as_str());
+        let r = row_of(&category, series_label);
+        let column = spec.values[v].column;
+        let what = format!("{column} of {category} {}", series_label.unwrap_or_default());
+        let value = number(&table[column][r]).unwrap_or_else(|| panic!("{name}: a bar for {what}, which has no value"));
+        let (zero, top) = (axis.px(0.0), axis.px(value * scale));
+        let (from, to) = (start[a].min(end[a]), start[a].max(end[a]));
+        assert!(
+            (from - zero.min(top)).abs() <= TOLERANCE_PX && (to - zero.max(top)).abs() <= TOLERANCE_PX,
+            "{name}: the bar of {what} = {value} spans {from:.1}..{to:.1} px; the axis puts 0 at {zero:.1} px and \
+             the value at {top:.1} px"
+        );
+        if let Some((low, high)) = interval.filter(|_| v == 0) {
+            if let (Some(lo), Some(hi)) = (number(&table[low][r]), number(&table[high][r])) {
+                drawn.assert_whisker(centre, (axis.px(lo * scale), axis.px(hi * scale)), half_band(&labels), &what);
+            }
+        }
+        bars.push((category, s, v, centre));
+    }
+
+    // One bar per value of the drawn series, each in reading order within its category.
+    let drawn_series =
+        |r: usize| spec.series.is_none_or(|column| series.iter().any(|(l, ..)| l == shown(&table[column][r])));
+    let values: usize = rows
+        .iter()
+        .filter(|&&r| drawn_series(r))
+        .map(|&r| spec.values.iter().filter(|v| number(&table[v.column][r]).is_some()).count())
+        .sum();
+    assert!(values > 0, "{name}: no values to draw");
+    assert_eq!(bars.len(), values, "{name}: one bar per value");
+    for category in &categories {
+        let mut in_band: Vec<&(String, usize, usize, f64)> = bars.iter().filter(|b| &b.0 == category).collect();
+        in_band.sort_by(|x, y| x.3.total_cmp(&y.3));
+        let order: Vec<(usize, usize)> = in_band.iter().map(|b| (b.1, b.2)).collect();
+        let mut sorted = order.clone();
+        sorted.sort();
+        sorted.dedup();
+        assert_eq!(order, sorted, "{name}: {category}'s bars out of the legend's order (series, value)");
+    }
+}
+
+/// Checks every point of an interval chart of `spec` (one series) against the
+/// exported `table`: each row with an estimate has a point (a white disc and
+/// its mark) at the estimate, in its category's band, and a whisker from its
+/// lower to its upper bound; the reference line crosses the chart at 0, or at 1
+/// for a figure of ratios.
+fn assert_points_read_as(figure: &serde_json::Value, spec: &ChartSpec, table: &Table) {
+    let ChartKind::Interval { low, high, effect, .. } = spec.kind else { panic!("{} is no interval chart", spec.id) };
+    let drawn = Drawn::new(figure);
+    let name = &drawn.name;
+    let axis = drawn.value_axis();
+    let scale = if spec.unit == Unit::Rate { 100.0 } else { 1.0 };
+    let rows = drawn.rows(spec, table);
+    let categories = distinct(&rows.iter().map(|&r| shown(&table[spec.x.column][r]).to_string()).collect::<Vec<_>>());
+    let labels = drawn.category_labels(&categories);
+    let (a, c) = (drawn.along(), drawn.across());
+    let mut centres: Vec<[f64; 2]> = Vec::new();
+    for circle in figure["circles"].as_array().unwrap() {
+        let centre = [circle["cx"].as_f64().unwrap(), circle["cy"].as_f64().unwrap()];
+        if !centres.contains(&centre) {
+            centres.push(centre);
+        }
+    }
+    let estimate = spec.values[0].column;
+    let mut seen = Vec::new();
+    for centre in &centres {
+        let category = drawn.category_at(&labels, centre[c]);
+        let r = *rows.iter().find(|&&r| shown(&table[spec.x.column][r]) == category).unwrap();
+        let value =
+            number(&table[estimate][r]).unwrap_or_else(|| panic!("{name}: a point for {category} without a value"));
+        assert!(
+            (centre[a] - axis.px(value * scale)).abs() <= TOLERANCE_PX,
+            "{name}: {category}'s {estimate} = {value} is drawn at {:.1} px; the axis puts it at {:.1} px",
+            centre[a],
+            axis.px(value * scale)
+        );
+        if let (Some(lo), Some(hi)) = (number(&table[low][r]), number(&table[high][r])) {
+            drawn.assert_whisker(centre[c], (axis.px(lo * scale), axis.px(hi * scale)), half_band(&labels), category);
+        }
+        seen.push(category);
+    }
+    let with_value = rows.iter().filter(|&&r| number(&table[estimate][r]).is_some()).count();
+    assert!(with_value > 0, "{name}: no values to draw");
+    assert_eq!(seen.len(), with_value, "{name}: one point per row with {estimate}");
+    let ratios = effect.is_some_and(|column| rows.iter().all(|&r| table[column][r] == "ratio"));
+    let reference = axis.px(if ratios { scale } else { 0.0 });
+    let (first, last) =
+        labels.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), l| (lo.min(l.1), hi.max(l.1)));
+    let crossing = drawn.strokes().into_iter().any(|[p, q]| {
+        (p[a] - reference).abs() <= TOLERANCE_PX
+            && (q[a] - reference).abs() <= TOLERANCE_PX
+            && p[c].min(q[c]) < first
+            && p[c].max(q[c]) > last
+    });
+    assert!(crossing, "{name}: no reference line at {reference:.1} px");
+}
+
 #[test]
-fn exported_studies_draw_one_mark_per_row_of_their_job_in_chromium() {
+fn exported_charts_draw_each_value_of_their_job_where_their_axes_read_it_in_chromium() {
     let dir = tempfile::tempdir().unwrap();
     let latest = export_dataset(
         dir.path(),
@@ -489,7 +855,13 @@ fn exported_studies_draw_one_mark_per_row_of_their_job_in_chromium() {
         return;
     }
     let counts_path = dir.path().join("counts.json");
-    let out = common::browser_check(&page, &STUDY_CHARTS, dir.path(), &[format!("--counts={}", counts_path.display())]);
+    let geometry_path = dir.path().join("geometry.json");
+    let out = common::browser_check(
+        &page,
+        &STUDY_CHARTS,
+        dir.path(),
+        &[format!("--counts={}", counts_path.display()), format!("--geometry={}", geometry_path.display())],
+    );
     assert!(
         out.status.success(),
         "browser check failed:\n{}{}",
@@ -534,6 +906,60 @@ fn exported_studies_draw_one_mark_per_row_of_their_job_in_chromium() {
         assert_eq!(n(&figures[0], "rects"), expected, "{id}: one bar per value of {job}.csv");
     }
     assert!(csv("gateway_engine")["matched"].iter().any(|m| m != "0"), "engine profiles joined no request");
+
+    // Every bar chart read off its axes at both widths, against its job's CSV:
+    // each bar from the axis' 0 to its value, over its category's label, in the
+    // legend's order of series and value columns; each A/B point at its
+    // estimate with its whisker from ci_low to ci_high.
+    let geometry: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&geometry_path).unwrap()).unwrap();
+    let spec_of = |id: &str| BUILTIN_CHARTS.iter().find(|s| s.id == id).unwrap();
+    let laid_out = |id: &str, viewport: &str| -> Vec<&serde_json::Value> {
+        let layout = if viewport == "desktop" { "wide" } else { "narrow" };
+        let figures: Vec<&serde_json::Value> =
+            geometry[viewport].as_array().unwrap().iter().filter(|f| f["id"] == id && f["layout"] == layout).collect();
+        assert!(!figures.is_empty(), "{id} is not displayed at {viewport} width");
+        figures
+    };
+    for (id, job) in [
+        ("cost_per_1k", "cost"),
+        ("cost_total", "cost"),
+        ("eos_compliance", "eos"),
+        ("implicit_truncation", "eos"),
+        ("ttft", "latency"),
+        ("tpot", "latency"),
+        ("first_token", "jitter"),
+        ("last_token", "jitter"),
+        ("itl_jitter", "jitter"),
+        ("tail_jitter", "jitter"),
+        ("kv_cache", "kv_cache"),
+        ("load_summary", "load_summary"),
+        ("gateway_engine", "gateway_engine"),
+        ("engine_time", "engine"),
+        ("engine_kv_hit", "engine"),
+        ("engine_step_jitter", "engine"),
+        ("kv_cache_peak", "kv_cache_peak"),
+        ("moe_load", "moe_load"),
+        ("quality", "quality"),
+        ("recall", "recall"),
+        ("composite", "composite"),
+        ("drift_kl", "drift"),
+        ("drift_share", "drift"),
+    ] {
+        let table = csv(job);
+        for viewport in ["desktop", "phone"] {
+            for figure in laid_out(id, viewport) {
+                assert_bars_read_as(figure, spec_of(id), &table);
+            }
+        }
+    }
+    let ab_table = csv("ab");
+    for id in ["ab_rates", "ab_latency", "ab_capacity"] {
+        for viewport in ["desktop", "phone"] {
+            for figure in laid_out(id, viewport) {
+                assert_points_read_as(figure, spec_of(id), &ab_table);
+            }
+        }
+    }
     let peaks = csv("kv_cache_peak");
     assert!(distinct(&peaks["engine_id"]).len() >= 2, "one series per engine: {:?}", peaks["engine_id"]);
     assert!(peaks["kv_cache_gib_peak"].iter().any(|g| g.parse::<f64>().is_ok_and(|g| g > 0.0)), "no cache held");
@@ -663,7 +1089,7 @@ fn changed_layer_rows() -> Vec<String> {
 }
 
 #[test]
-fn exported_changed_layers_draw_two_bars_with_whiskers_per_layer_in_chromium() {
+fn exported_changed_layers_draw_two_bars_with_whiskers_per_layer_at_their_values_in_chromium() {
     let dir = tempfile::tempdir().unwrap();
     let rows = common::write_file(dir.path(), "rows.jsonl", changed_layer_rows().join("\n"));
     let data = dir.path().join("ds");
@@ -687,11 +1113,12 @@ fn exported_changed_layers_draw_two_bars_with_whiskers_per_layer_in_chromium() {
         return;
     }
     let counts_path = dir.path().join("counts.json");
+    let geometry_path = dir.path().join("geometry.json");
     let out = common::browser_check(
         &page,
         &["mediation_layers"],
         dir.path(),
-        &[format!("--counts={}", counts_path.display())],
+        &[format!("--counts={}", counts_path.display()), format!("--geometry={}", geometry_path.display())],
     );
     assert!(
         out.status.success(),
@@ -721,6 +1148,17 @@ fn exported_changed_layers_draw_two_bars_with_whiskers_per_layer_in_chromium() {
             assert_eq!(n(figure, "rects"), bars, "{viewport} {study}: a bar per row");
             assert_eq!(n(figure, "polylines"), 3 * whiskers, "{viewport} {study}: a whisker per interval");
             assert_eq!(n(figure, "circles"), 0, "{viewport} {study}: no points");
+        }
+    }
+    // Read off their axes: each bar from 0 to its mean, its whisker from ci_lo to ci_hi.
+    let geometry: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&geometry_path).unwrap()).unwrap();
+    let spec = BUILTIN_CHARTS.iter().find(|s| s.id == "mediation_layers").unwrap();
+    for viewport in ["desktop", "phone"] {
+        let figures: Vec<&serde_json::Value> =
+            geometry[viewport].as_array().unwrap().iter().filter(|f| f["id"] == "mediation_layers").collect();
+        assert_eq!(figures.len(), studies.len(), "{viewport}: one displayed chart per study");
+        for figure in figures {
+            assert_bars_read_as(figure, spec, &table);
         }
     }
     std::io::stdout().write_all(&out.stdout).unwrap();

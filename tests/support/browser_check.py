@@ -19,6 +19,15 @@ the browser parsed them (the elements inside <g class="marks">: rects, circles,
 filled circles, polylines and their points), for a test to compare with the
 chart's table.
 
+With --geometry FILE it writes, per viewport, where each displayed chart's
+marks were laid out, in CSS pixels of the page as rendered (getBBox and the
+points of each mark mapped through the SVG's getScreenCTM): every rect's edges,
+fill and opacity, every polyline's points, every circle's centre and fill; the
+anchor of every text outside the marks (axis ticks and category labels) with
+its text-anchor; and the figure's facet and legend entries (label, swatch
+colour and opacity), for a test to read each mark's value off the axes and
+compare it with the exported job result.
+
 It writes full-page screenshots NAME-desktop.png and NAME-phone.png to --out
 (default: beside the page). Every wait has a deadline; Chromium's whole process
 group is killed on the way out, so it never hangs.
@@ -264,6 +273,46 @@ COUNT_MARKS = r"""
 })))()
 """
 
+# Per displayed chart SVG: its marks, axis texts and legend in page pixels (see --geometry).
+GEOMETRY = r"""
+(() => JSON.stringify([...document.querySelectorAll('svg[data-chart]')].filter(svg => {
+  const r = svg.getBoundingClientRect();
+  return r.width > 0 && r.height > 0;
+}).map(svg => {
+  const ctm = svg.getScreenCTM();
+  const at = (x, y) => { const p = new DOMPoint(x, y).matrixTransform(ctm); return [p.x, p.y]; };
+  const marks = [...svg.querySelectorAll('g.marks')];
+  const all = sel => marks.flatMap(g => [...g.querySelectorAll(sel)]);
+  const opacity = el => parseFloat(el.getAttribute('opacity') || '1');
+  const rects = all('rect').map(el => {
+    const b = el.getBBox();
+    const [left, top] = at(b.x, b.y), [right, bottom] = at(b.x + b.width, b.y + b.height);
+    return {fill: (el.getAttribute('fill') || '').toLowerCase(), opacity: opacity(el), left, top, right, bottom};
+  });
+  const polylines = all('polyline').map(el => [...el.points].map(p => at(p.x, p.y)));
+  const circles = all('circle').map(el => {
+    const [cx, cy] = at(el.cx.baseVal.value, el.cy.baseVal.value);
+    return {fill: (el.getAttribute('fill') || '').toLowerCase(), cx, cy};
+  });
+  const texts = [...svg.querySelectorAll('text')].filter(t => !t.closest('g.marks')).map(t => {
+    const [x, y] = at(t.x.baseVal[0].value, t.y.baseVal[0].value);
+    return {text: t.textContent.trim(), anchor: t.getAttribute('text-anchor') || 'start',
+            rotated: t.hasAttribute('transform'), x, y};
+  });
+  const figure = svg.closest('figure');
+  const facet = figure && figure.querySelector('.facet');
+  const legend = figure ? [...figure.querySelectorAll('.legend li')].map(li => {
+    const swatch = li.querySelector('svg > *');
+    return {label: li.textContent.trim(), mark: swatch ? swatch.tagName : '',
+            colour: ((swatch && (swatch.getAttribute('fill') !== 'none' && swatch.getAttribute('fill')
+                      || swatch.getAttribute('stroke'))) || '').toLowerCase(),
+            opacity: parseFloat(swatch && swatch.getAttribute('fill-opacity') || '1')};
+  }) : [];
+  return {id: svg.dataset.chart, layout: svg.dataset.layout || '', facet: facet ? facet.textContent.trim() : null,
+          legend, rects, polylines, circles, texts};
+})))()
+"""
+
 PROBE = r"""
 (() => {
   const charts = [...document.querySelectorAll('svg[data-chart]')].map(svg => {
@@ -278,7 +327,7 @@ PROBE = r"""
 
 
 def check_viewport(binary, page, name, width, height, mobile, expected, out, stem, min_ink, min_colour, deadline,
-                   open_details=False, counts=None):
+                   open_details=False, counts=None, geometry=None):
     problems = []
     browser = Browser(binary, width, height, deadline)
     try:
@@ -333,6 +382,10 @@ def check_viewport(binary, page, name, width, height, mobile, expected, out, ste
                                ["result"]["value"])
             counts[name] = marks
 
+        if geometry is not None:
+            geometry[name] = json.loads(browser.send("Runtime.evaluate", {"expression": GEOMETRY,
+                                                                          "returnByValue": True})["result"]["value"])
+
         if open_details:  # for a person looking at the screenshots: show every data table
             browser.send("Runtime.evaluate", {"expression": "document.querySelectorAll('details')"
                                                             ".forEach(d => d.open = true); document.documentElement"
@@ -361,6 +414,8 @@ def main():
     parser.add_argument("--open-details", action="store_true", help="open every data table before the screenshots")
     parser.add_argument("--counts", type=Path, help="write each chart SVG's data marks (rects, circles, filled "
                                                      "circles, polyline points), per viewport, to this JSON file")
+    parser.add_argument("--geometry", type=Path, help="write each displayed chart's marks, axis texts and legend "
+                                                       "in page pixels, per viewport, to this JSON file")
     args = parser.parse_args()
 
     page = args.page.resolve()
@@ -372,19 +427,22 @@ def main():
     expected = [e for e in args.expect.split(",") if e]
     problems = []
     counts = {} if args.counts else None
+    geometry = {} if args.geometry else None
     try:
         binary = find_chromium(args.chromium)
         for name, (width, height, mobile) in VIEWPORTS.items():
             deadline = time.monotonic() + args.timeout
             try:
                 problems += check_viewport(binary, page, name, width, height, mobile, expected, out, page.stem,
-                                           args.min_ink, args.min_colour, deadline, args.open_details, counts)
+                                           args.min_ink, args.min_colour, deadline, args.open_details, counts, geometry)
             except CheckFailed as failure:
                 problems.append(f"{name}: {failure}")
     except CheckFailed as failure:
         problems.append(str(failure))
     if counts is not None:
         args.counts.write_text(json.dumps(counts, indent=1))
+    if geometry is not None:
+        args.geometry.write_text(json.dumps(geometry))
     if problems:
         for problem in problems:
             print(f"FAIL {problem}", file=sys.stderr)

@@ -73,8 +73,12 @@ pub fn significant(value: f64, digits: u32) -> String {
 
 /// Axis tick text for a tick at `value` on an axis whose ticks are `step` apart.
 pub(crate) fn tick(value: f64, step: f64) -> String {
-    let decimals =
-        if step >= 1.0 || step <= 0.0 { 0 } else { (-step.log10().floor()) as usize + usize::from(is_half_step(step)) };
+    // A step of 2.5 x 10^k needs one decimal more than its power of ten (2.5, 0.25).
+    let decimals = if step <= 0.0 {
+        0
+    } else {
+        (-step.log10().floor() as i64 + i64::from(is_half_step(step))).max(0) as usize
+    };
     let value = if value.abs() < step * 1e-9 { 0.0 } else { value };
     group_thousands(&format!("{value:.decimals$}"))
 }
@@ -228,6 +232,8 @@ mod tests {
     #[test]
     fn ticks_have_as_many_decimals_as_their_step() {
         assert_eq!(tick(0.5, 0.25), "0.50");
+        assert_eq!(tick(7.5, 2.5), "7.5");
+        assert_eq!(tick(75.0, 25.0), "75");
         assert_eq!(tick(20.0, 5.0), "20");
         assert_eq!(tick(0.002, 0.001), "0.002");
         assert_eq!(tick(15000.0, 5000.0), "15,000");
