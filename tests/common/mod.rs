@@ -98,22 +98,37 @@ pub fn query(data: &Path, sql: &str) -> Vec<serde_json::Value> {
     out.lines().filter(|l| !l.trim().is_empty()).map(|l| serde_json::from_str(l).expect("json row")).collect()
 }
 
-/// Asserts that `ours` (rows as tokscope's JSON output gives them) holds the
-/// rows of an oracle's `theirs`, in order: every column of each oracle row,
-/// numbers within `rel` of the oracle's (relative), anything else equal (an
-/// absent cell is null).
+/// Asserts that `ours` (rows as tokscope's JSON output gives them) equals an
+/// oracle's `theirs` cell by cell, in order: the same rows, every column of
+/// either side (an absent cell is null, as tokscope's JSON leaves null
+/// columns out), numbers within `rel` of the oracle's (relative), anything
+/// else equal.
 pub fn assert_rows_match(what: &str, ours: &[serde_json::Value], theirs: &[serde_json::Value], rel: f64) {
     assert_eq!(ours.len(), theirs.len(), "{what}: row count");
-    for (o, t) in ours.iter().zip(theirs) {
-        for (k, tv) in t.as_object().expect("oracle rows are objects") {
-            let ov = o.get(k).unwrap_or(&serde_json::Value::Null);
+    let null = serde_json::Value::Null;
+    for (i, (row, oracle_row)) in ours.iter().zip(theirs).enumerate() {
+        let o = row.as_object().expect("tokscope rows are objects");
+        let t = oracle_row.as_object().expect("oracle rows are objects");
+        for k in t.keys().chain(o.keys().filter(|k| !t.contains_key(*k))) {
+            let (ov, tv) = (o.get(k).unwrap_or(&null), t.get(k).unwrap_or(&null));
             let same = match (ov.as_f64(), tv.as_f64()) {
                 (Some(a), Some(b)) => (a - b).abs() <= rel * b.abs().max(1e-12),
                 _ => ov == tv,
             };
-            assert!(same, "{what} column {k}: tokscope {ov}, oracle {tv} (oracle row {t})");
+            assert!(same, "{what} row {i} column {k}: tokscope {ov}, oracle {tv}\ntokscope {row}\noracle {oracle_row}");
         }
     }
+}
+
+/// DuckDB's setup for the metrics of `requests` written from their
+/// definitions in docs/metrics.md (`tests/oracles/request_metrics.sql`: its
+/// tables and views, `requests_by_definition` and the jobs over it), over
+/// dataset `ds`'s `requests` Parquet files.
+pub fn request_metrics_oracle(ds: &Path) -> Vec<String> {
+    let statements = include_str!("../oracles/request_metrics.sql")
+        .split(";\n")
+        .filter(|s| s.lines().any(|l| !l.trim().is_empty() && !l.trim_start().starts_with("--")));
+    std::iter::once(parquet_view(ds, "requests", "requests")).chain(statements.map(str::to_string)).collect()
 }
 
 /// DuckDB's `CREATE VIEW {view}` over the Parquet files of `table` in dataset

@@ -1,7 +1,8 @@
 //! SQL jobs end to end: small hand-made datasets whose expected values are
 //! written out here, every column of every job; pricing (tiers, history,
-//! cache tokens, LiteLLM import, unpriced); DuckDB as an independent oracle on
-//! a generated dataset; output formats; a dataset on S3; the SQL shell.
+//! cache tokens, LiteLLM import, unpriced); DuckDB computing eos, latency
+//! and cost from their definitions over generated and hand-made logs; output
+//! formats; a dataset on S3; the SQL shell.
 
 use crate::common;
 
@@ -694,15 +695,90 @@ fn jobs_over_a_dataset_on_s3_match_the_local_dataset() {
     assert_eq!(remote, here);
 }
 
-/// DuckDB computes eos, latency and cost from the same Parquet; every cell must agree.
+/// Hand-made lines beside the generated ones, for the corners of the
+/// definitions the generator never reaches (canonical format).
+const ORACLE_EDGES: &[&str] = &[
+    // context_bin edges: 1023 | 1024, 131071 | 131072.
+    r#"{"ts":"2024-06-01T00:01:00Z","request_id":"bin-1023","model":"edge","prompt_tokens":1023,"completion_tokens":5,"max_tokens":10,"ttft_ms":10,"latency_ms":50,"model_output":"a</s>"}"#,
+    r#"{"ts":"2024-06-01T00:01:01Z","request_id":"bin-1024","model":"edge","prompt_tokens":1024,"completion_tokens":5,"max_tokens":10,"ttft_ms":20,"latency_ms":60,"model_output":"a</s>"}"#,
+    r#"{"ts":"2024-06-01T00:01:02Z","request_id":"bin-131071","model":"edge","prompt_tokens":131071,"completion_tokens":5,"max_tokens":10,"ttft_ms":30,"latency_ms":90,"model_output":"a"}"#,
+    r#"{"ts":"2024-06-01T00:01:03Z","request_id":"bin-131072","model":"edge","prompt_tokens":131072,"completion_tokens":5,"max_tokens":10,"ttft_ms":40,"latency_ms":80,"model_output":"a"}"#,
+    // Raw output: a marker behind whitespace, other markers, one inside the text,
+    // a marker at the cap (eos wins), no marker at the cap, by finish reason, neither.
+    r#"{"ts":"2024-06-01T00:01:04Z","request_id":"raw-ws","model":"edge","prompt_tokens":10,"completion_tokens":3,"max_tokens":10,"ttft_ms":5,"latency_ms":25,"model_output":"done[EOS] \n\t"}"#,
+    r#"{"ts":"2024-06-01T00:01:05Z","request_id":"raw-end","model":"edge","prompt_tokens":11,"completion_tokens":3,"max_tokens":10,"ttft_ms":6,"latency_ms":46,"model_output":"x<|end|>"}"#,
+    r#"{"ts":"2024-06-01T00:01:06Z","request_id":"raw-inside","model":"edge","prompt_tokens":12,"completion_tokens":3,"max_tokens":10,"ttft_ms":7,"latency_ms":97,"model_output":"a<|endoftext|>b"}"#,
+    r#"{"ts":"2024-06-01T00:01:07Z","request_id":"raw-cap-marker","model":"edge","prompt_tokens":13,"completion_tokens":10,"max_tokens":10,"finish_reason":"length","ttft_ms":8,"latency_ms":98,"model_output":"cut<|im_end|>"}"#,
+    r#"{"ts":"2024-06-01T00:01:08Z","request_id":"raw-cap","model":"edge","prompt_tokens":14,"completion_tokens":10,"max_tokens":10,"finish_reason":"stop","ttft_ms":9,"latency_ms":189,"model_output":"no marker"}"#,
+    r#"{"ts":"2024-06-01T00:01:09Z","request_id":"raw-length","model":"edge","prompt_tokens":15,"completion_tokens":3,"finish_reason":"length","model_output":"no marker"}"#,
+    r#"{"ts":"2024-06-01T00:01:10Z","request_id":"raw-cut","model":"edge","prompt_tokens":16,"completion_tokens":3,"model_output":"no marker"}"#,
+    // No raw output: the finish reason as logged (case and spaces aside) decides.
+    r#"{"ts":"2024-06-01T00:01:11Z","request_id":"fr-upper","model":"edge","prompt_tokens":17,"completion_tokens":3,"max_tokens":10,"finish_reason":"STOP"}"#,
+    r#"{"ts":"2024-06-01T00:01:12Z","request_id":"fr-spaced","model":"edge","prompt_tokens":18,"completion_tokens":3,"max_tokens":10,"finish_reason":" end_turn "}"#,
+    r#"{"ts":"2024-06-01T00:01:13Z","request_id":"fr-tool","model":"edge","prompt_tokens":19,"completion_tokens":3,"max_tokens":10,"finish_reason":"tool_use"}"#,
+    r#"{"ts":"2024-06-01T00:01:14Z","request_id":"fr-filter","model":"edge","prompt_tokens":20,"completion_tokens":3,"max_tokens":10,"finish_reason":"content_filter"}"#,
+    r#"{"ts":"2024-06-01T00:01:15Z","request_id":"fr-max","model":"edge","prompt_tokens":21,"completion_tokens":3,"max_tokens":10,"finish_reason":"max_tokens"}"#,
+    r#"{"ts":"2024-06-01T00:01:16Z","request_id":"fr-cap","model":"edge","prompt_tokens":22,"completion_tokens":10,"max_tokens":10}"#,
+    r#"{"ts":"2024-06-01T00:01:17Z","request_id":"fr-empty","model":"edge","prompt_tokens":23,"completion_tokens":3,"max_tokens":10,"finish_reason":""}"#,
+    r#"{"ts":"2024-06-01T00:01:18Z","request_id":"fr-new","model":"edge","prompt_tokens":24,"completion_tokens":3,"max_tokens":10,"finish_reason":"brand_new_reason"}"#,
+    // Timings: one token (no tpot), latency below ttft, zero latency, no ttft.
+    r#"{"ts":"2024-06-01T00:01:19Z","request_id":"t-one","model":"edge","prompt_tokens":25,"completion_tokens":1,"ttft_ms":30,"latency_ms":30,"model_output":"a</s>"}"#,
+    r#"{"ts":"2024-06-01T00:01:20Z","request_id":"t-below","model":"edge","prompt_tokens":26,"completion_tokens":4,"ttft_ms":50,"latency_ms":40,"model_output":"a</s>"}"#,
+    r#"{"ts":"2024-06-01T00:01:21Z","request_id":"t-zero","model":"edge","prompt_tokens":27,"completion_tokens":4,"ttft_ms":0,"latency_ms":0,"model_output":"a</s>"}"#,
+    r#"{"ts":"2024-06-01T00:01:22Z","request_id":"t-no-ttft","model":"edge","prompt_tokens":28,"completion_tokens":4,"latency_ms":70,"model_output":"a</s>"}"#,
+    // Cost: cache reads and writes at the default write rate (the input's), a
+    // tiered model at and just above its threshold.
+    r#"{"ts":"2024-06-01T00:01:23Z","request_id":"c-cache","model":"llama-3.1-8b-instruct","prompt_tokens":1000,"cached_tokens":100,"cache_write_tokens":300,"completion_tokens":50,"model_output":"a<|eot_id|>"}"#,
+    r#"{"ts":"2024-06-01T00:01:24Z","request_id":"c-at-tier","model":"qwen2.5-72b-instruct","prompt_tokens":4096,"cached_tokens":1000,"cache_write_tokens":500,"completion_tokens":70,"model_output":"a<|im_end|>"}"#,
+    r#"{"ts":"2024-06-01T00:01:25Z","request_id":"c-over-tier","model":"qwen2.5-72b-instruct","prompt_tokens":4097,"cached_tokens":1000,"cache_write_tokens":500,"completion_tokens":70,"model_output":"a<|im_end|>"}"#,
+];
+
+/// Two streams saved as sent, without usage: no prompt length, the `unknown`
+/// bin (never priced, though the model has a price), no raw output.
+fn unknown_bin_streams() -> String {
+    let chunk = |id: &str, delta: &str, logprobs: &str, finish: &str| {
+        format!(
+            r#"data: {{"id": "{id}", "object": "chat.completion.chunk", "created": 1717200100, "model": "llama-3.1-8b-instruct", "choices": [{{"index": 0, "delta": {delta}, "logprobs": {logprobs}, "finish_reason": {finish}}}]}}"#
+        ) + "\n\n"
+    };
+    let token = |t: &str| format!(r#"{{"content": [{{"token": "{t}", "logprob": -0.5, "top_logprobs": []}}]}}"#);
+    let mut text = String::new();
+    for (id, finish) in [("stream-stop", r#""stop""#), ("stream-length", r#""length""#)] {
+        text += &chunk(id, r#"{"role": "assistant", "content": ""}"#, "null", "null");
+        text += &chunk(id, r#"{"content": "Hi"}"#, &token("Hi"), "null");
+        text += &chunk(id, r#"{"content": " there"}"#, &token(" there"), "null");
+        text += &chunk(id, "{}", "null", finish);
+        text += "data: [DONE]\n\n";
+    }
+    text
+}
+
+/// DuckDB computes eos, latency and cost from their definitions in
+/// docs/metrics.md (`tests/oracles/request_metrics.sql`, the cost formula and
+/// prices below), from the columns the logs gave: every derived column
+/// (context_bin, eos_status, tpot_ms, ...) recomputed, nothing read from
+/// sql/. Every cell of each job must agree, on generated canonical and
+/// Anthropic logs plus hand-made corners.
 #[test]
-fn eos_latency_and_cost_agree_with_duckdb_on_generated_logs() {
+fn eos_latency_and_cost_agree_with_duckdb_computing_them_from_their_definitions() {
     let dir = tempfile::tempdir().unwrap();
-    let gen = dir.path().join("gen.jsonl");
-    tokscope(&["generate", "--requests", "2000", "--seed", "11", "--out", gen.to_str().unwrap()]);
+    let gen = |format: &str, requests: &str, seed: &str| {
+        let out = dir.path().join(format!("{format}.jsonl"));
+        let args = ["--requests", requests, "--seed", seed, "--output-chars", "40", "--format", format];
+        tokscope(&[&["generate", "--out", out.to_str().unwrap()][..], &args].concat());
+        out.to_str().unwrap().to_string()
+    };
+    let canonical = gen("canonical", "1500", "11");
+    let anthropic = gen("anthropic", "300", "12");
+    let edges = write(dir.path(), "edges.jsonl", &(ORACLE_EDGES.join("\n") + "\n"));
+    let streams = write(dir.path(), "streams.sse", &unknown_bin_streams());
     let ds = dir.path().join("ds");
-    ingest(&[gen.to_str().unwrap()], &ds, &[]);
-    // mistral-7b-instruct has no price: unpriced in both.
+    let summary = ingest(&[&canonical, &anthropic, &edges, &streams], &ds, &[]);
+    let want_rows = 1500 + 300 + ORACLE_EDGES.len() as u64 + 2;
+    assert_eq!(summary["totals"]["rows_written"].as_u64(), Some(want_rows), "every line a request: {summary}");
+    // mistral-7b-instruct and `edge` have no price: unpriced in both. deepseek-v3's
+    // prices change at 00:10; qwen's tier keeps the base cached and cache-write
+    // rates, the write rate being the base input's by default.
     let pricing = write(
         dir.path(),
         "p.toml",
@@ -726,44 +802,66 @@ model = "deepseek-v3"
 input = 0.27
 output = 1.1
 cached_input = 0.07
+cache_write = 0.3
+[[model]]
+model = "deepseek-v3"
+effective_from = "2024-06-01T00:10:00Z"
+input = 0.5
+output = 2.0
+cached_input = 0.1
+cache_write = 0.6
 "#,
     );
-    // The jobs' own SQL, shared metrics expanded, run by DuckDB on the same Parquet.
-    let eos_sql = tokscope(&["job", "eos", "--show-sql"]);
-    let latency_sql = tokscope(&["job", "latency", "--show-sql"]);
-    // The cost formula written independently for DuckDB (docs/metrics.md#cost).
+    // docs/metrics.md#cost with the prices above: rate = [input, cached_input,
+    // cache_write, output] in force for the row, null when none is (or the
+    // prompt length is unknown).
     let cost_sql = r#"
-WITH r AS (
+WITH rated AS (
+  SELECT *, CAST(CASE
+      WHEN context_bin = 'unknown' THEN NULL
+      WHEN model = 'llama-3.1-8b-instruct' THEN [0.1, 0.05, 0.1, 0.2]
+      WHEN model = 'deepseek-v3' AND ts >= TIMESTAMPTZ '2024-06-01 00:10:00+00' THEN [0.5, 0.1, 0.6, 2.0]
+      WHEN model = 'deepseek-v3' THEN [0.27, 0.07, 0.3, 1.1]
+      WHEN regexp_full_match(model, 'qwen2\.5-.*') AND prompt_tokens > 4096 THEN [2.0, 0.5, 1.0, 6.0]
+      WHEN regexp_full_match(model, 'qwen2\.5-.*') THEN [1.0, 0.5, 1.0, 3.0]
+    END AS DOUBLE[]) AS rate
+  FROM requests_by_definition),
+costed AS (
   SELECT *,
-    CASE WHEN model = 'llama-3.1-8b-instruct' THEN 0.1 WHEN model LIKE 'qwen2.5-%' AND prompt_tokens > 4096 THEN 2.0
-         WHEN model LIKE 'qwen2.5-%' THEN 1.0 WHEN model = 'deepseek-v3' THEN 0.27 END AS r_in,
-    CASE WHEN model = 'llama-3.1-8b-instruct' THEN 0.2 WHEN model LIKE 'qwen2.5-%' AND prompt_tokens > 4096 THEN 6.0
-         WHEN model LIKE 'qwen2.5-%' THEN 3.0 WHEN model = 'deepseek-v3' THEN 1.1 END AS r_out,
-    CASE WHEN model = 'llama-3.1-8b-instruct' THEN 0.05 WHEN model LIKE 'qwen2.5-%' THEN 0.5 WHEN model = 'deepseek-v3' THEN 0.07 END AS r_cached
-  FROM requests),
-c AS (SELECT *,
-    greatest(prompt_tokens - cached_tokens - cache_write_tokens, 0) * r_in / 1e6 + cache_write_tokens * r_in / 1e6 AS in_usd,
-    cached_tokens * r_cached / 1e6 AS cached_usd, completion_tokens * r_out / 1e6 AS out_usd FROM r)
-SELECT model, context_bin, count(*) AS requests, count(*) FILTER (WHERE r_in IS NULL) AS unpriced_requests,
-  sum(in_usd + cached_usd + out_usd) AS cost_usd,
-  1000 * sum(in_usd + cached_usd + out_usd) / NULLIF(sum(prompt_tokens + completion_tokens) FILTER (WHERE r_in IS NOT NULL), 0) AS cost_per_1k_tokens,
-  sum(in_usd) / NULLIF(sum(in_usd + cached_usd + out_usd), 0) AS input_share,
-  sum(cached_usd) / NULLIF(sum(in_usd + cached_usd + out_usd), 0) AS cached_share,
-  sum(out_usd) / NULLIF(sum(in_usd + cached_usd + out_usd), 0) AS output_share
-FROM c GROUP BY model, context_bin, context_bin_lo ORDER BY model, context_bin_lo
+    greatest(prompt_tokens - cached_tokens - cache_write_tokens, 0) * rate[1] / 1e6 AS uncached_usd,
+    cached_tokens * rate[2] / 1e6 AS cached_usd,
+    cache_write_tokens * rate[3] / 1e6 AS write_usd,
+    completion_tokens * rate[4] / 1e6 AS output_usd
+  FROM rated),
+totalled AS (SELECT *, uncached_usd + cached_usd + write_usd + output_usd AS cost FROM costed)
+SELECT model, context_bin, count(*) AS requests, count(*) FILTER (WHERE rate IS NULL) AS unpriced_requests,
+  sum(cost) AS cost_usd,
+  1000 * sum(cost) / nullif(sum(prompt_tokens + completion_tokens) FILTER (WHERE rate IS NOT NULL), 0) AS cost_per_1k_tokens,
+  sum(uncached_usd + write_usd) / nullif(sum(cost), 0) AS input_share,
+  sum(cached_usd) / nullif(sum(cost), 0) AS cached_share,
+  sum(output_usd) / nullif(sum(cost), 0) AS output_share
+FROM totalled GROUP BY model, context_bin, context_bin_lo ORDER BY model, context_bin_lo NULLS LAST
 "#;
-    let setup = [
-        common::parquet_view(&ds, "requests", "requests"),
-        // eos reads request_counts: here counted by DuckDB from the requests rows (docs/metrics.md#request_counts).
-        "CREATE VIEW request_counts AS SELECT date, model, variant, context_bin, context_bin_lo, eos_status, \
-         has_eos_marker, count(*) AS requests FROM requests GROUP BY ALL"
-            .to_string(),
+    let in_order =
+        |view: &str| format!("SELECT * EXCLUDE (context_bin_lo) FROM {view} ORDER BY model, context_bin_lo NULLS LAST");
+    let queries = [
+        in_order("eos_by_definition"),
+        in_order("latency_by_definition"),
+        cost_sql.to_string(),
+        "SELECT eos_status, count(*) AS n FROM requests_by_definition GROUP BY ALL ORDER BY ALL".to_string(),
     ];
-    let oracle = common::duckdb_rows(&setup, &[eos_sql, latency_sql, cost_sql.to_string()]);
+    let oracle = common::duckdb_rows(&common::request_metrics_oracle(&ds), &queries);
+    // The data reach every status, the unknown bin and its unpriced rows.
+    let statuses: Vec<(&str, i64)> =
+        oracle[3].iter().map(|r| (r["eos_status"].as_str().unwrap(), r["n"].as_i64().unwrap())).collect();
+    assert_eq!(statuses.iter().map(|s| s.0).collect::<Vec<_>>(), ["eos", "implicit_truncation", "length", "unknown"]);
+    assert!(statuses.iter().all(|s| s.1 >= 3), "{statuses:?}");
+    let unknown_bin = oracle[2].iter().find(|r| r["context_bin"] == "unknown").expect("an unknown bin");
+    assert_eq!((unknown_bin["requests"].as_i64(), unknown_bin["unpriced_requests"].as_i64()), (Some(2), Some(2)));
     let jobs = [("eos", vec![]), ("latency", vec![]), ("cost", vec!["--pricing", pricing.as_str()])];
     for ((name, extra), theirs) in jobs.into_iter().zip(&oracle) {
         let ours = job(name, &ds, &extra);
-        assert!(ours.len() > 8, "{name}: several models x bins");
+        assert!(ours.len() > 20, "{name}: several models x bins: {}", ours.len());
         common::assert_rows_match(name, &ours, theirs, 1e-9);
     }
 }
