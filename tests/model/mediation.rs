@@ -1,7 +1,8 @@
 //! Causal mediation: `tokscope trace` against golden.json's causal_trace, the
 //! activation-reuse cost, weight perturbation, per-layer TE / DE / IE against
 //! an independent NumPy decoder, and `mediate` -> `interventions` ->
-//! `mediation-report` end to end.
+//! `mediation-report` end to end, its bootstrap intervals by hand and against
+//! SciPy's percentile bootstrap (tests/oracles/percentile_bootstrap.py).
 
 use crate::common;
 
@@ -262,6 +263,11 @@ fn per_layer_effects_of_every_matrix_and_skipped_layer_match_a_numpy_decoder() {
 /// Hand-computed effects through the job: two prompts, one layer.
 /// p1: clean 0.9, corrupt 0.2 (samples 0.1, 0.3), restore 0.6 -> TE 0.7, IE 0.4, DE 0.3.
 /// p2: clean 0.5, corrupt 0.3, restore 0.4, perturb 0.45 -> TE 0.2, IE 0.1, DE 0.1, perturb -0.05.
+/// The bootstrap of two values draws the mean of the smaller twice with probability 1/4,
+/// the larger's twice 1/4, else their mean: among the default 1000 resamples the type-7
+/// 2.5% point (between the 25th and 26th smallest) is the smaller value unless at most
+/// 25 resamples drew it twice (P[Binomial(1000, 1/4) <= 25] < 1e-80), and the 97.5%
+/// point the larger likewise: the interval is [smaller, larger].
 #[test]
 fn imported_rows_give_hand_computed_effects_and_heatmap() {
     let dir = tempfile::tempdir().unwrap();
@@ -291,12 +297,12 @@ fn imported_rows_give_hand_computed_effects_and_heatmap() {
             .find(|r| r["layer"] == layer && r["effect"] == effect)
             .unwrap_or_else(|| panic!("{effect} in {report}"))
     };
-    for (effect, mean) in [("te", 0.45), ("ie", 0.25), ("de", 0.2)] {
+    for (effect, mean, ci) in [("te", 0.45, [0.2, 0.7]), ("ie", 0.25, [0.1, 0.4]), ("de", 0.2, [0.1, 0.3])] {
         let r = get(0, effect);
         assert_eq!(r["n"], 2);
         assert!((r["mean"].as_f64().unwrap() - mean).abs() < 1e-9, "{effect}: {r}");
         let (lo, hi) = (r["ci_lo"].as_f64().unwrap(), r["ci_hi"].as_f64().unwrap());
-        assert!(lo <= mean + 1e-12 && mean <= hi + 1e-12, "{effect}: {r}");
+        assert!((lo - ci[0]).abs() < 1e-12 && (hi - ci[1]).abs() < 1e-12, "{effect}: {r}, expected {ci:?}");
     }
     let p = get(1, "perturb");
     assert!((p["mean"].as_f64().unwrap() + 0.05).abs() < 1e-9);
@@ -324,6 +330,114 @@ fn imported_rows_give_hand_computed_effects_and_heatmap() {
     // The table is queryable like any other.
     let counted = common::query(&data, "SELECT count(*) AS n FROM interventions");
     assert_eq!(counted[0]["n"], 10);
+}
+
+/// Imported runs of 40 prompts: corruption restored at layer 0 (the effects per prompt,
+/// noise samples averaged first) and `attn.k` noise at layer 1 in two draws (the effects
+/// per (prompt, draw) cell). Python recomputes every effect from the rows by the
+/// definitions of docs/metrics.md ("Mediation"), and each interval of the job, run with
+/// 20,000 resamples, agrees with SciPy's percentile bootstrap of the mean of the same
+/// values within its Monte Carlo error (tests/oracles/percentile_bootstrap.py: 5 sigma,
+/// sigma = 0.0012 in level here).
+#[test]
+fn job_intervals_agree_with_scipy_percentile_bootstrap() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("ds");
+    // Values spread unevenly from a multiplicative hash, so the effects are skewed and the
+    // interval is not symmetric about the mean.
+    let u = |k: u64| (k.wrapping_mul(2_654_435_761) % 1_000) as f64 / 1_000.0;
+    let mut rows = Vec::new();
+    for i in 0..40u64 {
+        let id = format!("p{i:02}");
+        let row =
+            |kind: &str, value: f64| json!({"prompt_id": id, "intervention": kind, "metric": "m", "value": value});
+        let clean = 0.5 + 0.5 * u(i).powi(2);
+        rows.push(row("clean", clean));
+        for sample in 0..2 {
+            let mut r = row("corrupt", 0.1 * u(7 * i + sample + 1));
+            r["sample"] = json!(sample);
+            rows.push(r);
+        }
+        let mut restore = row("restore", 0.4 * u(3 * i + 11).powi(3));
+        restore["layer"] = json!(0);
+        rows.push(restore);
+        for sample in 0..2 {
+            for (path, value) in
+                [("total", clean - 0.3 * u(5 * i + sample + 2)), ("direct", clean - 0.1 * u(11 * i + sample))]
+            {
+                let mut r = row("weight-noise", value);
+                for (k, v) in [
+                    ("layer", json!(1)),
+                    ("sample", json!(sample)),
+                    ("weight", json!("attn.k")),
+                    ("sigma", json!(0.2)),
+                    ("path", json!(path)),
+                ] {
+                    r[k] = v;
+                }
+                rows.push(r);
+            }
+        }
+    }
+    let lines: Vec<String> = rows.iter().map(Value::to_string).collect();
+    let file = common::write_file(dir.path(), "rows.jsonl", lines.join("\n"));
+    let ds = data.to_str().unwrap();
+    common::tokscope(&["mediate", "--data", ds, "--import", &file]);
+    let report = common::tokscope(&[
+        "job",
+        "mediation",
+        "--data",
+        ds,
+        "--format",
+        "json",
+        "--param",
+        "resamples=20000",
+        "--param",
+        "seed=5",
+    ]);
+    let ours = common::write_file(dir.path(), "ours.jsonl", &report);
+    let script = format!(
+        r#"
+import json
+from collections import defaultdict
+import numpy as np
+import sys; sys.path.insert(0, {oracles:?}); import percentile_bootstrap as pb
+runs = defaultdict(list)
+for line in open({rows:?}):
+    v = json.loads(line)
+    runs[(v["prompt_id"], v["intervention"], v.get("layer"), v.get("sample", 0), v.get("path"))].append(v["value"])
+y = {{k: float(np.mean(vs)) for k, vs in runs.items()}}
+prompts = sorted({{k[0] for k in y}})
+clean = {{p: y[(p, "clean", None, 0, None)] for p in prompts}}
+corrupt = {{p: np.mean([v for k, v in y.items() if k[:2] == (p, "corrupt")]) for p in prompts}}
+values = defaultdict(list)
+for p in prompts:
+    te, ie = clean[p] - corrupt[p], y[(p, "restore", 0, 0, None)] - corrupt[p]
+    values[("corrupt", 0, "te")].append(te); values[("corrupt", 0, "ie")].append(ie)
+    values[("corrupt", 0, "de")].append(te - ie)
+    for s in (0, 1):
+        total, direct = y[(p, "weight-noise", 1, s, "total")], y[(p, "weight-noise", 1, s, "direct")]
+        values[("weight-noise", 1, "te")].append(total - clean[p])
+        values[("weight-noise", 1, "de")].append(direct - clean[p])
+        values[("weight-noise", 1, "ie")].append(total - direct)
+ours = [json.loads(l) for l in open({ours:?}) if l.strip()]
+assert len(ours) == len(values), ours
+sigmas = []
+for r in ours:
+    x = values[(r["intervention"], r["layer"], r["effect"])]
+    assert r["n"] == len(x), (r, len(x))
+    assert abs(r["mean"] - np.mean(x)) < 1e-12, (r, np.mean(x))
+    sigmas.append(pb.check(f"{{r['intervention']}} {{r['effect']}}", (r["ci_lo"], r["ci_hi"]), (x,), pb.mean, 20000,
+                           100000, 3))
+print(json.dumps(dict(intervals=len(sigmas), worst_sigma=max(sigmas))))
+"#,
+        oracles = common::repo().join("tests/oracles"),
+        rows = file,
+        ours = ours,
+    );
+    let checked: Value = serde_json::from_str(common::python(&script).trim()).unwrap();
+    // TE, DE and IE of the corruption and of the noise.
+    assert_eq!(checked["intervals"], 6, "{checked}");
 }
 
 #[test]

@@ -4,7 +4,10 @@
 //! and a version migration's metrics on a log with per-token times. Every
 //! effect is arm B (the treatment) against arm A (the control). The expected
 //! values, p-values and intervals are recomputed from the raw log by NumPy,
-//! SciPy and statsmodels (the definitions of docs/metrics.md, in Python).
+//! SciPy and statsmodels (the definitions of docs/metrics.md, in Python): the
+//! Wilson and Newcombe intervals to 1e-9, the bootstrap intervals against
+//! SciPy's percentile bootstrap within their Monte Carlo error
+//! (tests/oracles/percentile_bootstrap.py says how far).
 
 use crate::common;
 
@@ -51,6 +54,23 @@ fn f(v: &Value) -> Option<f64> {
     v.as_f64()
 }
 
+/// The `resamples` the bootstrap checks give the job, and SciPy's resamples: enough
+/// that an endpoint taken at the 5% point for the 2.5% point (0.025 off in level) lies
+/// outside `percentile_bootstrap.check_interval`'s tolerance, 0.015 in level (0.019
+/// for the cost ratio, whose job resamples draw request by request: fewer of them,
+/// `COST_RESAMPLES`, keep the test short).
+const JOB_RESAMPLES: usize = 10_000;
+const COST_RESAMPLES: usize = 3_000;
+const SCIPY_RESAMPLES: usize = 4_000;
+
+/// The Python lines that import tests/oracles/percentile_bootstrap.py as `pb`.
+fn import_percentile_bootstrap() -> String {
+    format!(
+        "import sys; sys.path.insert(0, {:?}); import percentile_bootstrap as pb",
+        common::repo().join("tests/oracles")
+    )
+}
+
 #[test]
 fn the_truncating_arm_is_significant_after_holm_in_its_bin_only() {
     let dir = tempfile::tempdir().unwrap();
@@ -86,9 +106,22 @@ fn ab_agrees_with_scipy_and_statsmodels_on_the_raw_log() {
         "prices.toml",
         "[[model]]\npattern = \".*\"\ninput = 1.0\noutput = 4.0\ncached_input = 0.5\n",
     );
-    let rows = ab_rows(&out, &[]);
+    let rows = ab_rows(&out, &[&format!("resamples={JOB_RESAMPLES}")]);
     let ours = dir.path().join("ab.json");
     std::fs::write(&ours, serde_json::to_string(&rows).unwrap()).unwrap();
+    // The cost rows need prices: every model at the same rates, so both arms pay alike.
+    let resamples = format!("resamples={COST_RESAMPLES}");
+    let data = out.to_str().unwrap();
+    let priced =
+        tokscope(&["job", "ab", "--format", "json", "--pricing", &pricing, "--param", &resamples, "--data", data]);
+    let cost: Vec<Value> = priced
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|r| r["metric"] == "cost_per_1k_tokens")
+        .collect();
+    assert_eq!(cost.len(), 5);
+    let priced = dir.path().join("priced.json");
+    std::fs::write(&priced, serde_json::to_string(&cost).unwrap()).unwrap();
     // Python recomputes every derived column from the raw JSON (definitions in
     // docs/metrics.md), then the statistics with SciPy and statsmodels.
     let script = format!(
@@ -98,6 +131,7 @@ import numpy as np
 from scipy.stats import mannwhitneyu
 from statsmodels.stats.proportion import confint_proportions_2indep, proportions_ztest
 from statsmodels.stats.multitest import multipletests
+{import_pb}
 warnings.simplefilter("ignore")
 MARKERS = ["<|eot_id|>", "<|im_end|>", "<｜end▁of▁sentence｜>", "</s>"]
 EDGES = [(16384, "16K+"), (4096, "4K-16K"), (1024, "1K-4K"), (0, "0-1K")]
@@ -114,12 +148,16 @@ for line in open({log:?}):
     b = next(label for lo, label in EDGES if v["prompt_tokens"] >= lo)
     n = v["completion_tokens"]
     tpot = (v["latency_ms"] - v["ttft_ms"]) / (n - 1) if n > 1 and v["latency_ms"] >= v["ttft_ms"] else None
+    # The cost job's formula at prices.toml's rates (USD per 1M tokens): input 1, cached input 0.5, output 4.
+    p, cached = v["prompt_tokens"], v.get("cached_tokens") or 0
+    cost = (max(p - cached, 0) * 1.0 + cached * 0.5 + n * 4.0) / 1e6
     for key in (b, "all"):
-        arms.setdefault((key, v["variant"]), []).append((status, v["ttft_ms"], tpot))
+        arms.setdefault((key, v["variant"]), []).append((status, v["ttft_ms"], tpot, cost, p + n))
 ours = json.load(open({ours:?}))
-def row(metric, b):
-    return next(r for r in ours if r["metric"] == metric and r["context_bin"] == b)
-checked, worst = 0, 0.0
+priced = json.load(open({priced:?}))
+def row(metric, b, rows=ours):
+    return next(r for r in rows if r["metric"] == metric and r["context_bin"] == b)
+checked, worst, intervals, worst_sigma = 0, 0.0, 0, 0.0
 def close(a, e, what):
     global checked, worst
     if e is None or (isinstance(e, float) and math.isnan(e)):
@@ -129,13 +167,19 @@ def close(a, e, what):
     worst = max(worst, rel)
     assert rel < 1e-9, (what, a, e)
     checked += 1
+def bootstrap(r, what, samples, statistic, resamples={job_resamples}):
+    # The job's interval against SciPy's percentile bootstrap of the same statistic.
+    global intervals, worst_sigma
+    sigma = pb.check(what, (r["ci_low"], r["ci_high"]), samples, statistic, resamples, {scipy_resamples}, 1)
+    worst_sigma = max(worst_sigma, sigma)
+    intervals += 1
 families = {{}}
 for b in ["0-1K", "1K-4K", "4K-16K", "16K+", "all"]:
     A, B = arms[(b, "candidate")], arms[(b, "control")]  # default arms: name order
     for metric, succ, trials in [("eos_compliance_rate", ["eos"], ["eos", "implicit_truncation"]),
                                  ("implicit_truncation_rate", ["implicit_truncation"], None)]:
-        xa = sum(s in succ for s, _, _ in A); na = sum(trials is None or s in trials for s, _, _ in A)
-        xb = sum(s in succ for s, _, _ in B); nb = sum(trials is None or s in trials for s, _, _ in B)
+        xa = sum(x[0] in succ for x in A); na = sum(trials is None or x[0] in trials for x in A)
+        xb = sum(x[0] in succ for x in B); nb = sum(trials is None or x[0] in trials for x in B)
         r = row(metric, b)
         assert (r["arm_a"], r["arm_b"], r["n_a"], r["n_b"]) == ("candidate", "control", na, nb), (r, na, nb)
         # B against A.
@@ -152,33 +196,40 @@ for b in ["0-1K", "1K-4K", "4K-16K", "16K+", "all"]:
         close(r["value_a"], float(np.median(a)), metric); close(r["value_b"], float(np.median(c)), metric)
         close(r["diff"], float(np.median(c)) - float(np.median(a)), metric)
         close(r["p_value"], float(p), metric)
+        bootstrap(r, f"{{metric}} {{b}}", (a, c), pb.quantile_difference(0.5))
         families.setdefault(metric, []).append((b, float(p)))
+    # Cost per 1K tokens: B / A, its interval a bootstrap of whole requests.
+    r = row("cost_per_1k_tokens", b, priced)
+    assert (r["effect"], r["n_a"], r["n_b"]) == ("ratio", len(A), len(B)), (r, len(A), len(B))
+    per_1k = [1000 * sum(x[3] for x in arm) / sum(x[4] for x in arm) for arm in (A, B)]
+    close(r["value_a"], per_1k[0], "cost"); close(r["value_b"], per_1k[1], "cost")
+    close(r["diff"], per_1k[1] / per_1k[0], "cost ratio")
+    samples, ratio = pb.cost_ratio([x[3] for x in A], [x[4] for x in A], [x[3] for x in B], [x[4] for x in B])
+    bootstrap(r, f"cost_per_1k_tokens {{b}}", samples, ratio, {cost_resamples})
 for metric, ps in families.items():
     bins = [(b, p) for b, p in ps if b != "all" and not math.isnan(p)]
     adj = multipletests([p for _, p in bins], method="holm")[1]
     for (b, _), a in zip(bins, adj):
         close(row(metric, b)["p_value_holm"], float(a), metric + " holm")
-print(json.dumps(dict(checked=checked, worst=worst)))
+print(json.dumps(dict(checked=checked, worst=worst, intervals=intervals, worst_sigma=worst_sigma)))
 "#,
+        import_pb = import_percentile_bootstrap(),
         log = log.to_str().unwrap(),
         ours = ours.to_str().unwrap(),
+        priced = priced.to_str().unwrap(),
+        job_resamples = JOB_RESAMPLES,
+        cost_resamples = COST_RESAMPLES,
+        scipy_resamples = SCIPY_RESAMPLES,
     );
     let report: Value = serde_json::from_str(python(&script).trim()).unwrap();
-    assert!(report["checked"].as_u64().unwrap() >= 90, "{report}");
-    // The cost rows need prices: every model at the same rates, so both arms pay alike
-    // and the ratio's interval holds 1 (B / A: control over candidate here).
-    let priced = tokscope(&["job", "ab", "--format", "json", "--pricing", &pricing, "--data", out.to_str().unwrap()]);
-    let cost: Vec<Value> = priced
-        .lines()
-        .map(|l| serde_json::from_str::<Value>(l).unwrap())
-        .filter(|r| r["metric"] == "cost_per_1k_tokens")
-        .collect();
-    assert_eq!(cost.len(), 5);
+    assert!(report["checked"].as_u64().unwrap() >= 120, "{report}");
+
+    // Medians of TTFT and TPOT, and the cost ratio, in every bin and overall.
+    assert_eq!(report["intervals"], 15, "{report}");
+    // Both arms pay the same rates: the ratio's interval holds 1 (B / A: control over candidate).
     let all = cost.iter().find(|r| r["context_bin"] == "all").unwrap();
-    assert_eq!(all["effect"], "ratio");
-    let (lo, ratio, hi) = (f(&all["ci_low"]).unwrap(), f(&all["diff"]).unwrap(), f(&all["ci_high"]).unwrap());
-    assert!(lo <= ratio && ratio <= hi && lo < 1.0 && 1.0 < hi, "{all}");
-    assert!((ratio - f(&all["value_b"]).unwrap() / f(&all["value_a"]).unwrap()).abs() < 1e-12);
+    let (lo, hi) = (f(&all["ci_low"]).unwrap(), f(&all["ci_high"]).unwrap());
+    assert!(lo < 1.0 && 1.0 < hi, "{all}");
 }
 
 /// A version migration: 6,000 generated requests with per-token times, half on
@@ -219,7 +270,7 @@ fn the_migration_metrics_agree_with_numpy_and_scipy_on_the_raw_log() {
     let (log, out) = migration_dataset(dir.path());
     let results = dir.path().join("results.json");
     let all = serde_json::json!({
-        "ab": job_rows(&out, "ab", &[]),
+        "ab": job_rows(&out, "ab", &[&format!("resamples={JOB_RESAMPLES}")]),
         "latency": job_rows(&out, "latency", &["by=variant"]),
         "jitter": job_rows(&out, "jitter", &["by=variant"]),
         "load_summary": job_rows(&out, "load_summary", &["by=variant"]),
@@ -228,14 +279,15 @@ fn the_migration_metrics_agree_with_numpy_and_scipy_on_the_raw_log() {
     // Python derives every per-request column from the raw JSON (docs/metrics.md): TPOT,
     // decode tokens/s, the ITLs between token times and their standard deviation, the
     // first and last token times, the EOS marker, KV-cache bytes from the architectures'
-    // shapes (config/architectures.toml), then each arm's statistics.
+    // shapes (config/architectures.toml), then each arm's statistics and intervals.
     let script = format!(
         r#"
 import json, math
 from datetime import datetime
 import numpy as np
 from scipy.stats import mannwhitneyu, chisquare
-from statsmodels.stats.proportion import proportions_ztest
+from statsmodels.stats.proportion import confint_proportions_2indep, proportion_confint, proportions_ztest
+{import_pb}
 MARKERS = ["<|eot_id|>", "<|im_end|>", "<｜end▁of▁sentence｜>", "</s>"]
 EDGES = [(16384, "16K+"), (4096, "4K-16K"), (1024, "1K-4K"), (0, "0-1K")]
 KV_PER_TOKEN = {{"llama-3.1-8b-instruct": 2 * 32 * 8 * 128 * 2, "mistral-7b-instruct": 2 * 32 * 8 * 128 * 2,
@@ -256,7 +308,7 @@ for line in open({log:?}):
         kv=KV_PER_TOKEN[v["model"]] * (v["prompt_tokens"] + n) / 2**30, tokens=n,
         start_us=round(start * 1e6), end_us=round(start * 1e6) + round(v["latency_ms"] * 1000)))
 res = json.load(open({results:?}))
-checked = 0
+checked, intervals = 0, 0
 def close(a, e, what):
     global checked
     assert a is not None and abs(a - e) <= 1e-9 * max(abs(e), 1.0), (what, a, e)
@@ -268,29 +320,42 @@ for b in ["0-1K", "1K-4K", "4K-16K", "16K+", "all"]:
     A = [r for r in reqs if r["arm"] == "v1.2.0" and b in (r["bin"], "all")]
     B = [r for r in reqs if r["arm"] == "v1.3.0" and b in (r["bin"], "all")]
     rows = {{r["metric"]: r for r in res["ab"] if r["context_bin"] == b}}
-    def check(metric, a, c, n_a, n_b, p=None, diff=None):
+    def check(metric, a, c, n_a, n_b, p=None, diff=None, ci=None, boot=None):
+        global intervals
         r = rows[metric]
         assert (r["arm_a"], r["arm_b"], r["n_a"], r["n_b"]) == ("v1.2.0", "v1.3.0", n_a, n_b), (metric, b, r)
         close(r["value_a"], a, metric); close(r["value_b"], c, metric)
         close(r["diff"], diff if diff is not None else c / a if r["effect"] == "ratio" else c - a, metric + " diff")
         if p is not None:
             close(r["p_value"], p, metric + " p")
-    # The split against 50/50: SciPy's chisquare.
+        if ci is not None:  # a closed form: statsmodels' interval
+            close(r["ci_low"], ci[0], metric + " ci_low"); close(r["ci_high"], ci[1], metric + " ci_high")
+            intervals += 1
+        if boot is not None:  # (samples, statistic): SciPy's percentile bootstrap
+            pb.check(f"{{metric}} {{b}}", (r["ci_low"], r["ci_high"]), *boot, {job_resamples}, {scipy_resamples}, 2)
+            intervals += 1
+    # The split against 50/50: SciPy's chisquare; the interval, B's Wilson interval minus the split.
     na, nb = len(A), len(B)
-    check("sample_ratio", na / (na + nb), nb / (na + nb), na, nb, chisquare([na, nb]).pvalue, nb / (na + nb) - 0.5)
+    wilson = [x - 0.5 for x in proportion_confint(nb, na + nb, alpha=0.05, method="wilson")]
+    check("sample_ratio", na / (na + nb), nb / (na + nb), na, nb, chisquare([na, nb]).pvalue, nb / (na + nb) - 0.5,
+          ci=wilson)
     assert rows["sample_ratio"]["sample_ratio_mismatch"] is False, rows["sample_ratio"]
     xa, xb = sum(r["marker"] for r in A), sum(r["marker"] for r in B)
-    check("eos_marker_rate", xa / na, xb / nb, na, nb, proportions_ztest([xb, xa], [nb, na])[1])
+    check("eos_marker_rate", xa / na, xb / nb, na, nb, proportions_ztest([xb, xa], [nb, na])[1],
+          ci=confint_proportions_2indep(xb, nb, xa, na, method="newcomb", compare="diff"))
     for metric, key, q in [("ttft_p95_ms", "ttft", .95), ("tpot_p95_ms", "tpot", .95), ("e2e_p95_ms", "latency", .95)]:
         a, c = values(A, key), values(B, key)
-        check(metric, float(np.quantile(a, q)), float(np.quantile(c, q)), len(a), len(c))
+        check(metric, float(np.quantile(a, q)), float(np.quantile(c, q)), len(a), len(c),
+              boot=((a, c), pb.quantile_difference(q)))
         assert rows[metric].get("p_value") is None, rows[metric]
     for metric, key in [("decode_tps_p50", "tps"), ("itl_std_p50_ms", "itl_std"), ("kv_cache_gib_p50", "kv")]:
         a, c = values(A, key), values(B, key)
         p = mannwhitneyu(a, c, alternative="two-sided", method="asymptotic", use_continuity=True).pvalue
-        check(metric, float(np.median(a)), float(np.median(c)), len(a), len(c), float(p))
+        check(metric, float(np.median(a)), float(np.median(c)), len(a), len(c), float(p),
+              boot=((a, c), pb.quantile_difference(0.5)))
     ta, tb = [r["last"] - r["first"] for r in A], [r["last"] - r["first"] for r in B]
-    check("tail_token_jitter_ms", float(np.std(ta, ddof=1)), float(np.std(tb, ddof=1)), len(ta), len(tb))
+    check("tail_token_jitter_ms", float(np.std(ta, ddof=1)), float(np.std(tb, ddof=1)), len(ta), len(tb),
+          boot=((ta, tb), pb.std_dev_difference))
     check("output_tokens_per_s", sum(r["tokens"] for r in A) / window_s, sum(r["tokens"] for r in B) / window_s, na, nb)
     if b == "all":
         continue
@@ -310,13 +375,19 @@ for arm in ["v1.2.0", "v1.3.0"]:
     run = next(r for r in res["load_summary"] if r["variant"] == arm)
     wall = (max(r["end_us"] for r in rs) - min(r["start_us"] for r in rs)) / 1e6
     close(run["output_tokens_per_s"], sum(r["tokens"] for r in rs) / wall, "load_summary output_tokens_per_s")
-print(checked)
+print(json.dumps(dict(checked=checked, intervals=intervals)))
 "#,
+        import_pb = import_percentile_bootstrap(),
         log = log.to_str().unwrap(),
         results = results.to_str().unwrap(),
+        job_resamples = JOB_RESAMPLES,
+        scipy_resamples = SCIPY_RESAMPLES,
     );
-    let checked: u64 = python(&script).trim().parse().unwrap();
-    assert!(checked >= 240, "{checked} values checked");
+    let report: Value = serde_json::from_str(python(&script).trim()).unwrap();
+    assert!(report["checked"].as_u64().unwrap() >= 260, "{report}");
+
+    // Per bin and overall: the Wilson and Newcombe intervals, and seven bootstraps.
+    assert_eq!(report["intervals"], 5 * 9, "{report}");
 }
 
 #[test]
