@@ -5,7 +5,9 @@
 //! either finishes with the local engine's results (Ballista ran the lost
 //! tasks again) or exits 1 with an error naming the node and a hint, with
 //! nothing on stdout and no new export; it never waits without end (every
-//! command here is killed, and the test fails, past `BOUND`).
+//! command here is killed, and the test fails, past `BOUND`). Executors log
+//! their tasks, so the executor kills are checked to have landed while the
+//! command ran with tasks on the killed executor.
 
 use crate::common;
 use crate::loopback::{assert_same_rows, csv_rows, generated_logs, json_lines, Cluster};
@@ -27,6 +29,74 @@ const JOB_TIMEOUT: &str = "30";
 
 /// A command still running after this long waits without end: a failure.
 const BOUND: Duration = Duration::from_secs(150);
+
+/// An executor's environment under which it logs each task it starts and
+/// finishes (Ballista's `info` records).
+fn task_log() -> Vec<(&'static str, String)> {
+    vec![("TOKSCOPE_LOG", "info".into())]
+}
+
+/// The tasks (`TID job/stage.attempt/task.attempt`) an executor's `log`
+/// shows started, and of those the ones not finished: those it ran when
+/// killed at the log's end.
+fn tasks(log: &str) -> (Vec<&str>, Vec<&str>) {
+    let records = |record: &str| -> Vec<&str> {
+        log.lines().filter_map(|line| line.split_once(record)?.1.split(']').next()).collect()
+    };
+    let (started, finished) = (records("Received task: ["), records("Finished task : ["));
+    let running = started.iter().copied().filter(|task| !finished.contains(task)).collect();
+    (started, running)
+}
+
+/// Where the kill of an executor fell in a command's run.
+struct Landed {
+    /// Whether the command was still running.
+    mid_command: bool,
+    /// The command's tasks the executor had started.
+    started: usize,
+    /// Of those, the ones it was running.
+    cut: Vec<String>,
+}
+
+impl Landed {
+    /// Mid-work: the command still ran, and had tasks on the killed executor
+    /// (running, or done with their output there).
+    fn mid_work(&self) -> bool {
+        self.mid_command && self.started > 0
+    }
+}
+
+impl std::fmt::Display for Landed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let when = if self.mid_command { "during the command" } else { "after the command ended" };
+        write!(f, "{when}, {} of its tasks started there, running {:?}", self.started, self.cut)
+    }
+}
+
+/// Starts `args`, kills the executor `victim` (started with [`task_log`])
+/// after `after`, or later, once it has started a task of the command (a
+/// command still planning has none yet), and says where the kill landed.
+fn kill_executor_during(
+    args: &[&str],
+    cluster: &mut Cluster,
+    victim: &str,
+    after: Duration,
+    runs: &Path,
+) -> (Running, Landed) {
+    let logged = cluster.log(victim).len();
+    let mut running = start(args, &[], runs);
+    std::thread::sleep(after);
+    let mut mid_command = matches!(running.child.try_wait(), Ok(None));
+    while mid_command && tasks(&cluster.log(victim)[logged..]).0.is_empty() && running.started.elapsed() < BOUND {
+        std::thread::sleep(Duration::from_millis(10));
+        mid_command = matches!(running.child.try_wait(), Ok(None));
+    }
+    cluster.kill(victim);
+    let log = cluster.log(victim);
+    let (started, cut) = tasks(&log[logged..]);
+    let cut = cut.into_iter().map(String::from).collect();
+    (running, Landed { mid_command, started: started.len(), cut })
+}
 
 /// A command running in the background, its output in files.
 struct Running {
@@ -155,7 +225,7 @@ fn an_executor_killed_during_a_job_is_replaced_or_named() {
     let runs = dir.path().join("runs");
     std::fs::create_dir_all(&runs).unwrap();
     let mut cluster = Cluster::scheduler(&[], FAST);
-    let mut live: Vec<(String, String)> = (0..2).map(|_| cluster.add_executor(1, &[])).collect();
+    let mut live: Vec<(String, String)> = (0..2).map(|_| cluster.add_executor(1, &task_log())).collect();
     let local = run(&report_args(&data, None), &[], &runs, &cluster);
     assert_eq!(local.code, 0, "{}", local.text());
     let want = json_lines(local.stdout.as_bytes());
@@ -163,21 +233,25 @@ fn an_executor_killed_during_a_job_is_replaced_or_named() {
     assert_eq!(clean.code, 0, "{}\n{}", clean.text(), cluster.logs());
     assert_same_rows("report on the cluster", want.clone(), json_lines(clean.stdout.as_bytes()), 1e-9);
     let mut outcomes = Vec::new();
+    let mut mid_work = 0;
     for (trial, fraction) in [0.2, 0.5, 0.8].into_iter().enumerate() {
-        let running = start(&report_args(&data, Some(&cluster.url)), &[], &runs);
-        std::thread::sleep(clean.took.mul_f64(fraction));
         let (victim, address) = live.remove(trial % live.len());
-        cluster.kill(&victim);
+        let url = cluster.url.clone();
+        let args = report_args(&data, Some(&url));
+        let (running, landed) = kill_executor_during(&args, &mut cluster, &victim, clean.took.mul_f64(fraction), &runs);
+        mid_work += usize::from(landed.mid_work());
         let ended = running.finish(&cluster);
         if ended.code == 0 {
             assert_same_rows(&format!("trial {trial}"), want.clone(), json_lines(ended.stdout.as_bytes()), 1e-9);
         } else {
             ended.assert_lost_executor_failure(&address, &cluster);
         }
-        outcomes.push(format!("kill at {fraction}: exit {} after {:?}", ended.code, ended.took));
-        live.push(cluster.add_executor(1, &[]));
+        outcomes.push(format!("kill at {fraction} ({landed}): exit {} after {:?}", ended.code, ended.took));
+        live.push(cluster.add_executor(1, &task_log()));
     }
-    eprintln!("{}", outcomes.join("\n"));
+    let outcomes = outcomes.join("\n");
+    eprintln!("{outcomes}");
+    assert!(mid_work > 0, "no kill landed during the job with tasks on the killed executor:\n{outcomes}");
 }
 
 #[test]
@@ -216,18 +290,21 @@ fn an_executor_killed_during_an_export_never_publishes_a_partial_one() {
         args.into_iter().map(String::from).collect()
     };
     let mut cluster = Cluster::scheduler(&[], FAST);
-    let mut live: Vec<(String, String)> = (0..2).map(|_| cluster.add_executor(1, &[])).collect();
+    let mut live: Vec<(String, String)> = (0..2).map(|_| cluster.add_executor(1, &task_log())).collect();
     let reference = dir.path().join("reference");
     let local = run(&strs(&export(None, &reference, "2024-06-02")), &[], &runs, &cluster);
     assert_eq!(local.code, 0, "{}", local.text());
     let first = run(&strs(&export(Some(&cluster.url), &site, "2024-06-01")), &[], &runs, &cluster);
     assert_eq!(first.code, 0, "{}\n{}", first.text(), cluster.logs());
+    let mut outcomes = Vec::new();
+    let mut mid_work = 0;
     for (trial, fraction) in [0.3, 0.7].into_iter().enumerate() {
         let before = std::fs::read_link(site.join("latest")).unwrap();
-        let running = start(&strs(&export(Some(&cluster.url), &site, "2024-06-02")), &[], &runs);
-        std::thread::sleep(first.took.mul_f64(fraction));
         let (victim, address) = live.remove(0);
-        cluster.kill(&victim);
+        let args = export(Some(&cluster.url), &site, "2024-06-02");
+        let (running, landed) =
+            kill_executor_during(&strs(&args), &mut cluster, &victim, first.took.mul_f64(fraction), &runs);
+        mid_work += usize::from(landed.mid_work());
         let ended = running.finish(&cluster);
         if ended.code == 0 {
             for job in ["report", "daily", "eos"] {
@@ -239,9 +316,12 @@ fn an_executor_killed_during_an_export_never_publishes_a_partial_one() {
             ended.assert_lost_executor_failure(&address, &cluster);
             assert_eq!(std::fs::read_link(site.join("latest")).unwrap(), before, "a failed export moved latest");
         }
-        eprintln!("export, kill at {fraction}: exit {} after {:?}", ended.code, ended.took);
-        live.push(cluster.add_executor(1, &[]));
+        outcomes.push(format!("export, kill at {fraction} ({landed}): exit {} after {:?}", ended.code, ended.took));
+        live.push(cluster.add_executor(1, &task_log()));
     }
+    let outcomes = outcomes.join("\n");
+    eprintln!("{outcomes}");
+    assert!(mid_work > 0, "no kill landed during the export with tasks on the killed executor:\n{outcomes}");
 }
 
 #[test]

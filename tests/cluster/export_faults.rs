@@ -2,7 +2,10 @@
 //! always finds one complete export, the old one or the new one, never two
 //! mixed or a page without its results; retention never removes the export
 //! `latest` names. Locally (symbolic links moved atomically) and on an
-//! object store (moto: the `latest.json` pointer and one page object).
+//! object store (moto: the `latest.json` pointer and one page object; the
+//! uploads slowed by tests/support/fault_proxy.py so that kills land among
+//! them). The kill tests check that kills landed mid-export: before and
+//! after the local `latest` moved, among the uploads on the object store.
 
 use crate::common;
 
@@ -11,7 +14,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{bin, S3Server};
+use common::{bin, FaultProxy, S3Server};
 
 /// Two datasets whose exports differ in every job's result: `old` is the
 /// sample logs, `new` the samples and a generated log on top.
@@ -149,32 +152,46 @@ fn a_killed_export_to_an_object_store_leaves_latest_whole() {
     let dir = tempfile::tempdir().unwrap();
     let (old, new) = datasets(dir.path());
     s3.put("site", &[]);
-    let env = s3.env();
-    let to = "s3://site/dash";
-    let out = Command::new(bin()).args(export_args(&old, to, "2024-06-01")).envs(env.clone()).output().unwrap();
+    let out =
+        Command::new(bin()).args(export_args(&old, "s3://site/dash", "2024-06-01")).envs(s3.env()).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let new_args = export_args(&new, to, "2024-06-02");
-    let full = timed(&new_args, &env);
-    let check = |what: &str| -> String {
+    // Each object an export puts is answered 50 ms late: the uploads take a
+    // good part of the run, so kills spread over it land among them too.
+    let proxy = FaultProxy::start(&s3, &["--delay-first", "1000000", "--delay", "0.05", "--only-prefix", "/site/"]);
+    let env = proxy.env(&s3);
+    // The latest export under `prefix` is whole: its date, and how many
+    // objects the new export has there.
+    let check = |prefix: &str, what: &str| -> (String, usize) {
         let keys = s3.list("site");
-        let latest: Vec<&String> = keys.iter().filter(|k| k.starts_with("dash/latest/")).collect();
-        assert_eq!(latest, vec!["dash/latest/index.html"], "{what}: latest is one page object");
-        let pointer: serde_json::Value = serde_json::from_slice(&s3.get("site", "dash/latest.json")).unwrap();
+        let latest: Vec<&String> = keys.iter().filter(|k| k.starts_with(&format!("{prefix}/latest/"))).collect();
+        assert_eq!(latest, vec![&format!("{prefix}/latest/index.html")], "{what}: latest is one page object");
+        let pointer: serde_json::Value =
+            serde_json::from_slice(&s3.get("site", &format!("{prefix}/latest.json"))).unwrap();
         let date = pointer["date"].as_str().unwrap().to_string();
         for file in pointer["files"].as_array().unwrap() {
-            let key = format!("dash/{date}/{}", file.as_str().unwrap());
+            let key = format!("{prefix}/{date}/{}", file.as_str().unwrap());
             assert!(keys.contains(&key), "{what}: latest.json names {key}, which is missing");
         }
-        date
+        (date, keys.iter().filter(|k| k.starts_with(&format!("{prefix}/2024-06-02/"))).count())
     };
-    assert_eq!(check("the new export"), "2024-06-02");
-    // Start again from the old export, then kill the new one at points spread over its run.
-    let out = Command::new(bin()).args(export_args(&old, to, "2024-06-01")).envs(env.clone()).output().unwrap();
-    assert!(out.status.success());
+    // The whole new export, timed, beside the one the kills are aimed at.
+    let full = timed(&export_args(&new, "s3://site/whole", "2024-06-02"), &env);
+    let (date, objects) = check("whole", "the new export");
+    assert_eq!((date.as_str(), objects), ("2024-06-02", 13), "four jobs' CSV, JSON and Parquet, and the page");
+    // Kill the new export at points spread over its run.
+    let new_args = export_args(&new, "s3://site/dash", "2024-06-02");
+    let mut kills = Vec::new();
+    let mut among_uploads = false;
     for i in 0..8u32 {
-        run_killed(&new_args, &env, full.mul_f64(f64::from(i) / 7.0 * 1.1));
-        check(&format!("kill {i}"));
+        let at = full.mul_f64(f64::from(i) / 7.0 * 1.1);
+        let ended = run_killed(&new_args, &env, at);
+        let (date, objects) = check("dash", &format!("kill {i}"));
+        // Objects of the new export while latest names the old one: a run
+        // killed among its uploads put them.
+        among_uploads |= date == "2024-06-01" && objects > 0;
+        kills.push(format!("kill {i} at {at:?}: ended {ended}, latest {date}, {objects} objects of the new export"));
     }
+    assert!(among_uploads, "no kill landed among the new export's uploads:\n{}", kills.join("\n"));
 }
 
 #[test]

@@ -124,6 +124,11 @@ impl Cluster {
         self.start_scheduler();
     }
 
+    /// The log (stderr) of the process `name` so far.
+    pub fn log(&self, name: &str) -> String {
+        std::fs::read_to_string(self.dir.path().join(format!("{name}.log"))).unwrap_or_default()
+    }
+
     /// The processes' logs, for failure messages.
     pub fn logs(&self) -> String {
         let mut out = String::new();

@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::loopback::json_lines;
 use common::{bin, FaultProxy, S3Server};
 use sha2::{Digest, Sha256};
 
@@ -281,14 +282,29 @@ fn kill_9_anywhere_then_a_rerun_gives_exactly_once_rows_and_no_orphans() {
     let started = Instant::now();
     assert_eq!(code(&run(&timing_cfg, &[])), 0);
     let full = started.elapsed();
-    for (trial, at) in common::kill_points(full, 1.2, 20, 0x9e3779b97f4a7c15).into_iter().enumerate() {
+    // In ascending order: until a run gets past the ingest's commit, each next
+    // run starts over from the same dataset and is killed further into its
+    // work, so the kills walk through the run's steps (reading, writing the
+    // data files, the commit, the export).
+    let mut points = common::kill_points(full, 1.2, 20, 0x9e3779b97f4a7c15);
+    points.sort();
+    let mut trials = Vec::new();
+    let mut mid_write = 0;
+    for (trial, at) in points.into_iter().enumerate() {
         let status = common::kill_after(&["run", "--config", cfg.to_str().unwrap(), "--quiet"], at);
         let rows = count_requests(data.to_str().unwrap(), &[]);
         assert!(
             rows == 0 || rows == 4000 || rows == 8000 || rows == 12000,
             "trial {trial}: partial inputs visible ({rows} rows, {status:?})"
         );
+        // Temporary data files or a commit record: only a run killed while it
+        // wrote the dataset leaves them (a killed run before its cleanup may
+        // show a previous one's).
+        let left = if data.exists() { leftovers(&data).len() } else { 0 };
+        mid_write += usize::from(left > 0);
+        trials.push(format!("kill at {at:?}: {status}, {rows} rows, {left} temporary files or commit records"));
     }
+    assert!(mid_write > 0, "no kill landed while a run wrote the dataset:\n{}", trials.join("\n"));
     let last = run(&cfg, &[]);
     assert!(matches!(code(&last), 0 | 3), "{}", text(&last));
     assert_eq!(count_requests(data.to_str().unwrap(), &[]), 12000, "exactly once after the kills");
@@ -387,13 +403,47 @@ fn object_store_faults_are_retried_then_reported_with_the_object() {
     assert_eq!(log.matches("(injected)").count(), 3, "{log}");
     assert_eq!(count_requests("s3://lake/ds", &s3.env()), 30);
 
-    // Slow answers past the timeout are retried too.
+    // Slow answers past the timeout are retried too: the request answered
+    // after 2 s (the timeout is 0.5 s) was sent again, and the repeat was
+    // answered before the slow answer came, the client no longer waiting for it.
     let proxy = FaultProxy::start(&s3, &["--delay-first", "2", "--delay", "2", "--only-prefix", "/logs"]);
     let slow = "[store]\ntimeout_s = 0.5\nbackoff_initial_ms = 20\nbackoff_max_s = 0.2\n";
     let cfg = config(dir.path(), "s3://lake/slow", &["s3://logs/gateway/"], None, slow);
     let ok = run(&cfg, &proxy.env(&s3));
     let log = proxy.log();
     assert_eq!(code(&ok), 0, "{}\nproxy:\n{log}", text(&ok));
+    // "<n> <METHOD> <path> -> <answer>", in the order answered; n in the order received.
+    let answered: Vec<(u64, &str, &str)> = log
+        .lines()
+        .filter_map(|line| {
+            let (n, rest) = line.split_once(' ')?;
+            let (request, answer) = rest.split_once(" -> ")?;
+            Some((n.parse().ok()?, request, answer))
+        })
+        .collect();
+    let slow = answered.iter().position(|(_, _, a)| a.contains("(injected delay)")).expect("a delayed answer");
+    let (slow_n, request, _) = answered[slow];
+    let repeat = answered.iter().position(|&(n, r, a)| r == request && n > slow_n && a == "200");
+    assert!(repeat.is_some_and(|at| at < slow), "{request}, answered after 2 s, retried and answered first:\n{log}");
+    let rows = json_lines(
+        s3.tokscope(&[
+            "query",
+            "--format",
+            "json",
+            "--data",
+            "s3://lake/slow",
+            "SELECT request_id, prompt_tokens, completion_tokens FROM requests ORDER BY request_id",
+        ])
+        .as_bytes(),
+    );
+    let columns = ["request_id", "prompt_tokens", "completion_tokens"];
+    let mut logged: Vec<serde_json::Value> =
+        json_lines(&std::fs::read(dir.path().join("logs/gateway-000.jsonl")).unwrap())
+            .into_iter()
+            .map(|line| columns.iter().map(|&c| (c, line[c].clone())).collect())
+            .collect();
+    logged.sort_by(|a, b| a["request_id"].as_str().cmp(&b["request_id"].as_str()));
+    assert_eq!(rows, logged, "the rows ingested through the slow answers are the log's");
 
     // A server that keeps failing: the retries end, and the error names the object and the cause.
     // The count of retries is what ends them here: the retry timeout is far

@@ -359,9 +359,14 @@ impl FaultProxy {
         env
     }
 
-    /// The requests the proxy saw, one line each.
+    /// The requests the proxy saw, one line each: it stops once those in
+    /// flight (a delayed answer to a client that gave up) are answered.
     pub fn log(mut self) -> String {
         drop(self.child.stdin.take());
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while matches!(self.child.try_wait(), Ok(None)) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
         let _ = self.child.kill();
         let out = self.child.wait_with_output().unwrap();
         String::from_utf8_lossy(&out.stdout).into_owned()

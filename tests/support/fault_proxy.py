@@ -16,10 +16,12 @@ request's body is half read (`drop-body`: an upload cut off; the upstream never
 sees it), or dropped after the upstream answered (`drop-reply`: the request
 took effect, the client never learns it). With --only-prefix, only requests
 whose path starts with it count (and are faulted); the others pass through.
-It prints "listening PORT" once ready, then one line per request ("<n>
-<METHOD> <path> -> <status>", with "(injected KIND)" for a fault), so a test
-can see what was retried. Standard library only; it serves on 127.0.0.1 and
-stops when its stdin closes or it is killed.
+It prints "listening PORT" once ready, then one line per request once
+answered ("<n> <METHOD> <path> -> <status>", with "(injected KIND)" for a
+fault, "(injected delay)" for a delayed answer, and "(client gone)" where the
+client hung up before the answer was written), so a test can see what was
+retried. Standard library only; it serves on 127.0.0.1 and stops when its
+stdin closes (once the requests in flight are answered) or it is killed.
 """
 
 import argparse
@@ -51,6 +53,9 @@ def main():
     upstream = urllib.parse.urlsplit(args.upstream)
     lock = threading.Lock()
     counter = {"n": 0}
+    # Requests being handled, so that a proxy told to stop answers them first.
+    in_flight = {"n": 0}
+    idle = threading.Condition()
     draw = random.Random(args.seed)
     kinds = [k for k in args.faults.split(",") if k]
     errors = {"500": (500, b"InternalError"), "503": (503, b"SlowDown"), "429": (429, b"SlowDown")}
@@ -84,6 +89,26 @@ def main():
             self.wfile.write(payload)
 
         def handle_any(self):
+            with idle:
+                in_flight["n"] += 1
+            try:
+                self.relay()
+            finally:
+                with idle:
+                    in_flight["n"] -= 1
+                    idle.notify_all()
+
+        def answer(self, write):
+            """Writes an answer; returns " (client gone)" if the client hung up."""
+            try:
+                write()
+                self.wfile.flush()
+                return ""
+            except (BrokenPipeError, ConnectionResetError):
+                self.close_connection = True
+                return " (client gone)"
+
+        def relay(self):
             targeted = self.path.startswith(args.only_prefix)
             with lock:
                 if targeted:
@@ -99,16 +124,18 @@ def main():
                 print(f"{n} {self.command} {self.path} -> dropped (injected drop-body)", flush=True)
                 return
             body = self.rfile.read(length) if length else b""
+            delayed = ""
             if (n <= args.delay_first or random_fault == "delay") and args.delay > 0:
                 time.sleep(args.delay)
+                delayed = " (injected delay)"
             if random_fault in errors:
                 status, code = errors[random_fault]
-                self.send_error_status(status, code)
-                print(f"{n} {self.command} {self.path} -> {status} (injected {random_fault})", flush=True)
+                gone = self.answer(lambda: self.send_error_status(status, code))
+                print(f"{n} {self.command} {self.path} -> {status} (injected {random_fault}){gone}", flush=True)
                 return
             if n <= args.fail_first:
-                self.send_error_status(args.status, b"SlowDown")
-                print(f"{n} {self.command} {self.path} -> {args.status} (injected)", flush=True)
+                gone = self.answer(lambda: self.send_error_status(args.status, b"SlowDown"))
+                print(f"{n} {self.command} {self.path} -> {args.status} (injected){delayed}{gone}", flush=True)
                 return
             conn = http.client.HTTPConnection(upstream.hostname, upstream.port, timeout=60)
             headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP_BY_HOP}
@@ -121,18 +148,22 @@ def main():
                 self.drop()
                 print(f"{n} {self.command} {self.path} -> dropped (injected drop-reply)", flush=True)
                 return
-            self.send_response(resp.status, resp.reason)
-            for k, v in resp.getheaders():
-                if k.lower() not in HOP_BY_HOP and k.lower() != "content-length":
-                    self.send_header(k, v)
-            # A HEAD answer has no body but the object's length (the upstream's header).
-            length = resp.getheader("Content-Length") if self.command == "HEAD" else None
-            self.send_header("Content-Length", length or str(len(data)))
-            self.end_headers()
-            if self.command != "HEAD":
-                self.wfile.write(data)
             conn.close()
-            print(f"{n} {self.command} {self.path} -> {resp.status}", flush=True)
+
+            def write():
+                self.send_response(resp.status, resp.reason)
+                for k, v in resp.getheaders():
+                    if k.lower() not in HOP_BY_HOP and k.lower() != "content-length":
+                        self.send_header(k, v)
+                # A HEAD answer has no body but the object's length (the upstream's header).
+                length = resp.getheader("Content-Length") if self.command == "HEAD" else None
+                self.send_header("Content-Length", length or str(len(data)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(data)
+
+            gone = self.answer(write)
+            print(f"{n} {self.command} {self.path} -> {resp.status}{delayed}{gone}", flush=True)
 
         do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = handle_any
 
@@ -145,6 +176,8 @@ def main():
     except KeyboardInterrupt:
         pass
     server.shutdown()
+    with idle:
+        idle.wait_for(lambda: in_flight["n"] == 0, timeout=args.delay + 60)
 
 
 if __name__ == "__main__":
