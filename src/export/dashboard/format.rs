@@ -74,11 +74,8 @@ pub fn significant(value: f64, digits: u32) -> String {
 /// Axis tick text for a tick at `value` on an axis whose ticks are `step` apart.
 pub(crate) fn tick(value: f64, step: f64) -> String {
     // A step of 2.5 x 10^k needs one decimal more than its power of ten (2.5, 0.25).
-    let decimals = if step <= 0.0 {
-        0
-    } else {
-        (-step.log10().floor() as i64 + i64::from(is_half_step(step))).max(0) as usize
-    };
+    let decimals =
+        if step <= 0.0 { 0 } else { (-step.log10().floor() as i64 + i64::from(is_half_step(step))).max(0) as usize };
     let value = if value.abs() < step * 1e-9 { 0.0 } else { value };
     group_thousands(&format!("{value:.decimals$}"))
 }
