@@ -80,3 +80,11 @@ start_s3_behind_proxy() {
   wait_port "$S3_PORT"
   wait_port "$PROXY_PORT"
 }
+
+# The release build of example $1 (examples/$1.rs), built where tokscope_bin
+# builds; prints its absolute path.
+example_bin() {
+  local dir=${BENCH_TARGET_DIR:-${CARGO_TARGET_DIR:-target}}
+  CARGO_TARGET_DIR=$dir cargo build --release --quiet --example "$1" >&2
+  realpath "$dir/release/examples/$1"
+}
