@@ -1,19 +1,23 @@
 #!/usr/bin/env bash
-# Jobs benchmark on generated canonical logs (default 500k requests):
-#  (a) `tokscope job report` over the ingested dataset vs DuckDB computing the
-#      same table from the raw text (read_ndjson, EOS markers by string tests,
-#      context bins and timings derived in SQL). Target: tokscope >= 5x faster.
-#  (b) the same SQL text over the same Parquet in DuckDB and in tokscope, for
-#      every job DuckDB runs as written (eos, latency, report, cost, daily;
-#      with TOKEN_DATA=1 also jitter, jitter_requests, eos_logprob, and
-#      confidence), each first checked to give the same table (target:
-#      tokscope no slower). DuckDB runs bench/duckdb/<name>.sql where the job
-#      calls an aggregate DuckDB lacks (confidence). The jobs that read the
-#      requests columns ingest derives from per-token data (jitter,
-#      jitter_requests, eos_logprob) run in DuckDB over a `requests` that
-#      computes those columns from the token rows
-#      (bench/duckdb/requests_from_tokens.sql), and are also timed over
-#      tokscope's stored columns.
+# Jobs benchmark on generated canonical logs (default 500k requests), through
+# bench/jobs.py and bench/fair.py: every engine pinned to the same THREADS
+# cores, the order rotated each round, REPEAT rounds (default 5), the median
+# and range of the per-round ratios on the whole process's clock and on each
+# engine's own (both include opening the dataset; a Python peer's interpreter
+# start is timed apart), every timed output checked against DuckDB's table
+# (a mismatch fails the script).
+#  (a) `job report` from the raw NDJSON: DuckDB computing the same table from
+#      the log (read_ndjson, EOS markers by string tests, context bins and
+#      timings derived in SQL) against tokscope's query over its dataset, and
+#      against tokscope's ingest + query end to end.
+#  (b) like for like: the same SQL text over the same Parquet files in DuckDB
+#      and in tokscope, for every job DuckDB runs as written (eos, latency,
+#      report, cost, daily; with TOKEN_DATA=1 also jitter, jitter_requests,
+#      eos_logprob, and confidence). DuckDB runs bench/duckdb/<name>.sql where
+#      the job calls an aggregate DuckDB lacks (confidence). Beside them, what
+#      ingest's stored tables save: DuckDB computing eos's request_counts from
+#      the requests rows (sql/views/request_counts.sql), and the per-token
+#      columns from the token rows (bench/duckdb/requests_from_tokens.sql).
 #      Each job's SQL is `tokscope job NAME --show-sql` (sql/<name>.sql with its
 #      shared metrics from sql/metrics.sql expanded), saved to $WORK/<name>.sql.
 # DuckDB runs report.sql unchanged: `price_usd` is a DuckDB macro with the same
@@ -157,72 +161,20 @@ print(f"{time.perf_counter() - t:.3f}")
 PY
 }
 
-# Both sides must compute the same table, or a ratio means nothing: agree SETUP
-# NAME runs $WORK/NAME.sql in DuckDB after SETUP and `tokscope job NAME`, and
-# compares them row by row (in the job's order) and cell by cell.
-agree() {
-  "$BIN" job "$2" --data "$DS" --pricing "$PRICING" --format json > "$WORK/$2-tok.json"
-  python3 - "$1" "$WORK/$2-tok.json" "$THREADS" "$WORK/$2.duck.sql" "$2" <<'PY'
-import duckdb, json, math, sys
-con = duckdb.connect()
-con.execute(f"SET threads TO {sys.argv[3]}")
-con.execute("SET enable_progress_bar = false")
-for stmt in [s for s in sys.argv[1].split(";\n") if s.strip()]:
-    con.execute(stmt)
-cur = con.execute(open(sys.argv[4]).read())
-cols = [d[0] for d in cur.description]
-duck = [dict(zip(cols, r)) for r in cur.fetchall()]
-tok = [json.loads(l) for l in open(sys.argv[2]) if l.strip()]
-def same(t, d):
-    if t is None or d is None:
-        return t is None and d is None
-    if isinstance(d, (int, float)):
-        return math.isclose(float(t), float(d), rel_tol=1e-9, abs_tol=1e-12)
-    return t == d or str(t) == str(d)  # dates: JSON text against a DuckDB date
-bad = [(t.get(cols[0]), t.get(cols[1]), c) for t, d in zip(tok, duck) for c in cols if not same(t.get(c), d[c])]
-ok = len(tok) == len(duck) and not bad
-print(f"job {sys.argv[5]}: results agree: {'yes' if ok else 'NO'} ({len(tok)} rows){'' if ok else f' first differences: {bad[:5]}'}")
-PY
-}
+# The DuckDB setups bench/jobs.py reads: the same files tokscope reads (every
+# table as stored), request_counts rebuilt from the requests rows, the
+# per-token columns rebuilt from the token rows, and the raw NDJSON.
+printf '%s' "$DUCK_MACROS$(parquet_view requests requests)
+$COUNTS_FILES_VIEW${TOKEN_DATA:+
+$(parquet_view tokens tokens)}" > "$WORK/setup-files.sql"
+printf '%s' "$DUCK_MACROS$PARQUET_VIEW" > "$WORK/setup-rows.sql"
+printf '%s' "$DUCK_MACROS$TOKEN_VIEW" > "$WORK/setup-tokens.sql"
+printf '%s' "$DUCK_MACROS$RAW_VIEW" > "$WORK/setup-raw.sql"
 
-if section a; then
-  echo "== (a) tokscope job report (Parquet) vs DuckDB from raw NDJSON"
-  agree "$DUCK_MACROS$RAW_VIEW" report
-  T_TOK=$(best whole "$BIN" job report --data "$DS" --pricing "$PRICING" --format csv)
-  T_DUCK=$(best duck "$DUCK_MACROS$RAW_VIEW" "$WORK/report.sql")
-  python3 -c "print(f'tokscope job report: {$T_TOK:.3f}s  duckdb raw: {$T_DUCK:.3f}s  ratio {$T_DUCK/$T_TOK:.1f}x (target >= 5x)')"
-fi
-
-if section b; then
-  echo "== (b) same SQL, same Parquet: DuckDB vs tokscope"
-  # Query against query: DuckDB's clock runs around execute+fetch on a fresh
-  # connection (the view is lazy, so file globbing and Parquet footers are
-  # inside it); tokscope's is `query --timing` (planning, file listing, footers
-  # and execution; process start and printing outside it). The whole tokscope
-  # process is timed as well and printed next to it.
-  tok_query() { # seconds printed by `tokscope query --timing` for SQL file $1
-    "$BIN" query --data "$DS" --pricing "$PRICING" --format csv --timing "$(cat "$1")" 2>&1 >/dev/null \
-      | sed -n 's/^elapsed: \([0-9.]*\) s.*/\1/p'
-  }
-  # Every job DuckDB runs as it is written (with the macros above), the per-token
-  # ones with TOKEN_DATA=1; the others call tokscope functions DuckDB lacks
-  # (max_overlap, kv_cache_bytes, the A/B comparisons).
-  B_JOBS="eos latency report cost daily${TOKEN_DATA:+ jitter jitter_requests confidence eos_logprob}"
-  for f in $B_JOBS; do
-    agree "$(duck_setup "$f")" "$f"
-    T_Q=$(best tok_query "$WORK/$f.sql")
-    T_P=$(best whole "$BIN" query --data "$DS" --pricing "$PRICING" --format csv "$(cat "$WORK/$f.sql")")
-    T_DUCK=$(best duck "$(duck_setup "$f")" "$WORK/$f.duck.sql")
-    python3 -c "print(f'job $f: tokscope query {$T_Q:.3f}s (whole process {$T_P:.3f}s)  duckdb {$T_DUCK:.3f}s  ratio duckdb/tokscope {$T_DUCK/$T_Q:.2f} (whole process {$T_DUCK/$T_P:.2f}) (target >= 1)')"
-    if [ "$f" = eos ]; then
-      T_DC=$(best duck "$COUNTS_FILES_VIEW" "$WORK/$f.sql")
-      python3 -c "print(f'job eos: duckdb over tokscope\'s request_counts files {$T_DC:.3f}s  ratio duckdb/tokscope {$T_DC/$T_Q:.2f} (whole process {$T_DC/$T_P:.2f})')"
-    fi
-    case " $DERIVED_JOBS " in *" $f "*)
-      T_DC=$(best duck "$DUCK_MACROS$PARQUET_VIEW" "$WORK/$f.duck.sql")
-      python3 -c "print(f'job $f: duckdb over tokscope\'s stored requests columns {$T_DC:.3f}s  ratio duckdb/tokscope {$T_DC/$T_Q:.2f} (whole process {$T_DC/$T_P:.2f})')"
-    esac
-  done
+PY_SECTIONS=$(for s in a b; do section $s && printf '%s ' $s; done)
+if [ -n "$PY_SECTIONS" ]; then
+  BIN=$BIN DS=$DS LOG=$LOG WORK=$WORK THREADS=$THREADS ROUNDS=$REPEAT PRICING=$PRICING \
+    SECTIONS=$PY_SECTIONS TOKEN_DATA=$TOKEN_DATA python3 bench/jobs.py
 fi
 
 if section c; then

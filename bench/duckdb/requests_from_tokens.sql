@@ -2,8 +2,8 @@
 -- (docs/metrics.md, "Ingest-time derived columns"), computed instead from the
 -- token rows: DuckDB's `requests` for the jobs that read them (jitter,
 -- jitter_requests, eos_logprob) in bench/jobs.sh, which is what a reader
--- without the columns does, and the oracle of tests/token_jobs.rs. Reads the
--- stored requests as `requests_files` and the token rows as `tokens`.
+-- without the columns does. Reads the stored requests as `requests_files`
+-- and the token rows as `tokens`.
 SELECT
   r.* EXCLUDE (output_token_count, itl_std_ms, first_token_emitted_ms, last_token_emitted_ms,
                last_token, last_token_logprob, last_token_is_special),
