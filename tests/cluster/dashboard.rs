@@ -656,6 +656,32 @@ fn half_band(labels: &[(String, f64)]) -> f64 {
     at.windows(2).map(|w| w[1] - w[0]).fold(f64::INFINITY, f64::min) / 2.0
 }
 
+/// What the readers of bar and interval charts start from: the chart as
+/// drawn, its value axis, the factor its unit is drawn at (rates as
+/// percentages), the table rows it draws, and its categories with the
+/// positions of their labels.
+struct ChartReading<'a> {
+    drawn: Drawn<'a>,
+    axis: ValueAxis,
+    scale: f64,
+    rows: Vec<usize>,
+    categories: Vec<String>,
+    labels: Vec<(String, f64)>,
+}
+
+impl<'a> ChartReading<'a> {
+    fn new(figure: &'a serde_json::Value, spec: &ChartSpec, table: &Table) -> Self {
+        let drawn = Drawn::new(figure);
+        let axis = drawn.value_axis();
+        let scale = if spec.unit == Unit::Rate { 100.0 } else { 1.0 };
+        let rows = drawn.rows(spec, table);
+        let categories =
+            distinct(&rows.iter().map(|&r| shown(&table[spec.x.column][r]).to_string()).collect::<Vec<_>>());
+        let labels = drawn.category_labels(&categories);
+        ChartReading { drawn, axis, scale, rows, categories, labels }
+    }
+}
+
 /// Checks every bar of a bar chart of `spec` against the exported `table`:
 /// each value in the figure's rows has one bar, in the band of its category's
 /// label, in the legend's order of series then value columns, from the value
@@ -666,13 +692,8 @@ fn assert_bars_read_as(figure: &serde_json::Value, spec: &ChartSpec, table: &Tab
         ChartKind::BarsWithIntervals { low, high } => Some((low, high)),
         _ => None,
     };
-    let drawn = Drawn::new(figure);
+    let ChartReading { drawn, axis, scale, rows, categories, labels } = ChartReading::new(figure, spec, table);
     let name = &drawn.name;
-    let axis = drawn.value_axis();
-    let scale = if spec.unit == Unit::Rate { 100.0 } else { 1.0 };
-    let rows = drawn.rows(spec, table);
-    let categories = distinct(&rows.iter().map(|&r| shown(&table[spec.x.column][r]).to_string()).collect::<Vec<_>>());
-    let labels = drawn.category_labels(&categories);
     let legend = drawn.legend();
     let value_labels: Vec<&str> = spec.values.iter().map(|v| v.label).collect();
     // The series the legend names (at most 8 are drawn, the busiest), in its order.
@@ -780,13 +801,8 @@ fn assert_bars_read_as(figure: &serde_json::Value, spec: &ChartSpec, table: &Tab
 /// for a figure of ratios.
 fn assert_points_read_as(figure: &serde_json::Value, spec: &ChartSpec, table: &Table) {
     let ChartKind::Interval { low, high, effect, .. } = spec.kind else { panic!("{} is no interval chart", spec.id) };
-    let drawn = Drawn::new(figure);
+    let ChartReading { drawn, axis, scale, rows, labels, .. } = ChartReading::new(figure, spec, table);
     let name = &drawn.name;
-    let axis = drawn.value_axis();
-    let scale = if spec.unit == Unit::Rate { 100.0 } else { 1.0 };
-    let rows = drawn.rows(spec, table);
-    let categories = distinct(&rows.iter().map(|&r| shown(&table[spec.x.column][r]).to_string()).collect::<Vec<_>>());
-    let labels = drawn.category_labels(&categories);
     let (a, c) = (drawn.along(), drawn.across());
     let mut centres: Vec<[f64; 2]> = Vec::new();
     for circle in figure["circles"].as_array().unwrap() {

@@ -187,6 +187,16 @@ struct DecodeJson {
     last_logits: Vec<f64>,
 }
 
+/// `decode --json`'s output against a golden case: ids, text, EOS, P(EOS), last logits.
+fn assert_decodes_as(json: DecodeJson, case: &GoldenCase) {
+    assert_eq!(json.input_ids, case.input_ids);
+    assert_eq!(json.greedy_ids, case.greedy_ids);
+    assert_eq!(json.greedy_text, case.greedy_text);
+    assert_eq!(json.ended_with_eos, case.ended_with_eos);
+    assert_close("p_eos", json.p_eos, &case.p_eos_before_each_greedy_token);
+    assert_close("last_logits", json.last_logits, &case.logits[case.logits.len() - 1]);
+}
+
 #[test]
 fn cli_decode_json_matches_golden_case_0() {
     let golden = golden();
@@ -200,12 +210,7 @@ fn cli_decode_json_matches_golden_case_0() {
         .expect("tokscope runs");
     assert!(output.status.success(), "stderr: {}", String::from_utf8_lossy(&output.stderr));
     let json: DecodeJson = serde_json::from_slice(&output.stdout).expect("decode --json prints one JSON object");
-    assert_eq!(json.input_ids, case.input_ids);
-    assert_eq!(json.greedy_ids, case.greedy_ids);
-    assert_eq!(json.greedy_text, case.greedy_text);
-    assert_eq!(json.ended_with_eos, case.ended_with_eos);
-    assert_close("p_eos", json.p_eos, &case.p_eos_before_each_greedy_token);
-    assert_close("last_logits", json.last_logits, &case.logits[case.logits.len() - 1]);
+    assert_decodes_as(json, case);
 }
 
 #[derive(Deserialize)]
@@ -265,12 +270,7 @@ fn cli_decode_without_a_gpu_runs_on_the_cpu_and_matches_golden_case_0() {
     assert_eq!(notes.len(), 1, "stderr: {stderr}");
     assert_eq!(notes[0].contains(without_feature), !cfg!(feature = "cuda"), "stderr: {stderr}");
     let json: DecodeJson = serde_json::from_slice(&output.stdout).expect("decode --json prints one JSON object");
-    assert_eq!(json.input_ids, case.input_ids);
-    assert_eq!(json.greedy_ids, case.greedy_ids);
-    assert_eq!(json.greedy_text, case.greedy_text);
-    assert_eq!(json.ended_with_eos, case.ended_with_eos);
-    assert_close("p_eos", json.p_eos, &case.p_eos_before_each_greedy_token);
-    assert_close("last_logits", json.last_logits, &case.logits[case.logits.len() - 1]);
+    assert_decodes_as(json, case);
 
     let output = decode("cuda");
     let stderr = String::from_utf8_lossy(&output.stderr);
