@@ -134,17 +134,13 @@ CREATE VIEW request_counts AS $(grep -v '^--' sql/views/request_counts.sql);"
 [ -n "$TOKEN_DATA" ] && PARQUET_VIEW="$PARQUET_VIEW
 $(parquet_view tokens tokens)"
 COUNTS_FILES_VIEW=$(parquet_view request_counts request_counts)
-# The jobs over the per-token columns of `requests`: DuckDB computes them from
-# the token rows, as a reader without them does.
-DERIVED_JOBS="jitter jitter_requests eos_logprob"
+# The per-token columns of `requests` computed from the token rows, as a
+# reader without them does (bench/jobs.py times jitter, jitter_requests and
+# eos_logprob over it beside the stored columns).
 TOKEN_VIEW="$(parquet_view requests_files requests)
 $(parquet_view tokens tokens)
 CREATE VIEW requests AS $(grep -v '^--' bench/duckdb/requests_from_tokens.sql);"
-duck_setup() { # DuckDB's tables for job $1
-  case " $DERIVED_JOBS " in *" $1 "*) echo "$DUCK_MACROS$TOKEN_VIEW" ;; *) echo "$DUCK_MACROS$PARQUET_VIEW" ;; esac
-}
-
-# Times one DuckDB run of SQL file $2 after setup $1; prints seconds.
+# Times one DuckDB run of SQL file $2 after setup $1; prints seconds (section c).
 duck() {
   python3 - "$1" "$2" "$THREADS" <<'PY'
 import duckdb, sys, time
@@ -171,7 +167,7 @@ printf '%s' "$DUCK_MACROS$PARQUET_VIEW" > "$WORK/setup-rows.sql"
 printf '%s' "$DUCK_MACROS$TOKEN_VIEW" > "$WORK/setup-tokens.sql"
 printf '%s' "$DUCK_MACROS$RAW_VIEW" > "$WORK/setup-raw.sql"
 
-PY_SECTIONS=$(for s in a b; do section $s && printf '%s ' $s; done)
+PY_SECTIONS=$(for s in a b; do if section $s; then printf '%s ' $s; fi; done)
 if [ -n "$PY_SECTIONS" ]; then
   BIN=$BIN DS=$DS LOG=$LOG WORK=$WORK THREADS=$THREADS ROUNDS=$REPEAT PRICING=$PRICING \
     SECTIONS=$PY_SECTIONS TOKEN_DATA=$TOKEN_DATA python3 bench/jobs.py
