@@ -189,13 +189,13 @@ def engines_for(log: str, tag: str) -> list:
     tok_out, duck_out, pol_out = f"{work}/ds", f"{work}/duck", f"{work}/polars.parquet"
     # The floors' inputs, untimed: tokscope's requests table of this log, and
     # the same columns rewritten plain (no codec, no dictionary) for zstd.
+    # Made afresh by the binary measured, whose columns they must be.
     ref = f"{work}/ref"
-    if not os.path.isdir(ref):
-        subprocess.run([BIN, "--threads", t, "ingest", "--quiet", "--out", ref, log], check=True)
+    remover(ref)()
+    subprocess.run([BIN, "--threads", t, "ingest", "--quiet", "--out", ref, log], check=True)
     plain = f"{work}/plain.parquet"
-    if not os.path.exists(plain):
-        table = pads.dataset(f"{ref}/requests", format="parquet", partitioning="hive").to_table()
-        pq.write_table(table, plain, compression="none", use_dictionary=False)
+    table = pads.dataset(f"{ref}/requests", format="parquet", partitioning="hive").to_table()
+    pq.write_table(table, plain, compression="none", use_dictionary=False)
     env = {"TOKSCOPE_THREADS": t, "RAYON_NUM_THREADS": t}
     engines = [
         fair.Engine(
@@ -206,34 +206,23 @@ def engines_for(log: str, tag: str) -> list:
             inproc=tokscope_clock(tok_out),
             check=checker(lines, expect, read_dataset(tok_out)),
         ),
-        fair.Engine(
-            "duckdb COPY",
-            [sys.executable, "-c", DUCKDB, log, duck_out, t, str(ROW_GROUP)],
-            before=remover(duck_out),
-            inproc=own_clock_json,
-            check=checker(lines, expect, read_file(duck_out)),
-        ),
-        fair.Engine(
-            "python start + import duckdb",
-            [sys.executable, "-c", "import duckdb"],
-            role="interpreter start",
-        ),
     ]
+    # A Python peer: its script writes `out` and prints its own clock; the
+    # interpreter's start with the peer's module is an engine of its own.
+    peers = [("duckdb COPY", "duckdb", DUCKDB, duck_out, [t], {})]
     if HAVE_POLARS:
+        peers.append(("polars sink_parquet", "polars", POLARS, pol_out, [], {"POLARS_MAX_THREADS": t}))
+    for name, module, script, out, args, peer_env in peers:
         engines += [
             fair.Engine(
-                "polars sink_parquet",
-                [sys.executable, "-c", POLARS, log, pol_out, str(ROW_GROUP)],
-                env={"POLARS_MAX_THREADS": t},
-                before=remover(pol_out),
+                name,
+                [sys.executable, "-c", script, log, out, *args, str(ROW_GROUP)],
+                env=peer_env,
+                before=remover(out),
                 inproc=own_clock_json,
-                check=checker(lines, expect, read_file(pol_out)),
+                check=checker(lines, expect, read_file(out)),
             ),
-            fair.Engine(
-                "python start + import polars",
-                [sys.executable, "-c", "import polars"],
-                role="interpreter start",
-            ),
+            fair.Engine(f"python start + import {module}", [sys.executable, "-c", f"import {module}"], role="interpreter start"),
         ]
     engines += [
         fair.Engine(
