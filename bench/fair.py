@@ -57,20 +57,10 @@ class Engine:
 class Run:
     engine: str
     round: int
-    position: int
     whole_s: float
     inproc_s: Optional[float]
     cpu_s: float
     rss_mib: float
-
-
-def parse_cores(spec: str) -> list:
-    """'0-1' or '0,2,3' -> [0, 1]."""
-    out = []
-    for part in spec.split(","):
-        lo, _, hi = part.partition("-")
-        out.extend(range(int(lo), int(hi or lo) + 1))
-    return out
 
 
 def first_cores(n: int) -> list:
@@ -122,7 +112,7 @@ def rounds(engines: list, n_rounds: int, cores: list, log=print) -> list:
         for pos, e in enumerate(order):
             whole, cpu, rss, stdout, stderr = run_once(e, cores)
             inproc = e.inproc(stdout, stderr) if e.inproc else None
-            runs.append(Run(e.name, r, pos, whole, inproc, cpu, rss))
+            runs.append(Run(e.name, r, whole, inproc, cpu, rss))
             if e.check:
                 found = e.check(stdout)
                 problems += [f"{e.name}, round {r + 1}: {p}" for p in found]

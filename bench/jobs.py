@@ -97,38 +97,28 @@ def same(t, d) -> bool:
     return t == str(d)
 
 
-def tok_csv(text: str) -> tuple:
-    r = list(csv.reader(io.StringIO(text)))
-    return r[0], r[1:]
-
-
-def compare(name: str, tok_text: str, ref: tuple) -> list:
-    """Problems of tokscope's CSV output against DuckDB's table, row by row and cell by cell."""
-    cols, rows = ref
-    tcols, trows = tok_csv(tok_text)
-    if tcols != cols:
-        return [f"{name}: columns {tcols} against DuckDB's {cols}"]
-    if len(trows) != len(rows):
-        return [f"{name}: {len(trows)} rows against DuckDB's {len(rows)}"]
-    bad = [(i, c) for i, (t, d) in enumerate(zip(trows, rows)) for c, tv, dv in zip(cols, t, d) if not same(tv, dv)]
+def differences(name: str, cols: list, rows: list, ref: tuple) -> list:
+    """Problems of a table (columns, rows of text cells) against DuckDB's
+    reference table, row by row and cell by cell."""
+    want_cols, want_rows = ref
+    if cols != want_cols or len(rows) != len(want_rows):
+        return [f"{name}: {len(rows)} rows, columns {cols}, against DuckDB's {len(want_rows)}, {want_cols}"]
+    bad = [(i, c) for i, (t, d) in enumerate(zip(rows, want_rows)) for c, tv, dv in zip(cols, t, d) if not same(tv, dv)]
     return [f"{name}: {len(bad)} cells differ from DuckDB's, first {bad[:3]}"] if bad else []
 
 
+def compare(name: str, tok_text: str, ref: tuple) -> list:
+    """tokscope's CSV output against the reference."""
+    header, *rows = list(csv.reader(io.StringIO(tok_text)))
+    return differences(name, header, rows, ref)
+
+
 def duck_check(name: str, ref: tuple):
-    """A DuckDB timed run's output against the reference: columns, row count, every cell as text."""
-    cols, rows = ref
+    """A check of a timed DuckDB run's output (its JSON) against the reference."""
 
     def check(stdout: str) -> list:
         out = json.loads(stdout)
-        if out["columns"] != cols or len(out["rows"]) != len(rows):
-            return [f"{name}: {len(out['rows'])} rows / columns {out['columns']} against {len(rows)} / {cols}"]
-        bad = [
-            c
-            for got, want in zip(out["rows"], rows)
-            for c, g, w in zip(cols, got, want)
-            if not (g is None and w is None) and not same(g, w)
-        ]
-        return [f"{name}: {len(bad)} cells differ, first in {bad[:3]}"] if bad else []
+        return differences(name, out["columns"], out["rows"], ref)
 
     return check
 
@@ -171,11 +161,21 @@ def duck_engine(name: str, setup: str, sql: str, ref: tuple, role: str = "engine
 PY_START = fair.Engine("python start + import duckdb", [sys.executable, "-c", "import duckdb"], role="interpreter start")
 
 
+# The jobs whose table ingest stored a part of, and DuckDB rebuilding that
+# part from the rows (its setup file, the engine's name and its role).
+FROM_ROWS = {
+    "eos": ("setup-rows.sql", "duckdb from requests rows", "with request_counts"),
+    "jitter": ("setup-tokens.sql", "duckdb from token rows", "with stored per-token columns"),
+    "jitter_requests": ("setup-tokens.sql", "duckdb from token rows", "with stored per-token columns"),
+    "eos_logprob": ("setup-tokens.sql", "duckdb from token rows", "with stored per-token columns"),
+}
+
+
 def section_b(cores: list, jobs: list) -> dict:
     print(f"== (b) the same SQL over the same files, opening counted: tokscope against DuckDB, {THREADS} threads, {ROUNDS} rounds")
     out = {}
+    same_files = f"{WORK}/setup-files.sql"
     for job in jobs:
-        same_files = f"{WORK}/setup-files.sql"
         ref = duck_result(same_files, f"{WORK}/{job}.duck.sql")
         # The reference is checked against tokscope once, untimed, before any timing.
         first = subprocess.run(
@@ -186,14 +186,9 @@ def section_b(cores: list, jobs: list) -> dict:
         if problems:
             sys.exit("MISMATCH " + "; ".join(problems))
         engines = [tok_engine(job, ref), duck_engine("duckdb, same files", same_files, f"{WORK}/{job}.duck.sql", ref), PY_START]
-        derived = {"eos": ("duckdb from requests rows", "with request_counts"),
-                   "jitter": ("duckdb from token rows", "with stored per-token columns"),
-                   "jitter_requests": ("duckdb from token rows", "with stored per-token columns"),
-                   "eos_logprob": ("duckdb from token rows", "with stored per-token columns")}
-        if job in derived:
-            name, role = derived[job]
-            setup = f"{WORK}/setup-rows.sql" if job == "eos" else f"{WORK}/setup-tokens.sql"
-            engines.append(duck_engine(name, setup, f"{WORK}/{job}.duck.sql", ref, role))
+        if job in FROM_ROWS:
+            setup, name, role = FROM_ROWS[job]
+            engines.append(duck_engine(name, f"{WORK}/{setup}", f"{WORK}/{job}.duck.sql", ref, role))
         print(f"\n-- job {job} ({len(ref[1])} rows)")
         runs = fair.rounds(engines, ROUNDS, cores)
         print()
