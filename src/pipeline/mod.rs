@@ -119,6 +119,7 @@ impl IngestConfig {
             max_line_bytes: self.max_line_bytes,
             time_unit: named(&self.time_unit)?.unwrap_or(d.time_unit),
             variants: self.variants.clone(),
+            attributes: Default::default(),
             compression: self
                 .compression
                 .as_deref()
@@ -146,7 +147,8 @@ pub fn run(config: &RunConfig, options: &RunOptions) -> Result<RunReport> {
     let rt = crate::store::io_runtime()?;
     let store = config.store_options();
     let dataset = DatasetRoot::parse_with(&config.dataset, &store)?;
-    let settings = config.ingest.settings()?;
+    let mut settings = config.ingest.settings()?;
+    settings.attributes = config.attributes()?;
     let ingest_options = IngestOptions {
         reader: settings.reader()?,
         progress: options.progress,

@@ -175,6 +175,7 @@ fn chat_record<'a>(
         .unwrap_or_else(|| Cow::Owned(ctx.default_model.to_string()));
     let (ttft_ms, latency_ms) = env.timings()?;
     let unread = chat_unread(line, body);
+    let attribution = env.attribution(None);
     Ok(RequestRecord {
         request_id: env.request_id.clone().or(resp.id),
         ts_micros: env.ts_micros(resp.created, ctx)?,
@@ -196,6 +197,7 @@ fn chat_record<'a>(
         output_is_raw: false,
         tokens: choice.tokens,
         extra: extra_json(&unread),
+        attribution,
         ..Default::default()
     })
 }
