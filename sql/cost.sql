@@ -3,11 +3,11 @@
 -- price_usd(...) is a struct of the request's cost by part, null when the
 -- model has no price at ts: such requests are counted, never priced at 0.
 WITH priced AS (
-  SELECT model, context_bin, context_bin_lo, prompt_tokens, completion_tokens, {{> price}}
-  FROM requests
+  SELECT {{by}}, context_bin, context_bin_lo, prompt_tokens, completion_tokens, {{> price}}
+  FROM {{requests}}
 )
 SELECT
-  model,
+  {{by}},
   context_bin,
   {{> requests}},
   {{> unpriced_requests}},
@@ -17,5 +17,5 @@ SELECT
   {{> cached_share}},
   {{> output_share}}
 FROM priced
-GROUP BY model, context_bin, context_bin_lo
-ORDER BY model, context_bin_lo
+GROUP BY {{by}}, context_bin, context_bin_lo
+ORDER BY {{by}}, context_bin_lo

@@ -61,6 +61,12 @@ pub struct UdfArgs {
     pub architectures: Option<PathBuf>,
     #[command(flatten)]
     pub markers: EosMarkerArgs,
+    /// Read a field of your own into an attribution column at query time,
+    /// e.g. `--attribute team=metadata.cost_center` (repeatable): where a
+    /// request's stored `extra` holds the field it replaces the column, as
+    /// `ingest --attribute` would have; data already ingested needs no re-ingest.
+    #[arg(long = "attribute", value_name = "COLUMN=FIELD")]
+    pub attributes: Vec<tokscope::attribution::AttributeMapping>,
     #[command(flatten)]
     pub memory: MemoryArgs,
 }
@@ -90,7 +96,13 @@ impl MemoryArgs {
 impl UdfArgs {
     /// Loads the files named by the flags.
     pub fn config(&self) -> tokscope::Result<UdfConfig> {
-        UdfConfig::load(self.pricing.as_deref(), self.architectures.as_deref(), self.markers.eos_markers.as_deref())
+        let mut config = UdfConfig::load(
+            self.pricing.as_deref(),
+            self.architectures.as_deref(),
+            self.markers.eos_markers.as_deref(),
+        )?;
+        config.attributes = tokscope::attribution::AttributeMap::new(self.attributes.clone())?;
+        Ok(config)
     }
 }
 

@@ -195,11 +195,12 @@ pub fn run(config: &RunConfig, options: &RunOptions) -> Result<RunReport> {
     let step = Instant::now();
     let export = match &config.export {
         Some(export) => {
-            let udf = UdfConfig::load(
+            let mut udf = UdfConfig::load(
                 config.pricing.as_deref(),
                 config.architectures.as_deref(),
                 config.ingest.eos_markers.as_deref(),
             )?;
+            udf.attributes = config.attributes()?;
             let options = ExportOptions {
                 to: export.to.clone(),
                 date: options.date.unwrap_or_else(|| chrono::Utc::now().date_naive()),
