@@ -30,6 +30,9 @@
 # Usage: bench/jobs.sh [REQUESTS=500000] [THREADS=all]   (TOKSCOPE_BIN=path skips the build)
 # DAYS=N spreads the requests over N days (one date partition each; default: one
 # a second from 2024-06-01); COMPACT=1 runs `tokscope compact` after the ingest.
+# ATTRIBUTION=1 generates the log with a team, user, tags and provider per
+# request (`generate --attribution`), and (b) also compares `job cost --param
+# by=team` (saved as cost_by_team).
 # TOKEN_DATA=1 generates the log with per-token data (~11 KB a request instead of
 # ~1 KB), so that (b) also compares the jobs over the `tokens` table.
 # SECTIONS="a b c" (default) picks sections.
@@ -49,9 +52,12 @@ export TOKSCOPE_THREADS=$THREADS TOKIO_WORKER_THREADS=$THREADS
 
 DAYS=${DAYS:-}
 TOKEN_DATA=${TOKEN_DATA:-}
-NAME="$N${DAYS:+-${DAYS}d}${TOKEN_DATA:+-tokens}"
+ATTRIBUTION=${ATTRIBUTION:-}
+export ATTRIBUTION
+NAME="$N${DAYS:+-${DAYS}d}${TOKEN_DATA:+-tokens}${ATTRIBUTION:+-attributed}"
 LOG="$WORK/canonical-$NAME.jsonl"
-[ -f "$LOG" ] || "$BIN" generate --requests "$N" ${DAYS:+--days "$DAYS"} ${TOKEN_DATA:+--token-data} --out "$LOG"
+[ -f "$LOG" ] || "$BIN" generate --requests "$N" ${DAYS:+--days "$DAYS"} ${TOKEN_DATA:+--token-data} \
+  ${ATTRIBUTION:+--attribution} --out "$LOG"
 DS="$WORK/ds-$NAME"
 # A dataset from before request_counts existed is ingested again.
 [ -d "$DS/request_counts" ] || { rm -rf "$DS"; "$BIN" ingest --quiet --out "$DS" "$LOG"; }
@@ -70,6 +76,10 @@ for f in $PLAN_JOBS; do
     sed 's/\bfirst_value(/first(/g; s/\blast_value(/last(/g' "$WORK/$f.sql" > "$WORK/$f.duck.sql"
   fi
 done
+if [ -n "$ATTRIBUTION" ]; then
+  "$BIN" job cost --param by=team --show-sql > "$WORK/cost_by_team.sql"
+  cp "$WORK/cost_by_team.sql" "$WORK/cost_by_team.duck.sql"
+fi
 FILES=$(find "$DS/requests" -name '*.parquet' ! -name '.*' | wc -l)
 echo "input: $LOG ($(du -h "$LOG" | cut -f1), $N requests), dataset $DS ($FILES requests files), threads=$THREADS"
 

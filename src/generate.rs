@@ -290,3 +290,39 @@ fn token_data(rng: &mut StdRng, n: usize, ttft_ms: f64, tpot: f64) -> (serde_jso
     }
     (json!(lps), json!(times))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lines(opts: &GenOptions) -> Vec<serde_json::Value> {
+        let mut out = Vec::new();
+        generate(opts, &mut out).unwrap();
+        out.split(|b| *b == b'\n').filter(|l| !l.is_empty()).map(|l| serde_json::from_slice(l).unwrap()).collect()
+    }
+
+    #[test]
+    fn attribution_adds_its_four_keys_and_changes_nothing_else() {
+        let plain = GenOptions { requests: 200, ..GenOptions::default() };
+        let attributed = GenOptions { attribution: true, ..plain.clone() };
+        let teams: std::collections::BTreeSet<String> = lines(&attributed)
+            .into_iter()
+            .zip(lines(&plain))
+            .map(|(mut with, without)| {
+                let team = with["team"].as_str().unwrap().to_string();
+                assert!(with["user_id"].as_str().unwrap().starts_with("user-"));
+                assert!(with["tags"].as_array().unwrap().len() <= 2);
+                let provider = with["provider"].as_str().unwrap();
+                let model = with["model"].as_str().unwrap();
+                assert_eq!(provider, PROVIDERS[MODELS.iter().position(|(m, _)| *m == model).unwrap()]);
+                let object = with.as_object_mut().unwrap();
+                for key in ["team", "user_id", "tags", "provider"] {
+                    object.remove(key);
+                }
+                assert_eq!(with, without);
+                team
+            })
+            .collect();
+        assert!(teams.len() > 6, "{teams:?}");
+    }
+}
