@@ -674,6 +674,7 @@ tests/data/real/litellm_gcs_attribution.ndjson              litellm        lines
 tests/data/real/litellm_pubsub_v1.ndjson                    litellm        lines             4     4         0                 0         0  -
 tests/data/real/litellm_pubsub_v1_attribution.ndjson        litellm        lines             2     2         0                 0         0  -
 tests/data/real/openai_stream.sse                           openai_stream  event_stream      2     2         0                 0         0  -
+tests/data/real/otel_langfuse_attribution.jsonl             otel           lines             1     2         0                 0         0  -
 tests/data/real/otel_openinference.jsonl                    otel           lines             3     3         0                 0         0  -
 tests/data/real/otel_openinference_attribution.jsonl        otel           lines             2     2         0                 0         0  -
 tests/data/real/otel_openllmetry.jsonl                      otel           lines             3     3         0                 0         0  -
@@ -683,7 +684,7 @@ tests/data/real/tgi_flash_llama.json                        tgi            json_
 tests/data/real/tgi_flash_llama_all_params.json             tgi            json_records      1     1         0                 0         0  -
 tests/data/real/tgi_flash_llama_grammar_json.json           tgi            json_records      1     1         0                 0         0  -
 tests/data/real/vllm_request_outputs.jsonl                  vllm           lines             2     2         0                 0         0  -
-17 file(s), 1 with rejects
+18 file(s), 1 with rejects
 ";
     assert_eq!(table, want);
     // Without the file that rejects: exit 0; --json gives each file's counts.

@@ -710,7 +710,7 @@ fn litellm_payloads_naming_user_team_project_key_and_tags() {
     assert_eq!(r.format, Some("litellm"));
     assert_eq!((r.counts.lines_read, r.counts.rows_written, r.counts.lines_rejected), (2, 2, 0), "{:?}", r.errors);
     assert_eq!(r.text("request_id"), [s("chatcmpl-real-1"), s("chatcmpl-real-2")]);
-    assert_eq!(r.ts(), [1_796_687_894_642_732, 1_796_687_894_850_239]);
+    assert_eq!(r.ts(), [1_796_688_636_233_007, 1_796_688_636_654_382]);
     assert_eq!(
         (r.int("prompt_tokens"), r.int("completion_tokens")),
         (vec![Some(14), Some(1041)], vec![Some(2), Some(4)])
@@ -745,7 +745,7 @@ fn litellm_spend_logs_naming_user_team_project_key_and_tags() {
     assert_eq!(r.format, Some("litellm"));
     assert_eq!((r.counts.lines_read, r.counts.rows_written, r.counts.lines_rejected), (2, 2, 0), "{:?}", r.errors);
     assert_eq!(r.text("request_id"), [s("chatcmpl-real-1"), s("chatcmpl-real-2")]);
-    assert_eq!(r.ts(), [1_796_687_894_642_732, 1_796_687_894_850_239]);
+    assert_eq!(r.ts(), [1_796_688_636_233_007, 1_796_688_636_654_382]);
     assert_eq!(
         attribution(&r),
         [
@@ -820,6 +820,31 @@ fn langfuse_observations_with_their_traces_user_tags_and_environment() {
 }
 
 #[test]
+fn langfuse_sdk_spans_with_propagated_user_session_tags_and_environment() {
+    // otel_langfuse_attribution.jsonl: langfuse 5.2.0's OpenTelemetry client
+    // (environment "production") over OpenLLMetry's spans, each call inside
+    // a Langfuse span and propagate_attributes: user.id, session.id and
+    // langfuse.trace.tags on the first; user.id and langfuse.environment
+    // "staging" on the second. The client's own environment is only on its
+    // own spans (`handler`, no model call: skipped). One TracesData line.
+    let r = read("otel_langfuse_attribution.jsonl");
+    assert_eq!(r.format, Some("otel"));
+    let c = r.counts;
+    assert_eq!((c.lines_read, c.rows_written, c.records_skipped, c.lines_rejected), (1, 2, 2, 0), "{:?}", r.errors);
+    assert_eq!(r.text("request_id"), [s("chatcmpl-real-1"), s("chatcmpl-real-2")]);
+    assert_eq!(r.text("session_id"), [s("session-lf-otel-1"), None]);
+    assert_eq!(
+        attribution(&r),
+        [
+            who(Some("user-lf-otel-1"), None, Some("checkout-api"), None)
+                .tags(&["checkout", "tenant:acme"])
+                .provider("openai"),
+            who(Some("user-lf-otel-2"), None, Some("checkout-api"), Some("staging")).provider("openai"),
+        ]
+    );
+}
+
+#[test]
 fn conformance_over_the_folder_of_real_files() {
     // What `tokscope formats --check tests/data/real` reports, file by file.
     let mut report = Vec::new();
@@ -855,6 +880,7 @@ fn conformance_over_the_folder_of_real_files() {
             row("litellm_pubsub_v1.ndjson", "litellm", "lines", 4, None),
             row("litellm_pubsub_v1_attribution.ndjson", "litellm", "lines", 2, None),
             row("openai_stream.sse", "openai_stream", "event_stream", 2, None),
+            row("otel_langfuse_attribution.jsonl", "otel", "lines", 2, None),
             row("otel_openinference.jsonl", "otel", "lines", 3, None),
             row("otel_openinference_attribution.jsonl", "otel", "lines", 2, None),
             row("otel_openllmetry.jsonl", "otel", "lines", 3, None),

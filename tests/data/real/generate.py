@@ -366,6 +366,42 @@ def langfuse_attribution_file():
     write("langfuse_api_observations_attribution.json", resp.json(indent=2) + "\n")
 
 
+def otel_langfuse_attribution_file(base):
+    """Spans as Langfuse's own OpenTelemetry client writes them: langfuse
+    5.2.0's client (its span processor, `environment="production"`) on a
+    tracer provider that OpenLLMetry instruments, each call inside a
+    Langfuse span and its `propagate_attributes` (a user, a session and
+    tags; then a user and an environment), exported through the client's
+    `span_exporter` by the same OTLP/JSON file exporter (no Langfuse server:
+    nothing is sent)."""
+    import openai
+    from langfuse import Langfuse, propagate_attributes
+    from opentelemetry.exporter.otlp.json.file import FileSpanExporter
+    from opentelemetry.instrumentation.openai import OpenAIInstrumentor as OpenLLMetry
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+
+    path = os.path.join(HERE, "otel_langfuse_attribution.jsonl")
+    if os.path.exists(path):
+        os.remove(path)
+    provider = TracerProvider(resource=Resource.create({"service.name": "checkout-api"}))
+    langfuse = Langfuse(public_key="pk-lf-loopback", secret_key="sk-lf-loopback", base_url="http://127.0.0.1:9",
+                        environment="production", tracer_provider=provider, span_exporter=FileSpanExporter(path))
+    instrumentor = OpenLLMetry()
+    instrumentor.instrument(tracer_provider=provider)
+    client = openai.OpenAI(base_url=base, api_key="sk-loopback")
+    contexts = [dict(user_id="user-lf-otel-1", session_id="session-lf-otel-1", tags=["checkout", "tenant:acme"]),
+                dict(user_id="user-lf-otel-2", environment="staging")]
+    for prompt, attributes in zip(ATTRIBUTION_PROMPTS, contexts):
+        with langfuse.start_as_current_observation(as_type="span", name="handler"):
+            with propagate_attributes(**attributes):
+                client.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": prompt}],
+                                               max_tokens=4 if "long" in prompt else 64)
+    instrumentor.uninstrument()
+    langfuse.flush()
+    langfuse.shutdown()
+
+
 def attribution_files():
     """Writes only the files that carry attribution (`generate.py --attribution`)."""
     base = fake_openai.start()
@@ -374,6 +410,7 @@ def attribution_files():
     litellm_pubsub_v1_file(calls, "litellm_pubsub_v1_attribution.ndjson")
     langfuse_attribution_file()
     otel_attribution_files(base)
+    otel_langfuse_attribution_file(base)
 
 def main():
     base = fake_openai.start()
