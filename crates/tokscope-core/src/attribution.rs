@@ -76,15 +76,20 @@ impl AttributionKeys {
 }
 
 /// The attribution of a record whose members (flattened one level, as
-/// `extra` keeps them) are `members`, by `keys`.
+/// `extra` keeps them, or an object kept whole, as Langfuse's `metadata`)
+/// are `members`, by `keys`, each read by [`lookup`].
 pub fn from_members(members: &Map<String, Value>, keys: &AttributionKeys) -> Attribution<'static> {
-    let first = |names: &[&str]| names.iter().find_map(|k| members.get(*k).and_then(scalar)).map(Cow::Owned);
+    let first = |names: &[&str]| names.iter().find_map(|k| lookup(members, k).and_then(scalar)).map(Cow::Owned);
     Attribution {
         user_id: first(keys.user_id),
         team: first(keys.team),
         project: first(keys.project),
         environment: first(keys.environment),
-        tags: keys.tags.iter().find_map(|k| members.get(*k).map(tags_of).filter(|t| !t.is_empty())).unwrap_or_default(),
+        tags: keys
+            .tags
+            .iter()
+            .find_map(|k| lookup(members, k).map(tags_of).filter(|t| !t.is_empty()))
+            .unwrap_or_default(),
         key_alias: first(keys.key_alias),
         // Providers are compared across formats: `OPENAI` (Helicone) is `openai` (LiteLLM, OTel).
         provider: first(keys.provider).map(|p| Cow::Owned(p.to_lowercase())),
@@ -259,6 +264,20 @@ mod tests {
         assert_eq!(a.tags, vec!["a", "b:c"]);
         assert_eq!(a.provider.as_deref(), Some("openai"));
         assert_eq!((a.project, a.environment, a.key_alias), (None, None, None));
+    }
+
+    #[test]
+    fn keys_read_members_of_objects_kept_whole() {
+        // Langfuse keeps an observation's metadata whole: `metadata.ls_provider`
+        // is the member of that object; a flattened key of the name comes first.
+        const KEYS: AttributionKeys =
+            AttributionKeys { tags: &["metadata.tags"], provider: &["metadata.ls_provider"], ..AttributionKeys::NONE };
+        let m = object(json!({"metadata": {"ls_provider": "OpenAI", "tags": ["a", "b"]}}));
+        let a = from_members(&m, &KEYS);
+        assert_eq!(a.provider.as_deref(), Some("openai"));
+        assert_eq!(a.tags, vec!["a", "b"]);
+        let m = object(json!({"metadata.ls_provider": "bedrock", "metadata": {"ls_provider": "openai"}}));
+        assert_eq!(from_members(&m, &KEYS).provider.as_deref(), Some("bedrock"));
     }
 
     #[test]
