@@ -387,7 +387,7 @@ output = 1.0
 #[test]
 fn litellm_prices_import_with_the_200k_tier_and_ad_hoc_sql_sees_the_udfs() {
     let dir = tempfile::tempdir().unwrap();
-    let json = data_dir().join("real_logs/litellm_pricing/model_prices_and_context_window_backup.json");
+    let json = repo().join("config/litellm/model_prices_and_context_window.json");
     let spec = format!("litellm:{}", json.display());
     // From the file: input 3e-6, output 1.5e-5, cache read 3e-7, cache creation 3.75e-6;
     // above 200k: 6e-6, 2.25e-5, 6e-7, 7.5e-6 (per token).
