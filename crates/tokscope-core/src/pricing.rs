@@ -277,7 +277,7 @@ impl Pricing {
                 continue;
             }
             let per_m = |key: &str| spec.get(key).and_then(|v| v.as_f64()).map(|v| v * 1e6);
-            // Entries without a token input price (images, audio, `sample_spec`) cannot price a request.
+            // Entries without a token input price (images, audio) cannot price a request.
             let Some(input) = per_m("input_cost_per_token") else { continue };
             let base = Rates {
                 input,
