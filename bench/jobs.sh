@@ -113,7 +113,7 @@ WITH raw AS (
   FROM read_ndjson('$LOG')
 )
 SELECT model, ts, prompt_tokens, completion_tokens, ct AS cached_tokens, cwt AS cache_write_tokens,
-  ttft_ms, latency_ms,
+  ttft_ms, latency_ms, CAST(NULL AS DOUBLE) AS logged_cost_usd,  -- the generated log logs no cost
   CASE WHEN prompt_tokens >= 131072 THEN '128K+' WHEN prompt_tokens >= 65536 THEN '64K-128K'
        WHEN prompt_tokens >= 32768 THEN '32K-64K' WHEN prompt_tokens >= 16384 THEN '16K-32K'
        WHEN prompt_tokens >= 8192 THEN '8K-16K' WHEN prompt_tokens >= 4096 THEN '4K-8K'

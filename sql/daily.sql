@@ -1,7 +1,7 @@
 -- daily: cost and quality per UTC day x model, the trends a scheduled export charts.
 -- Columns and formulas: docs/metrics.md#daily
 WITH priced AS (
-  SELECT date, {{by}}, eos_status, ttft_ms, prompt_tokens, completion_tokens, {{> price}}
+  SELECT date, {{by}}, eos_status, ttft_ms, prompt_tokens, completion_tokens, logged_cost_usd, {{> price}}
   FROM {{requests}}
 )
 SELECT

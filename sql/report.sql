@@ -6,7 +6,7 @@ WITH priced AS (
   SELECT
     {{by}}, context_bin, context_bin_lo, eos_status,
     ttft_ms, tpot_ms, latency_ms, decode_tps, e2e_tps,
-    prompt_tokens, completion_tokens,
+    prompt_tokens, completion_tokens, logged_cost_usd,
     {{> price}}
   FROM {{requests}}
 )
@@ -30,7 +30,10 @@ SELECT
   {{> decode_tps_p50}},
   {{> e2e_tps_mean}},
   {{> unpriced_requests}},
+  {{> uncosted_requests}},
+  {{> cost_source}},
   {{> cost_usd}},
+  {{> logged_cost_share}},
   {{> cost_per_1k_tokens}},
   {{> input_share}},
   {{> cached_share}},

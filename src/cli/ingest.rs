@@ -164,8 +164,9 @@ pub struct RunArgs {
     out: String,
     #[command(flatten)]
     flags: IngestFlags,
-    /// Prices for the report's cost columns: a TOML file, or `litellm:FILE.json`
-    /// (default for the bundled samples: config/pricing.example.toml).
+    /// Prices for the report's cost columns: a TOML file, `litellm:FILE.json` or
+    /// `none`; default: the bundled LiteLLM table (LiteLLM 1.110.2, 2026-11-20),
+    /// and config/pricing.example.toml for the bundled samples.
     #[arg(long, value_name = "FILE")]
     pricing: Option<String>,
     /// Model shapes for `kv_cache_bytes` (TOML over the bundled config/architectures.toml).

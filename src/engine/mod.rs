@@ -150,7 +150,7 @@ pub fn new_session_with(limit: &MemoryLimit) -> Result<SessionContext> {
 /// and EOS markers.
 #[derive(Debug, Clone)]
 pub struct UdfConfig {
-    /// Prices for `price_usd` (none by default: every request is unpriced).
+    /// Prices for `price_usd` (by default the bundled snapshot of LiteLLM's table).
     pub pricing: Arc<Pricing>,
     /// Model shapes for `kv_cache_bytes` (the bundled `config/architectures.toml` by default).
     pub architectures: Arc<Architectures>,
@@ -162,18 +162,19 @@ pub struct UdfConfig {
 }
 
 impl UdfConfig {
-    /// The defaults: no prices, the bundled architectures, the default EOS markers.
+    /// The defaults: the bundled prices and architectures, the default EOS markers.
     pub fn new() -> Result<Self> {
         Self::load(None, None, None)
     }
 
-    /// Loads `--pricing` (TOML or `litellm:FILE`), `--architectures` (TOML over
-    /// the bundled file) and `--eos-markers` (JSON over the defaults) when given.
+    /// Loads `--pricing` (TOML, `litellm:FILE` or `none`; the bundled LiteLLM
+    /// prices without it), `--architectures` (TOML over the bundled file) and
+    /// `--eos-markers` (JSON over the defaults) when given.
     pub fn load(pricing: Option<&str>, architectures: Option<&Path>, eos_markers: Option<&Path>) -> Result<Self> {
         Ok(UdfConfig {
             pricing: Arc::new(match pricing {
                 Some(p) => Pricing::load(p)?,
-                None => Pricing::default(),
+                None => Pricing::bundled(),
             }),
             architectures: Arc::new(match architectures {
                 Some(p) => Architectures::load_over_bundled(p)?,

@@ -244,7 +244,8 @@ pub const JOBS: &[Job] = &[
     ),
     job!(
         "cost",
-        "cost (needs --pricing) per model (or --param by=...) x context bin, unpriced requests counted",
+        "cost per model (or --param by=...) x context bin: priced (--pricing, default the bundled LiteLLM \
+         table), else as logged; cost_source says which",
         tables: [REQUESTS],
         params: [("by", "model", Grouping), ("top", "0", Count), ("tag_prefix", "", Label)],
         page: 5
@@ -263,7 +264,7 @@ pub const JOBS: &[Job] = &[
         params: [("by", "model", Grouping), ("top", "0", Count), ("tag_prefix", "", Label)],
         // What a reader scans first; the other columns with `--wide` (docs/cli.md).
         key: ["model", "context_bin", "requests", "eos_compliance_rate", "implicit_truncation_rate",
-              "ttft_p50_ms", "tpot_p50_ms", "latency_p95_ms", "cost_usd", "cost_per_1k_tokens"],
+              "ttft_p50_ms", "tpot_p50_ms", "latency_p95_ms", "cost_usd", "cost_source", "cost_per_1k_tokens"],
         page: 1
     ),
     job!(
@@ -272,6 +273,18 @@ pub const JOBS: &[Job] = &[
         tables: [REQUESTS],
         params: [("by", "model", Grouping), ("top", "0", Count), ("tag_prefix", "", Label)],
         page: 2
+    ),
+    job!(
+        "reconcile",
+        "logged against priced cost per UTC day x model: sums, difference, ratio, requests over --param tolerance",
+        tables: [REQUESTS],
+        params: [("tolerance", "0.01")]
+    ),
+    job!(
+        "reconcile_requests",
+        "the requests whose logged and priced costs differ by more than --param tolerance (relative)",
+        tables: [REQUESTS],
+        params: [("tolerance", "0.01")]
     ),
     // The jitter jobs and eos_logprob read columns of `requests` that ingest derives from
     // per-token data: without token rows there is nothing to report.

@@ -205,7 +205,6 @@ pub fn run(config: &RunConfig, options: &RunOptions) -> Result<RunReport> {
                 to: export.to.clone(),
                 date: options.date.unwrap_or_else(|| chrono::Utc::now().date_naive()),
                 jobs: export.jobs.clone(),
-                priced: config.pricing.is_some(),
                 keep: export.keep,
                 trend_days: export.trend_days.unwrap_or(30),
                 dataset: dataset.display(),
