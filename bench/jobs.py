@@ -256,6 +256,8 @@ def main() -> None:
             jobs += ["jitter", "jitter_requests", "confidence", "eos_logprob"]
         if ATTRIBUTION:
             jobs += ["cost_by_team"]
+        # JOBS="cost cost_by_team" times those alone.
+        jobs = os.environ.get("JOBS", "").split() or jobs
         results["b"] = section_b(cores, jobs)
     fair.write_json(f"{WORK}/jobs.json", results)
     print(f"\nevery run: {WORK}/jobs.json")

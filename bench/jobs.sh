@@ -36,6 +36,7 @@
 # TOKEN_DATA=1 generates the log with per-token data (~11 KB a request instead of
 # ~1 KB), so that (b) also compares the jobs over the `tokens` table.
 # SECTIONS="a b c" (default) picks sections.
+# JOBS="cost cost_by_team" picks the jobs of (b).
 # Builds release into BENCH_TARGET_DIR when set, else into CARGO_TARGET_DIR (or ./target).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -180,7 +181,7 @@ printf '%s' "$DUCK_MACROS$RAW_VIEW" > "$WORK/setup-raw.sql"
 PY_SECTIONS=$(for s in a b; do if section $s; then printf '%s ' $s; fi; done)
 if [ -n "$PY_SECTIONS" ]; then
   BIN=$BIN DS=$DS LOG=$LOG WORK=$WORK THREADS=$THREADS ROUNDS=$REPEAT PRICING=$PRICING \
-    SECTIONS=$PY_SECTIONS TOKEN_DATA=$TOKEN_DATA python3 bench/jobs.py
+    SECTIONS=$PY_SECTIONS TOKEN_DATA=$TOKEN_DATA JOBS=${JOBS:-} python3 bench/jobs.py
 fi
 
 if section c; then
