@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use super::alerts::{AlertRule, Budget};
 use crate::dataset::lease::LeaseOptions;
 use crate::error::{Error, Result};
 use crate::store::{self, StoreOptions};
@@ -53,6 +54,20 @@ pub struct RunConfig {
     /// Threads for the run's parallel work (default: `--threads`,
     /// `TOKSCOPE_THREADS`, else the cores the process may use).
     pub threads: Option<usize>,
+    /// A shell command run with the alerts a run fires as JSON on stdin
+    /// (`super::alerts::notify`).
+    pub on_alert: Option<String>,
+    /// `on_alert` is killed after this many seconds (default 60).
+    pub on_alert_timeout_s: Option<u64>,
+    /// `[[budgets]]`: USD a month per team, user, project, key or tag.
+    #[serde(default)]
+    pub budgets: Vec<Budget>,
+    /// `[[alerts]]`: thresholds on jobs' columns.
+    #[serde(default)]
+    pub alerts: Vec<AlertRule>,
+    /// The file's directory (where `on_alert` runs).
+    #[serde(skip)]
+    pub base_dir: PathBuf,
 }
 
 /// `[ingest]`.
@@ -151,6 +166,7 @@ impl RunConfig {
             toml::from_str(&text).map_err(|e| config_err!("{}: {}", path.display(), e.to_string().trim()))?;
         let base = path.parent().unwrap_or(Path::new("."));
         config.resolve_paths(base);
+        config.base_dir = if base.as_os_str().is_empty() { PathBuf::from(".") } else { base.to_path_buf() };
         config.check(path)?;
         Ok(config)
     }
@@ -191,6 +207,10 @@ impl RunConfig {
         }
         if self.job_timeout_s.is_some() && self.engine.is_none() {
             return Err(config_err!("{}: `job_timeout_s` needs `engine` (a Ballista cluster)", path.display()));
+        }
+        super::alerts::check(&self.alerts, &self.budgets).map_err(|e| config_err!("{}: {e}", path.display()))?;
+        if self.on_alert.is_some() && self.alerts.is_empty() && self.budgets.is_empty() {
+            return Err(config_err!("{}: `on_alert` needs [[alerts]] or [[budgets]]", path.display()));
         }
         if let Some(jobs) = self.export.as_ref().and_then(|e| e.jobs.as_ref()) {
             for job in jobs {
@@ -249,6 +269,11 @@ impl RunConfig {
                 .map_err(|e| config_err!("[compact] target_size: {e}"))?;
         }
         Ok(Some(opts))
+    }
+
+    /// Whether the run evaluates budgets or alerts.
+    pub fn alerting(&self) -> bool {
+        !self.alerts.is_empty() || !self.budgets.is_empty()
     }
 
     /// The lease settings.
