@@ -362,4 +362,30 @@ wait_s = 10
         let zero = load("[compact]\ntarget_size = \"0\"\n").compact_options().unwrap_err().to_string();
         assert!(zero.contains("target_size"), "{zero}");
     }
+
+    #[test]
+    fn alerts_and_budgets_are_checked_when_the_file_is_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("job.toml");
+        let load = |extra: &str| {
+            std::fs::write(&path, format!("dataset = \"d\"\nsources = [\"x\"]\n{extra}")).unwrap();
+            RunConfig::load(&path)
+        };
+        let ok = load(
+            "on_alert = \"cat\"\n[[budgets]]\ntag = \"cc:1\"\nusd_per_month = 10\n[[alerts]]\njob = \"eos\"\n\
+             column = \"eos_compliance_rate\"\nbelow = 0.98\nwhere = { model = \"m\", n = 3 }\nparams = { by = \"team\", top = 5 }\n",
+        )
+        .unwrap();
+        assert!(ok.alerting());
+        assert_eq!(ok.base_dir, dir.path());
+        assert_eq!(ok.alerts[0].filter["n"], super::super::alerts::Value::Number(3.0));
+        let err = |extra: &str| load(extra).unwrap_err().to_string();
+        let alert = "[[alerts]]\njob = \"eos\"\ncolumn = \"eos_compliance_rate\"\n";
+        assert!(err(&format!("{alert}above = 1\n[alerts.params]\nwindow = 5\n")).contains("no parameter \"window\""));
+        assert!(err(&format!("{alert}above = 1\nparams = {{ by = \"colour\" }}\n")).contains("must be one of"));
+        assert!(err(alert).contains("give `above` or `below`"));
+        assert!(err("[[alerts]]\njob = \"nope\"\ncolumn = \"c\"\nabove = 1\n").contains("unknown job"));
+        assert!(err("[[budgets]]\nteam = \"a\"\nusd_per_month = 0\n").contains("positive"));
+        assert!(err("on_alert = \"cat\"\n").contains("`on_alert` needs [[alerts]] or [[budgets]]"));
+    }
 }
