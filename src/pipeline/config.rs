@@ -1,6 +1,6 @@
 //! The scheduled run's configuration file (`tokscope run --config job.toml`):
 //! sources, dataset, ingest settings, prices, jobs, export, object-store
-//! client and lease. docs/OPERATIONS.md shows a complete file. Relative
+//! client, lease, budgets and alerts (`super::alerts`). docs/OPERATIONS.md shows a complete file. Relative
 //! paths are relative to the file's directory.
 
 use std::path::{Path, PathBuf};

@@ -1,6 +1,8 @@
 //! The scheduled run (`tokscope run --config job.toml`): what a platform
 //! team puts in cron. Under the dataset's lease, it ingests the inputs the
-//! manifest does not list yet, then runs the jobs and publishes the export.
+//! manifest does not list yet, evaluates the budgets and alerts, then runs
+//! the jobs and publishes the export, and hands the alerts it fired to
+//! `on_alert` ([`alerts`]).
 //!
 //! - Incremental and idempotent: inputs are ingested once (the manifest); a
 //!   run with nothing new changes nothing in the dataset (it still refreshes
@@ -9,8 +11,11 @@
 //!   an export's `latest` moves last (`export::publish`).
 //! - Exclusive: one writer at a time (`dataset::lease`); a run that finds the
 //!   lease held waits up to `[lease] wait_s`, then fails with `LeaseBusy`.
-//! - What happened is an [`Outcome`]; the binary maps it to an exit code
-//!   (docs/OPERATIONS.md).
+//! - Once per breach: an alert is recorded pending before the export and
+//!   notified after `on_alert`, in the dataset's `_alerts.json`
+//!   ([`alerts::state`]).
+//! - What happened is an [`Outcome`] (and the alerts fired); the binary maps
+//!   it to an exit code (docs/OPERATIONS.md).
 
 pub mod alerts;
 pub mod config;

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::bin;
+use common::{bin, S3Server};
 
 /// The run's date: June 2024 has 30 days, 10 of them elapsed.
 const DATE: &str = "2024-06-10";
@@ -83,9 +83,14 @@ const RECORD: &str =
 
 /// A run file in `dir` with the dataset `lake`, the export `site` and `rules`.
 fn config(dir: &Path, top: &str, rules: &str) -> PathBuf {
+    config_at(dir, "lake", "logs", "site", top, rules)
+}
+
+/// A run file in `dir` with `dataset`, one source, the export to `to`, and `rules`.
+fn config_at(dir: &Path, dataset: &str, source: &str, to: &str, top: &str, rules: &str) -> PathBuf {
     let pricing = common::repo().join("config/pricing.example.toml");
     let text = format!(
-        "dataset = \"lake\"\nsources = [\"logs\"]\npricing = {:?}\n{top}\n[export]\nto = \"site\"\njobs = [\"daily\", \"eos\"]\n{rules}",
+        "dataset = {dataset:?}\nsources = [{source:?}]\npricing = {:?}\n{top}\n[export]\nto = {to:?}\njobs = [\"daily\", \"eos\"]\n{rules}",
         pricing.display().to_string()
     );
     let path = dir.join("job.toml");
@@ -94,8 +99,13 @@ fn config(dir: &Path, top: &str, rules: &str) -> PathBuf {
 }
 
 fn run(config: &Path) -> Output {
+    run_with(config, &[])
+}
+
+fn run_with(config: &Path, env: &[(&str, String)]) -> Output {
     Command::new(bin())
         .args(["run", "--config", config.to_str().unwrap(), "--quiet", "--json", "--date", DATE])
+        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
         .output()
         .expect("run tokscope")
 }
@@ -384,4 +394,36 @@ fn a_failing_on_alert_is_reported_and_the_run_goes_on() {
     assert_eq!(sent(dir.path()).len(), 1);
     assert_eq!(code(&run(&cfg)), 3);
     assert_eq!(sent(dir.path()).len(), 1, "sent once it succeeded");
+}
+
+#[test]
+fn on_an_object_store_the_state_lives_with_the_dataset_and_alerts_json_with_the_export() {
+    let s3 = S3Server::start();
+    let dir = tempfile::tempdir().unwrap();
+    write_log(dir.path(), "a.jsonl", &first_log());
+    s3.put("logs", &[("gateway/a.jsonl", dir.path().join("logs/a.jsonl").as_path())]);
+    s3.put("lake", &[]);
+    s3.put("site", &[]);
+    let rule =
+        "[[alerts]]\njob = \"eos\"\ncolumn = \"eos_compliance_rate\"\nbelow = 0.98\nwhere = { model = \"m-slow\" }\n";
+    let top = format!("on_alert = {RECORD:?}");
+    let cfg = config_at(dir.path(), "s3://lake/ds", "s3://logs/gateway/", "s3://site/dash", &top, rule);
+    let env = s3.env();
+    let first = run_with(&cfg, &env);
+    assert_eq!(code(&first), 5, "{}", text(&first));
+    let state: serde_json::Value = serde_json::from_slice(&s3.get("lake", "ds/_alerts.json")).unwrap();
+    let breaches = state["breaches"].as_object().unwrap();
+    assert_eq!(breaches.len(), 1, "{state}");
+    assert_eq!(breaches.values().next().unwrap()["status"], "notified");
+    let exported: serde_json::Value = serde_json::from_slice(&s3.get("site", "dash/2024-06-10/alerts.json")).unwrap();
+    assert_eq!(exported["alerts"][0]["keys"]["model"], "m-slow");
+    let pointer: serde_json::Value = serde_json::from_slice(&s3.get("site", "dash/latest.json")).unwrap();
+    assert!(pointer["files"].as_array().unwrap().contains(&serde_json::json!("alerts.json")), "{pointer}");
+    let page = String::from_utf8(s3.get("site", "dash/latest/index.html")).unwrap();
+    assert!(page.contains("data-alerts=\"1\""));
+    let lake = s3.list("lake");
+    let second = run_with(&cfg, &env);
+    assert_eq!(code(&second), 3, "{}", text(&second));
+    assert_eq!(s3.list("lake"), lake, "nothing new, nothing fired: the dataset's objects are unchanged");
+    assert_eq!(sent(dir.path()).len(), 1);
 }
