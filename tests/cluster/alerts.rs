@@ -427,3 +427,33 @@ fn on_an_object_store_the_state_lives_with_the_dataset_and_alerts_json_with_the_
     assert_eq!(s3.list("lake"), lake, "nothing new, nothing fired: the dataset's objects are unchanged");
     assert_eq!(sent(dir.path()).len(), 1);
 }
+
+#[test]
+fn the_banner_is_text_in_chromium_not_markup() {
+    if !common::chromium_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    write_log(dir.path(), "a.jsonl", &first_log());
+    let budget = "[[budgets]]\nname = \"<script>document.title='owned'</script>\"\nteam = \"ads\"\nusd_per_month = 5\n";
+    let cfg = config(dir.path(), "", budget);
+    let out = run(&cfg);
+    assert_eq!(code(&out), 5, "{}", text(&out));
+    let page = dir.path().join("site/latest/index.html");
+    let dom = Command::new("chromium")
+        .args(["--headless", "--no-sandbox", "--disable-gpu", "--dump-dom"])
+        .arg(format!("file://{}", page.canonicalize().unwrap().display()))
+        .output()
+        .expect("run chromium");
+    let dom = String::from_utf8_lossy(&dom.stdout);
+    let banner = dom.find("<div class=\"alerts\"").map(|at| &dom[at..]).expect("the banner in the DOM");
+    // The name is the list item's text, as written; no script of it ran.
+    assert!(
+        banner.starts_with(
+            "<div class=\"alerts\" role=\"alert\" data-alerts=\"1\"><b>1 alert</b><ul>\n<li>budget \
+             &lt;script&gt;document.title='owned'&lt;/script&gt;: 2024-06 spend $6.00 is above $5.00 a month"
+        ),
+        "{banner}"
+    );
+    assert!(!dom.contains("<title>owned"), "{dom}");
+}
