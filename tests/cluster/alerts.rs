@@ -457,3 +457,17 @@ fn the_banner_is_text_in_chromium_not_markup() {
     );
     assert!(!dom.contains("<title>owned"), "{dom}");
 }
+
+#[test]
+fn an_on_alert_past_its_timeout_is_killed_with_what_it_started() {
+    let dir = tempfile::tempdir().unwrap();
+    write_log(dir.path(), "a.jsonl", &first_log());
+    let rule = "[[alerts]]\njob = \"latency\"\ncolumn = \"ttft_p95_ms\"\nabove = 2000\n";
+    let cfg = config(dir.path(), "on_alert = \"sleep 60; echo late\"\non_alert_timeout_s = 1", rule);
+    let started = Instant::now();
+    let out = run(&cfg);
+    // `run` waits for the end of tokscope's stdout and stderr, which `sleep` would hold open.
+    assert!(started.elapsed() < Duration::from_secs(30), "took {:?}", started.elapsed());
+    assert_eq!(code(&out), 5, "{}", text(&out));
+    assert_eq!(report(&out)["alerts"]["on_alert"]["error"], "still running after 1s: killed");
+}

@@ -1,13 +1,15 @@
 //! `on_alert = "COMMAND"`: the fired alerts as one JSON document on the
 //! command's stdin (docs/OPERATIONS.md, "Budgets and alerts"). The command
 //! runs under `sh -c` in the run file's directory; what it prints goes to
-//! tokscope's stderr, never into the run's own stdout (`--json`). Its
+//! tokscope's stderr, never into the run's own stdout (`--json`); it runs
+//! in a process group of its own, killed whole at the timeout. Its
 //! failure (an exit status other than 0, a signal, not starting, running
 //! past its timeout) is reported, and the alerts stay pending for the next
 //! run; the run itself goes on.
 
 use std::io::Write;
 use std::os::fd::AsFd;
+use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -52,6 +54,9 @@ fn call(command: &str, dir: &Path, payload: Vec<u8>, timeout: Duration) -> Resul
         .stdin(Stdio::piped())
         .stdout(Stdio::from(stdout))
         .stderr(Stdio::inherit())
+        // Its own process group, so that a timeout ends whatever it started too
+        // (a `sleep` left behind would hold the run's stderr open).
+        .process_group(0)
         .spawn()
         .map_err(|e| format!("cannot start `sh -c`: {e}"))?;
     let mut stdin = child.stdin.take();
@@ -67,6 +72,10 @@ fn call(command: &str, dir: &Path, payload: Vec<u8>, timeout: Duration) -> Resul
         match child.try_wait() {
             Ok(Some(status)) => break status,
             Ok(None) if Instant::now() >= deadline => {
+                if let Ok(group) = i32::try_from(child.id()) {
+                    // SAFETY: kill(2) with a process group id and a signal; no memory is touched.
+                    unsafe { libc::kill(-group, libc::SIGKILL) };
+                }
                 let _ = child.kill();
                 let _ = child.wait();
                 let _ = writer.join();
