@@ -56,6 +56,8 @@ pub fn run_export(args: &ExportArgs) -> anyhow::Result<()> {
         dataset: args.data.clone(),
         store: Default::default(),
         progress: !args.quiet,
+        banner: Vec::new(),
+        extra_files: Vec::new(),
         jobs_at_once: args.jobs_at_once,
     };
     let summary = engine::runtime()?.block_on(engine::retry_vanished(|| async {

@@ -145,7 +145,8 @@ pub struct IngestArgs {
 pub struct RunArgs {
     /// A scheduled run: ingest the new inputs, run the jobs and publish the
     /// export as the file says (docs/OPERATIONS.md); exit codes: 0 success,
-    /// 3 nothing new, 4 some lines rejected, 75 dataset busy, 1 failure.
+    /// 3 nothing new, 4 some lines rejected, 5 an alert fired, 75 dataset
+    /// busy, 1 failure.
     #[arg(long, value_name = "FILE", conflicts_with_all = ["inputs", "out"])]
     config: Option<PathBuf>,
     /// With --config: list what would be ingested and exported, write nothing.
@@ -278,6 +279,8 @@ pub fn run_run(args: &RunArgs) -> anyhow::Result<ExitCode> {
 pub const EXIT_NOTHING_NEW: u8 = 3;
 /// Exit code of a run that ingested new inputs but rejected some lines.
 pub const EXIT_PARTIAL: u8 = 4;
+/// Exit code of a run that fired an alert (over 3 and 4: docs/OPERATIONS.md).
+pub const EXIT_ALERT: u8 = 5;
 
 /// `tokscope run --config`: one line on stdout, details on stderr.
 fn run_scheduled(path: &std::path::Path, args: &RunArgs) -> anyhow::Result<ExitCode> {
@@ -288,10 +291,21 @@ fn run_scheduled(path: &std::path::Path, args: &RunArgs) -> anyhow::Result<ExitC
     if let Some(summary) = report.ingest.as_ref().filter(|_| !args.flags.quiet) {
         print_summary(summary);
     }
+    let alerts = report.alerts.as_ref();
+    if let Some(failed) = alerts.and_then(|a| a.on_alert.as_ref()).filter(|n| !n.ok) {
+        eprintln!(
+            "warning: on_alert failed ({}); its {} alert(s) stay pending and are sent again by the next run",
+            failed.error.as_deref().unwrap_or("unknown error"),
+            failed.alerts
+        );
+    }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         println!("{}", one_line(&report));
+    }
+    if alerts.is_some_and(|a| a.fired > 0) {
+        return Ok(ExitCode::from(EXIT_ALERT));
     }
     Ok(match report.outcome {
         Outcome::Success => ExitCode::SUCCESS,
@@ -324,12 +338,16 @@ fn one_line(report: &RunReport) -> String {
         Some(e) => format!(", exported {} job(s) to {}", e.jobs.len(), e.location),
         None => String::new(),
     };
+    let alerts = match &report.alerts {
+        Some(a) => format!(", {} alert(s) fired ({} active)", a.fired, a.active.len()),
+        None => String::new(),
+    };
     let steps = match report.steps.describe(report.elapsed_s) {
         s if s.is_empty() => s,
         s => format!(" ({s})"),
     };
     format!(
-        "tokscope run: {status}: {} input(s) ingested ({} rows, {} lines rejected), {} already ingested{export} in {:.1}s{steps}",
+        "tokscope run: {status}: {} input(s) ingested ({} rows, {} lines rejected), {} already ingested{export}{alerts} in {:.1}s{steps}",
         report.ingested.len(),
         counts.rows_written,
         counts.lines_rejected,

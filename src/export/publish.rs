@@ -71,6 +71,10 @@ pub struct ExportOptions {
     pub progress: bool,
     /// Jobs whose queries run at once ([`DEFAULT_JOBS_AT_ONCE`]; 1 runs them in turn).
     pub jobs_at_once: usize,
+    /// Lines shown as a banner at the top of the page (a scheduled run's alerts).
+    pub banner: Vec<String>,
+    /// Files published with the jobs' results, by name (a scheduled run's `alerts.json`).
+    pub extra_files: Vec<(String, Vec<u8>)>,
 }
 
 /// Jobs whose queries run at once by default: the jobs read the dataset and
@@ -114,6 +118,7 @@ pub async fn export(ctx: &SessionContext, options: &ExportOptions) -> Result<Exp
     let mut input =
         DashboardInput::new("LLM serving: cost and quality", &options.dataset, options.date.to_string(), now());
     input.trend_days = options.trend_days;
+    input.alerts = options.banner.clone();
     let progress = Progress::items(options.progress, jobs.len() as u64, "jobs");
     let queries_started = Instant::now();
     // In the jobs' order whatever order they finish in (`buffered`).
@@ -146,6 +151,7 @@ pub async fn export(ctx: &SessionContext, options: &ExportOptions) -> Result<Exp
         }
         input = input.with_table(job.name, batches);
     }
+    files.extend(options.extra_files.iter().cloned());
     progress.set_message("publishing");
     let page = dashboard::render(&input)?;
     let page_bytes = page.len();

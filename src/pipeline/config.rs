@@ -1,6 +1,6 @@
 //! The scheduled run's configuration file (`tokscope run --config job.toml`):
 //! sources, dataset, ingest settings, prices, jobs, export, object-store
-//! client and lease. docs/OPERATIONS.md shows a complete file. Relative
+//! client, lease, budgets and alerts (`super::alerts`). docs/OPERATIONS.md shows a complete file. Relative
 //! paths are relative to the file's directory.
 
 use std::path::{Path, PathBuf};
@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use super::alerts::{AlertRule, Budget};
 use crate::dataset::lease::LeaseOptions;
 use crate::error::{Error, Result};
 use crate::store::{self, StoreOptions};
@@ -53,6 +54,20 @@ pub struct RunConfig {
     /// Threads for the run's parallel work (default: `--threads`,
     /// `TOKSCOPE_THREADS`, else the cores the process may use).
     pub threads: Option<usize>,
+    /// A shell command run with the alerts a run fires as JSON on stdin
+    /// (`super::alerts::notify`).
+    pub on_alert: Option<String>,
+    /// `on_alert` is killed after this many seconds (default 60).
+    pub on_alert_timeout_s: Option<u64>,
+    /// `[[budgets]]`: USD a month per team, user, project, key or tag.
+    #[serde(default)]
+    pub budgets: Vec<Budget>,
+    /// `[[alerts]]`: thresholds on jobs' columns.
+    #[serde(default)]
+    pub alerts: Vec<AlertRule>,
+    /// The file's directory (where `on_alert` runs).
+    #[serde(skip)]
+    pub base_dir: PathBuf,
 }
 
 /// `[ingest]`.
@@ -151,6 +166,7 @@ impl RunConfig {
             toml::from_str(&text).map_err(|e| config_err!("{}: {}", path.display(), e.to_string().trim()))?;
         let base = path.parent().unwrap_or(Path::new("."));
         config.resolve_paths(base);
+        config.base_dir = if base.as_os_str().is_empty() { PathBuf::from(".") } else { base.to_path_buf() };
         config.check(path)?;
         Ok(config)
     }
@@ -191,6 +207,10 @@ impl RunConfig {
         }
         if self.job_timeout_s.is_some() && self.engine.is_none() {
             return Err(config_err!("{}: `job_timeout_s` needs `engine` (a Ballista cluster)", path.display()));
+        }
+        super::alerts::check(&self.alerts, &self.budgets).map_err(|e| config_err!("{}: {e}", path.display()))?;
+        if self.on_alert.is_some() && self.alerts.is_empty() && self.budgets.is_empty() {
+            return Err(config_err!("{}: `on_alert` needs [[alerts]] or [[budgets]]", path.display()));
         }
         if let Some(jobs) = self.export.as_ref().and_then(|e| e.jobs.as_ref()) {
             for job in jobs {
@@ -249,6 +269,11 @@ impl RunConfig {
                 .map_err(|e| config_err!("[compact] target_size: {e}"))?;
         }
         Ok(Some(opts))
+    }
+
+    /// Whether the run evaluates budgets or alerts.
+    pub fn alerting(&self) -> bool {
+        !self.alerts.is_empty() || !self.budgets.is_empty()
     }
 
     /// The lease settings.
@@ -336,5 +361,31 @@ wait_s = 10
         assert!(load("[compact]\nenabled = false\n").compact_options().unwrap().is_none());
         let zero = load("[compact]\ntarget_size = \"0\"\n").compact_options().unwrap_err().to_string();
         assert!(zero.contains("target_size"), "{zero}");
+    }
+
+    #[test]
+    fn alerts_and_budgets_are_checked_when_the_file_is_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("job.toml");
+        let load = |extra: &str| {
+            std::fs::write(&path, format!("dataset = \"d\"\nsources = [\"x\"]\n{extra}")).unwrap();
+            RunConfig::load(&path)
+        };
+        let ok = load(
+            "on_alert = \"cat\"\n[[budgets]]\ntag = \"cc:1\"\nusd_per_month = 10\n[[alerts]]\njob = \"eos\"\n\
+             column = \"eos_compliance_rate\"\nbelow = 0.98\nwhere = { model = \"m\", n = 3 }\nparams = { by = \"team\", top = 5 }\n",
+        )
+        .unwrap();
+        assert!(ok.alerting());
+        assert_eq!(ok.base_dir, dir.path());
+        assert_eq!(ok.alerts[0].filter["n"], super::super::alerts::Value::Number(3.0));
+        let err = |extra: &str| load(extra).unwrap_err().to_string();
+        let alert = "[[alerts]]\njob = \"eos\"\ncolumn = \"eos_compliance_rate\"\n";
+        assert!(err(&format!("{alert}above = 1\n[alerts.params]\nwindow = 5\n")).contains("no parameter \"window\""));
+        assert!(err(&format!("{alert}above = 1\nparams = {{ by = \"colour\" }}\n")).contains("must be one of"));
+        assert!(err(alert).contains("give `above` or `below`"));
+        assert!(err("[[alerts]]\njob = \"nope\"\ncolumn = \"c\"\nabove = 1\n").contains("unknown job"));
+        assert!(err("[[budgets]]\nteam = \"a\"\nusd_per_month = 0\n").contains("positive"));
+        assert!(err("on_alert = \"cat\"\n").contains("`on_alert` needs [[alerts]] or [[budgets]]"));
     }
 }

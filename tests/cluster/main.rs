@@ -9,6 +9,7 @@ mod common;
 #[path = "../dashboard_support/mod.rs"]
 mod dashboard_support;
 
+mod alerts;
 mod cluster_faults;
 mod dashboard;
 mod distributed;

@@ -27,6 +27,8 @@ pub struct DashboardInput {
     pub charts: Vec<ChartSpec>,
     /// Time charts show the newest `trend_days` days of their table (default 30).
     pub trend_days: u32,
+    /// Alerts active now, one line each, shown as a banner at the top of the page.
+    pub alerts: Vec<String>,
 }
 
 impl DashboardInput {
@@ -45,6 +47,7 @@ impl DashboardInput {
             tables: BTreeMap::new(),
             charts: builtin_charts(),
             trend_days: 30,
+            alerts: Vec::new(),
         }
     }
 

@@ -22,6 +22,7 @@ struct PageView<'a> {
     dataset: &'a str,
     date: &'a str,
     generated_at: &'a str,
+    alerts: &'a [String],
     kpis: Vec<Kpi>,
     sections: Vec<SectionView>,
 }
@@ -136,6 +137,7 @@ pub(crate) fn render(input: &DashboardInput) -> Result<String> {
         dataset: &input.dataset,
         date: &input.date,
         generated_at: &input.generated_at,
+        alerts: &input.alerts,
         kpis: kpis(input),
         sections,
     };
