@@ -39,6 +39,8 @@ const SAMPLES: &[(&str, &str, bool)] = &[
     ("vllm", "sample_logs/vllm.jsonl", false),
     ("eval", "tests/data/formats/eval.sample.jsonl", false),
     ("moe_routing", "tests/data/formats/moe_routing.sample.csv", true),
+    ("bedrock", "tests/data/real/bedrock_invocation_built.jsonl", false),
+    ("bedrock", "tests/data/real/bedrock_converse.jsonl", false),
 ];
 
 struct Sample {

@@ -642,3 +642,103 @@ fn conformance_over_the_folder_of_real_files() {
         ]
     );
 }
+
+#[test]
+fn bedrock_invocation_log_record() {
+    // bedrock_invocation_log.json: one record Bedrock wrote (ConverseStream,
+    // Nova Lite), pretty-printed; and the same record as CloudWatch Logs
+    // Insights exports it (`@message`, the record as text).
+    for name in ["bedrock_invocation_log.json", "bedrock_cloudwatch_insights.json"] {
+        let r = read(name);
+        assert_eq!(r.format, Some("bedrock"), "{name}");
+        assert_eq!((r.counts.rows_written, r.counts.records_rejected), (1, 0), "{name}: {:?}", r.errors);
+        assert_eq!(r.text("request_id"), [s("ff4b6c63-5561-4431-93b8-06a817275900")]);
+        assert_eq!(r.ts(), [1_741_653_482_000_000], "2025-03-11T00:38:02Z");
+        assert_eq!(r.text("model"), [s("amazon.nova-lite-v1:0")]);
+        assert_eq!(r.int("prompt_tokens"), [Some(4)]);
+        assert_eq!(r.int("completion_tokens"), [Some(38)]);
+        assert_eq!((r.int("cached_tokens"), r.int("cache_write_tokens")), (vec![Some(0)], vec![Some(0)]));
+        assert_eq!(r.int("max_tokens"), [Some(512)]);
+        assert_ms(&r.float("latency_ms"), &[Some(302.0)], "latency_ms");
+        assert_eq!(r.text("finish_reason_raw"), [s("end_turn")]);
+        assert_eq!(r.text("finish_reason"), [s("stop")]);
+        assert_eq!(
+            r.text("model_output"),
+            [s("Hello! I'm doing well, thank you for asking. How can I assist you today? If you have any questions or need help with something, feel free to let me know.")]
+        );
+        let x = &extras(&r)[0];
+        assert_eq!(x["identity"]["arn"], "arn:aws:iam::XXXXXXXXXXXX:user/dheeraj");
+        assert_eq!((x["operation"].as_str(), x["region"].as_str()), (Some("ConverseStream"), Some("us-east-1")));
+    }
+}
+
+#[test]
+fn bedrock_invocation_logs_of_an_inference_profile_with_cache() {
+    // bedrock_invocation_built.jsonl: two InvokeModel calls of Claude 3.5
+    // Haiku through a system inference profile (the first writes 18131
+    // prompt tokens to the cache, the second reads them), and a call blocked
+    // by a guardrail, whose record has no token counts: a reject.
+    let r = read("bedrock_invocation_built.jsonl");
+    assert_eq!(r.format, Some("bedrock"));
+    assert_eq!((r.counts.lines_read, r.counts.rows_written, r.counts.lines_rejected), (3, 2, 1));
+    assert!(
+        r.errors[0].contains("without input.inputTokenCount") && r.errors[0].contains("guardrail_intervened"),
+        "{:?}",
+        r.errors
+    );
+    assert_eq!(
+        r.text("request_id"),
+        [s("0a3a8d2d-dfe0-499b-8bf5-5517a07e67d2"), s("a8e15aa3-dfe6-4e45-b9f9-6d6f72394314")]
+    );
+    assert_eq!(r.ts(), [1_742_287_534_000_000, 1_742_287_542_000_000]);
+    let model = s("us.anthropic.claude-3-5-haiku-20241022-v1:0");
+    assert_eq!(r.text("model"), [model.clone(), model]);
+    // input 4 + cache read + cache write 18131.
+    assert_eq!(r.int("prompt_tokens"), [Some(18135), Some(18135)]);
+    assert_eq!(r.int("cached_tokens"), [Some(0), Some(18131)]);
+    assert_eq!(r.int("cache_write_tokens"), [Some(18131), Some(0)]);
+    assert_eq!(r.int("completion_tokens"), [Some(50), Some(50)]);
+    assert_eq!(r.int("max_tokens"), [Some(50), Some(50)]);
+    assert_eq!(r.text("finish_reason_raw"), [s("max_tokens"), s("max_tokens")]);
+    assert_eq!(r.text("finish_reason"), [s("length"), s("length")]);
+    assert_ms(&r.float("latency_ms"), &[None, None], "latency_ms");
+    let x = extras(&r);
+    assert_eq!(
+        x[0]["modelId"],
+        "arn:aws:bedrock:us-east-1:012345678901:inference-profile/us.anthropic.claude-3-5-haiku-20241022-v1:0"
+    );
+    assert_eq!(x[0]["inferenceRegion"], "us-west-2");
+    assert_eq!(x[0]["requestMetadata"]["team"], "search");
+}
+
+#[test]
+fn bedrock_converse_responses() {
+    // bedrock_converse.jsonl: four Converse responses (Llama 3.2 1B, Claude
+    // 3.7 Sonnet through an inference profile, Titan Express twice with a
+    // guardrail that intervened); the model is in the request's URI, so
+    // `--model` names it, and the time is the file's.
+    let base = 1_740_000_000_000_000;
+    let r = read_with(
+        "bedrock_converse.jsonl",
+        ReaderBuilder::new().with_default_model(Some("bedrock-model".to_string())).with_base_time_micros(base),
+    );
+    assert_eq!(r.format, Some("bedrock"));
+    assert_eq!((r.counts.lines_read, r.counts.rows_written, r.counts.lines_rejected), (4, 4, 0), "{:?}", r.errors);
+    assert_eq!(r.ts(), [base; 4]);
+    assert_eq!(r.text("model"), vec![s("bedrock-model"); 4]);
+    assert_eq!(r.int("prompt_tokens"), [Some(52), Some(20), Some(28), Some(17)]);
+    assert_eq!(r.int("completion_tokens"), [Some(30), Some(72), Some(26), Some(17)]);
+    assert_eq!(r.int("cached_tokens"), [Some(0); 4]);
+    assert_ms(&r.float("latency_ms"), &[Some(589.0), Some(2900.0), Some(2135.0), Some(1562.0)], "latency_ms");
+    assert_eq!(
+        r.text("finish_reason_raw"),
+        [s("end_turn"), s("end_turn"), s("guardrail_intervened"), s("guardrail_intervened")]
+    );
+    assert_eq!(r.text("finish_reason"), [s("stop"), s("stop"), s("content_filter"), s("content_filter")]);
+    assert_eq!(
+        r.text("model_output")[0],
+        s("Why did the OpenTelemetry trace go to therapy?\n\nBecause it was struggling to debug its issues and was feeling a little \"unreliable\".")
+    );
+    // The guardrail's trace is kept.
+    assert!(extras(&r)[2]["trace"]["guardrail"].is_object());
+}

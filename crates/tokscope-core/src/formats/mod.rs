@@ -16,6 +16,7 @@
 
 pub mod anthropic;
 pub mod azure;
+pub mod bedrock;
 pub mod canonical;
 pub mod csv;
 pub mod envelope;
@@ -65,6 +66,7 @@ pub static FORMATS: &[&dyn LogFormat] = &[
     &mooncake::Mooncake,
     &helicone::Helicone,
     &langfuse::Langfuse,
+    &bedrock::Bedrock,
     &openai_responses::OpenAiResponses,
     &openai::OpenAiChat,
     &anthropic::Anthropic,
@@ -581,6 +583,8 @@ mod tests {
             let text = match f {
                 "litellm_gcs" => include_str!("../../../../tests/data/real/litellm_gcs.ndjson"),
                 "openinference" => include_str!("../../../../tests/data/real/otel_openinference.jsonl"),
+                "bedrock_log" => include_str!("../../../../tests/data/real/bedrock_invocation_built.jsonl"),
+                "bedrock_converse" => include_str!("../../../../tests/data/real/bedrock_converse.jsonl"),
                 _ => unreachable!("{f}"),
             };
             first_line(text).to_string()
@@ -605,6 +609,9 @@ mod tests {
             ("profile", sample("profile")),
             ("moe_routing", sample("moe_routing")),
             ("eval", sample("eval")),
+            ("bedrock", real("bedrock_log")),
+            ("bedrock", real("bedrock_converse")),
+            ("bedrock", r#"{"@timestamp":"2025-03-11 00:38:02.000","@message":"{\"schemaType\":\"ModelInvocationLog\",\"requestId\":\"r\"}"}"#.to_string()),
             // Bare provider responses, as the providers return them.
             ("anthropic", r#"{"id":"msg_01","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[{"type":"text","text":"Hi"}],"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":10,"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"output_tokens":2}}"#.to_string()),
             ("openai_chat", r#"{"id":"chatcmpl-1","object":"chat.completion","created":1737710446,"model":"gpt-4o-mini","choices":[{"index":0,"message":{"role":"assistant","content":"Hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":10,"completion_tokens":2,"total_tokens":12}}"#.to_string()),
