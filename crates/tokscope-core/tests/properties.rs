@@ -41,6 +41,8 @@ const SAMPLES: &[(&str, &str, bool)] = &[
     ("moe_routing", "tests/data/formats/moe_routing.sample.csv", true),
     ("bedrock", "tests/data/real/bedrock_invocation_built.jsonl", false),
     ("bedrock", "tests/data/real/bedrock_converse.jsonl", false),
+    ("gemini", "tests/data/real/gemini_generate_content.jsonl", false),
+    ("gemini", "tests/data/real/gemini_stream_chunks.jsonl", false),
 ];
 
 struct Sample {

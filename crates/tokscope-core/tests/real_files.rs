@@ -742,3 +742,65 @@ fn bedrock_converse_responses() {
     // The guardrail's trace is kept.
     assert!(extras(&r)[2]["trace"]["guardrail"].is_object());
 }
+
+#[test]
+fn gemini_generate_content_responses() {
+    // gemini_generate_content.jsonl (OpenLLMetry's cassettes, gemini-2.5-flash)
+    // and gemini_vercel.jsonl (the AI SDK's fixtures, gemini-3-pro-preview):
+    // thinking tokens are counted apart from the candidates' and added.
+    let base = 1_760_000_000_000_000;
+    let r = read_with("gemini_generate_content.jsonl", ReaderBuilder::new().with_base_time_micros(base));
+    assert_eq!(r.format, Some("gemini"));
+    assert_eq!((r.counts.lines_read, r.counts.rows_written, r.counts.lines_rejected), (2, 2, 0), "{:?}", r.errors);
+    assert_eq!(r.text("request_id"), [s("-hk4afOSMZKkjuMPnJWGkAk"), s("Bho4aenTIZKq4-EPkd-w8QU")]);
+    assert_eq!(r.ts(), [base, base]);
+    assert_eq!(r.text("model"), [s("gemini-2.5-flash"), s("gemini-2.5-flash")]);
+    assert_eq!(r.int("prompt_tokens"), [Some(5), Some(5)]);
+    // 877 + 1058 thinking; 711 + 1096.
+    assert_eq!(r.int("completion_tokens"), [Some(1935), Some(1807)]);
+    assert_eq!(r.int("reasoning_tokens"), [Some(1058), Some(1096)]);
+    assert_eq!(r.int("cached_tokens"), [Some(0), Some(0)]);
+    assert_eq!(r.text("finish_reason_raw"), [s("STOP"), s("STOP")]);
+    assert_eq!(r.text("finish_reason"), [s("stop"), s("stop")]);
+    assert!(r.text("model_output")[0].as_deref().unwrap().starts_with("AI stands for **Artificial Intelligence**."));
+
+    let r = read("gemini_vercel.jsonl");
+    assert_eq!(r.format, Some("gemini"));
+    assert_eq!(r.text("request_id"), [s("Un6LacrVMcjUxs0PmJfWoQc"), s("YH6LaZT7ENmPxN8P-r2J8Aw")]);
+    assert_eq!(r.text("model"), [s("gemini-3-pro-preview"), s("gemini-3-pro-preview")]);
+    assert_eq!(r.int("prompt_tokens"), [Some(9), Some(9)]);
+    assert_eq!(r.int("completion_tokens"), [Some(28 + 244), Some(29 + 282)]);
+    assert_eq!(r.int("reasoning_tokens"), [Some(244), Some(282)]);
+    assert_eq!(
+        r.text("model_output")[0],
+        s("There are **3** r's in strawberry.\n\nHere is the breakdown: st**r**awbe**rr**y.")
+    );
+}
+
+#[test]
+fn gemini_streams() {
+    // gemini_stream_chunks.jsonl: a stream's three chunks, one per line: the
+    // last (with the finish reason) is the request, the others are skipped.
+    let r = read("gemini_stream_chunks.jsonl");
+    assert_eq!(r.format, Some("gemini"));
+    assert_eq!((r.counts.lines_read, r.counts.rows_written, r.counts.records_skipped), (3, 1, 2), "{:?}", r.errors);
+    assert_eq!(r.text("request_id"), [s("bH6LaZW8Fp_3nsEPqtaSwQ4")]);
+    assert_eq!(r.int("prompt_tokens"), [Some(9)]);
+    assert_eq!(r.int("completion_tokens"), [Some(23 + 185)]);
+    assert_eq!(r.int("reasoning_tokens"), [Some(185)]);
+    assert_eq!(r.text("finish_reason"), [s("stop")]);
+    // gemini_stream_array.json: a stream as the REST API returns it, a JSON
+    // array of three chunks: one request, its texts joined.
+    let r = read("gemini_stream_array.json");
+    assert_eq!(r.format, Some("gemini"));
+    assert_eq!((r.counts.lines_read, r.counts.rows_written), (1, 1), "{:?}", r.errors);
+    assert_eq!(r.text("request_id"), [s("dX6LadKVC7SZ28oPr9yJoQs")]);
+    assert_eq!(r.int("prompt_tokens"), [Some(9)]);
+    assert_eq!(r.int("completion_tokens"), [Some(29 + 256)]);
+    assert_eq!(r.int("reasoning_tokens"), [Some(256)]);
+    assert_eq!(r.text("finish_reason_raw"), [s("STOP")]);
+    assert_eq!(
+        r.text("model_output"),
+        [s("There are **3** \"r\"s in strawberry.\n\nHere is the breakdown: st**r**awbe**rr**y.")]
+    );
+}

@@ -22,6 +22,7 @@ pub mod csv;
 pub mod envelope;
 pub mod eval;
 pub mod fields;
+pub mod gemini;
 pub mod helicone;
 pub mod kernel_trace;
 pub mod langfuse;
@@ -67,6 +68,7 @@ pub static FORMATS: &[&dyn LogFormat] = &[
     &helicone::Helicone,
     &langfuse::Langfuse,
     &bedrock::Bedrock,
+    &gemini::Gemini,
     &openai_responses::OpenAiResponses,
     &openai::OpenAiChat,
     &anthropic::Anthropic,
@@ -585,6 +587,9 @@ mod tests {
                 "openinference" => include_str!("../../../../tests/data/real/otel_openinference.jsonl"),
                 "bedrock_log" => include_str!("../../../../tests/data/real/bedrock_invocation_built.jsonl"),
                 "bedrock_converse" => include_str!("../../../../tests/data/real/bedrock_converse.jsonl"),
+                "gemini" => include_str!("../../../../tests/data/real/gemini_generate_content.jsonl"),
+                "gemini_chunks" => include_str!("../../../../tests/data/real/gemini_stream_chunks.jsonl"),
+                "gemini_array" => include_str!("../../../../tests/data/real/gemini_stream_array.json"),
                 _ => unreachable!("{f}"),
             };
             first_line(text).to_string()
@@ -611,6 +616,9 @@ mod tests {
             ("eval", sample("eval")),
             ("bedrock", real("bedrock_log")),
             ("bedrock", real("bedrock_converse")),
+            ("gemini", real("gemini")),
+            ("gemini", real("gemini_chunks")),
+            ("gemini", real("gemini_array")),
             ("bedrock", r#"{"@timestamp":"2025-03-11 00:38:02.000","@message":"{\"schemaType\":\"ModelInvocationLog\",\"requestId\":\"r\"}"}"#.to_string()),
             // Bare provider responses, as the providers return them.
             ("anthropic", r#"{"id":"msg_01","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[{"type":"text","text":"Hi"}],"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":10,"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"output_tokens":2}}"#.to_string()),
