@@ -392,6 +392,8 @@ pub const FINISH_REASONS: &[(&str, Option<&str>)] = &[
     ("malformed_function_call", Some(finish::OTHER)),
     ("unexpected_tool_call", Some(finish::OTHER)),
     ("incomplete", Some(finish::OTHER)),
+    ("load", Some(finish::OTHER)),
+    ("unload", Some(finish::OTHER)),
     // Logged, but empty: no reason.
     ("", None),
 ];

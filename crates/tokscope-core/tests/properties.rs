@@ -43,6 +43,8 @@ const SAMPLES: &[(&str, &str, bool)] = &[
     ("bedrock", "tests/data/real/bedrock_converse.jsonl", false),
     ("gemini", "tests/data/real/gemini_generate_content.jsonl", false),
     ("gemini", "tests/data/real/gemini_stream_chunks.jsonl", false),
+    ("ollama", "tests/data/real/ollama_responses.jsonl", false),
+    ("ollama", "tests/data/real/ollama_chat_stream.ndjson", false),
 ];
 
 struct Sample {

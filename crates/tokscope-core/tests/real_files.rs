@@ -804,3 +804,45 @@ fn gemini_streams() {
         [s("There are **3** \"r\"s in strawberry.\n\nHere is the breakdown: st**r**awbe**rr**y.")]
     );
 }
+
+#[test]
+fn ollama_replies() {
+    // ollama_responses.jsonl: /api/chat, /api/generate and a chat with
+    // tools (llama3, llama3.1), as Ollama returned them to OpenLLMetry's
+    // tests. Durations in nanoseconds; `created_at` is the reply's end, so
+    // the request arrived `total_duration` before it.
+    let r = read("ollama_responses.jsonl");
+    assert_eq!(r.format, Some("ollama"));
+    assert_eq!((r.counts.lines_read, r.counts.rows_written, r.counts.lines_rejected), (3, 3, 0), "{:?}", r.errors);
+    // 20:01:31.015580 - 10.386172 s; 20:19:45.363966 - 4.224430 s; 02:41:57.128675 - 6.037504 s.
+    assert_eq!(r.ts(), [1_716_580_880_629_408, 1_716_581_981_139_536, 1_726_454_511_091_171]);
+    assert_eq!(r.text("model"), [s("llama3"), s("llama3"), s("llama3.1")]);
+    assert_eq!(r.int("prompt_tokens"), [Some(17), Some(17), Some(44)]);
+    assert_eq!(r.int("completion_tokens"), [Some(66), Some(63), Some(113)]);
+    assert_ms(&r.float("latency_ms"), &[Some(10386.172), Some(4224.430), Some(6037.504)], "latency_ms");
+    assert_ms(&r.float("prefill_latency_ms"), &[Some(175.861), Some(177.983), Some(182.953)], "prefill_latency_ms");
+    assert_eq!(r.text("finish_reason_raw"), [s("stop"), s("stop"), s("stop")]);
+    assert_eq!(r.text("finish_reason"), [s("stop"), s("stop"), s("stop")]);
+    assert!(r.text("model_output")[1].as_deref().unwrap().starts_with("A niche topic!"));
+    let x = extras(&r);
+    assert_eq!(
+        (x[0]["load_duration"].as_i64(), x[0]["eval_duration"].as_i64()),
+        (Some(8_078_850_750), Some(2_127_200_000))
+    );
+    assert!(x[1].get("context").is_none(), "the token ids for the next call are dropped");
+}
+
+#[test]
+fn ollama_streamed_chat() {
+    // ollama_chat_stream.ndjson: one chat streamed as 50 chunks, the last
+    // one (`done: true`) with the counts and durations.
+    let r = read("ollama_chat_stream.ndjson");
+    assert_eq!(r.format, Some("ollama"));
+    assert_eq!((r.counts.lines_read, r.counts.rows_written, r.counts.records_skipped), (50, 1, 49), "{:?}", r.errors);
+    // 20:26:47.872905 - 1.897386 s.
+    assert_eq!(r.ts(), [1_716_582_405_975_519]);
+    assert_eq!((r.int("prompt_tokens"), r.int("completion_tokens")), (vec![Some(17)], vec![Some(50)]));
+    assert_ms(&r.float("latency_ms"), &[Some(1897.386)], "latency_ms");
+    assert_ms(&r.float("prefill_latency_ms"), &[Some(313.56)], "prefill_latency_ms");
+    assert_eq!(r.text("finish_reason"), [s("stop")]);
+}

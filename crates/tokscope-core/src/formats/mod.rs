@@ -29,6 +29,7 @@ pub mod langfuse;
 pub mod litellm;
 pub mod moe_routing;
 pub mod mooncake;
+pub mod ollama;
 pub mod openai;
 pub mod openai_responses;
 pub mod openai_stream;
@@ -69,6 +70,7 @@ pub static FORMATS: &[&dyn LogFormat] = &[
     &langfuse::Langfuse,
     &bedrock::Bedrock,
     &gemini::Gemini,
+    &ollama::Ollama,
     &openai_responses::OpenAiResponses,
     &openai::OpenAiChat,
     &anthropic::Anthropic,
@@ -590,6 +592,8 @@ mod tests {
                 "gemini" => include_str!("../../../../tests/data/real/gemini_generate_content.jsonl"),
                 "gemini_chunks" => include_str!("../../../../tests/data/real/gemini_stream_chunks.jsonl"),
                 "gemini_array" => include_str!("../../../../tests/data/real/gemini_stream_array.json"),
+                "ollama" => include_str!("../../../../tests/data/real/ollama_responses.jsonl"),
+                "ollama_stream" => include_str!("../../../../tests/data/real/ollama_chat_stream.ndjson"),
                 _ => unreachable!("{f}"),
             };
             first_line(text).to_string()
@@ -619,6 +623,8 @@ mod tests {
             ("gemini", real("gemini")),
             ("gemini", real("gemini_chunks")),
             ("gemini", real("gemini_array")),
+            ("ollama", real("ollama")),
+            ("ollama", real("ollama_stream")),
             ("bedrock", r#"{"@timestamp":"2025-03-11 00:38:02.000","@message":"{\"schemaType\":\"ModelInvocationLog\",\"requestId\":\"r\"}"}"#.to_string()),
             // Bare provider responses, as the providers return them.
             ("anthropic", r#"{"id":"msg_01","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[{"type":"text","text":"Hi"}],"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":10,"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"output_tokens":2}}"#.to_string()),
