@@ -45,6 +45,8 @@ const SAMPLES: &[(&str, &str, bool)] = &[
     ("gemini", "tests/data/real/gemini_stream_chunks.jsonl", false),
     ("ollama", "tests/data/real/ollama_responses.jsonl", false),
     ("ollama", "tests/data/real/ollama_chat_stream.ndjson", false),
+    ("cohere", "tests/data/real/cohere_chat.jsonl", false),
+    ("cohere", "tests/data/real/cohere_stream_chunks.jsonl", false),
 ];
 
 struct Sample {

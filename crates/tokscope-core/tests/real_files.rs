@@ -846,3 +846,67 @@ fn ollama_streamed_chat() {
     assert_ms(&r.float("prefill_latency_ms"), &[Some(313.56)], "prefill_latency_ms");
     assert_eq!(r.text("finish_reason"), [s("stop")]);
 }
+
+#[test]
+fn cohere_chat_responses() {
+    // cohere_chat.jsonl (OpenLLMetry's cassettes): a v1 reply (`meta`), a v2
+    // reply and a v2 tool call with its follow-up. No reply names its model.
+    let base = 1_750_000_000_000_000;
+    let builder = || ReaderBuilder::new().with_base_time_micros(base).with_default_model(Some("command-r".to_string()));
+    let r = read_with("cohere_chat.jsonl", builder());
+    assert_eq!(r.format, Some("cohere"));
+    assert_eq!((r.counts.lines_read, r.counts.rows_written, r.counts.lines_rejected), (4, 4, 0), "{:?}", r.errors);
+    assert_eq!(
+        r.text("request_id"),
+        [
+            s("440f51f4-3e47-44b6-a5d7-5ba33edcfc58"),
+            s("83e3e297-264b-478e-9b22-5058386292ed"),
+            s("965405bb-b9da-4dc5-b329-e708a795e188"),
+            s("00f7ec58-cd22-4b62-b068-0e7ece6bbf67")
+        ]
+    );
+    assert_eq!(r.ts(), [base; 4]);
+    assert_eq!(r.text("model"), vec![s("command-r"); 4]);
+    // The tokens the model read and wrote, not the billed units.
+    assert_eq!(r.int("prompt_tokens"), [Some(69), Some(69), Some(968), Some(1094)]);
+    assert_eq!(r.int("completion_tokens"), [Some(119), Some(89), Some(83), Some(102)]);
+    assert_eq!(r.text("finish_reason_raw"), [s("COMPLETE"), s("COMPLETE"), s("TOOL_CALL"), s("COMPLETE")]);
+    assert_eq!(r.text("finish_reason"), [s("stop"), s("stop"), s("tool_calls"), s("stop")]);
+    let x = extras(&r);
+    assert_eq!(
+        (x[0]["billed_units"]["input_tokens"].as_i64(), x[1]["billed_units"]["input_tokens"].as_i64()),
+        (Some(58), Some(7))
+    );
+    assert_eq!(x[2]["tool_calls"][0]["function"]["name"], "get_time");
+    assert!(r.text("model_output")[0].as_deref().unwrap().starts_with("Arrrr, matey!"));
+    assert_eq!(r.text("model_output")[2], None, "a tool call has no text");
+
+    // cohere_vercel.jsonl (the AI SDK's fixtures): v2 replies with cached tokens.
+    let r = read_with("cohere_vercel.jsonl", builder());
+    assert_eq!(r.format, Some("cohere"));
+    assert_eq!(
+        r.text("request_id"),
+        [
+            s("e7592632-1e3d-424f-b129-bd5f9f980f7b"),
+            s("039584d9-7236-4ecb-9dd7-f1bed57888bc"),
+            s("f201af17-e24a-4396-8f6a-98e8bf9c3432")
+        ]
+    );
+    assert_eq!(r.int("prompt_tokens"), [Some(507), Some(506), Some(1549)]);
+    assert_eq!(r.int("cached_tokens"), [Some(448), Some(448), Some(992)]);
+    assert_eq!(r.int("completion_tokens"), [Some(10), Some(5), Some(103)]);
+    assert_eq!(r.text("finish_reason"), [s("stop"), s("length"), s("tool_calls")]);
+    assert_eq!(r.text("model_output")[1], s("**The History of"));
+}
+
+#[test]
+fn cohere_v2_stream_events() {
+    // cohere_stream_chunks.jsonl: a v2 stream's 11 events, one per line;
+    // `message-end` carries the usage and is the request.
+    let r = read("cohere_stream_chunks.jsonl");
+    assert_eq!(r.format, Some("cohere"));
+    assert_eq!((r.counts.lines_read, r.counts.rows_written, r.counts.records_skipped), (11, 1, 10), "{:?}", r.errors);
+    assert_eq!((r.int("prompt_tokens"), r.int("completion_tokens")), (vec![Some(507)], vec![Some(10)]));
+    assert_eq!(r.int("cached_tokens"), [Some(448)]);
+    assert_eq!(r.text("finish_reason_raw"), [s("COMPLETE")]);
+}

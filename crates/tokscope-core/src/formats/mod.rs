@@ -18,6 +18,7 @@ pub mod anthropic;
 pub mod azure;
 pub mod bedrock;
 pub mod canonical;
+pub mod cohere;
 pub mod csv;
 pub mod envelope;
 pub mod eval;
@@ -71,6 +72,7 @@ pub static FORMATS: &[&dyn LogFormat] = &[
     &bedrock::Bedrock,
     &gemini::Gemini,
     &ollama::Ollama,
+    &cohere::Cohere,
     &openai_responses::OpenAiResponses,
     &openai::OpenAiChat,
     &anthropic::Anthropic,
@@ -594,6 +596,9 @@ mod tests {
                 "gemini_array" => include_str!("../../../../tests/data/real/gemini_stream_array.json"),
                 "ollama" => include_str!("../../../../tests/data/real/ollama_responses.jsonl"),
                 "ollama_stream" => include_str!("../../../../tests/data/real/ollama_chat_stream.ndjson"),
+                "cohere" => include_str!("../../../../tests/data/real/cohere_chat.jsonl"),
+                "cohere_v2" => include_str!("../../../../tests/data/real/cohere_vercel.jsonl"),
+                "cohere_stream" => include_str!("../../../../tests/data/real/cohere_stream_chunks.jsonl"),
                 _ => unreachable!("{f}"),
             };
             first_line(text).to_string()
@@ -625,6 +630,10 @@ mod tests {
             ("gemini", real("gemini_array")),
             ("ollama", real("ollama")),
             ("ollama", real("ollama_stream")),
+            ("cohere", real("cohere")),
+            ("cohere", real("cohere_v2")),
+            ("cohere", real("cohere_stream")),
+            ("cohere", r#"{"type":"content-end","index":0}"#.to_string()),
             ("bedrock", r#"{"@timestamp":"2025-03-11 00:38:02.000","@message":"{\"schemaType\":\"ModelInvocationLog\",\"requestId\":\"r\"}"}"#.to_string()),
             // Bare provider responses, as the providers return them.
             ("anthropic", r#"{"id":"msg_01","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[{"type":"text","text":"Hi"}],"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":10,"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"output_tokens":2}}"#.to_string()),
