@@ -628,9 +628,27 @@ fn conformance_over_the_folder_of_real_files() {
         report,
         [
             row("anthropic_sdk_messages.jsonl", "anthropic", "lines", 3, None),
+            row("bedrock_cloudwatch_insights.json", "bedrock", "json_records", 1, None),
+            row("bedrock_converse.jsonl", "bedrock", "lines", 4, None),
+            // The call a guardrail blocked, without token counts.
+            ("bedrock_invocation_built.jsonl".to_string(), Some("bedrock"), "lines", 2, 1, Some(false)),
+            row("bedrock_invocation_log.json", "bedrock", "json_records", 1, None),
+            row("cohere_chat.jsonl", "cohere", "lines", 4, None),
+            row("cohere_stream_chunks.jsonl", "cohere", "lines", 1, None),
+            row("cohere_vercel.jsonl", "cohere", "lines", 3, None),
+            row("gemini_generate_content.jsonl", "gemini", "lines", 2, None),
+            row("gemini_stream_array.json", "gemini", "lines", 1, None),
+            row("gemini_stream_chunks.jsonl", "gemini", "lines", 1, None),
+            row("gemini_vercel.jsonl", "gemini", "lines", 2, None),
+            row("groq_chat.jsonl", "openai_chat", "lines", 2, None),
+            row("groq_stream.sse", "openai_stream", "event_stream", 1, None),
+            row("groq_stream_x_groq.sse", "openai_stream", "event_stream", 1, None),
             row("langfuse_api_observations.json", "langfuse", "json_records", 1, Some(true)),
             row("litellm_gcs.ndjson", "litellm", "lines", 4, None),
             row("litellm_pubsub_v1.ndjson", "litellm", "lines", 4, None),
+            row("mistral_chat.jsonl", "openai_chat", "lines", 2, None),
+            row("ollama_chat_stream.ndjson", "ollama", "lines", 1, None),
+            row("ollama_responses.jsonl", "ollama", "lines", 3, None),
             row("openai_stream.sse", "openai_stream", "event_stream", 2, None),
             row("otel_openinference.jsonl", "otel", "lines", 3, None),
             row("otel_openllmetry.jsonl", "otel", "lines", 3, None),
@@ -909,4 +927,69 @@ fn cohere_v2_stream_events() {
     assert_eq!((r.int("prompt_tokens"), r.int("completion_tokens")), (vec![Some(507)], vec![Some(10)]));
     assert_eq!(r.int("cached_tokens"), [Some(448)]);
     assert_eq!(r.text("finish_reason_raw"), [s("COMPLETE")]);
+}
+
+#[test]
+fn groq_server_times() {
+    // groq_chat.jsonl (the AI SDK's fixtures): Groq's usage adds its server
+    // times in seconds: the first token after the queue and the prompt, the
+    // last after the queue and total_time.
+    let r = read("groq_chat.jsonl");
+    assert_eq!(r.format, Some("openai_chat"));
+    assert_eq!((r.counts.rows_written, r.counts.lines_rejected), (2, 0), "{:?}", r.errors);
+    assert_eq!(
+        r.text("request_id"),
+        [s("chatcmpl-09d64d2a-ed1c-4473-829f-78db43f45d13"), s("chatcmpl-1fd017fc-60b8-44eb-a736-375b8e1bc3e7")]
+    );
+    assert_eq!(r.ts(), [1_770_770_798_000_000, 1_770_770_815_000_000]);
+    assert_eq!(r.text("model"), [s("llama-3.3-70b-versatile"), s("llama-3.3-70b-versatile")]);
+    assert_eq!(r.int("prompt_tokens"), [Some(45), Some(218)]);
+    assert_eq!(r.int("completion_tokens"), [Some(607), Some(15)]);
+    // 41.877 + 1.955; 179.482 + 11.828.
+    assert_ms(&r.float("ttft_ms"), &[Some(43.832), Some(191.310)], "ttft_ms");
+    // 41.877 + 2247.132; 179.482 + 56.431.
+    assert_ms(&r.float("latency_ms"), &[Some(2289.009), Some(235.913)], "latency_ms");
+    assert_ms(&r.float("prefill_latency_ms"), &[Some(1.955), Some(11.828)], "prefill_latency_ms");
+    assert_eq!(r.text("finish_reason"), [s("stop"), s("tool_calls")]);
+    assert_eq!(extras(&r)[0]["usage.queue_time"], 0.041876985, "the times as logged are kept");
+}
+
+#[test]
+fn groq_streams_give_a_row() {
+    // groq_stream.sse: a stream whose last chunk has `usage` and `x_groq.usage`;
+    // groq_stream_x_groq.sse (OpenLLMetry's cassette): an older one with the
+    // usage in `x_groq` only.
+    let r = read("groq_stream.sse");
+    assert_eq!(r.format, Some("openai_stream"));
+    assert_eq!((r.counts.rows_written, r.counts.lines_rejected), (1, 0), "{:?}", r.errors);
+    assert_eq!(r.text("request_id"), [s("chatcmpl-7eb08824-fb8d-47af-a1f0-3aa786f2d1f3")]);
+    assert_eq!((r.int("prompt_tokens"), r.int("completion_tokens")), (vec![Some(45)], vec![Some(662)]));
+    assert_ms(&r.float("ttft_ms"), &[Some(45.846)], "ttft_ms");
+    assert_ms(&r.float("latency_ms"), &[Some(2698.076)], "latency_ms");
+    assert_eq!(r.text("finish_reason"), [s("stop")]);
+
+    let r = read("groq_stream_x_groq.sse");
+    assert_eq!(r.format, Some("openai_stream"));
+    assert_eq!((r.counts.rows_written, r.counts.lines_rejected), (1, 0), "{:?}", r.errors);
+    assert_eq!(r.text("request_id"), [s("chatcmpl-532a6640-2e18-4a4c-8406-8437a857ce48")]);
+    assert_eq!(r.text("model"), [s("llama3-8b-8192")]);
+    assert_eq!((r.int("prompt_tokens"), r.int("completion_tokens")), (vec![Some(18)], vec![Some(73)]));
+    // 282.450 + 2.698; 282.450 + 63.532.
+    assert_ms(&r.float("ttft_ms"), &[Some(285.148)], "ttft_ms");
+    assert_ms(&r.float("latency_ms"), &[Some(345.982)], "latency_ms");
+    assert_eq!(r.text("finish_reason"), [s("stop")]);
+}
+
+#[test]
+fn mistral_chat_completions() {
+    // mistral_chat.jsonl (the AI SDK's fixtures): OpenAI's shape, no cache.
+    let r = read("mistral_chat.jsonl");
+    assert_eq!(r.format, Some("openai_chat"));
+    assert_eq!(r.text("request_id"), [s("5319bd0299614c679a0068a4f2c8ffd0"), s("b3999b8c93e04e11bcbff7bcab829667")]);
+    assert_eq!(r.ts(), [1_769_088_720_000_000, 1_769_088_854_000_000]);
+    assert_eq!(r.text("model"), [s("mistral-small-latest"), s("mistral-small-latest")]);
+    assert_eq!(r.int("prompt_tokens"), [Some(13), Some(124)]);
+    assert_eq!(r.int("completion_tokens"), [Some(434), Some(22)]);
+    assert_eq!(r.int("cached_tokens"), [Some(0), Some(0)]);
+    assert_eq!(r.text("finish_reason"), [s("stop"), s("tool_calls")]);
 }

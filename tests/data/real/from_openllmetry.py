@@ -6,7 +6,8 @@ CHECKOUT is a clone of https://github.com/traceloop/openllmetry (Apache-2.0);
 each response body of the cassettes named below, as the provider returned it
 to the instrumentation's tests (a gzip body unpacked), is parsed and written
 compact, keys in their order, one per line: nothing else is changed.
-A streamed body (Ollama's newline-delimited chunks) is written as received.
+A streamed body (Ollama's newline-delimited chunks, Groq's server-sent
+events) is written as received.
 """
 import gzip
 import json
@@ -42,6 +43,7 @@ FILES = {
 }
 STREAMS = {
     "ollama_chat_stream.ndjson": P + "ollama/tests/cassettes/test_chat/test_ollama_streaming_chat_legacy.yaml",
+    "groq_stream_x_groq.sse": P + "groq/tests/traces/cassettes/test_chat_tracing/test_chat_streaming_legacy.yaml",
 }
 
 

@@ -17,7 +17,7 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use super::fields::{self, TsValue};
-use super::openai::{ChoiceLogprobs, Usage};
+use super::openai::{ChoiceLogprobs, ServerTimes, Usage};
 use super::{Framing, LineContext, LogFormat, Parsed, Probe};
 use crate::event_stream::{data_payload, is_done};
 use crate::record::{RequestRecord, TokenRecord};
@@ -41,8 +41,17 @@ struct Chunk<'a> {
     choices: Vec<ChunkChoice<'a>>,
     #[serde(default)]
     usage: Option<Usage>,
+    /// Groq's: its `usage` (older streams carry the usage only here).
+    #[serde(default)]
+    x_groq: Option<XGroq>,
     #[serde(borrow, default)]
     error: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+struct XGroq {
+    #[serde(default)]
+    usage: Option<Usage>,
 }
 
 #[derive(Deserialize)]
@@ -121,8 +130,8 @@ impl Gathered {
         self.created = self.created.or(chunk.created);
         self.model = self.model.take().or(own(chunk.model));
         self.fingerprint = self.fingerprint.take().or(own(chunk.system_fingerprint));
-        if chunk.usage.is_some() {
-            self.usage = chunk.usage;
+        if let Some(usage) = chunk.usage.or_else(|| chunk.x_groq.and_then(|x| x.usage)) {
+            self.usage = Some(usage);
         }
         // One answer: the first choice (`n` > 1 interleaves others, left out).
         for choice in chunk.choices.into_iter().filter(|c| c.index.unwrap_or(0) == 0) {
@@ -149,12 +158,19 @@ pub fn parse(stream: &[u8], ctx: &LineContext<'_>) -> Result<RequestRecord<'stat
     if g.chunks == 0 {
         return Err("no chat.completion.chunk event in the stream".into());
     }
-    let (prompt_tokens, completion_tokens, cached_tokens, reasoning_tokens) = match g.usage {
+    let (prompt_tokens, completion_tokens, cached_tokens, reasoning_tokens, cost, server) = match g.usage {
         Some(usage) => {
             let u = usage.counts()?;
-            (Some(u.prompt_tokens), u.completion_tokens, u.cached_tokens, u.reasoning_tokens)
+            (
+                Some(u.prompt_tokens),
+                u.completion_tokens,
+                u.cached_tokens,
+                u.reasoning_tokens,
+                u.logged_cost_usd,
+                u.server,
+            )
         }
-        None if !g.tokens.is_empty() => (None, g.tokens.len() as i64, 0, None),
+        None if !g.tokens.is_empty() => (None, g.tokens.len() as i64, 0, None, None, ServerTimes::default()),
         None => {
             return Err("the stream has no usage (request it with stream_options.include_usage) \
                         and no logprobs to count its tokens by"
@@ -177,6 +193,10 @@ pub fn parse(stream: &[u8], ctx: &LineContext<'_>) -> Result<RequestRecord<'stat
         completion_tokens,
         cached_tokens,
         reasoning_tokens,
+        ttft_ms: server.ttft_ms,
+        latency_ms: server.latency_ms,
+        prefill_latency_ms: server.prefill_ms,
+        logged_cost_usd: cost,
         finish_reason_raw: g.finish_reason.map(Cow::Owned),
         model_output: g.output.map(Cow::Owned),
         output_is_raw: false,
