@@ -388,6 +388,7 @@ impl ReaderBuilder {
             spawn_error,
             header: None,
             started: false,
+            detected: false,
             pairing,
             finished: false,
             sizes: SliceSizes::default(),
@@ -532,6 +533,8 @@ pub struct Reader {
     header: Option<CsvHeader>,
     /// Whether the first chunk (where detection and the header are) was seen.
     started: bool,
+    /// Whether the format was detected from the input (not forced by `--format`).
+    detected: bool,
     /// Begin events still open, carried from chunk to chunk.
     pairing: SpanPairing,
     /// True once the end of input was handled.
@@ -569,6 +572,7 @@ impl Reader {
     fn parse(&mut self, chunk: &LineChunk) -> Result<Vec<ParsedSlice>> {
         if self.config.format.is_none() {
             self.config.format = detect_format(chunk);
+            self.detected = self.config.format.is_some();
         }
         // Forced, recognised by the head or by the lines: every format that
         // logs no model gets `--model`, else `<format>:<file stem>`.
@@ -587,8 +591,13 @@ impl Reader {
             time_unit: self.config.time_unit,
             header: self.header.as_ref(),
         };
-        let mut slices =
-            parse_chunk(chunk, self.config.format, &ctx, &self.location, &self.config.settings, &self.sizes)?;
+        // A file of JSON records whose format was detected may mix producers
+        // (an application logging every upstream's responses): a record its
+        // format rejects is read by the format that recognises it.
+        let per_line =
+            self.detected && self.header.is_none() && matches!(self.framing, Framing::Lines | Framing::JsonRecords);
+        let formats = LineFormats { file: self.config.format, per_line };
+        let mut slices = parse_chunk(chunk, formats, &ctx, &self.location, &self.config.settings, &self.sizes)?;
         self.sizes = slices.iter().fold(SliceSizes::default(), |largest, s| largest.max(&s.sizes));
         if slices.iter().any(|s| !s.spans.is_empty()) {
             let spans: Vec<PendingSpan> = slices.iter_mut().flat_map(|s| std::mem::take(&mut s.spans)).collect();
@@ -721,11 +730,40 @@ fn detect_format(chunk: &LineChunk) -> Option<Format> {
         .find_map(Format::detect)
 }
 
+/// The formats a chunk's lines are read by.
+#[derive(Clone, Copy)]
+struct LineFormats {
+    /// The file's, forced or detected.
+    file: Option<Format>,
+    /// Whether a line the file's format rejects is read by the format that
+    /// recognises it (a detected format of JSON records).
+    per_line: bool,
+}
+
+impl LineFormats {
+    /// `line` parsed by the file's format, or, when that fails and lines may
+    /// mix formats, by the format that recognises it; with the format that read it.
+    fn parse<'a>(self, line: &'a [u8], ctx: &LineContext<'_>) -> (Result<Parsed<'a>, String>, Option<Format>) {
+        let Some(file) = self.file else {
+            return (Err("could not detect the file's format; pass --format".to_string()), None);
+        };
+        match file.parse(line, ctx) {
+            Err(e) if self.per_line => {
+                match Format::detect(line).filter(|f| *f != file && f.framing() == Framing::Lines) {
+                    Some(own) => (own.parse(line, ctx), Some(own)),
+                    None => (Err(e), Some(file)),
+                }
+            }
+            outcome => (outcome, Some(file)),
+        }
+    }
+}
+
 /// Parses a chunk in parallel: one slice of lines per rayon task, each
 /// producing its own batches, returned in input order.
 fn parse_chunk(
     chunk: &LineChunk,
-    format: Option<Format>,
+    formats: LineFormats,
     ctx: &LineContext<'_>,
     file: &str,
     settings: &DeriveSettings,
@@ -733,7 +771,7 @@ fn parse_chunk(
 ) -> Result<Vec<ParsedSlice>> {
     let per_task = chunk.lines.len().div_ceil(rayon::current_num_threads() * 2).max(256);
     let last = chunk.lines.len().saturating_sub(1);
-    let format_name = format.map(Format::name).unwrap_or("unknown");
+    let file_format = formats.file;
     chunk
         .lines
         .par_chunks(per_task)
@@ -742,22 +780,21 @@ fn parse_chunk(
             let mut out = SliceBuilders::with_sizes(&settings.redaction, sizes);
             for (i, span) in spans.iter().enumerate() {
                 let line = &chunk.data[span.start..span.end];
-                let origin =
-                    LineOrigin { file, format: format_name, line_no: span.line_no, byte_offset: span.byte_offset };
                 let stream_failed = task * per_task + i == last && chunk.stream_error.is_some();
                 if !stream_failed && !span.is_cut() && line.trim_ascii().is_empty() {
                     out.counts.lines_skipped += 1;
                     continue;
                 }
-                let outcome = if let Some(err) = chunk.stream_error.as_ref().filter(|_| stream_failed) {
-                    Err(err.clone())
+                let (outcome, format) = if let Some(err) = chunk.stream_error.as_ref().filter(|_| stream_failed) {
+                    (Err(err.clone()), file_format)
                 } else if span.is_cut() {
-                    Err(format!("line is {} bytes, longer than --max-line-bytes", span.original_len))
-                } else if let Some(f) = format {
-                    f.parse(line, ctx)
+                    (Err(format!("line is {} bytes, longer than --max-line-bytes", span.original_len)), file_format)
                 } else {
-                    Err("could not detect the file's format; pass --format".to_string())
+                    formats.parse(line, ctx)
                 };
+                let format_name = format.map(Format::name).unwrap_or("unknown");
+                let origin =
+                    LineOrigin { file, format: format_name, line_no: span.line_no, byte_offset: span.byte_offset };
                 match outcome {
                     Ok(Parsed::Request(rec)) => {
                         out.counts.lines_read += 1;

@@ -647,6 +647,7 @@ fn conformance_over_the_folder_of_real_files() {
             row("litellm_gcs.ndjson", "litellm", "lines", 4, None),
             row("litellm_pubsub_v1.ndjson", "litellm", "lines", 4, None),
             row("mistral_chat.jsonl", "openai_chat", "lines", 2, None),
+            row("mixed_providers.jsonl", "openai_chat", "lines", 8, None),
             row("ollama_chat_stream.ndjson", "ollama", "lines", 1, None),
             row("ollama_responses.jsonl", "ollama", "lines", 3, None),
             row("openai_stream.sse", "openai_stream", "event_stream", 2, None),
@@ -992,4 +993,36 @@ fn mistral_chat_completions() {
     assert_eq!(r.int("completion_tokens"), [Some(434), Some(22)]);
     assert_eq!(r.int("cached_tokens"), [Some(0), Some(0)]);
     assert_eq!(r.text("finish_reason"), [s("stop"), s("tool_calls")]);
+}
+
+#[test]
+fn a_file_mixing_providers_reads_every_line_by_its_own_format() {
+    // mixed_providers.jsonl: the first record of eight files above, one
+    // after another, as an application logging every upstream's responses
+    // writes them: Groq (OpenAI's shape), Anthropic, Gemini, Cohere,
+    // Ollama, a Bedrock Converse response, Mistral, a Bedrock invocation log.
+    let r = read("mixed_providers.jsonl");
+    assert_eq!(r.format, Some("openai_chat"), "the file's format is its first line's");
+    assert_eq!((r.counts.lines_read, r.counts.rows_written, r.counts.lines_rejected), (8, 8, 0), "{:?}", r.errors);
+    assert_eq!(
+        r.text("source_format"),
+        [
+            s("openai_chat"),
+            s("anthropic"),
+            s("gemini"),
+            s("cohere"),
+            s("ollama"),
+            s("bedrock"),
+            s("openai_chat"),
+            s("bedrock")
+        ]
+    );
+    assert_eq!(
+        r.int("prompt_tokens"),
+        [Some(45), Some(406), Some(9), Some(507), Some(17), Some(52), Some(13), Some(18135)]
+    );
+    assert_eq!(
+        r.int("completion_tokens"),
+        [Some(607), Some(50), Some(272), Some(10), Some(66), Some(30), Some(434), Some(50)]
+    );
 }
