@@ -109,6 +109,10 @@ pub struct LineCounts {
     /// (`derive::FINISH_REASONS`): written with `finish_reason = 'other'` and
     /// the value kept in `finish_reason_raw`; counted so that a new value shows.
     pub finish_reasons_unmapped: u64,
+    /// Requests written with an optional field nulled because its value did
+    /// not fit (the issue `invalid_optional_field`, the value kept in
+    /// `extra.invalid_fields`): kept, not rejected, and counted so it shows.
+    pub fields_nulled: u64,
 }
 
 impl LineCounts {
@@ -124,6 +128,7 @@ impl LineCounts {
         self.tokens_written += other.tokens_written;
         self.profiles_written += other.profiles_written;
         self.finish_reasons_unmapped += other.finish_reasons_unmapped;
+        self.fields_nulled += other.fields_nulled;
     }
 
     /// True when every line read was ingested or rejected.
@@ -922,6 +927,8 @@ impl SliceBuilders {
     fn request(&mut self, rec: &RequestRecord<'_>, origin: &LineOrigin<'_>, settings: &DeriveSettings) {
         let derived = derive_request(rec, origin, settings);
         self.counts.finish_reasons_unmapped += u64::from(derived.finish_reason_unmapped);
+        self.counts.fields_nulled +=
+            u64::from(rec.token_issues.iter().any(|i| i == crate::formats::fields::issue::INVALID_OPTIONAL_FIELD));
         self.requests.append(rec, &derived, origin);
         self.request_days.push(derived.day);
         let owner = TokenOwner::of_request(rec, &derived);
@@ -1062,7 +1069,8 @@ mod tests {
                 records_rejected: 0,
                 tokens_written: 0,
                 profiles_written: 0,
-                finish_reasons_unmapped: 0
+                finish_reasons_unmapped: 0,
+                fields_nulled: 0
             }
         );
         assert_eq!(requests.iter().map(RecordBatch::num_rows).sum::<usize>(), 2);
@@ -1125,6 +1133,18 @@ mod tests {
         let (counts, requests, rejects) = read_all(cut, ReaderBuilder::new());
         assert_eq!((counts.lines_read, counts.rows_written, counts.lines_rejected), (2, 1, 1));
         assert_eq!((requests.len(), rejects.iter().map(RecordBatch::num_rows).sum::<usize>()), (1, 1));
+    }
+
+    #[test]
+    fn requests_with_an_optional_field_nulled_are_counted() {
+        let line = |cap: &str| {
+            format!(
+                "{{\"ts\":0,\"request\":{{\"max_tokens\":{cap}}},\"response\":{{\"object\":\"chat.completion\",\"choices\":[],\"usage\":{{\"prompt_tokens\":1,\"completion_tokens\":2}}}}}}\n"
+            )
+        };
+        let log = ["-1", "64", "-1", "1.5"].map(line).concat();
+        let (counts, _, _) = read_all(&log, ReaderBuilder::new());
+        assert_eq!((counts.rows_written, counts.lines_rejected, counts.fields_nulled), (4, 0, 3));
     }
 
     #[test]
@@ -1234,7 +1254,8 @@ mod tests {
                 records_rejected: 0,
                 tokens_written: 0,
                 profiles_written: 0,
-                finish_reasons_unmapped: 0
+                finish_reasons_unmapped: 0,
+                fields_nulled: 0
             }
         );
         assert_eq!(kernels.iter().map(RecordBatch::num_rows).sum::<usize>(), 9);
@@ -1285,7 +1306,8 @@ mod tests {
                 records_rejected: 1,
                 tokens_written: 0,
                 profiles_written: 0,
-                finish_reasons_unmapped: 0
+                finish_reasons_unmapped: 0,
+                fields_nulled: 0
             }
         );
         assert!(counts.reconciles());

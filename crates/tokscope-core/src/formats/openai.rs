@@ -261,32 +261,37 @@ fn chat_record<'a>(
         .unwrap_or_else(|| Cow::Owned(ctx.default_model.to_string()));
     let (ttft_ms, latency_ms) = env.timings()?;
     let (ttft_ms, latency_ms) = (ttft_ms.or(server.ttft_ms), latency_ms.or(server.latency_ms));
+    let (max_tokens, invalid_max) = env.max_tokens();
     let unread = chat_unread(line, body);
-    Ok(RequestRecord {
-        request_id: env.request_id.clone().or(resp.id),
-        ts_micros: env.ts_micros(resp.created, ctx)?,
-        session_id: env.session_id.clone(),
-        variant: env.variant(),
-        model,
-        model_version: resp.system_fingerprint,
-        status: env.status()?,
-        prompt_tokens: Some(usage.prompt_tokens),
-        completion_tokens: usage.completion_tokens,
-        cached_tokens: usage.cached_tokens,
-        reasoning_tokens: usage.reasoning_tokens,
-        max_tokens: env.max_tokens()?,
-        ttft_ms,
-        latency_ms,
-        prefill_latency_ms: server.prefill_ms,
-        logged_cost_usd: usage.logged_cost_usd,
-        finish_reason_raw: choice.finish_reason,
-        prompt: env.prompt()?,
-        model_output: choice.output,
-        output_is_raw: false,
-        tokens: choice.tokens,
-        extra: extra_json(&unread),
-        ..Default::default()
-    })
+    Ok(fields::with_invalid(
+        RequestRecord {
+            request_id: env.request_id.clone().or(resp.id),
+            ts_micros: env.ts_micros(resp.created, ctx)?,
+            session_id: env.session_id.clone(),
+            variant: env.variant(),
+            model,
+            model_version: resp.system_fingerprint,
+            status: env.status()?,
+            prompt_tokens: Some(usage.prompt_tokens),
+            completion_tokens: usage.completion_tokens,
+            cached_tokens: usage.cached_tokens,
+            reasoning_tokens: usage.reasoning_tokens,
+            max_tokens,
+            ttft_ms,
+            latency_ms,
+            prefill_latency_ms: server.prefill_ms,
+            logged_cost_usd: usage.logged_cost_usd,
+            finish_reason_raw: choice.finish_reason,
+            prompt: env.prompt()?,
+            model_output: choice.output,
+            output_is_raw: false,
+            tokens: choice.tokens,
+            extra: extra_json(&unread),
+            ..Default::default()
+        },
+        "max_tokens",
+        invalid_max,
+    ))
 }
 
 /// A completion's keys read into columns.
@@ -511,6 +516,16 @@ mod provider_usage_tests {
         );
         assert_eq!(r.cached_tokens, 24);
         assert_eq!((r.ttft_ms, r.latency_ms, r.prefill_latency_ms), (Some(12.5), Some(52.75), Some(12.5)));
+    }
+
+    #[test]
+    fn an_envelope_max_tokens_of_minus_one_is_null_not_a_reject() {
+        let line = br#"{"ts":1717236000000,"request":{"max_tokens":-1},"response":{"id":"c","object":"chat.completion","choices":[],"usage":{"prompt_tokens":1,"completion_tokens":2}}}"#;
+        let r = parse_chat(line, &LineContext::default()).unwrap();
+        assert_eq!((r.max_tokens, r.completion_tokens), (None, 2));
+        let extra: serde_json::Value = serde_json::from_str(r.extra.as_deref().unwrap()).unwrap();
+        assert_eq!(extra["invalid_fields"]["max_tokens"], -1.0);
+        assert_eq!(r.token_issues, ["invalid_optional_field"]);
     }
 
     #[test]
