@@ -348,6 +348,21 @@ mod tests {
     }
 
     #[test]
+    fn a_filter_log_events_output_gives_each_event_s_record() {
+        // `aws logs filter-log-events` output: the records are the events' `message`s.
+        let record = r#"{\"schemaType\":\"ModelInvocationLog\",\"timestamp\":\"2025-01-01T00:00:00Z\",\"requestId\":\"r1\",\"modelId\":\"m\",\"input\":{\"inputTokenCount\":3},\"output\":{\"outputTokenCount\":4}}"#;
+        let line = format!(
+            r#"{{"events":[{{"logStreamName":"s","timestamp":1735689600000,"message":"{record}","eventId":"1"}},{{"message":"{{\"schemaType\":\"ModelInvocationLog\"}}"}}]}}"#
+        );
+        assert!(Bedrock.detect(&Probe::new(line.as_bytes())));
+        let Ok(Parsed::Rows { rows, skipped: 0 }) = Bedrock.parse(line.as_bytes(), &LineContext::default()) else {
+            panic!()
+        };
+        assert!(matches!(&rows[0], super::super::Row::Request(r) if r.request_id.as_deref() == Some("r1") && r.prompt_tokens == Some(3) && r.completion_tokens == 4));
+        assert!(matches!(&rows[1], super::super::Row::Reject(r) if r.record == "events[1]" && r.error.contains("without input.inputTokenCount")));
+    }
+
+    #[test]
     fn other_events_of_a_log_group_are_skipped() {
         let line = br#"{"@timestamp":"2025-01-01 00:00:00.000","@message":"{\"hello\":1}"}"#;
         assert!(matches!(Bedrock.parse(line, &LineContext::default()), Ok(Parsed::Rows { skipped: 1, .. })));
