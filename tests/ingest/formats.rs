@@ -676,6 +676,7 @@ tests/data/real/cohere_chat.jsonl                  cohere         lines         
 tests/data/real/cohere_stream_chunks.jsonl         cohere         lines            11     1         0                 0         0  -
 tests/data/real/cohere_vercel.jsonl                cohere         lines             3     3         0                 0         0  -
 tests/data/real/gemini_generate_content.jsonl      gemini         lines             2     2         0                 0         0  -
+tests/data/real/gemini_stream.sse                  gemini_stream  event_stream      1     1         0                 0         0  -
 tests/data/real/gemini_stream_array.json           gemini         lines             1     1         0                 0         0  -
 tests/data/real/gemini_stream_chunks.jsonl         gemini         lines             3     1         0                 0         0  -
 tests/data/real/gemini_vercel.jsonl                gemini         lines             2     2         0                 0         0  -
@@ -697,7 +698,7 @@ tests/data/real/tgi_flash_llama.json               tgi            json_records  
 tests/data/real/tgi_flash_llama_all_params.json    tgi            json_records      1     1         0                 0         0  -
 tests/data/real/tgi_flash_llama_grammar_json.json  tgi            json_records      1     1         0                 0         0  -
 tests/data/real/vllm_request_outputs.jsonl         vllm           lines             2     2         0                 0         0  -
-30 file(s), 2 with rejects
+31 file(s), 2 with rejects
 ";
     assert_eq!(table, want);
     // Without the file that rejects: exit 0; --json gives each file's counts.

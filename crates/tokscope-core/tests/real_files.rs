@@ -637,6 +637,7 @@ fn conformance_over_the_folder_of_real_files() {
             row("cohere_stream_chunks.jsonl", "cohere", "lines", 1, None),
             row("cohere_vercel.jsonl", "cohere", "lines", 3, None),
             row("gemini_generate_content.jsonl", "gemini", "lines", 2, None),
+            row("gemini_stream.sse", "gemini_stream", "event_stream", 1, None),
             row("gemini_stream_array.json", "gemini", "lines", 1, None),
             row("gemini_stream_chunks.jsonl", "gemini", "lines", 1, None),
             row("gemini_vercel.jsonl", "gemini", "lines", 2, None),
@@ -1025,4 +1026,20 @@ fn a_file_mixing_providers_reads_every_line_by_its_own_format() {
         r.int("completion_tokens"),
         [Some(607), Some(50), Some(272), Some(10), Some(66), Some(30), Some(434), Some(50)]
     );
+}
+
+#[test]
+fn gemini_stream_saved_as_server_sent_events() {
+    // gemini_stream.sse: a recorded stream (the AI SDK's fixture, a tool
+    // call) written back as the `alt=sse` events it came in: two chunks, the
+    // first a function call, the last with the finish reason; no `[DONE]`.
+    let r = read("gemini_stream.sse");
+    assert_eq!(r.format, Some("gemini_stream"));
+    assert_eq!((r.counts.lines_read, r.counts.rows_written, r.counts.lines_rejected), (1, 1, 0), "{:?}", r.errors);
+    assert_eq!(r.text("request_id"), [s("b36LacjwM668nsEP2tbsgQQ")]);
+    assert_eq!(r.text("model"), [s("gemini-3-pro-preview")]);
+    assert_eq!(r.int("prompt_tokens"), [Some(29)]);
+    assert_eq!(r.int("completion_tokens"), [Some(15 + 45)]);
+    assert_eq!(r.int("reasoning_tokens"), [Some(45)]);
+    assert_eq!(r.text("finish_reason_raw"), [s("STOP")]);
 }

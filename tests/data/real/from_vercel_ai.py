@@ -8,7 +8,7 @@ each is parsed and written compact, keys in their order, one per line. Its
 `*.chunks.txt` are the `data:` payloads of a recorded stream, one per line:
 copied as they are, or (`.sse`) each written back as the event it came in
 (`data: <payload>` and a blank line), `data: [DONE]` last for the
-OpenAI-compatible providers, or (`_array.json`) as the JSON array of chunks
+OpenAI-compatible providers (Gemini sends none), or (`_array.json`) as the JSON array of chunks
 that Gemini's REST `streamGenerateContent` returns without `alt=sse`.
 """
 import json
@@ -33,7 +33,11 @@ CHUNKS = {
     "gemini_stream_chunks.jsonl": F.format("google", "google-text.chunks.txt"),
     "cohere_stream_chunks.jsonl": F.format("cohere", "cohere-text.chunks.txt"),
 }
-SSE = {"groq_stream.sse": F.format("groq", "groq-text.chunks.txt")}
+SSE = {
+    "groq_stream.sse": F.format("groq", "groq-text.chunks.txt"),
+    "gemini_stream.sse": F.format("google", "google-tool-call.chunks.txt"),
+}
+DONE = {"groq_stream.sse"}
 ARRAYS = {"gemini_stream_array.json": F.format("google", "google-reasoning.chunks.txt")}
 
 for name, paths in RESPONSES.items():
@@ -49,7 +53,8 @@ for name, path in SSE.items():
         for line in show(path).splitlines():
             if line.strip():
                 out.write(f"data: {line}\n\n")
-        out.write("data: [DONE]\n\n")
+        if name in DONE:
+            out.write("data: [DONE]\n\n")
 for name, path in ARRAYS.items():
     chunks = [json.loads(line) for line in show(path).splitlines() if line.strip()]
     with open(name, "w", encoding="utf-8") as out:

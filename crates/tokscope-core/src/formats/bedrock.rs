@@ -358,8 +358,12 @@ mod tests {
         let Ok(Parsed::Rows { rows, skipped: 0 }) = Bedrock.parse(line.as_bytes(), &LineContext::default()) else {
             panic!()
         };
-        assert!(matches!(&rows[0], super::super::Row::Request(r) if r.request_id.as_deref() == Some("r1") && r.prompt_tokens == Some(3) && r.completion_tokens == 4));
-        assert!(matches!(&rows[1], super::super::Row::Reject(r) if r.record == "events[1]" && r.error.contains("without input.inputTokenCount")));
+        assert!(
+            matches!(&rows[0], super::super::Row::Request(r) if r.request_id.as_deref() == Some("r1") && r.prompt_tokens == Some(3) && r.completion_tokens == 4)
+        );
+        assert!(
+            matches!(&rows[1], super::super::Row::Reject(r) if r.record == "events[1]" && r.error.contains("without input.inputTokenCount"))
+        );
     }
 
     #[test]

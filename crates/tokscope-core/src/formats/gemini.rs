@@ -1,7 +1,8 @@
 //! Gemini and Vertex AI `generateContent` responses, and their streams
 //! (`streamGenerateContent`): a JSON array of chunks on one line is one
 //! request; chunks one per line give one request, from the chunk that
-//! carries the finish reason. Gemini counts thinking tokens apart from the
+//! carries the finish reason; a stream saved as its server-sent events
+//! (`alt=sse`, `gemini_stream`) gives one request per response id. Gemini counts thinking tokens apart from the
 //! candidates' tokens; tokscope folds them in, so that `completion_tokens`
 //! is the whole output.
 
@@ -10,7 +11,9 @@ use std::borrow::Cow;
 use serde_json::{Map, Value};
 
 use super::fields;
-use super::{LineContext, LogFormat, Parsed, Probe};
+use super::openai_stream::event_payloads;
+use super::{Framing, LineContext, LogFormat, Parsed, Probe, Row};
+use crate::event_stream::data_payload;
 use crate::record::RequestRecord;
 
 /// The response keys read into columns; the others go to `extra`.
@@ -120,6 +123,67 @@ impl LogFormat for Gemini {
             }
             resp => record(std::slice::from_ref(&resp), text, ctx).map(Parsed::Request),
         }
+    }
+}
+
+/// Whether the first event of a file's head is a Gemini chunk.
+fn starts_with_a_chunk(head: &[u8]) -> bool {
+    let first = head
+        .split(|&b| b == b'\n')
+        .map(|l| l.strip_suffix(b"\r").unwrap_or(l))
+        .find(|l| !(l.is_empty() || l.starts_with(b":") || l.starts_with(b"event:") || l.starts_with(b"id:")));
+    first.and_then(data_payload).is_some_and(|p| {
+        fields::from_json::<Map<String, Value>>(p).is_ok_and(|o| is_response(&o) && o.contains_key("candidates"))
+    })
+}
+
+/// Gemini / Vertex AI streams saved as their server-sent events.
+pub struct GeminiStream;
+
+impl LogFormat for GeminiStream {
+    fn name(&self) -> &'static str {
+        "gemini_stream"
+    }
+
+    fn about(&self) -> &'static str {
+        "Gemini / Vertex AI streamGenerateContent saved as its server-sent events (alt=sse), one request per response id"
+    }
+
+    /// Never from a line: a stream is recognised from the file head.
+    fn detect(&self, _line: &Probe<'_>) -> bool {
+        false
+    }
+
+    fn detect_head(&self, head: &[u8]) -> bool {
+        starts_with_a_chunk(head)
+    }
+
+    fn framing(&self) -> Framing {
+        Framing::EventStream
+    }
+
+    fn parse<'a>(&self, stream: &'a [u8], ctx: &LineContext<'_>) -> Result<Parsed<'a>, String> {
+        // Gemini ends a stream without `[DONE]`: streams saved one after
+        // another are one record, told apart by their chunks' `responseId`.
+        let (payloads, _) = event_payloads(stream);
+        let mut streams: Vec<(Option<String>, Vec<Value>)> = Vec::new();
+        for payload in &payloads {
+            let chunk: Value = fields::from_json(payload).map_err(|e| format!("invalid Gemini chunk: {e}"))?;
+            let id = chunk.get("responseId").and_then(Value::as_str).map(str::to_string);
+            match streams.last_mut() {
+                Some((last, chunks)) if *last == id || id.is_none() => chunks.push(chunk),
+                _ => streams.push((id, vec![chunk])),
+            }
+        }
+        if streams.is_empty() {
+            return Err("no Gemini chunk in the stream".to_string());
+        }
+        let mut rows = Vec::new();
+        for (_, chunks) in &streams {
+            let raw = chunks.last().map(Value::to_string).unwrap_or_default();
+            rows.push(Row::Request(record(chunks, &raw, ctx)?));
+        }
+        Ok(Parsed::Rows { rows, skipped: 0 })
     }
 }
 

@@ -62,6 +62,7 @@ pub static FORMATS: &[&dyn LogFormat] = &[
     &kernel_trace::KernelTrace,
     &otel::Otel,
     &openai_stream::OpenAiStream,
+    &gemini::GeminiStream,
     &azure::AzureCsv,
     &moe_routing::MoeRouting,
     &litellm::LiteLlm,

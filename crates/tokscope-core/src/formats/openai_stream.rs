@@ -74,7 +74,7 @@ struct Delta<'a> {
 
 /// The stream's events' data, in order: each event's `data:` lines joined
 /// by `\n` (comments and the other fields left out), and whether `[DONE]` ended it.
-fn event_payloads(stream: &[u8]) -> (Vec<Vec<u8>>, bool) {
+pub(crate) fn event_payloads(stream: &[u8]) -> (Vec<Vec<u8>>, bool) {
     let (mut events, mut current, mut done) = (Vec::new(), None::<Vec<u8>>, false);
     for line in stream.split(|&b| b == b'\n') {
         let line = line.strip_suffix(b"\r").unwrap_or(line);
