@@ -38,6 +38,9 @@ ROUNDS = int(os.environ.get("ROUNDS", "5"))
 PRICING = os.environ["PRICING"]
 SECTIONS = os.environ.get("SECTIONS", "a b").split()
 TOKEN_DATA = bool(os.environ.get("TOKEN_DATA"))
+ATTRIBUTION = bool(os.environ.get("ATTRIBUTION"))
+# Timed entries that run a job with parameters: the job and its --param values.
+JOB_PARAMS = {"cost_by_team": ("cost", ["by=team"])}
 
 # The DuckDB process. Its clock covers what tokscope's open and query
 # cover: the views (file globbing, the footers DuckDB reads to bind them)
@@ -178,8 +181,10 @@ def section_b(cores: list, jobs: list) -> dict:
     for job in jobs:
         ref = duck_result(same_files, f"{WORK}/{job}.duck.sql")
         # The reference is checked against tokscope once, untimed, before any timing.
+        name, params = JOB_PARAMS.get(job, (job, []))
         first = subprocess.run(
-            [BIN, "--threads", str(THREADS), "job", job, "--data", DS, "--pricing", PRICING, "--format", "csv"],
+            [BIN, "--threads", str(THREADS), "job", name, "--data", DS, "--pricing", PRICING, "--format", "csv"]
+            + [arg for p in params for arg in ("--param", p)],
             capture_output=True, text=True, check=True,
         ).stdout
         problems = compare(f"job {job}", first, ref)
@@ -249,6 +254,10 @@ def main() -> None:
         jobs = ["eos", "latency", "report", "cost", "daily"]
         if TOKEN_DATA:
             jobs += ["jitter", "jitter_requests", "confidence", "eos_logprob"]
+        if ATTRIBUTION:
+            jobs += ["cost_by_team"]
+        # JOBS="cost cost_by_team" times those alone.
+        jobs = os.environ.get("JOBS", "").split() or jobs
         results["b"] = section_b(cores, jobs)
     fair.write_json(f"{WORK}/jobs.json", results)
     print(f"\nevery run: {WORK}/jobs.json")

@@ -30,9 +30,13 @@
 # Usage: bench/jobs.sh [REQUESTS=500000] [THREADS=all]   (TOKSCOPE_BIN=path skips the build)
 # DAYS=N spreads the requests over N days (one date partition each; default: one
 # a second from 2024-06-01); COMPACT=1 runs `tokscope compact` after the ingest.
+# ATTRIBUTION=1 generates the log with a team, user, tags and provider per
+# request (`generate --attribution`), and (b) also compares `job cost --param
+# by=team` (saved as cost_by_team).
 # TOKEN_DATA=1 generates the log with per-token data (~11 KB a request instead of
 # ~1 KB), so that (b) also compares the jobs over the `tokens` table.
 # SECTIONS="a b c" (default) picks sections.
+# JOBS="cost cost_by_team" picks the jobs of (b).
 # Builds release into BENCH_TARGET_DIR when set, else into CARGO_TARGET_DIR (or ./target).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -49,9 +53,12 @@ export TOKSCOPE_THREADS=$THREADS TOKIO_WORKER_THREADS=$THREADS
 
 DAYS=${DAYS:-}
 TOKEN_DATA=${TOKEN_DATA:-}
-NAME="$N${DAYS:+-${DAYS}d}${TOKEN_DATA:+-tokens}"
+ATTRIBUTION=${ATTRIBUTION:-}
+export ATTRIBUTION
+NAME="$N${DAYS:+-${DAYS}d}${TOKEN_DATA:+-tokens}${ATTRIBUTION:+-attributed}"
 LOG="$WORK/canonical-$NAME.jsonl"
-[ -f "$LOG" ] || "$BIN" generate --requests "$N" ${DAYS:+--days "$DAYS"} ${TOKEN_DATA:+--token-data} --out "$LOG"
+[ -f "$LOG" ] || "$BIN" generate --requests "$N" ${DAYS:+--days "$DAYS"} ${TOKEN_DATA:+--token-data} \
+  ${ATTRIBUTION:+--attribution} --out "$LOG"
 DS="$WORK/ds-$NAME"
 # A dataset from before request_counts existed is ingested again.
 [ -d "$DS/request_counts" ] || { rm -rf "$DS"; "$BIN" ingest --quiet --out "$DS" "$LOG"; }
@@ -70,6 +77,10 @@ for f in $PLAN_JOBS; do
     sed 's/\bfirst_value(/first(/g; s/\blast_value(/last(/g' "$WORK/$f.sql" > "$WORK/$f.duck.sql"
   fi
 done
+if [ -n "$ATTRIBUTION" ]; then
+  "$BIN" job cost --param by=team --show-sql > "$WORK/cost_by_team.sql"
+  cp "$WORK/cost_by_team.sql" "$WORK/cost_by_team.duck.sql"
+fi
 FILES=$(find "$DS/requests" -name '*.parquet' ! -name '.*' | wc -l)
 echo "input: $LOG ($(du -h "$LOG" | cut -f1), $N requests), dataset $DS ($FILES requests files), threads=$THREADS"
 
@@ -103,7 +114,7 @@ WITH raw AS (
   FROM read_ndjson('$LOG')
 )
 SELECT model, ts, prompt_tokens, completion_tokens, ct AS cached_tokens, cwt AS cache_write_tokens,
-  ttft_ms, latency_ms,
+  ttft_ms, latency_ms, CAST(NULL AS DOUBLE) AS logged_cost_usd,  -- the generated log logs no cost
   CASE WHEN prompt_tokens >= 131072 THEN '128K+' WHEN prompt_tokens >= 65536 THEN '64K-128K'
        WHEN prompt_tokens >= 32768 THEN '32K-64K' WHEN prompt_tokens >= 16384 THEN '16K-32K'
        WHEN prompt_tokens >= 8192 THEN '8K-16K' WHEN prompt_tokens >= 4096 THEN '4K-8K'
@@ -170,7 +181,7 @@ printf '%s' "$DUCK_MACROS$RAW_VIEW" > "$WORK/setup-raw.sql"
 PY_SECTIONS=$(for s in a b; do if section $s; then printf '%s ' $s; fi; done)
 if [ -n "$PY_SECTIONS" ]; then
   BIN=$BIN DS=$DS LOG=$LOG WORK=$WORK THREADS=$THREADS ROUNDS=$REPEAT PRICING=$PRICING \
-    SECTIONS=$PY_SECTIONS TOKEN_DATA=$TOKEN_DATA python3 bench/jobs.py
+    SECTIONS=$PY_SECTIONS TOKEN_DATA=$TOKEN_DATA JOBS=${JOBS:-} python3 bench/jobs.py
 fi
 
 if section c; then

@@ -1,12 +1,12 @@
 -- daily: cost and quality per UTC day x model, the trends a scheduled export charts.
 -- Columns and formulas: docs/metrics.md#daily
 WITH priced AS (
-  SELECT date, model, eos_status, ttft_ms, prompt_tokens, completion_tokens, {{> price}}
-  FROM requests
+  SELECT date, {{by}}, eos_status, ttft_ms, prompt_tokens, completion_tokens, logged_cost_usd, {{> price}}
+  FROM {{requests}}
 )
 SELECT
   date,
-  model,
+  {{by}},
   {{> requests}},
   {{> tokens}},
   {{> cost_usd}},
@@ -16,5 +16,5 @@ SELECT
   {{> ttft_p50_ms}},
   {{> ttft_p95_ms}}
 FROM priced
-GROUP BY date, model
-ORDER BY date, model
+GROUP BY date, {{by}}
+ORDER BY date, {{by}}

@@ -2,7 +2,7 @@
 -- Columns and formulas: docs/metrics.md#eos. Reads request_counts (each row
 -- stands for `requests` requests), so the metrics are included `| counted`.
 SELECT
-  model,
+  {{by}},
   context_bin,
   {{> requests | counted}},
   {{> eos | counted}},
@@ -12,6 +12,6 @@ SELECT
   {{> eos_compliance_rate | counted}},
   {{> eos_marker_rate | counted}},
   {{> implicit_truncation_rate | counted}}
-FROM request_counts
-GROUP BY model, context_bin, context_bin_lo
-ORDER BY model, context_bin_lo
+FROM {{request_counts}}
+GROUP BY {{by}}, context_bin, context_bin_lo
+ORDER BY {{by}}, context_bin_lo

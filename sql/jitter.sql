@@ -12,7 +12,7 @@ WITH timed AS (
     itl_std_ms,
     {{> first_token_ms}},
     {{> last_token_ms}}
-  FROM requests
+  FROM {{requests}}
   WHERE output_token_count IS NOT NULL
 )
 SELECT

@@ -15,6 +15,6 @@ SELECT
   {{> latency_p95_ms}},
   {{> decode_tps_p50}},
   {{> e2e_tps_mean}}
-FROM requests
+FROM {{requests}}
 GROUP BY {{by}}, context_bin, context_bin_lo
 ORDER BY {{by}}, context_bin_lo

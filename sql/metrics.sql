@@ -2,7 +2,9 @@
 -- here (their meaning: docs/metrics.md). A job includes one as `{{> name}}`, which
 -- expands to `<expression> AS name`; `tokscope job NAME --show-sql` prints a
 -- job with every include expanded. Metrics over `priced` rows need the
--- column `price` from `{{> price}}`. A job over `request_counts` includes a
+-- column `price` from `{{> price}}`, the cost metrics also `logged_cost_usd`
+-- (a request's cost is its price, else its logged cost: docs/metrics.md#cost).
+-- A job over `request_counts` includes a
 -- metric made of counts as `{{> name | counted}}`: each `count(*)` sums the
 -- rows' `requests` instead.
 
@@ -65,12 +67,33 @@ avg(e2e_tps)
 -- metric: unpriced_requests
 count(*) FILTER (WHERE price IS NULL)
 
+-- metric: uncosted_requests
+count(*) FILTER (WHERE price IS NULL AND logged_cost_usd IS NULL)
+
+-- metric: cost_source
+concat_ws('+',
+  CASE WHEN count(*) FILTER (WHERE price IS NOT NULL) > 0 THEN 'priced' END,
+  CASE WHEN count(*) FILTER (WHERE price IS NULL AND logged_cost_usd IS NOT NULL) > 0 THEN 'logged' END,
+  CASE WHEN count(*) FILTER (WHERE price IS NULL AND logged_cost_usd IS NULL) > 0 THEN 'none' END)
+
 -- metric: cost_usd
-sum(price['total_usd'])
+sum(coalesce(price['total_usd'], logged_cost_usd))
+
+-- metric: logged_cost_share
+coalesce(sum(logged_cost_usd) FILTER (WHERE price IS NULL), 0)
+  / NULLIF(sum(coalesce(price['total_usd'], logged_cost_usd)), 0)
+
+-- metric: priced_cost_usd
+price['total_usd']
+
+-- metric: cost_mismatch
+abs(logged_cost_usd - price['total_usd'])
+  > {{tolerance}} * greatest(abs(logged_cost_usd), abs(price['total_usd']))
 
 -- metric: cost_per_1k_tokens
-1000 * sum(price['total_usd'])
-  / NULLIF(sum(prompt_tokens + completion_tokens) FILTER (WHERE price IS NOT NULL), 0)
+1000 * sum(coalesce(price['total_usd'], logged_cost_usd)) FILTER (WHERE prompt_tokens + completion_tokens IS NOT NULL)
+  / NULLIF(sum(prompt_tokens + completion_tokens)
+      FILTER (WHERE coalesce(price['total_usd'], logged_cost_usd) IS NOT NULL), 0)
 
 -- metric: input_share
 sum(price['input_usd'] + price['cache_write_usd']) / NULLIF(sum(price['total_usd']), 0)

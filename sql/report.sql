@@ -4,14 +4,14 @@
 -- Columns and formulas: docs/metrics.md#report
 WITH priced AS (
   SELECT
-    model, context_bin, context_bin_lo, eos_status,
+    {{by}}, context_bin, context_bin_lo, eos_status,
     ttft_ms, tpot_ms, latency_ms, decode_tps, e2e_tps,
-    prompt_tokens, completion_tokens,
+    prompt_tokens, completion_tokens, logged_cost_usd,
     {{> price}}
-  FROM requests
+  FROM {{requests}}
 )
 SELECT
-  model,
+  {{by}},
   context_bin,
   {{> requests}},
   {{> eos}},
@@ -30,11 +30,14 @@ SELECT
   {{> decode_tps_p50}},
   {{> e2e_tps_mean}},
   {{> unpriced_requests}},
+  {{> uncosted_requests}},
+  {{> cost_source}},
   {{> cost_usd}},
+  {{> logged_cost_share}},
   {{> cost_per_1k_tokens}},
   {{> input_share}},
   {{> cached_share}},
   {{> output_share}}
 FROM priced
-GROUP BY model, context_bin, context_bin_lo
-ORDER BY model, context_bin_lo
+GROUP BY {{by}}, context_bin, context_bin_lo
+ORDER BY {{by}}, context_bin_lo

@@ -10,7 +10,7 @@ WITH spans AS (
     {{by}}, completion_tokens, ttft_ms, latency_ms,
     CAST(arrow_cast(ts, 'Timestamp(Microsecond, Some("UTC"))') AS BIGINT) AS start_us,
     CAST(arrow_cast(ts, 'Timestamp(Microsecond, Some("UTC"))') AS BIGINT) + CAST(round(latency_ms * 1000) AS BIGINT) AS end_us
-  FROM requests
+  FROM {{requests}}
 ),
 aligned AS (
   SELECT

@@ -48,6 +48,9 @@ pub struct GenOptions {
     pub arms: Vec<String>,
     /// An arm that silently truncates a share of its long-prompt responses.
     pub arm_truncation: Option<ArmTruncation>,
+    /// Log who each request ran for (`team`, `user_id`, `tags`, `provider`),
+    /// drawn from a generator of its own: the rest of the log is unchanged.
+    pub attribution: bool,
 }
 
 /// Extra silent truncations in one arm: each of its responses to a prompt of
@@ -98,6 +101,7 @@ impl Default for GenOptions {
             days: None,
             arms: Vec::new(),
             arm_truncation: None,
+            attribution: false,
         }
     }
 }
@@ -105,6 +109,30 @@ impl Default for GenOptions {
 /// Seed offset of the generator that draws arms, so that adding arms leaves
 /// the rest of the log unchanged.
 const ARM_SEED_OFFSET: u64 = 0x5eed_a4b5;
+
+/// Seed offset of the generator that draws attribution.
+const ATTRIBUTION_SEED_OFFSET: u64 = 0x5eed_a771;
+
+/// Teams, the first ones busier (a request's team is the smaller of two draws).
+const TEAMS: [&str; 12] = [
+    "search", "chat", "ads", "support", "billing", "infra", "growth", "mobile", "data", "legal", "security", "research",
+];
+
+/// Tags a request may carry (none, one or two).
+const TAGS: [&str; 5] = ["feature:search", "feature:chat", "feature:summarize", "env:prod", "env:staging"];
+
+/// The provider serving each of [`MODELS`].
+const PROVIDERS: [&str; 4] = ["vllm", "vllm", "deepseek", "mistral"];
+
+/// `line` with a team, user, tags and provider drawn from `rng`.
+fn attribute(line: &mut serde_json::Value, rng: &mut StdRng, model_index: usize) {
+    let team = rng.random_range(0..TEAMS.len()).min(rng.random_range(0..TEAMS.len()));
+    line["team"] = json!(TEAMS[team]);
+    line["user_id"] = json!(format!("user-{:04}", rng.random_range(0..500)));
+    let tags: Vec<&str> = (0..rng.random_range(0..3)).map(|_| TAGS[rng.random_range(0..TAGS.len())]).collect();
+    line["tags"] = json!(tags);
+    line["provider"] = json!(PROVIDERS[model_index]);
+}
 
 const MODELS: [(&str, &str); 4] = [
     ("llama-3.1-8b-instruct", "<|eot_id|>"),
@@ -143,6 +171,7 @@ pub fn generate(opts: &GenOptions, out: &mut dyn Write) -> Result<()> {
     }
     let mut rng = StdRng::seed_from_u64(opts.seed);
     let mut arm_rng = StdRng::seed_from_u64(opts.seed.wrapping_add(ARM_SEED_OFFSET));
+    let mut attribution_rng = StdRng::seed_from_u64(opts.seed.wrapping_add(ATTRIBUTION_SEED_OFFSET));
     // Median prompt ~1.1K tokens; the tail passes 128K a few times per 10K requests.
     let prompt_dist = LogNormal::new(7.0, 1.6).map_err(|e| config_err!("{e}"))?;
     let start_ms: i64 = 1_717_200_000_000; // 2024-06-01T00:00:00Z
@@ -154,7 +183,8 @@ pub fn generate(opts: &GenOptions, out: &mut dyn Write) -> Result<()> {
     };
     for i in 0..opts.requests {
         ts_ms += rng.random_range(0..2 * gap_ms);
-        let (model, marker) = MODELS[rng.random_range(0..MODELS.len())];
+        let model_index = rng.random_range(0..MODELS.len());
+        let (model, marker) = MODELS[model_index];
         let prompt_tokens = (prompt_dist.sample(&mut rng) as i64).clamp(1, 200_000);
         let max_tokens: i64 = [256, 512, 1024, 4096][rng.random_range(0..4)];
         let roll: f64 = rng.random();
@@ -235,6 +265,9 @@ pub fn generate(opts: &GenOptions, out: &mut dyn Write) -> Result<()> {
         if let Some(arm) = arm {
             line["variant"] = json!(arm);
         }
+        if opts.attribution {
+            attribute(&mut line, &mut attribution_rng, model_index);
+        }
         serde_json::to_writer(&mut *out, &line).map_err(|source| Error::Json { path: "generate".into(), source })?;
         out.write_all(b"\n").map_err(|e| Error::io("generate output", e))?;
     }
@@ -256,4 +289,40 @@ fn token_data(rng: &mut StdRng, n: usize, ttft_ms: f64, tpot: f64) -> (serde_jso
         times.push(json!((t * 1000.0).round() / 1000.0));
     }
     (json!(lps), json!(times))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lines(opts: &GenOptions) -> Vec<serde_json::Value> {
+        let mut out = Vec::new();
+        generate(opts, &mut out).unwrap();
+        out.split(|b| *b == b'\n').filter(|l| !l.is_empty()).map(|l| serde_json::from_slice(l).unwrap()).collect()
+    }
+
+    #[test]
+    fn attribution_adds_its_four_keys_and_changes_nothing_else() {
+        let plain = GenOptions { requests: 200, ..GenOptions::default() };
+        let attributed = GenOptions { attribution: true, ..plain.clone() };
+        let teams: std::collections::BTreeSet<String> = lines(&attributed)
+            .into_iter()
+            .zip(lines(&plain))
+            .map(|(mut with, without)| {
+                let team = with["team"].as_str().unwrap().to_string();
+                assert!(with["user_id"].as_str().unwrap().starts_with("user-"));
+                assert!(with["tags"].as_array().unwrap().len() <= 2);
+                let provider = with["provider"].as_str().unwrap();
+                let model = with["model"].as_str().unwrap();
+                assert_eq!(provider, PROVIDERS[MODELS.iter().position(|(m, _)| *m == model).unwrap()]);
+                let object = with.as_object_mut().unwrap();
+                for key in ["team", "user_id", "tags", "provider"] {
+                    object.remove(key);
+                }
+                assert_eq!(with, without);
+                team
+            })
+            .collect();
+        assert!(teams.len() > 6, "{teams:?}");
+    }
 }

@@ -33,4 +33,4 @@ pub mod store;
 pub use error::{Error, Result};
 /// The engine-free core, re-exported: records, derived columns, the table
 /// catalog, input formats, the line splitter and the batch reader.
-pub use tokscope_core::{catalog, derive, formats, lines, reader, record, redact};
+pub use tokscope_core::{attribution, catalog, derive, formats, lines, reader, record, redact};

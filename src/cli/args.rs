@@ -51,8 +51,12 @@ pub struct EosMarkerArgs {
 /// Flags that configure tokscope's SQL functions (prices, model shapes, EOS markers).
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct UdfArgs {
-    /// Prices for `cost` / `price_usd`: a TOML file (config/pricing.example.toml), or
-    /// `litellm:FILE.json` for LiteLLM's model_prices_and_context_window.json.
+    /// Prices for `cost`, `report`, `reconcile` and `price_usd`: a TOML file
+    /// (config/pricing.example.toml), `litellm:FILE.json` for a LiteLLM
+    /// model_prices_and_context_window.json (a newer one than the bundled), or
+    /// `none` (no prices: logged costs only). Default: the bundled snapshot of
+    /// LiteLLM's table (LiteLLM 1.110.2, 2026-11-20; MIT; config/litellm/). A request
+    /// without a price keeps the cost its gateway logged (docs/metrics.md, cost_source).
     #[arg(long, value_name = "FILE")]
     pub pricing: Option<String>,
     /// Model shapes for `kv_cache` / `kv_cache_bytes` (TOML), searched before the bundled
@@ -61,6 +65,12 @@ pub struct UdfArgs {
     pub architectures: Option<PathBuf>,
     #[command(flatten)]
     pub markers: EosMarkerArgs,
+    /// Read a field of your own into an attribution column at query time,
+    /// e.g. `--attribute team=metadata.cost_center` (repeatable): where a
+    /// request's stored `extra` holds the field it replaces the column, as
+    /// `ingest --attribute` would have; data already ingested needs no re-ingest.
+    #[arg(long = "attribute", value_name = "COLUMN=FIELD")]
+    pub attributes: Vec<tokscope::attribution::AttributeMapping>,
     #[command(flatten)]
     pub memory: MemoryArgs,
 }
@@ -90,7 +100,13 @@ impl MemoryArgs {
 impl UdfArgs {
     /// Loads the files named by the flags.
     pub fn config(&self) -> tokscope::Result<UdfConfig> {
-        UdfConfig::load(self.pricing.as_deref(), self.architectures.as_deref(), self.markers.eos_markers.as_deref())
+        let mut config = UdfConfig::load(
+            self.pricing.as_deref(),
+            self.architectures.as_deref(),
+            self.markers.eos_markers.as_deref(),
+        )?;
+        config.attributes = tokscope::attribution::AttributeMap::new(self.attributes.clone())?;
+        Ok(config)
     }
 }
 

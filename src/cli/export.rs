@@ -20,8 +20,7 @@ pub struct ExportArgs {
     /// The export's date, YYYY-MM-DD (default: today, UTC).
     #[arg(long)]
     date: Option<NaiveDate>,
-    /// Jobs to run, comma-separated (default: the dashboard's jobs whose tables hold rows;
-    /// `cost` only with --pricing).
+    /// Jobs to run, comma-separated (default: the dashboard's jobs whose tables hold rows).
     #[arg(long, value_delimiter = ',')]
     jobs: Option<Vec<String>>,
     /// Keep this many dated exports; older ones are removed.
@@ -52,7 +51,6 @@ pub fn run_export(args: &ExportArgs) -> anyhow::Result<()> {
         to: args.to.clone(),
         date: args.date.unwrap_or_else(|| chrono::Utc::now().date_naive()),
         jobs: args.jobs.clone(),
-        priced: args.udf.pricing.is_some(),
         keep: args.keep,
         trend_days: args.trend_days,
         dataset: args.data.clone(),

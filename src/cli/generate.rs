@@ -40,6 +40,10 @@ pub struct GenerateArgs {
     /// ARM:SHARE:MIN_PROMPT_TOKENS, e.g. candidate:0.12:16K (canonical format).
     #[arg(long, value_name = "ARM:SHARE:MIN")]
     arm_truncation: Option<String>,
+    /// Log who each request ran for: `team` (12, the first busier), `user_id`
+    /// (500), `tags` (0-2) and `provider`; the rest of the log is the same as without.
+    #[arg(long)]
+    attribution: bool,
 }
 
 /// Runs `tokscope generate`.
@@ -53,6 +57,7 @@ pub fn run_generate(args: &GenerateArgs) -> anyhow::Result<()> {
         days: args.days,
         arms: args.arms.iter().map(|a| a.trim().to_string()).filter(|a| !a.is_empty()).collect(),
         arm_truncation: args.arm_truncation.as_deref().map(ArmTruncation::parse).transpose()?,
+        attribution: args.attribution,
     };
     let mut out: Box<dyn Write> = if args.out.as_os_str() == "-" {
         Box::new(std::io::stdout().lock())

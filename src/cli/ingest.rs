@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use parquet::basic::Compression;
+use tokscope::attribution::{AttributeMap, AttributeMapping};
 use tokscope::dataset::compact::{self, CompactOptions, CompactSummary};
 use tokscope::dataset::lease::LeaseOptions;
 use tokscope::dataset::writer::parse_compression;
@@ -41,6 +42,13 @@ pub struct IngestFlags {
     /// the first matching rule wins; a logged `variant`/`arm`/`experiment` field wins over it.
     #[arg(long, value_name = "FILE")]
     variants: Option<PathBuf>,
+    /// Send a field of your own to an attribution column, e.g.
+    /// `--attribute team=metadata.cost_center` (repeatable; columns: user_id,
+    /// team, project, environment, tags, key_alias, provider). FIELD is a
+    /// key the request's `extra` keeps, dotted into nested objects; where a
+    /// record holds it, it replaces what the format read.
+    #[arg(long = "attribute", value_name = "COLUMN=FIELD")]
+    attributes: Vec<AttributeMapping>,
     /// Model name for traces that log none (Azure, Mooncake); default `<format>:<file stem>`.
     #[arg(long)]
     model: Option<String>,
@@ -100,6 +108,7 @@ impl IngestFlags {
             max_line_bytes: Some(self.max_line_bytes),
             time_unit: self.time_unit,
             variants: self.variants.clone(),
+            attributes: AttributeMap::new(self.attributes.clone())?,
             compression: self.compression,
             memory_limit: self.memory_limit,
         };
@@ -155,8 +164,9 @@ pub struct RunArgs {
     out: String,
     #[command(flatten)]
     flags: IngestFlags,
-    /// Prices for the report's cost columns: a TOML file, or `litellm:FILE.json`
-    /// (default for the bundled samples: config/pricing.example.toml).
+    /// Prices for the report's cost columns: a TOML file, `litellm:FILE.json` or
+    /// `none`; default: the bundled LiteLLM table (LiteLLM 1.110.2, 2026-11-20),
+    /// and config/pricing.example.toml for the bundled samples.
     #[arg(long, value_name = "FILE")]
     pricing: Option<String>,
     /// Model shapes for `kv_cache_bytes` (TOML over the bundled config/architectures.toml).

@@ -31,6 +31,7 @@ use datafusion::execution::context::SQLOptions;
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::prelude::{SessionConfig, SessionContext};
 
+use tokscope_core::attribution::{AttributeMap, AttributionColumn};
 use tokscope_core::catalog::request_counts::RequestCountsBuilder;
 use tokscope_core::catalog::requests::RequestsBuilder;
 use tokscope_core::catalog::{Partition, TableDef, WrittenBy, CATALOG, DATE_PARTITION};
@@ -149,27 +150,31 @@ pub fn new_session_with(limit: &MemoryLimit) -> Result<SessionContext> {
 /// and EOS markers.
 #[derive(Debug, Clone)]
 pub struct UdfConfig {
-    /// Prices for `price_usd` (none by default: every request is unpriced).
+    /// Prices for `price_usd` (by default the bundled snapshot of LiteLLM's table).
     pub pricing: Arc<Pricing>,
     /// Model shapes for `kv_cache_bytes` (the bundled `config/architectures.toml` by default).
     pub architectures: Arc<Architectures>,
     /// Markers for `is_eos_marker` (the defaults plus `--eos-markers`, as at ingest).
     pub markers: Arc<EosMarkers>,
+    /// Your own fields read into attribution columns at query time
+    /// (`--attribute`, `[attribution]`): see [`attributed_requests_sql`].
+    pub attributes: AttributeMap,
 }
 
 impl UdfConfig {
-    /// The defaults: no prices, the bundled architectures, the default EOS markers.
+    /// The defaults: the bundled prices and architectures, the default EOS markers.
     pub fn new() -> Result<Self> {
         Self::load(None, None, None)
     }
 
-    /// Loads `--pricing` (TOML or `litellm:FILE`), `--architectures` (TOML over
-    /// the bundled file) and `--eos-markers` (JSON over the defaults) when given.
+    /// Loads `--pricing` (TOML, `litellm:FILE` or `none`; the bundled LiteLLM
+    /// prices without it), `--architectures` (TOML over the bundled file) and
+    /// `--eos-markers` (JSON over the defaults) when given.
     pub fn load(pricing: Option<&str>, architectures: Option<&Path>, eos_markers: Option<&Path>) -> Result<Self> {
         Ok(UdfConfig {
             pricing: Arc::new(match pricing {
                 Some(p) => Pricing::load(p)?,
-                None => Pricing::default(),
+                None => Pricing::bundled(),
             }),
             architectures: Arc::new(match architectures {
                 Some(p) => Architectures::load_over_bundled(p)?,
@@ -179,6 +184,7 @@ impl UdfConfig {
                 Some(p) => EosMarkers::from_file(p)?,
                 None => EosMarkers::default(),
             }),
+            attributes: AttributeMap::default(),
         })
     }
 }
@@ -298,7 +304,37 @@ pub async fn register_dataset_for(
             absent.insert(table.name.to_string(), (what, hint));
         }
     }
+    if let Some(sql) = attributed_requests_sql(&config.attributes) {
+        // `requests` with the mapped fields in place of their columns, for every query of the session.
+        let view = ctx.sql(&sql).await?.into_view();
+        ctx.deregister_table(RequestsBuilder::DEF.name)?;
+        ctx.register_table(RequestsBuilder::DEF.name, view)?;
+    }
     refuse_absent_tables(ctx, absent)
+}
+
+/// The query that reads `requests` with `--attribute` mappings applied, as
+/// ingest applies them: each mapped column is the field of `extra` where
+/// the row's `extra` holds it (`extra_field`, `extra_tags`), else the
+/// column as stored; `None` without mappings. Rows ingested before a
+/// mapping was added get it this way without their raw logs (their `extra`
+/// must be stored as logged: `--redact hash` or `drop` leaves nothing to read).
+pub fn attributed_requests_sql(attributes: &AttributeMap) -> Option<String> {
+    if attributes.is_empty() {
+        return None;
+    }
+    let replaced: Vec<String> = attributes
+        .mappings()
+        .iter()
+        .map(|m| {
+            let path = m.path.replace('\'', "''");
+            match m.column {
+                AttributionColumn::Tags => format!("coalesce(extra_tags(extra, '{path}'), tags) AS tags"),
+                column => format!("coalesce(extra_field(extra, '{path}'), CAST({column} AS VARCHAR)) AS {column}"),
+            }
+        })
+        .collect();
+    Some(format!("SELECT * REPLACE ({}) FROM requests", replaced.join(", ")))
 }
 
 /// `text` with its first letter in lower case, to run on inside a sentence.

@@ -25,8 +25,11 @@
 //!   ordered by one integer key, what `super::first_last` rewrites them to ([`first_last`]).
 //! - `compare_proportions`, `compare_medians`, `compare_quantiles`, `compare_std_devs`, `compare_cost_per_1k`,
 //!   `sample_ratio_test`, `holm_adjust`: A/B comparisons, arm B against arm A ([`ab`]).
+//! - `group_tags(tags, prefix)`, `extra_field(extra, path)`, `extra_tags(extra, path)`: attribution
+//!   ([`attribution`]): the tags a request is grouped under, a field of `extra` read as `--attribute` reads it.
 
 pub mod ab;
+pub mod attribution;
 pub mod concurrency;
 pub mod first_last;
 pub mod runs;
@@ -309,6 +312,9 @@ plain_functions! {
     CompareQuantiles: "compare_quantiles" => Scalar(ab::compare_quantiles()),
     CompareStdDevs: "compare_std_devs" => Scalar(ab::compare_std_devs()),
     SampleRatioTest: "sample_ratio_test" => Scalar(ab::sample_ratio_test()),
+    GroupTags: "group_tags" => Scalar(attribution::group_tags()),
+    ExtraField: "extra_field" => Scalar(attribution::extra_field()),
+    ExtraTags: "extra_tags" => Scalar(attribution::extra_tags()),
 }
 
 /// What a configured function carries to a remote process

@@ -56,11 +56,9 @@ pub struct ExportOptions {
     /// The export's date: it is published as `<to>/<date>/`.
     pub date: NaiveDate,
     /// Jobs to run; `None`: the dashboard's ([`jobs::dashboard_jobs`]) whose
-    /// tables hold rows, `cost` only with prices and `ab` only when the
-    /// requests name at least two experiment arms (`variant`).
+    /// tables hold rows, `ab` only when the requests name at least two
+    /// experiment arms (`variant`).
     pub jobs: Option<Vec<String>>,
-    /// Whether prices were given (the `cost` job runs only then by default).
-    pub priced: bool,
     /// Dated exports to keep (older ones are removed); `None` keeps all.
     pub keep: Option<usize>,
     /// Days the dashboard's trend charts show.
@@ -184,9 +182,6 @@ async fn choose_jobs(ctx: &SessionContext, options: &ExportOptions) -> Result<Ve
     }
     let mut chosen = Vec::new();
     for job in jobs::dashboard_jobs() {
-        if job.name == "cost" && !options.priced {
-            continue;
-        }
         // `ab` compares two arms; with fewer there is nothing to compare.
         if job.name == "ab" && count(ctx, "SELECT DISTINCT variant FROM requests WHERE variant IS NOT NULL").await? < 2
         {

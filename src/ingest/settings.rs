@@ -6,6 +6,7 @@
 use std::path::PathBuf;
 
 use parquet::basic::Compression;
+use tokscope_core::attribution::AttributeMap;
 use tokscope_core::derive::{ContextBins, DeriveSettings, EosMarkers, VariantMap};
 use tokscope_core::formats::{Format, TimeUnit};
 use tokscope_core::reader::ReaderBuilder;
@@ -35,6 +36,8 @@ pub struct IngestSettings {
     pub time_unit: TimeUnit,
     /// A JSON file of rules mapping models to experiment arms.
     pub variants: Option<PathBuf>,
+    /// The user's own fields sent to attribution columns (`--attribute`).
+    pub attributes: AttributeMap,
     /// The Parquet codec of the files written.
     pub compression: Compression,
     /// Most memory the ingest may hold.
@@ -53,6 +56,7 @@ impl Default for IngestSettings {
             max_line_bytes: None,
             time_unit: TimeUnit::default(),
             variants: None,
+            attributes: AttributeMap::default(),
             compression: crate::dataset::writer::default_compression(),
             memory_limit: MemoryBudget::Auto,
         }
@@ -74,7 +78,13 @@ impl IngestSettings {
         let redaction = Redactor::from_env(self.redact)?;
         let mut reader = ReaderBuilder::new()
             .with_format(self.format)
-            .with_derive_settings(DeriveSettings { bins: self.bins.clone(), markers, redaction, variants })
+            .with_derive_settings(DeriveSettings {
+                bins: self.bins.clone(),
+                markers,
+                redaction,
+                variants,
+                attributes: self.attributes.clone(),
+            })
             .with_default_model(self.model.clone())
             .with_base_time_micros(self.base_time_micros)
             .with_time_unit(self.time_unit);

@@ -67,11 +67,87 @@ pub enum ParamKind {
     /// The `requests` column rows are grouped by, one of [`GROUPINGS`],
     /// written as the column's name (the job's first output column).
     Grouping,
+    /// A whole number, zero or more, written as given.
+    Count,
 }
 
 /// The columns a job's `by` parameter may group requests by: the model, its
-/// version (a migration from one version to the next), or the experiment arm.
-pub const GROUPINGS: [&str; 3] = ["model", "model_version", "variant"];
+/// version (a migration from one version to the next), the experiment arm,
+/// or an attribution column (docs/metrics.md, "Attribution"); `tag` counts a
+/// request once under each of its tags (see [`Grouping`]).
+pub const GROUPINGS: [&str; 10] =
+    ["model", "model_version", "variant", "user_id", "team", "project", "environment", "tag", "key_alias", "provider"];
+
+/// What a grouping job's rows are read from, written into its SQL where it
+/// says `{{requests}}` (or `{{request_counts}}`, for `eos`): the table
+/// itself when grouped by a column it holds, else a subquery that
+/// - for `by=tag`, gives each request one row per tag (`tag`; those starting
+///   with `tag_prefix` when it is set), or one row with a null tag when it
+///   has none, so that each is counted under each of its tags;
+/// - for `request_counts` grouped by a column it lacks, reads `requests`
+///   with a count of 1 per row (`requests`);
+/// - with `top=N`, keeps the N largest groups (by cost in the jobs that
+///   price requests, else by requests; ties by name) and labels every other
+///   group `(other)`, so that the other rows are aggregated together and
+///   totals never change; rows without a value keep theirs (null).
+#[derive(Debug, Clone)]
+struct Grouping {
+    /// The grouping column.
+    by: String,
+    /// Groups kept apart; 0: all.
+    top: u64,
+    /// `tag_prefix` as SQL (a quoted string or `NULL`).
+    tag_prefix: String,
+    /// Rank groups by cost (the job prices requests).
+    by_cost: bool,
+}
+
+/// The columns of `request_counts` a grouping may use directly.
+const REQUEST_COUNTS_GROUPINGS: [&str; 2] = ["model", "variant"];
+
+impl Grouping {
+    /// The relation standing for `table` (`requests` or `request_counts`).
+    fn source(&self, table: &str) -> Result<String> {
+        let by = self.by.as_str();
+        let counts = table == "request_counts";
+        let rows = if counts && !REQUEST_COUNTS_GROUPINGS.contains(&by) {
+            "(SELECT *, CAST(1 AS BIGINT) AS requests FROM requests)".to_string()
+        } else {
+            table.to_string()
+        };
+        let rows = if by == "tag" {
+            let counted = if counts { ", CAST(1 AS BIGINT) AS requests" } else { "" };
+            format!("(SELECT *{counted}, unnest(group_tags(tags, {})) AS tag FROM requests)", self.tag_prefix)
+        } else {
+            rows
+        };
+        if self.top == 0 {
+            return Ok(if rows == table { rows } else { format!("{rows} AS {table}") });
+        }
+        let size = if counts { "sum(requests)" } else { "count(*)" };
+        let (ranked, rank) = if self.by_cost && !counts {
+            let price = metric("price")?;
+            let cost = metric("cost_usd")?;
+            (format!("(SELECT *, {price} AS price FROM grouped_rows)"), format!("{cost} DESC NULLS LAST, {size} DESC"))
+        } else {
+            ("grouped_rows".to_string(), format!("{size} DESC"))
+        };
+        Ok(format!(
+            "(WITH grouped_rows AS (SELECT * FROM {rows}), \
+             top_groups AS (SELECT {by} AS top_key FROM {ranked} WHERE {by} IS NOT NULL \
+             GROUP BY {by} ORDER BY {rank}, {by} LIMIT {top}) \
+             SELECT g.* EXCLUDE ({by}), \
+             CASE WHEN g.{by} IS NULL OR t.top_key IS NOT NULL THEN g.{by} ELSE '(other)' END AS {by} \
+             FROM grouped_rows g LEFT JOIN top_groups t ON g.{by} = t.top_key) AS {table}",
+            top = self.top
+        ))
+    }
+}
+
+/// A metric's expression (`sql/metrics.sql`).
+fn metric(name: &str) -> Result<&'static str> {
+    metrics().get(name).copied().ok_or_else(|| internal_err!("sql/metrics.sql has no metric {name}"))
+}
 
 impl ParamKind {
     /// `value` as SQL text for this kind, or why it is not acceptable.
@@ -90,6 +166,10 @@ impl ParamKind {
             ParamKind::Grouping => match GROUPINGS.iter().find(|g| **g == value) {
                 Some(column) => Ok(column.to_string()),
                 None => Err(config_err!("parameter {name} must be one of {}, got {value:?}", GROUPINGS.join(", "))),
+            },
+            ParamKind::Count => match value.parse::<u64>() {
+                Ok(_) => Ok(value.to_string()),
+                Err(_) => Err(config_err!("parameter {name} must be a whole number, 0 or more, got {value:?}")),
             },
             ParamKind::Label if value.is_empty() => Ok("NULL".to_string()),
             ParamKind::Label => {
@@ -148,15 +228,28 @@ macro_rules! job {
 
 /// Every job.
 pub const JOBS: &[Job] = &[
-    job!("eos", "EOS compliance and silent-truncation rate per model x context bin", tables: [REQUESTS, REQUEST_COUNTS], page: 3),
+    job!(
+        "eos",
+        "EOS compliance and silent-truncation rate per model (or --param by=...) x context bin",
+        tables: [REQUESTS, REQUEST_COUNTS],
+        params: [("by", "model", Grouping), ("top", "0", Count), ("tag_prefix", "", Label)],
+        page: 3
+    ),
     job!(
         "latency",
         "exact TTFT / TPOT / latency percentiles and throughput per model (or --param by=model_version|variant) x context bin",
         tables: [REQUESTS],
-        params: [("by", "model", Grouping)],
+        params: [("by", "model", Grouping), ("top", "0", Count), ("tag_prefix", "", Label)],
         page: 4
     ),
-    job!("cost", "cost (needs --pricing) per model x context bin, unpriced requests counted", tables: [REQUESTS], page: 5),
+    job!(
+        "cost",
+        "cost per model (or --param by=...) x context bin: priced (--pricing, default the bundled LiteLLM \
+         table), else as logged; cost_source says which",
+        tables: [REQUESTS],
+        params: [("by", "model", Grouping), ("top", "0", Count), ("tag_prefix", "", Label)],
+        page: 5
+    ),
     job!(
         "kv_cache",
         "KV-cache GiB per request and per GPU (mean, max) per model x context bin",
@@ -168,12 +261,31 @@ pub const JOBS: &[Job] = &[
         "report",
         "eos + latency + cost side by side (what `tokscope run` prints)",
         tables: [REQUESTS],
+        params: [("by", "model", Grouping), ("top", "0", Count), ("tag_prefix", "", Label)],
         // What a reader scans first; the other columns with `--wide` (docs/cli.md).
         key: ["model", "context_bin", "requests", "eos_compliance_rate", "implicit_truncation_rate",
-              "ttft_p50_ms", "tpot_p50_ms", "latency_p95_ms", "cost_usd", "cost_per_1k_tokens"],
+              "ttft_p50_ms", "tpot_p50_ms", "latency_p95_ms", "cost_usd", "cost_source", "cost_per_1k_tokens"],
         page: 1
     ),
-    job!("daily", "cost, EOS compliance, truncation and TTFT per UTC day x model (the dashboard's trends)", tables: [REQUESTS], page: 2),
+    job!(
+        "daily",
+        "cost, EOS compliance, truncation and TTFT per UTC day x model (or --param by=...) (the dashboard's trends)",
+        tables: [REQUESTS],
+        params: [("by", "model", Grouping), ("top", "0", Count), ("tag_prefix", "", Label)],
+        page: 2
+    ),
+    job!(
+        "reconcile",
+        "logged against priced cost per UTC day x model: sums, difference, ratio, requests over --param tolerance",
+        tables: [REQUESTS],
+        params: [("tolerance", "0.01")]
+    ),
+    job!(
+        "reconcile_requests",
+        "the requests whose logged and priced costs differ by more than --param tolerance (relative)",
+        tables: [REQUESTS],
+        params: [("tolerance", "0.01")]
+    ),
     // The jitter jobs and eos_logprob read columns of `requests` that ingest derives from
     // per-token data: without token rows there is nothing to report.
     job!(
@@ -181,7 +293,7 @@ pub const JOBS: &[Job] = &[
         "inter-token and tail-token jitter, first- and last-token latency per model (or --param by=model_version|variant) \
          x context bin",
         tables: [REQUESTS, TOKENS],
-        params: [("by", "model", Grouping)],
+        params: [("by", "model", Grouping), ("top", "0", Count), ("tag_prefix", "", Label)],
         page: 7
     ),
     job!("jitter_requests", "per-request itl_std_ms, first_token_ms, last_token_ms", tables: [REQUESTS, TOKENS]),
@@ -281,7 +393,7 @@ pub const JOBS: &[Job] = &[
         "requests, tokens/s, mean and peak concurrency, TTFT and end-to-end percentiles per model (or --param \
          by=model_version|variant) x time window",
         tables: [REQUESTS],
-        params: [("window", "60s", Duration), ("by", "model", Grouping)],
+        params: [("window", "60s", Duration), ("by", "model", Grouping), ("top", "0", Count), ("tag_prefix", "", Label)],
         page: 14
     ),
     job!(
@@ -289,7 +401,7 @@ pub const JOBS: &[Job] = &[
         "a load test's whole run per model (or --param by=model_version|variant): throughput over wall time, \
          concurrency, latency percentiles",
         tables: [REQUESTS],
-        params: [("by", "model", Grouping)],
+        params: [("by", "model", Grouping), ("top", "0", Count), ("tag_prefix", "", Label)],
         page: 15
     ),
     job!(
@@ -431,9 +543,26 @@ impl Job {
             }
         }
         let mut sql = expand_metrics(self.sql)?;
+        let value_of = |p: &Param| overrides.iter().rev().find(|(n, _)| n == p.name).map_or(p.default, |(_, v)| v);
+        let mut values = HashMap::new();
         for p in self.params {
-            let value = overrides.iter().rev().find(|(n, _)| n == p.name).map(|(_, v)| v.as_str()).unwrap_or(p.default);
-            sql = sql.replace(&format!("{{{{{}}}}}", p.name), &p.kind.to_sql(p.name, value)?);
+            let value = p.kind.to_sql(p.name, value_of(p))?;
+            sql = sql.replace(&format!("{{{{{}}}}}", p.name), &value);
+            values.insert(p.name, value);
+        }
+        if let Some(by) = self.params.iter().find(|p| p.kind == ParamKind::Grouping) {
+            let grouping = Grouping {
+                by: values.get(by.name).cloned().unwrap_or_default(),
+                top: values.get("top").and_then(|t| t.parse().ok()).unwrap_or(0),
+                tag_prefix: values.get("tag_prefix").cloned().unwrap_or_else(|| "NULL".into()),
+                by_cost: self.sql.contains("{{> price}}"),
+            };
+            for table in ["requests", "request_counts"] {
+                let placeholder = format!("{{{{{table}}}}}");
+                if sql.contains(&placeholder) {
+                    sql = sql.replace(&placeholder, &grouping.source(table)?);
+                }
+            }
         }
         Ok(sql)
     }

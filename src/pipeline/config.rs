@@ -23,6 +23,11 @@ pub struct RunConfig {
     /// How inputs are read.
     #[serde(default)]
     pub ingest: IngestConfig,
+    /// `[attribution]`: your own fields sent to attribution columns,
+    /// `COLUMN = "FIELD"` (`team = "metadata.cost_center"`), as `--attribute`
+    /// does at ingest and `--attribute` of `job` / `export` at query time.
+    #[serde(default)]
+    pub attribution: std::collections::BTreeMap<String, String>,
     /// Prices: a TOML file or `litellm:FILE.json` (the `cost` job needs them).
     pub pricing: Option<String>,
     /// Model shapes for `kv_cache` (TOML over the bundled file).
@@ -214,6 +219,16 @@ impl RunConfig {
             timeout: secs(self.store.timeout_s, d.timeout),
             connect_timeout: secs(self.store.connect_timeout_s, d.connect_timeout),
         }
+    }
+
+    /// The `[attribution]` mappings.
+    pub fn attributes(&self) -> Result<tokscope_core::attribution::AttributeMap> {
+        let mappings = self
+            .attribution
+            .iter()
+            .map(|(column, path)| format!("{column}={path}").parse().map_err(|e| config_err!("[attribution] {e}")))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(tokscope_core::attribution::AttributeMap::new(mappings)?)
     }
 
     /// The compaction a run does after ingesting, `None` when `[compact]`

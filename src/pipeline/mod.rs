@@ -119,6 +119,7 @@ impl IngestConfig {
             max_line_bytes: self.max_line_bytes,
             time_unit: named(&self.time_unit)?.unwrap_or(d.time_unit),
             variants: self.variants.clone(),
+            attributes: Default::default(),
             compression: self
                 .compression
                 .as_deref()
@@ -146,7 +147,8 @@ pub fn run(config: &RunConfig, options: &RunOptions) -> Result<RunReport> {
     let rt = crate::store::io_runtime()?;
     let store = config.store_options();
     let dataset = DatasetRoot::parse_with(&config.dataset, &store)?;
-    let settings = config.ingest.settings()?;
+    let mut settings = config.ingest.settings()?;
+    settings.attributes = config.attributes()?;
     let ingest_options = IngestOptions {
         reader: settings.reader()?,
         progress: options.progress,
@@ -193,16 +195,16 @@ pub fn run(config: &RunConfig, options: &RunOptions) -> Result<RunReport> {
     let step = Instant::now();
     let export = match &config.export {
         Some(export) => {
-            let udf = UdfConfig::load(
+            let mut udf = UdfConfig::load(
                 config.pricing.as_deref(),
                 config.architectures.as_deref(),
                 config.ingest.eos_markers.as_deref(),
             )?;
+            udf.attributes = config.attributes()?;
             let options = ExportOptions {
                 to: export.to.clone(),
                 date: options.date.unwrap_or_else(|| chrono::Utc::now().date_naive()),
                 jobs: export.jobs.clone(),
-                priced: config.pricing.is_some(),
                 keep: export.keep,
                 trend_days: export.trend_days.unwrap_or(30),
                 dataset: dataset.display(),

@@ -21,8 +21,13 @@ use tokscope::engine::distributed::Remote;
 use tokscope::engine::{self, udfs, UdfConfig};
 use tokscope::jobs::{self, JOBS};
 
-/// Prices for three of the generated models (the fourth stays unpriced).
+/// Prices for three of the generated models (the fourth stays unpriced), and for LiteLLM's
+/// logged calls other than LiteLLM's, so that `reconcile_requests` has rows to compare.
 const PRICES: &str = r#"
+[[model]]
+pattern = "gpt-4o-mini.*"
+input = 0.2
+output = 0.7
 [[model]]
 model = "llama-3.1-8b-instruct"
 input = 0.18
@@ -52,6 +57,8 @@ fn build_dataset(dir: &Path) -> std::path::PathBuf {
         d.join("formats/kernel_trace.sample.json"),
         d.join("formats/moe_routing.sample.csv"),
         d.join("formats/eval.sample.jsonl"),
+        // Calls with the cost LiteLLM logged for them (`reconcile`).
+        d.join("real/litellm_gcs.ndjson"),
     ];
     let samples: Vec<&str> = samples.iter().map(|p| p.to_str().unwrap()).collect();
     ingest(&samples, &out, &[]);

@@ -56,7 +56,7 @@ WITH logged AS (
   -- The columns the log gave, and only those.
   SELECT request_id, ts, model, variant, source_format, prompt_tokens, completion_tokens,
          cached_tokens, cache_write_tokens, max_tokens, ttft_ms, latency_ms, finish_reason_raw,
-         model_output
+         model_output, logged_cost_usd
   FROM requests
 ),
 normalised AS (

@@ -207,6 +207,18 @@ fn version_names_the_commit() {
     }
 }
 
+#[test]
+fn help_names_the_bundled_price_tables_release_and_date() {
+    // The help is written by hand next to the flag: it must name the snapshot the binary holds.
+    let snapshot = tokscope::engine::pricing::BUNDLED_SNAPSHOT;
+    for command in [&["job", "--help"][..], &["run", "--help"], &["export", "--help"], &["query", "--help"]] {
+        let out = run(command);
+        let help = String::from_utf8(out.stdout).unwrap().split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(help.contains(&format!("({snapshot}")), "{command:?}: {help}");
+        assert!(help.contains("none"), "{command:?}: {help}");
+    }
+}
+
 /// `tokscope trace` on the tiny checkpoint: a few cells, long enough for a bar.
 fn trace_args(model: &Path) -> Vec<String> {
     ["trace", "--model", model.to_str().unwrap(), "--prompt", "Once upon a time, Lily", "--device", "cpu"]

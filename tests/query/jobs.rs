@@ -117,7 +117,10 @@ const COST_COLS: &[&str] = &[
     "context_bin",
     "requests",
     "unpriced_requests",
+    "uncosted_requests",
+    "cost_source",
     "cost_usd",
+    "logged_cost_share",
     "cost_per_1k_tokens",
     "input_share",
     "cached_share",
@@ -327,7 +330,10 @@ output = 1.0
             S("0-1K"),
             I(1),
             I(0),
+            I(0),
+            S("priced"),
             F(1020.0 * m),
+            F(0.0),
             F(1000.0 * 1020.0 * m / 1010.0),
             F(600.0 / 1020.0),
             F(400.0 / 1020.0),
@@ -339,27 +345,72 @@ output = 1.0
             S("0-1K"),
             I(1),
             I(0),
+            I(0),
+            S("priced"),
             F(5750.0 * m),
+            F(0.0),
             F(1000.0 * 5750.0 * m / 1500.0),
             F(1650.0 / 5750.0),
             F(100.0 / 5750.0),
             F(4000.0 / 5750.0),
         ],
         // History: before 2024-07-01 at 1/1: 100 * 1.
-        vec![S("hist"), S("0-1K"), I(1), I(0), F(100.0 * m), F(1000.0 * 100.0 * m / 100.0), F(1.0), F(0.0), F(0.0)],
+        vec![
+            S("hist"),
+            S("0-1K"),
+            I(1),
+            I(0),
+            I(0),
+            S("priced"),
+            F(100.0 * m),
+            F(0.0),
+            F(1000.0 * 100.0 * m / 100.0),
+            F(1.0),
+            F(0.0),
+            F(0.0),
+        ],
         // From 2024-07-01 at 2/2: 2000 * 2.
-        vec![S("hist"), S("1K-2K"), I(1), I(0), F(4000.0 * m), F(1000.0 * 4000.0 * m / 2000.0), F(1.0), F(0.0), F(0.0)],
+        vec![
+            S("hist"),
+            S("1K-2K"),
+            I(1),
+            I(0),
+            I(0),
+            S("priced"),
+            F(4000.0 * m),
+            F(0.0),
+            F(1000.0 * 4000.0 * m / 2000.0),
+            F(1.0),
+            F(0.0),
+            F(0.0),
+        ],
         // l1 predates the only price: unpriced; l2 = 300 + 100; per-1K over priced tokens only.
-        vec![S("late"), S("0-1K"), I(2), I(1), F(400.0 * m), F(1000.0 * 400.0 * m / 400.0), F(0.75), F(0.0), F(0.25)],
+        vec![
+            S("late"),
+            S("0-1K"),
+            I(2),
+            I(1),
+            I(1),
+            S("priced+none"),
+            F(400.0 * m),
+            F(0.0),
+            F(1000.0 * 400.0 * m / 400.0),
+            F(0.75),
+            F(0.0),
+            F(0.25),
+        ],
         // No price: counted, never 0.
-        vec![S("nobody"), S("0-1K"), I(2), I(2), Null, Null, Null, Null, Null],
+        vec![S("nobody"), S("0-1K"), I(2), I(2), I(2), S("none"), Null, Null, Null, Null, Null, Null],
         // prompt = 1000 is not above the tier: base 1000 * 1 + 100 * 2 = 1200.
         vec![
             S("tiered-at"),
             S("0-1K"),
             I(1),
             I(0),
+            I(0),
+            S("priced"),
             F(1200.0 * m),
+            F(0.0),
             F(1000.0 * 1200.0 * m / 1100.0),
             F(1000.0 / 1200.0),
             F(0.0),
@@ -371,7 +422,10 @@ output = 1.0
             S("0-1K"),
             I(1),
             I(0),
+            I(0),
+            S("priced"),
             F(3600.25 * m),
+            F(0.0),
             F(1000.0 * 3600.25 * m / 1101.0),
             F(3000.0 / 3600.25),
             F(0.25 / 3600.25),
@@ -379,15 +433,233 @@ output = 1.0
         ],
     ];
     check(&job("cost", &ds, &["--pricing", &pricing]), COST_COLS, &want, "cost");
-    // Without --pricing every request is unpriced.
-    let none = job("cost", &ds, &[]);
-    assert!(none.iter().all(|r| col(r, "unpriced_requests") == col(r, "requests") && col(r, "cost_usd").is_null()));
+    // The bundled LiteLLM table has none of these made-up names, and `--pricing none` no prices
+    // at all: every request is unpriced, and with nothing logged, uncosted.
+    for extra in [&[][..], &["--pricing", "none"]] {
+        let rows = job("cost", &ds, extra);
+        assert_eq!(rows.len(), 8, "{extra:?}");
+        for r in rows {
+            assert!(col(&r, "unpriced_requests") == col(&r, "requests"), "{extra:?}: {r}");
+            assert!(col(&r, "uncosted_requests") == col(&r, "requests"), "{extra:?}: {r}");
+            assert!(col(&r, "cost_source") == "none" && col(&r, "cost_usd").is_null(), "{extra:?}: {r}");
+        }
+    }
+}
+
+/// What a Python reading of the raw payloads and of the bundled LiteLLM table expects: for
+/// each request its price (LiteLLM's per-token rates, the name looked up as logged, then
+/// without its leading `provider/` parts) and its logged cost. LiteLLM's GCS payloads: the
+/// model is the response's, else the payload's; the prompt is `prompt_tokens`, cache reads
+/// `metadata.usage_object.prompt_tokens_details.cached_tokens`, the logged cost
+/// `response_cost`. Anthropic's responses: prompt = `input_tokens` + cache reads + cache
+/// writes, nothing logged.
+const REAL_COST_ORACLE: &str = r#"
+import json, sys
+table = json.load(open(sys.argv[1]))
+def lookup(name):
+    while True:
+        e = table.get(name)
+        if name != "sample_spec" and e is not None and isinstance(e.get("input_cost_per_token"), (int, float)):
+            return e
+        if "/" not in name:
+            return None
+        name = name.split("/", 1)[1]
+def price(model, prompt, cached, write, out):
+    e = lookup(model)
+    if e is None:
+        return None
+    assert prompt <= 128000, "no tiers in this input"
+    rate = lambda k, d: e[k] if isinstance(e.get(k), (int, float)) else d
+    i = e["input_cost_per_token"]
+    return ((prompt - cached - write) * i + cached * rate("cache_read_input_token_cost", i)
+            + write * rate("cache_creation_input_token_cost", i) + out * rate("output_cost_per_token", 0.0))
+rows = []
+for path in sys.argv[2].split(","):
+    for line in open(path):
+        r = json.loads(line)
+        if "usage" in r and "input_tokens" in r["usage"]:
+            u = r["usage"]
+            cr, cw = u.get("cache_read_input_tokens") or 0, u.get("cache_creation_input_tokens") or 0
+            rows.append(dict(id=r["id"], model=r["model"], prompt=u["input_tokens"] + cr + cw, cached=cr,
+                             write=cw, out=u["output_tokens"], logged=None))
+        else:
+            usage = ((r.get("metadata") or {}).get("usage_object") or {})
+            cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0
+            model = ((r.get("response") or {}).get("model")) or r["model"]
+            rows.append(dict(id=r["id"], model=model, prompt=r["prompt_tokens"], cached=cached, write=0,
+                             out=r["completion_tokens"], logged=r["response_cost"]))
+for r in rows:
+    r["priced"] = price(r["model"], r["prompt"], r["cached"], r["write"], r["out"])
+    r["source"] = "priced" if r["priced"] is not None else ("logged" if r["logged"] is not None else "none")
+print(json.dumps(rows))
+"#;
+
+/// The cost, `cost_source` and reconciliation of real LiteLLM and Anthropic payloads with the
+/// bundled prices, against [`REAL_COST_ORACLE`]; with a copy of the LiteLLM payloads changed
+/// where a gateway's log goes wrong (a cost logged 1.5 times too high, one 1e-9 USD off, a
+/// `provider/model` name, a model no table prices).
+#[test]
+fn bundled_prices_logged_costs_and_reconcile_match_python_over_real_payloads() {
+    let dir = tempfile::tempdir().unwrap();
+    let real = data_dir().join("real");
+    let gcs = real.join("litellm_gcs.ndjson");
+    let anthropic = real.join("anthropic_sdk_messages.jsonl");
+    let changed = dir.path().join("litellm_changed.ndjson");
+    python(&format!(
+        r#"
+import json
+out = []
+for n, line in enumerate(open({gcs:?})):
+    r = json.loads(line)
+    r["id"] += "-changed"
+    if n == 0:
+        r["model"] = "openai/gpt-4o-mini"
+        if r.get("response"): r["response"]["model"] = "openai/gpt-4o-mini"
+    if n == 1: r["response_cost"] *= 1.5
+    if n == 2: r["response_cost"] += 1e-9
+    if n == 3:
+        r["model"] = "my-finetune"
+        if r.get("response"): r["response"]["model"] = "my-finetune"
+    out.append(json.dumps(r))
+open({changed:?}, "w").write("\n".join(out) + "\n")
+"#,
+        gcs = gcs.to_str().unwrap(),
+        changed = changed.to_str().unwrap(),
+    ));
+    let inputs = [gcs.to_str().unwrap(), anthropic.to_str().unwrap(), changed.to_str().unwrap()];
+    let ds = dir.path().join("ds");
+    ingest(&inputs, &ds, &[]);
+    let oracle = dir.path().join("oracle.py");
+    std::fs::write(&oracle, REAL_COST_ORACLE).unwrap();
+    let table = repo().join("config/litellm/model_prices_and_context_window.json");
+    let out = Command::new("python3")
+        .args([oracle.to_str().unwrap(), table.to_str().unwrap(), &inputs.join(",")])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let want: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(want.len(), 11);
+    let f = |v: &Value| v.as_f64();
+    let close = |a: Option<f64>, b: Option<f64>| match (a, b) {
+        (Some(a), Some(b)) => (a - b).abs() <= 1e-12 * a.abs().max(b.abs()),
+        (None, None) => true,
+        _ => false,
+    };
+    let by_id = |id: &str| want.iter().find(|w| w["id"] == id).unwrap_or_else(|| panic!("{id} not in the oracle"));
+    // What the oracle makes of the changes: the prefixed name priced, the unknown one logged only.
+    assert_eq!(by_id("chatcmpl-real-1-changed")["source"], "priced");
+    assert_eq!(by_id("chatcmpl-real-1-changed")["model"], "openai/gpt-4o-mini");
+    assert_eq!(by_id("chatcmpl-real-1")["source"], "priced");
+    assert!(want.iter().any(|w| w["model"] == "my-finetune" && w["source"] == "logged"));
+
+    // Each request's price with the bundled table, as price_usd computes it.
+    let sql = "SELECT request_id, model, price_usd(model, ts, prompt_tokens, cached_tokens, cache_write_tokens, \
+               completion_tokens)['total_usd'] AS priced, logged_cost_usd FROM requests";
+    let got = tokscope(&["query", "--format", "json", "--data", ds.to_str().unwrap(), sql]);
+    let got: Vec<Value> = got.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(got.len(), want.len());
+    for g in &got {
+        let id = g["request_id"].as_str().unwrap();
+        // LiteLLM's streamed call reuses the first call's id: the model tells them apart.
+        let w = want.iter().find(|w| w["id"] == *id && w["model"] == g["model"]);
+        let w = w.unwrap_or_else(|| panic!("{g} not in the oracle"));
+        assert!(close(g.get("priced").and_then(f), f(&w["priced"])), "{g} vs {w}");
+        assert!(close(g.get("logged_cost_usd").and_then(f), f(&w["logged"])), "{g} vs {w}");
+    }
+
+    // The cost job: per model, the sources present and the cost (price, else logged).
+    let models: std::collections::BTreeSet<&str> = want.iter().map(|w| w["model"].as_str().unwrap()).collect();
+    for (extra, priced) in [(&[][..], true), (&["--pricing", "none"][..], false)] {
+        let cost = job("cost", &ds, extra);
+        for model in &models {
+            let mine: Vec<&Value> = want.iter().filter(|w| w["model"] == *model).collect();
+            let source = |w: &Value| -> String {
+                if priced {
+                    w["source"].as_str().unwrap().to_string()
+                } else if w["logged"].is_null() {
+                    "none".into()
+                } else {
+                    "logged".into()
+                }
+            };
+            let cost_of = |w: &Value| if priced && !w["priced"].is_null() { f(&w["priced"]) } else { f(&w["logged"]) };
+            let rows: Vec<&Value> = cost.iter().filter(|r| r["model"] == *model).collect();
+            let sum = |c: &str| rows.iter().map(|r| col(r, c).as_f64().unwrap_or(0.0)).sum::<f64>();
+            assert_eq!(sum("requests") as usize, mine.len(), "{model}");
+            let uncosted = mine.iter().filter(|w| source(w) == "none").count();
+            assert_eq!(sum("uncosted_requests") as usize, uncosted, "{model} {extra:?}");
+            let unpriced = mine.iter().filter(|w| source(w) != "priced").count();
+            assert_eq!(sum("unpriced_requests") as usize, unpriced, "{model} {extra:?}");
+            let mut want_sources: Vec<String> = mine.iter().map(|w| source(w)).collect();
+            want_sources.sort_by_key(|s| ["priced", "logged", "none"].iter().position(|k| k == s));
+            want_sources.dedup();
+            // A model's requests may fall in several context bins: the sources of all its rows.
+            let mut got_sources: Vec<String> = Vec::new();
+            for r in &rows {
+                for s in col(r, "cost_source").as_str().unwrap().split('+') {
+                    if !got_sources.iter().any(|g| g == s) {
+                        got_sources.push(s.to_string());
+                    }
+                }
+            }
+            got_sources.sort_by_key(|s| ["priced", "logged", "none"].iter().position(|k| k == s));
+            assert_eq!(got_sources, want_sources, "{model} {extra:?}");
+            let costs: Vec<f64> = mine.iter().filter_map(|w| cost_of(w)).collect();
+            let want_cost = (!costs.is_empty()).then(|| costs.iter().sum::<f64>());
+            let got_cost = rows.iter().filter_map(|r| col(r, "cost_usd").as_f64()).reduce(|a, b| a + b);
+            assert!(close(got_cost, want_cost), "{model} {extra:?}: {got_cost:?} vs {want_cost:?}");
+        }
+    }
+
+    // reconcile, per model (summed over days), and the requests it flags at two tolerances.
+    for (tolerance, flagged) in [
+        ("0.01", vec!["chatcmpl-real-2-changed"]),
+        ("1e-6", vec!["chatcmpl-real-2-changed", "chatcmpl-real-3-changed"]),
+    ] {
+        let param = format!("tolerance={tolerance}");
+        let t: f64 = tolerance.parse().unwrap();
+        let mismatch = |w: &Value| match (f(&w["priced"]), f(&w["logged"])) {
+            (Some(p), Some(l)) => (l - p).abs() > t * l.abs().max(p.abs()),
+            _ => false,
+        };
+        let oracle_flagged: Vec<&str> =
+            want.iter().filter(|w| mismatch(w)).map(|w| w["id"].as_str().unwrap()).collect();
+        assert_eq!(oracle_flagged, flagged, "what the oracle flags at {tolerance}");
+        let rows = job("reconcile", &ds, &["--param", &param]);
+        for model in &models {
+            let mine: Vec<&Value> = want.iter().filter(|w| w["model"] == *model).collect();
+            let both: Vec<&&Value> = mine.iter().filter(|w| !w["priced"].is_null() && !w["logged"].is_null()).collect();
+            let r: Vec<&Value> = rows.iter().filter(|r| r["model"] == *model).collect();
+            let sum = |c: &str| r.iter().map(|r| col(r, c).as_f64().unwrap_or(0.0)).sum::<f64>();
+            assert_eq!(sum("requests") as usize, mine.len());
+            assert_eq!(sum("compared_requests") as usize, both.len(), "{model}");
+            let only = |a: &str, b: &str| mine.iter().filter(|w| !w[a].is_null() && w[b].is_null()).count();
+            assert_eq!(sum("priced_only_requests") as usize, only("priced", "logged"), "{model}");
+            assert_eq!(sum("logged_only_requests") as usize, only("logged", "priced"), "{model}");
+            assert_eq!(sum("mismatched_requests") as usize, mine.iter().filter(|w| mismatch(w)).count(), "{model}");
+            let total = |k: &str| (!both.is_empty()).then(|| both.iter().map(|w| f(&w[k]).unwrap()).sum::<f64>());
+            let got = |c: &str| r.iter().filter_map(|r| col(r, c).as_f64()).reduce(|a, b| a + b);
+            assert!(close(got("priced_cost_usd"), total("priced")), "{model}");
+            assert!(close(got("logged_cost_usd"), total("logged")), "{model}");
+        }
+        let listed = job("reconcile_requests", &ds, &["--param", &param]);
+        let ids: Vec<&str> = listed.iter().map(|r| r["request_id"].as_str().unwrap()).collect();
+        assert_eq!(ids, flagged, "largest difference first");
+        for r in &listed {
+            let w = by_id(r["request_id"].as_str().unwrap());
+            assert!(
+                close(f(&r["priced_cost_usd"]), f(&w["priced"])) && close(f(&r["logged_cost_usd"]), f(&w["logged"]))
+            );
+            let diff = f(&w["logged"]).unwrap() - f(&w["priced"]).unwrap();
+            assert!((f(&r["difference_usd"]).unwrap() - diff).abs() <= 1e-12 * diff.abs(), "{r}");
+        }
+    }
 }
 
 #[test]
 fn litellm_prices_import_with_the_200k_tier_and_ad_hoc_sql_sees_the_udfs() {
     let dir = tempfile::tempdir().unwrap();
-    let json = data_dir().join("real_logs/litellm_pricing/model_prices_and_context_window_backup.json");
+    let json = repo().join("config/litellm/model_prices_and_context_window.json");
     let spec = format!("litellm:{}", json.display());
     // From the file: input 3e-6, output 1.5e-5, cache read 3e-7, cache creation 3.75e-6;
     // above 200k: 6e-6, 2.25e-5, 6e-7, 7.5e-6 (per token).
@@ -772,9 +1044,18 @@ fn eos_latency_and_cost_agree_with_duckdb_computing_them_from_their_definitions(
     let anthropic = gen("anthropic", "300", "12");
     let edges = write(dir.path(), "edges.jsonl", &(ORACLE_EDGES.join("\n") + "\n"));
     let streams = write(dir.path(), "streams.sse", &unknown_bin_streams());
+    // Logged costs: `edge` has no price, so its logged cost is its cost (beside its uncosted
+    // rows); llama's price wins over its logged cost.
+    let logged = write(
+        dir.path(),
+        "logged.jsonl",
+        r#"{"ts":"2024-06-01T00:02:00Z","request_id":"logged-edge","model":"edge","prompt_tokens":100,"completion_tokens":5,"max_tokens":10,"ttft_ms":10,"latency_ms":50,"model_output":"a</s>","logged_cost_usd":0.5}
+{"ts":"2024-06-01T00:02:01Z","request_id":"logged-llama","model":"llama-3.1-8b-instruct","prompt_tokens":100,"completion_tokens":5,"max_tokens":10,"ttft_ms":10,"latency_ms":50,"model_output":"a</s>","logged_cost_usd":9.0}
+"#,
+    );
     let ds = dir.path().join("ds");
-    let summary = ingest(&[&canonical, &anthropic, &edges, &streams], &ds, &[]);
-    let want_rows = 1500 + 300 + ORACLE_EDGES.len() as u64 + 2;
+    let summary = ingest(&[&canonical, &anthropic, &edges, &streams, &logged], &ds, &[]);
+    let want_rows = 1500 + 300 + ORACLE_EDGES.len() as u64 + 2 + 2;
     assert_eq!(summary["totals"]["rows_written"].as_u64(), Some(want_rows), "every line a request: {summary}");
     // mistral-7b-instruct and `edge` have no price: unpriced in both. deepseek-v3's
     // prices change at 00:10; qwen's tier keeps the base cached and cache-write
@@ -833,13 +1114,24 @@ costed AS (
     cache_write_tokens * rate[3] / 1e6 AS write_usd,
     completion_tokens * rate[4] / 1e6 AS output_usd
   FROM rated),
-totalled AS (SELECT *, uncached_usd + cached_usd + write_usd + output_usd AS cost FROM costed)
+priced AS (SELECT *, uncached_usd + cached_usd + write_usd + output_usd AS price FROM costed),
+-- A request's cost: its price, else its logged cost; the source says which.
+totalled AS (
+  SELECT *, coalesce(price, logged_cost_usd) AS cost,
+    CASE WHEN price IS NOT NULL THEN 'priced' WHEN logged_cost_usd IS NOT NULL THEN 'logged' ELSE 'none' END AS source
+  FROM priced)
 SELECT model, context_bin, count(*) AS requests, count(*) FILTER (WHERE rate IS NULL) AS unpriced_requests,
+  count(*) FILTER (WHERE source = 'none') AS uncosted_requests,
+  concat_ws('+', CASE WHEN bool_or(source = 'priced') THEN 'priced' END,
+                 CASE WHEN bool_or(source = 'logged') THEN 'logged' END,
+                 CASE WHEN bool_or(source = 'none') THEN 'none' END) AS cost_source,
   sum(cost) AS cost_usd,
-  1000 * sum(cost) / nullif(sum(prompt_tokens + completion_tokens) FILTER (WHERE rate IS NOT NULL), 0) AS cost_per_1k_tokens,
-  sum(uncached_usd + write_usd) / nullif(sum(cost), 0) AS input_share,
-  sum(cached_usd) / nullif(sum(cost), 0) AS cached_share,
-  sum(output_usd) / nullif(sum(cost), 0) AS output_share
+  coalesce(sum(cost) FILTER (WHERE source = 'logged'), 0) / nullif(sum(cost), 0) AS logged_cost_share,
+  1000 * sum(cost) FILTER (WHERE prompt_tokens IS NOT NULL AND completion_tokens IS NOT NULL)
+    / nullif(sum(prompt_tokens + completion_tokens) FILTER (WHERE cost IS NOT NULL), 0) AS cost_per_1k_tokens,
+  sum(uncached_usd + write_usd) / nullif(sum(price), 0) AS input_share,
+  sum(cached_usd) / nullif(sum(price), 0) AS cached_share,
+  sum(output_usd) / nullif(sum(price), 0) AS output_share
 FROM totalled GROUP BY model, context_bin, context_bin_lo ORDER BY model, context_bin_lo NULLS LAST
 "#;
     let in_order =
@@ -858,6 +1150,9 @@ FROM totalled GROUP BY model, context_bin, context_bin_lo ORDER BY model, contex
     assert!(statuses.iter().all(|s| s.1 >= 3), "{statuses:?}");
     let unknown_bin = oracle[2].iter().find(|r| r["context_bin"] == "unknown").expect("an unknown bin");
     assert_eq!((unknown_bin["requests"].as_i64(), unknown_bin["unpriced_requests"].as_i64()), (Some(2), Some(2)));
+    let sources: std::collections::BTreeSet<&str> =
+        oracle[2].iter().filter_map(|r| r["cost_source"].as_str()).collect();
+    assert!(sources.contains("logged+none") && sources.contains("priced") && sources.contains("none"), "{sources:?}");
     let jobs = [("eos", vec![]), ("latency", vec![]), ("cost", vec!["--pricing", pricing.as_str()])];
     for ((name, extra), theirs) in jobs.into_iter().zip(&oracle) {
         let ours = job(name, &ds, &extra);

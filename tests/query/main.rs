@@ -9,6 +9,7 @@ mod common;
 
 mod ab;
 mod architecture;
+mod attribution;
 mod catalog;
 mod cli;
 mod docs_paths;

@@ -8,8 +8,9 @@ use std::path::Path;
 use regex::Regex;
 use serde::Deserialize;
 
+use crate::attribution::AttributeMap;
 use crate::error::{Error, Result};
-use crate::record::{LineOrigin, ProfileRecord, RequestRecord, TokenRecord};
+use crate::record::{Attribution, LineOrigin, ProfileRecord, RequestRecord, TokenRecord};
 use crate::redact::Redactor;
 
 /// Context-length bins over `prompt_tokens`: half-open intervals `[lo, hi)`,
@@ -590,6 +591,8 @@ pub struct DeriveSettings {
     pub redaction: Redactor,
     /// Experiment arms of requests that do not log one (`--variants`).
     pub variants: VariantMap,
+    /// The user's own fields sent to attribution columns (`--attribute`).
+    pub attributes: AttributeMap,
 }
 
 /// The derived columns of one request (docs/metrics.md), computed once by
@@ -650,6 +653,9 @@ pub struct RequestDerived<'r> {
     pub day: i32,
     /// The logged arm, else the `--variants` mapping's.
     pub variant: Option<&'r str>,
+    /// [`attribution`]: the format's attribution with the `--attribute`
+    /// mappings applied, its `user_id` redacted like the texts.
+    pub attribution: Attribution<'r>,
 }
 
 /// Every derived column of `rec`, as docs/metrics.md defines them.
@@ -699,7 +705,33 @@ pub fn derive_request<'r>(
         token_issues: issues,
         day: day_of(rec.ts_micros),
         variant: rec.variant.as_deref().or_else(|| settings.variants.arm(&rec.model, rec.model_version.as_deref())),
+        attribution: attribution(rec, settings),
     }
+}
+
+/// A request's attribution as stored: what its format read, each column a
+/// `--attribute` mapping names replaced by the mapped field where `extra`
+/// holds it, and `user_id` (personal data) under the texts' redaction.
+pub fn attribution<'r>(rec: &'r RequestRecord<'_>, settings: &DeriveSettings) -> Attribution<'r> {
+    let borrowed = |a: &'r Attribution<'_>| Attribution {
+        user_id: a.user_id.as_deref().map(Cow::Borrowed),
+        team: a.team.as_deref().map(Cow::Borrowed),
+        project: a.project.as_deref().map(Cow::Borrowed),
+        environment: a.environment.as_deref().map(Cow::Borrowed),
+        tags: a.tags.iter().map(|t| Cow::Borrowed(t.as_ref())).collect(),
+        key_alias: a.key_alias.as_deref().map(Cow::Borrowed),
+        provider: a.provider.as_deref().map(Cow::Borrowed),
+    };
+    let mut out = match settings.attributes.apply(&rec.attribution, rec.extra.as_deref()) {
+        Some(mapped) => mapped,
+        None => borrowed(&rec.attribution),
+    };
+    out.user_id = match out.user_id.take() {
+        Some(Cow::Borrowed(id)) => settings.redaction.text(Some(id)),
+        Some(Cow::Owned(id)) => settings.redaction.text(Some(&id)).map(|c| Cow::Owned(c.into_owned())),
+        None => None,
+    };
+    out
 }
 
 /// `bad_decode_latency`: a `decode_latency_ms` entry of a profile is not a

@@ -18,6 +18,7 @@ pub mod error;
 pub mod named;
 
 pub mod architectures;
+pub mod attribution;
 pub mod catalog;
 pub mod derive;
 pub mod event_array;

@@ -1,6 +1,8 @@
 //! Model prices for the `cost` job and the `price_usd` UDF: a TOML pricing
 //! file (format in `docs/metrics.md#pricing-file`) or LiteLLM's
-//! `model_prices_and_context_window.json`, imported directly.
+//! `model_prices_and_context_window.json`, imported directly; by default a
+//! dated snapshot of LiteLLM's table compiled into the binary
+//! (`config/litellm/`), parsed the first time a price is looked up.
 //!
 //! Prices are USD per 1M tokens. A model's prices keep their history
 //! (`effective_from`), so re-running a job over old logs prices each request
@@ -8,6 +10,7 @@
 
 use std::collections::HashMap;
 use std::path::Path;
+use std::sync::LazyLock;
 
 use regex::Regex;
 use serde::{Deserialize, Serialize};
@@ -106,19 +109,75 @@ impl PriceEntry {
     }
 }
 
+/// LiteLLM's price table as bundled (`config/litellm/README.md`: its provenance and licence).
+pub const BUNDLED_LITELLM_JSON: &str = include_str!("../../../config/litellm/model_prices_and_context_window.json");
+
+/// The bundled table's release and date, as `--help` and the docs name it.
+pub const BUNDLED_SNAPSHOT: &str = "LiteLLM 1.110.2, 2026-11-20";
+
+/// `--pricing none`: no prices at all (every request is unpriced).
+pub const NO_PRICES: &str = "none";
+
+/// The bundled table, parsed once per process on its first lookup (3.4 MB of
+/// JSON: a command that prices nothing does not pay for it).
+static BUNDLED_TABLE: LazyLock<PriceTable> = LazyLock::new(|| {
+    // The file is part of the binary, not input: `bundled_table_parses_and_prices_real_model_names` loads it.
+    Pricing::from_litellm_json(BUNDLED_LITELLM_JSON, "bundled")
+        .map(|p| p.table_owned())
+        .unwrap_or_else(|e| panic!("the bundled LiteLLM price table does not load: {e}"))
+});
+
 /// Prices by model: exact names first, then regular expressions (full match) in file order.
 #[derive(Debug, Clone, Default)]
-pub struct Pricing {
+struct PriceTable {
     exact: HashMap<String, Schedule>,
     patterns: Vec<(String, Schedule)>,
     compiled: Vec<Regex>,
+}
+
+/// A price table: one loaded from a file, none, or the bundled snapshot of LiteLLM's.
+#[derive(Debug, Clone, Default)]
+pub struct Pricing {
+    loaded: PriceTable,
+    /// The bundled table (`loaded` is then empty).
+    bundled: bool,
     /// Where the prices came from (file name), for messages.
     pub origin: String,
 }
 
 impl Pricing {
-    /// Loads `spec`: a TOML file, or `litellm:<file.json>` for LiteLLM's price table.
+    /// The bundled snapshot of LiteLLM's table (the default without `--pricing`).
+    pub fn bundled() -> Self {
+        Pricing { bundled: true, origin: format!("bundled LiteLLM prices ({BUNDLED_SNAPSHOT})"), ..Default::default() }
+    }
+
+    /// No prices: every request is unpriced (`--pricing none`).
+    pub fn none() -> Self {
+        Pricing { origin: NO_PRICES.to_string(), ..Default::default() }
+    }
+
+    /// Whether this is the bundled table.
+    pub fn is_bundled(&self) -> bool {
+        self.bundled
+    }
+
+    fn table(&self) -> &PriceTable {
+        if self.bundled {
+            &BUNDLED_TABLE
+        } else {
+            &self.loaded
+        }
+    }
+
+    fn table_owned(self) -> PriceTable {
+        self.loaded
+    }
+
+    /// Loads `spec`: `none`, a TOML file, or `litellm:<file.json>` for LiteLLM's price table.
     pub fn load(spec: &str) -> Result<Self> {
+        if spec == NO_PRICES {
+            return Ok(Self::none());
+        }
         let (litellm, path) = match spec.strip_prefix("litellm:") {
             Some(p) => (true, p),
             None => (false, spec),
@@ -133,20 +192,33 @@ impl Pricing {
 
     /// Whether no model has a price.
     pub fn is_empty(&self) -> bool {
-        self.exact.is_empty() && self.patterns.is_empty()
+        let t = self.table();
+        t.exact.is_empty() && t.patterns.is_empty()
     }
 
     /// Every price history: the exact names' (in no order), then the patterns' in file order.
     pub fn schedules(&self) -> impl Iterator<Item = &Schedule> {
-        self.exact.values().chain(self.patterns.iter().map(|(_, s)| s))
+        let t = self.table();
+        t.exact.values().chain(t.patterns.iter().map(|(_, s)| s))
     }
 
-    /// The price history that applies to `model`, if any.
+    /// The price history that applies to `model`, if any: the name as logged
+    /// (an exact name, then the first pattern matching it whole), else the
+    /// same for the name without its first `/`-separated part, and so on
+    /// (`openai/gpt-4o` is priced as `gpt-4o` when the table has no
+    /// `openai/gpt-4o`; docs/metrics.md, "Model names").
     pub fn schedule(&self, model: &str) -> Option<&Schedule> {
-        if let Some(s) = self.exact.get(model) {
-            return Some(s);
+        let table = self.table();
+        let mut name = model;
+        loop {
+            if let Some(s) = table.exact.get(name) {
+                return Some(s);
+            }
+            if let Some(i) = table.compiled.iter().position(|re| re.is_match(name)) {
+                return Some(&table.patterns[i].1);
+            }
+            name = name.split_once('/')?.1;
         }
-        self.compiled.iter().position(|re| re.is_match(model)).map(|i| &self.patterns[i].1)
     }
 
     /// The cost of a request of `model` served at `ts` (µs); `None` when no price applies.
@@ -200,8 +272,12 @@ impl Pricing {
         let tier_key = Regex::new(r"^(input_cost_per_token|output_cost_per_token|cache_read_input_token_cost|cache_creation_input_token_cost)_above_(\d+)k_tokens$")
             .map_err(|e| config_err!("{e}"))?;
         for (name, spec) in models {
+            // LiteLLM's documentation of its own fields, with zero prices: not a model.
+            if name == "sample_spec" {
+                continue;
+            }
             let per_m = |key: &str| spec.get(key).and_then(|v| v.as_f64()).map(|v| v * 1e6);
-            // Entries without a token input price (images, audio, `sample_spec`) cannot price a request.
+            // Entries without a token input price (images, audio) cannot price a request.
             let Some(input) = per_m("input_cost_per_token") else { continue };
             let base = Rates {
                 input,
@@ -238,19 +314,20 @@ impl Pricing {
     }
 
     fn add_exact(&mut self, name: String, entry: PriceEntry) -> std::result::Result<(), String> {
-        insert_entry(self.exact.entry(name).or_default(), entry)
+        insert_entry(self.loaded.exact.entry(name).or_default(), entry)
     }
 
     fn add_pattern(&mut self, pattern: String, entry: PriceEntry) -> std::result::Result<(), String> {
-        if let Some(i) = self.patterns.iter().position(|(p, _)| *p == pattern) {
-            return insert_entry(&mut self.patterns[i].1, entry);
+        let table = &mut self.loaded;
+        if let Some(i) = table.patterns.iter().position(|(p, _)| *p == pattern) {
+            return insert_entry(&mut table.patterns[i].1, entry);
         }
         // Anchored so that `gpt-4o` never prices `gpt-4o-mini`.
         let re = Regex::new(&format!("^(?:{pattern})$")).map_err(|e| format!("bad pattern {pattern:?}: {e}"))?;
         let mut schedule = Schedule::default();
         insert_entry(&mut schedule, entry)?;
-        self.patterns.push((pattern, schedule));
-        self.compiled.push(re);
+        table.patterns.push((pattern, schedule));
+        table.compiled.push(re);
         Ok(())
     }
 }
@@ -261,6 +338,8 @@ impl Pricing {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct PricingWire {
     origin: String,
+    /// The bundled table, which every tokscope binary holds: sent as this flag alone.
+    bundled: bool,
     /// Exact names, sorted, each with its entries.
     exact: Vec<(String, Vec<EntryWire>)>,
     /// Patterns in file order.
@@ -318,25 +397,28 @@ fn schedule_from_wire(entries: Vec<EntryWire>) -> Schedule {
 impl Pricing {
     /// The table as it travels in a plan.
     pub fn to_wire(&self) -> PricingWire {
+        let table = &self.loaded;
         let mut exact: Vec<(String, Vec<EntryWire>)> =
-            self.exact.iter().map(|(name, s)| (name.clone(), schedule_wire(s))).collect();
+            table.exact.iter().map(|(name, s)| (name.clone(), schedule_wire(s))).collect();
         exact.sort_by(|a, b| a.0.cmp(&b.0));
         PricingWire {
             origin: self.origin.clone(),
+            bundled: self.bundled,
             exact,
-            patterns: self.patterns.iter().map(|(p, s)| (p.clone(), schedule_wire(s))).collect(),
+            patterns: table.patterns.iter().map(|(p, s)| (p.clone(), schedule_wire(s))).collect(),
         }
     }
 
     /// The table back from its wire form (patterns compiled again, anchored as when loaded).
     pub fn from_wire(wire: PricingWire) -> Result<Self> {
-        let mut pricing = Pricing { origin: wire.origin, ..Default::default() };
-        pricing.exact = wire.exact.into_iter().map(|(name, e)| (name, schedule_from_wire(e))).collect();
+        let mut pricing = Pricing { origin: wire.origin, bundled: wire.bundled, ..Default::default() };
+        let table = &mut pricing.loaded;
+        table.exact = wire.exact.into_iter().map(|(name, e)| (name, schedule_from_wire(e))).collect();
         for (pattern, entries) in wire.patterns {
             let re =
                 Regex::new(&format!("^(?:{pattern})$")).map_err(|e| config_err!("bad pattern {pattern:?}: {e}"))?;
-            pricing.patterns.push((pattern, schedule_from_wire(entries)));
-            pricing.compiled.push(re);
+            table.patterns.push((pattern, schedule_from_wire(entries)));
+            table.compiled.push(re);
         }
         Ok(pricing)
     }
@@ -477,6 +559,73 @@ output = 0.2
         assert!(p.cost("llama-3", 0, u).is_some());
         assert!(p.cost("xllama-3", 0, u).is_none(), "patterns are anchored");
         assert!(p.cost("other", 0, u).is_none());
+    }
+
+    /// The cost of 1000 uncached prompt and 100 completion tokens, at any time.
+    fn thousand_and_hundred(p: &Pricing, model: &str) -> Option<f64> {
+        p.cost(model, 0, Usage { prompt: 1000, cached: 0, cache_write: 0, completion: 100 }).map(|c| c.total())
+    }
+
+    #[test]
+    fn bundled_table_parses_and_prices_real_model_names() {
+        let p = Pricing::bundled();
+        assert!(p.is_bundled() && !p.is_empty());
+        // Rates per token read off config/litellm/model_prices_and_context_window.json by hand.
+        // Names as tests/data/real/ logs them: gpt-4o-mini 1.5e-7 / 6e-7 (LiteLLM, OTel, Langfuse),
+        // claude-sonnet-4-5-20250929 3e-6 / 1.5e-5 (Anthropic's SDK fixtures).
+        let cases: [(&str, Option<f64>); 4] = [
+            ("gpt-4o-mini", Some(1000.0 * 1.5e-7 + 100.0 * 6e-7)),
+            ("gpt-4o-mini-2024-07-18", Some(1000.0 * 1.5e-7 + 100.0 * 6e-7)),
+            ("claude-sonnet-4-5-20250929", Some(1000.0 * 3e-6 + 100.0 * 1.5e-5)),
+            // Names tokscope makes up for logs without one: never a price.
+            ("otel:otel_vllm", None),
+        ];
+        for (model, want) in cases {
+            let got = thousand_and_hundred(&p, model);
+            assert!(got.zip(want).is_some_and(|(g, w)| (g - w).abs() <= 1e-15 * w) || got == want, "{model}: {got:?}");
+        }
+        // LiteLLM documents its fields under `sample_spec`, with zero prices: not a model.
+        assert_eq!(thousand_and_hundred(&p, "sample_spec"), None);
+    }
+
+    #[test]
+    fn a_provider_prefix_is_dropped_only_when_the_whole_name_has_no_price() {
+        let p = Pricing::bundled();
+        let close = |model: &str, want: f64| {
+            let got = thousand_and_hundred(&p, model).unwrap_or(f64::NAN);
+            assert!((got - want).abs() <= 1e-15 * want, "{model}: {got} != {want}");
+        };
+        // `azure/gpt-4-turbo` has its own key (1.1e-5 / 3.3e-5), dearer than `gpt-4-turbo` (1e-5 / 3e-5).
+        close("azure/gpt-4-turbo", 1000.0 * 1.1e-5 + 100.0 * 3.3e-5);
+        close("openai/gpt-4-turbo", 1000.0 * 1e-5 + 100.0 * 3e-5);
+        close("anthropic/claude-sonnet-4-5-20250929", 1000.0 * 3e-6 + 100.0 * 1.5e-5);
+        // Two parts dropped: no `bedrock/us-east-1/...` nor `us-east-1/...` key, `anthropic.claude-...` has one.
+        close("bedrock/us-east-1/anthropic.claude-3-5-sonnet-20240620-v1:0", 1000.0 * 3e-6 + 100.0 * 1.5e-5);
+        // A prefix never reaches a longer name, and case is as logged.
+        assert_eq!(thousand_and_hundred(&p, "openai/"), None);
+        assert_eq!(thousand_and_hundred(&p, "GPT-4O-MINI"), None);
+        // The rule is the lookup's, so TOML tables follow it too (exact name, then pattern, per name).
+        let toml = Pricing::from_toml("[[model]]\npattern = 'llama-.*'\ninput = 1.0\noutput = 1.0\n", "t").unwrap();
+        assert!(toml.cost("vllm/llama-3", 0, Usage::default()).is_some());
+        assert!(toml.cost("vllm/xllama-3", 0, Usage::default()).is_none());
+    }
+
+    #[test]
+    fn pricing_none_prices_nothing() {
+        let p = Pricing::load("none").unwrap();
+        assert!(p.is_empty() && !p.is_bundled());
+        assert_eq!(thousand_and_hundred(&p, "gpt-4o-mini"), None);
+    }
+
+    #[test]
+    fn the_bundled_table_travels_as_a_flag() {
+        let wire = Pricing::bundled().to_wire();
+        assert!(wire.bundled && wire.exact.is_empty());
+        let back = Pricing::from_wire(wire).unwrap();
+        assert_eq!(
+            thousand_and_hundred(&back, "gpt-4o-mini"),
+            thousand_and_hundred(&Pricing::bundled(), "gpt-4o-mini")
+        );
     }
 
     #[test]

@@ -66,6 +66,49 @@ pub struct RequestRecord<'a> {
     pub extra: Option<String>,
     /// Problems found in the per-token data (the request is kept; see docs/metrics.md).
     pub token_issues: Vec<String>,
+    /// Who the request is for and who served it, as the log names them.
+    pub attribution: Attribution<'a>,
+}
+
+/// Who a request is attributed to (docs/metrics.md, "Attribution"): the
+/// end user, the team, project and environment it ran for, its tags, the
+/// API key's name (never the key), and the provider that served it.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Attribution<'a> {
+    /// End user (personal data: redacted by `--redact`).
+    pub user_id: Option<Cow<'a, str>>,
+    /// Team.
+    pub team: Option<Cow<'a, str>>,
+    /// Project, application or service.
+    pub project: Option<Cow<'a, str>>,
+    /// Deployment environment (prod, staging, ...).
+    pub environment: Option<Cow<'a, str>>,
+    /// Tags as written (`key:value` kept whole), in log order.
+    pub tags: Vec<Cow<'a, str>>,
+    /// The name of the API key (its alias; never the key or its hash).
+    pub key_alias: Option<Cow<'a, str>>,
+    /// Who served the request: an API provider, or the engine of a self-hosted model.
+    pub provider: Option<Cow<'a, str>>,
+}
+
+impl Attribution<'_> {
+    /// The tags as string slices (a list column's value).
+    pub fn tag_refs(&self) -> Vec<&str> {
+        self.tags.iter().map(|t| t.as_ref()).collect()
+    }
+
+    /// The same attribution with every string copied.
+    pub fn into_owned(self) -> Attribution<'static> {
+        Attribution {
+            user_id: owned_opt(self.user_id),
+            team: owned_opt(self.team),
+            project: owned_opt(self.project),
+            environment: owned_opt(self.environment),
+            tags: self.tags.into_iter().map(owned).collect(),
+            key_alias: owned_opt(self.key_alias),
+            provider: owned_opt(self.provider),
+        }
+    }
 }
 
 /// One output token with whatever per-token data the log carries.
@@ -125,6 +168,7 @@ impl RequestRecord<'_> {
             tokens: self.tokens.into_iter().map(TokenRecord::into_owned).collect(),
             extra: self.extra,
             token_issues: self.token_issues,
+            attribution: self.attribution.into_owned(),
         }
     }
 }

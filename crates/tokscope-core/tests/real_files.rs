@@ -89,6 +89,80 @@ fn s(v: &str) -> Option<String> {
     Some(v.to_string())
 }
 
+/// A row's attribution columns.
+#[derive(Debug, PartialEq)]
+struct Who {
+    user_id: Option<String>,
+    team: Option<String>,
+    project: Option<String>,
+    environment: Option<String>,
+    tags: Option<Vec<String>>,
+    key_alias: Option<String>,
+    provider: Option<String>,
+}
+
+/// The attribution a file names, column by column (`None`/`[]`: the column is null).
+fn who(user_id: Option<&str>, team: Option<&str>, project: Option<&str>, environment: Option<&str>) -> Who {
+    let o = |v: Option<&str>| v.map(str::to_string);
+    Who {
+        user_id: o(user_id),
+        team: o(team),
+        project: o(project),
+        environment: o(environment),
+        tags: None,
+        key_alias: None,
+        provider: None,
+    }
+}
+
+impl Who {
+    fn tags(mut self, tags: &[&str]) -> Who {
+        self.tags = Some(tags.iter().map(|t| t.to_string()).collect());
+        self
+    }
+
+    fn key_alias(mut self, alias: &str) -> Who {
+        self.key_alias = s(alias);
+        self
+    }
+
+    fn provider(mut self, provider: &str) -> Who {
+        self.provider = s(provider);
+        self
+    }
+}
+
+/// The attribution columns of every row as read.
+fn attribution(r: &Read) -> Vec<Who> {
+    let tags: Vec<Option<Vec<String>>> = r
+        .column::<arrow_array::ListArray>("tags")
+        .iter()
+        .flat_map(|a| {
+            a.iter()
+                .map(|v| {
+                    v.map(|l| {
+                        let l = l.as_any().downcast_ref::<StringArray>().expect("tags of text").clone();
+                        l.iter().map(|t| t.unwrap_or_default().to_string()).collect()
+                    })
+                })
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let (user, team, project, env) = (r.text("user_id"), r.text("team"), r.text("project"), r.text("environment"));
+    let (key_alias, provider) = (r.text("key_alias"), r.text("provider"));
+    (0..tags.len())
+        .map(|i| Who {
+            user_id: user[i].clone(),
+            team: team[i].clone(),
+            project: project[i].clone(),
+            environment: env[i].clone(),
+            tags: tags[i].clone(),
+            key_alias: key_alias[i].clone(),
+            provider: provider[i].clone(),
+        })
+        .collect()
+}
+
 /// Durations compare to the microsecond the formats round them to.
 fn assert_ms(got: &[Option<f64>], want: &[Option<f64>], what: &str) {
     assert_eq!(got.len(), want.len(), "{what}");
@@ -131,6 +205,9 @@ fn litellm_gcs_bucket_payloads() {
     assert_eq!(r.text("finish_reason"), [s("stop"), s("length"), s("tool_calls"), s("stop")]);
     assert_eq!(r.text("model_output"), [s("Paris."), s("Once upon a time"), None, s("Paris.")]);
     assert_eq!(r.text("model_version"), [s("fp_real"), s("fp_real"), s("fp_real"), s("fp_real")]);
+    // Attribution: custom_llm_provider; no user, team, key or tag was given
+    // (end_user null, request_tags [], metadata's user_api_key_* null).
+    assert_eq!(attribution(&r), (0..4).map(|_| who(None, None, None, None).provider("openai")).collect::<Vec<_>>());
     // Nothing lost: every key the payload has and no column holds, one level
     // down in its objects and its response; not the empty ones (most of the
     // 46 keys and of metadata's 35), not the provider's headers, and of the
@@ -225,6 +302,9 @@ fn litellm_spend_log_payloads_with_text_times() {
     // (the three calls not streamed) is no first token.
     assert_ms(&r.float("latency_ms"), &[Some(129.585), Some(8.597), Some(15.105), Some(749.463)], "latency_ms");
     assert_ms(&r.float("ttft_ms"), &[None, None, None, Some(700.714)], "ttft_ms");
+    // Attribution: custom_llm_provider; end_user, user and team_id are "",
+    // request_tags "[]", metadata's user_api_key_* null.
+    assert_eq!(attribution(&r), (0..4).map(|_| who(None, None, None, None).provider("openai")).collect::<Vec<_>>());
     // Nothing lost but the empty, the hashed key (a credential) and the
     // price-map entry (only its key): what metadata holds in its string too.
     let x = extras(&r);
@@ -278,6 +358,9 @@ fn openinference_spans_of_the_openai_client() {
     assert_eq!(r.text("finish_reason_raw"), [s("stop"), s("length"), s("tool_calls")]);
     assert_eq!(r.text("model_output"), [s("Paris."), s("Once upon a time"), None]);
     assert_eq!(r.text("prompt")[0], s(r#"[{"role":"user","content":"What is the capital of France?"}]"#));
+    // The resource's service.name; llm.system.
+    let want = (0..3).map(|_| who(None, None, Some("tokscope-real"), None).provider("openai")).collect::<Vec<_>>();
+    assert_eq!(attribution(&r), want);
 }
 
 #[test]
@@ -298,6 +381,9 @@ fn openllmetry_spans_of_the_openai_client() {
     assert_eq!(r.text("finish_reason_raw"), [s("stop"), s("length"), s("tool_call")]);
     assert_eq!(r.text("finish_reason"), [s("stop"), s("length"), s("tool_calls")]);
     assert_eq!(r.text("model_output"), [s("Paris."), s("Once upon a time"), None]);
+    // The resource's service.name; gen_ai.provider.name.
+    let want = (0..3).map(|_| who(None, None, Some("tokscope-real"), None).provider("openai")).collect::<Vec<_>>();
+    assert_eq!(attribution(&r), want);
 }
 
 #[test]
@@ -331,6 +417,8 @@ fn langfuse_public_api_observations_in_camel_case() {
     assert_eq!(r.text("finish_reason_raw"), [s("stop")]);
     assert_eq!(r.text("prompt"), [s(r#"[{"role":"user","content":"What is the capital of France?"}]"#)]);
     assert_eq!(r.text("model_output"), [s("Paris.")]);
+    // The observation's userId, projectId and environment (Langfuse's "default"); no tags.
+    assert_eq!(attribution(&r), [who(Some("user-real-1"), None, Some("proj-1"), Some("default"))]);
     // The API's other keys, camelCase as logged, beside the export's names for the same columns.
     let x = extras(&r);
     assert_eq!((x[0]["projectId"].as_str(), x[0]["trace_id"].as_str()), (Some("proj-1"), Some("trace-real-1")));
@@ -383,6 +471,7 @@ fn tgi_generate_responses_as_tgi_returns_them() {
     );
     assert_eq!((r.text("context_bin"), r.int("context_bin_lo")), (vec![s("0-1K")], vec![Some(0)]));
     assert_eq!((r.text("finish_reason_raw"), r.text("eos_status")), (vec![s("length")], vec![s("length")]));
+    assert_eq!(attribution(&r), [who(None, None, None, None).provider("tgi")], "the engine serving it");
     assert_eq!(r.text("model_output"), [s(" for /api/v1/projects/1")]);
     assert_eq!(
         (r.float("last_token_logprob"), bools(&r, "has_eos_marker")),
@@ -446,6 +535,8 @@ fn anthropic_messages_as_the_api_returns_them() {
     assert_eq!(r.text("finish_reason_raw"), [s("end_turn"), s("tool_use"), s("tool_use")]);
     assert_eq!(r.text("finish_reason"), [s("stop"), s("tool_calls"), s("tool_calls")]);
     assert_eq!(r.float("logged_cost_usd"), [None, None, None]);
+    // msg_ ids (not msg_bdrk_ / msg_vrtx_): Anthropic's API.
+    assert_eq!(attribution(&r), (0..3).map(|_| who(None, None, None, None).provider("anthropic")).collect::<Vec<_>>());
     // The text blocks' text; tool calls are not text.
     assert_eq!(
         r.text("model_output"),
@@ -500,6 +591,11 @@ fn a_chat_completion_stream_as_the_openai_client_received_it() {
         "no times in the stream"
     );
     assert_eq!(r.float("logged_cost_usd"), [None, None]);
+    assert_eq!(
+        attribution(&r),
+        [who(None, None, None, None), who(None, None, None, None)],
+        "a bare stream names no one"
+    );
 }
 
 #[test]
@@ -522,6 +618,8 @@ fn vllm_llm_request_spans() {
     assert_ms(&r.float("latency_ms"), &[Some(500.0), Some(1000.0)], "latency_ms");
     assert_ms(&r.float("prefill_latency_ms"), &[Some(45.0), Some(100.0)], "prefill_latency_ms");
     assert_eq!(r.text("finish_reason_raw"), [s("stop"), s("length")]);
+    // The resource's service.name; vLLM's span names no provider.
+    assert_eq!(attribution(&r), [who(None, None, Some("vllm"), None), who(None, None, Some("vllm"), None)]);
     let extra: Vec<serde_json::Value> =
         r.text("extra").into_iter().map(|e| serde_json::from_str(&e.expect("extra")).unwrap()).collect();
     let f = |i: usize, k: &str| extra[i][k].as_f64();
@@ -573,6 +671,10 @@ fn vllm_request_outputs_with_their_metrics() {
     assert_eq!(r.text("finish_reason_raw"), [s("stop"), s("length")]);
     assert_eq!(r.text("model_output"), [s(" Paris."), s(" Once upon a time")]);
     assert_eq!(r.text("prompt"), [s("What is the capital of France?"), s("Tell me a long story.")]);
+    assert_eq!(
+        attribution(&r),
+        [who(None, None, None, None).provider("vllm"), who(None, None, None, None).provider("vllm")]
+    );
     // The sampled token of each position (its id in token_ids), the others as alternatives.
     assert_eq!(
         (r.text("last_token"), r.float("last_token_logprob")),
@@ -596,6 +698,149 @@ fn vllm_request_outputs_with_their_metrics() {
             "scheduler_ms"
         ],
         "unread keys kept as logged"
+    );
+}
+
+#[test]
+fn litellm_payloads_naming_user_team_project_key_and_tags() {
+    // litellm_gcs_attribution.ndjson: LiteLLM 1.110.2's GCS bucket logger, two
+    // calls: one through the SDK (`user=`, tags in `metadata`), one as the
+    // proxy makes it for a virtual key (its add_litellm_data_to_request).
+    let r = read("litellm_gcs_attribution.ndjson");
+    assert_eq!(r.format, Some("litellm"));
+    assert_eq!((r.counts.lines_read, r.counts.rows_written, r.counts.lines_rejected), (2, 2, 0), "{:?}", r.errors);
+    assert_eq!(r.text("request_id"), [s("chatcmpl-real-1"), s("chatcmpl-real-2")]);
+    assert_eq!(r.ts(), [1_796_688_636_233_007, 1_796_688_636_654_382]);
+    assert_eq!(
+        (r.int("prompt_tokens"), r.int("completion_tokens")),
+        (vec![Some(14), Some(1041)], vec![Some(2), Some(4)])
+    );
+    assert_eq!(
+        attribution(&r),
+        [
+            // The SDK's `user=` is only in model_parameters.user (end_user is
+            // null); metadata.tags became request_tags.
+            who(Some("sdk-user-1"), None, None, None).tags(&["nightly-eval", "suite:geo"]).provider("openai"),
+            // end_user (the body's `user`, as user_api_key_end_user_id too), not
+            // the key's owner (user_api_key_user_id owner-7); the team's and
+            // the project's aliases, not their ids; the key's alias.
+            who(Some("end-user-42"), Some("search"), Some("assistant"), None)
+                .tags(&["feature:story", "tier:free"])
+                .key_alias("search-backend")
+                .provider("openai"),
+        ]
+    );
+    // The key's hash (metadata.user_api_key_hash) is stored nowhere.
+    let hash = "a4b14195b6289f089ea41c2a95994faa88a5ff305464ac8d8c97e355ea0294b1";
+    assert!(r.text("extra").into_iter().flatten().all(|e| !e.contains(hash)));
+}
+
+#[test]
+fn litellm_spend_logs_naming_user_team_project_key_and_tags() {
+    // litellm_pubsub_v1_attribution.ndjson: the same two calls as spend-logs
+    // payloads (get_logging_payload, json.dumps(default=str)): request_tags
+    // as JSON text, end_user / user / team_id columns, the key's names in
+    // metadata's string.
+    let r = read("litellm_pubsub_v1_attribution.ndjson");
+    assert_eq!(r.format, Some("litellm"));
+    assert_eq!((r.counts.lines_read, r.counts.rows_written, r.counts.lines_rejected), (2, 2, 0), "{:?}", r.errors);
+    assert_eq!(r.text("request_id"), [s("chatcmpl-real-1"), s("chatcmpl-real-2")]);
+    assert_eq!(r.ts(), [1_796_688_636_233_007, 1_796_688_636_654_382]);
+    assert_eq!(
+        attribution(&r),
+        [
+            // The spend log of an SDK call keeps no user (end_user and user "").
+            who(None, None, None, None).tags(&["nightly-eval", "suite:geo"]).provider("openai"),
+            // end_user before user (the key's owner, owner-7); team alias
+            // "search" before team_id "team-uuid-1".
+            who(Some("end-user-42"), Some("search"), Some("assistant"), None)
+                .tags(&["feature:story", "tier:free"])
+                .key_alias("search-backend")
+                .provider("openai"),
+        ]
+    );
+    let hash = "a4b14195b6289f089ea41c2a95994faa88a5ff305464ac8d8c97e355ea0294b1";
+    assert!(r.text("extra").into_iter().flatten().all(|e| !e.contains(hash)), "api_key, metadata.user_api_key");
+}
+
+#[test]
+fn openinference_spans_with_user_session_and_tags() {
+    // otel_openinference_attribution.jsonl: OpenInference's using_attributes
+    // (user.id, session.id, tag.tags as an array attribute), then using_user
+    // and using_session; resource service.name "qa-bot".
+    let r = read("otel_openinference_attribution.jsonl");
+    assert_eq!(r.format, Some("otel"));
+    assert_eq!((r.counts.lines_read, r.counts.rows_written, r.counts.lines_rejected), (2, 2, 0), "{:?}", r.errors);
+    assert_eq!(r.text("request_id"), [s("chatcmpl-real-1"), s("chatcmpl-real-2")]);
+    assert_eq!(r.text("session_id"), [s("session-oi-1"), s("session-oi-2")]);
+    assert_eq!(
+        attribution(&r),
+        [
+            who(Some("user-oi-1"), None, Some("qa-bot"), None).tags(&["beta", "region:eu"]).provider("openai"),
+            who(Some("user-oi-2"), None, Some("qa-bot"), None).provider("openai"),
+        ]
+    );
+}
+
+#[test]
+fn openllmetry_spans_under_a_resource_naming_service_and_environment() {
+    // otel_openllmetry_attribution.jsonl: OpenLLMetry's spans under a resource
+    // with service.name "story-api" and deployment.environment.name "staging".
+    let r = read("otel_openllmetry_attribution.jsonl");
+    assert_eq!(r.format, Some("otel"));
+    assert_eq!((r.counts.lines_read, r.counts.rows_written, r.counts.lines_rejected), (2, 2, 0), "{:?}", r.errors);
+    assert_eq!(r.text("request_id"), [s("chatcmpl-real-1"), s("chatcmpl-real-2")]);
+    let want = (0..2).map(|_| who(None, None, Some("story-api"), Some("staging")).provider("openai"));
+    assert_eq!(attribution(&r), want.collect::<Vec<_>>());
+}
+
+#[test]
+fn langfuse_observations_with_their_traces_user_tags_and_environment() {
+    // langfuse_api_observations_attribution.json: the public API's v2
+    // observations (langfuse 5.2.0's models) carrying their traces' userId
+    // and tags, their environment and projectId; the second's metadata as
+    // Langfuse's LangChain callback records it (ls_provider).
+    let r = read("langfuse_api_observations_attribution.json");
+    assert_eq!(r.format, Some("langfuse"));
+    assert_eq!(
+        (r.counts.rows_written, r.counts.records_rejected, r.counts.records_skipped),
+        (2, 0, 0),
+        "{:?}",
+        r.errors
+    );
+    assert_eq!(r.text("request_id"), [s("obs-attr-1"), s("obs-attr-2")]);
+    assert_eq!(r.text("session_id"), [s("session-lf-1"), None]);
+    assert_eq!(
+        attribution(&r),
+        [
+            who(Some("user-lf-1"), None, Some("proj-attr"), Some("production")).tags(&["checkout", "tenant:acme"]),
+            who(Some("user-lf-2"), None, Some("proj-attr"), Some("staging")).tags(&["batch"]).provider("openai"),
+        ]
+    );
+}
+
+#[test]
+fn langfuse_sdk_spans_with_propagated_user_session_tags_and_environment() {
+    // otel_langfuse_attribution.jsonl: langfuse 5.2.0's OpenTelemetry client
+    // (environment "production") over OpenLLMetry's spans, each call inside
+    // a Langfuse span and propagate_attributes: user.id, session.id and
+    // langfuse.trace.tags on the first; user.id and langfuse.environment
+    // "staging" on the second. The client's own environment is only on its
+    // own spans (`handler`, no model call: skipped). One TracesData line.
+    let r = read("otel_langfuse_attribution.jsonl");
+    assert_eq!(r.format, Some("otel"));
+    let c = r.counts;
+    assert_eq!((c.lines_read, c.rows_written, c.records_skipped, c.lines_rejected), (1, 2, 2, 0), "{:?}", r.errors);
+    assert_eq!(r.text("request_id"), [s("chatcmpl-real-1"), s("chatcmpl-real-2")]);
+    assert_eq!(r.text("session_id"), [s("session-lf-otel-1"), None]);
+    assert_eq!(
+        attribution(&r),
+        [
+            who(Some("user-lf-otel-1"), None, Some("checkout-api"), None)
+                .tags(&["checkout", "tenant:acme"])
+                .provider("openai"),
+            who(Some("user-lf-otel-2"), None, Some("checkout-api"), Some("staging")).provider("openai"),
+        ]
     );
 }
 
@@ -645,15 +890,21 @@ fn conformance_over_the_folder_of_real_files() {
             row("groq_stream.sse", "openai_stream", "event_stream", 1, None),
             row("groq_stream_x_groq.sse", "openai_stream", "event_stream", 1, None),
             row("langfuse_api_observations.json", "langfuse", "json_records", 1, Some(true)),
+            row("langfuse_api_observations_attribution.json", "langfuse", "json_records", 2, None),
             row("litellm_gcs.ndjson", "litellm", "lines", 4, None),
+            row("litellm_gcs_attribution.ndjson", "litellm", "lines", 2, None),
             row("litellm_pubsub_v1.ndjson", "litellm", "lines", 4, None),
+            row("litellm_pubsub_v1_attribution.ndjson", "litellm", "lines", 2, None),
             row("mistral_chat.jsonl", "openai_chat", "lines", 2, None),
             row("mixed_providers.jsonl", "openai_chat", "lines", 8, None),
             row("ollama_chat_stream.ndjson", "ollama", "lines", 1, None),
             row("ollama_responses.jsonl", "ollama", "lines", 3, None),
             row("openai_stream.sse", "openai_stream", "event_stream", 2, None),
+            row("otel_langfuse_attribution.jsonl", "otel", "lines", 2, None),
             row("otel_openinference.jsonl", "otel", "lines", 3, None),
+            row("otel_openinference_attribution.jsonl", "otel", "lines", 2, None),
             row("otel_openllmetry.jsonl", "otel", "lines", 3, None),
+            row("otel_openllmetry_attribution.jsonl", "otel", "lines", 2, None),
             row("otel_vllm.jsonl", "otel", "lines", 2, None),
             row("tgi_flash_llama.json", "tgi", "json_records", 1, None),
             row("tgi_flash_llama_all_params.json", "tgi", "json_records", 1, None),
@@ -1042,4 +1293,37 @@ fn gemini_stream_saved_as_server_sent_events() {
     assert_eq!(r.int("completion_tokens"), [Some(15 + 45)]);
     assert_eq!(r.int("reasoning_tokens"), [Some(45)]);
     assert_eq!(r.text("finish_reason_raw"), [s("STOP")]);
+}
+
+#[test]
+fn the_clouds_and_local_servers_name_who_served_and_who_called() {
+    let only = |p: &str| who(None, None, None, None).provider(p);
+    // Bedrock's records name the IAM principal that called (the user) and
+    // the caller's requestMetadata (tags, key:value, in key order).
+    assert_eq!(
+        attribution(&read("bedrock_invocation_log.json")),
+        [who(Some("arn:aws:iam::XXXXXXXXXXXX:user/dheeraj"), None, None, None).provider("bedrock")]
+    );
+    let caller = || {
+        who(Some("arn:aws:sts::012345678901:assumed-role/app-role/session-1"), None, None, None)
+            .tags(&["project:docs-bot", "team:search"])
+            .provider("bedrock")
+    };
+    assert_eq!(attribution(&read("bedrock_invocation_built.jsonl")), [caller(), caller()]);
+    assert_eq!(attribution(&read("bedrock_converse.jsonl")), (0..4).map(|_| only("bedrock")).collect::<Vec<_>>());
+    assert_eq!(attribution(&read("gemini_vercel.jsonl")), [only("gemini"), only("gemini")]);
+    assert_eq!(attribution(&read("gemini_stream.sse")), [only("gemini")]);
+    assert_eq!(attribution(&read("ollama_responses.jsonl")), [only("ollama"), only("ollama"), only("ollama")]);
+    assert_eq!(attribution(&read("cohere_stream_chunks.jsonl")), [only("cohere")]);
+    // Groq's bodies carry its `x_groq`; Mistral's say nothing of who served them.
+    assert_eq!(attribution(&read("groq_chat.jsonl")), [only("groq"), only("groq")]);
+    assert_eq!(attribution(&read("groq_stream_x_groq.sse")), [only("groq")]);
+    let none = || who(None, None, None, None);
+    assert_eq!(attribution(&read("mistral_chat.jsonl")), [none(), none()]);
+    let providers: Vec<Option<String>> =
+        attribution(&read("mixed_providers.jsonl")).into_iter().map(|w| w.provider).collect();
+    assert_eq!(
+        providers,
+        [s("groq"), s("anthropic"), s("gemini"), s("cohere"), s("ollama"), s("bedrock"), None, s("bedrock")]
+    );
 }

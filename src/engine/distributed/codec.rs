@@ -338,7 +338,7 @@ mod tests {
     #[test]
     fn every_function_travels_with_a_payload_and_comes_back_the_same() {
         let (pricing, architectures, markers) = configured();
-        let config = crate::engine::UdfConfig { pricing, architectures, markers };
+        let config = crate::engine::UdfConfig { pricing, architectures, markers, attributes: Default::default() };
         let all = Function::all(&config);
         assert_eq!(all.len(), crate::engine::udfs::CONFIGURED.len() + Plain::ALL.len());
         for function in &all {

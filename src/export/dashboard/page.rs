@@ -263,11 +263,11 @@ fn kpis(input: &DashboardInput) -> Vec<Kpi> {
     if let Some((requests, _)) = requests {
         kpis.push(Kpi { label: "Requests", value: Unit::Count("").cell(requests), detail: String::new() });
     }
-    if let Some((cost, priced)) = sum(&["report", "cost"], "cost_usd") {
-        let unpriced = sum(&["report", "cost"], "unpriced_requests").map(|(n, _)| n).unwrap_or(0.0);
-        let value = if priced == 0 { "not priced".to_string() } else { format!("${}", Unit::Usd.cell(cost)) };
-        let detail = if unpriced > 0.0 {
-            format!("{} requests unpriced", Unit::Count("").cell(unpriced))
+    if let Some((cost, costed)) = sum(&["report", "cost"], "cost_usd") {
+        let uncosted = sum(&["report", "cost"], "uncosted_requests").map(|(n, _)| n).unwrap_or(0.0);
+        let value = if costed == 0 { "no cost".to_string() } else { format!("${}", Unit::Usd.cell(cost)) };
+        let detail = if uncosted > 0.0 {
+            format!("{} requests without a cost", Unit::Count("").cell(uncosted))
         } else {
             String::new()
         };

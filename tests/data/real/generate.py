@@ -4,7 +4,9 @@ Rerun with the versions pinned in requirements.txt:
 
     python3 -m venv /tmp/real && /tmp/real/bin/pip install -r requirements.txt
     TZ=UTC LITELLM_LOCAL_MODEL_COST_MAP=True /tmp/real/bin/python generate.py
+    TZ=UTC LITELLM_LOCAL_MODEL_COST_MAP=True /tmp/real/bin/python generate.py --attribution
 
+(the second writes only the *_attribution files, in a process of their own).
 Times and ids are the run's own, so a rerun changes them: the tests that read
 these files (crates/tokscope-core/tests/real_files.rs) assert the values of the
 committed files, written out by hand."""
@@ -59,16 +61,16 @@ def litellm_calls(base):
     return calls
 
 
-def litellm_files(calls):
+def litellm_files(calls, name="litellm_gcs.ndjson"):
     """LiteLLM: the GCS bucket logger's NDJSON of StandardLoggingPayloads."""
     from litellm.integrations.gcs_bucket.gcs_bucket import GCSBucketLogger
 
     # The GCS bucket logger's own serialisation of a batch (one object per line).
     items = [{"payload": kw["standard_logging_object"], "kwargs": kw} for kw, *_ in calls]
-    write("litellm_gcs.ndjson", GCSBucketLogger._combine_payloads_to_ndjson(None, items) + "\n")
+    write(name, GCSBucketLogger._combine_payloads_to_ndjson(None, items) + "\n")
 
 
-def litellm_pubsub_v1_file(calls):
+def litellm_pubsub_v1_file(calls, name="litellm_pubsub_v1.ndjson"):
     """LiteLLM: the SpendLogsPayload its GCS Pub/Sub logger publishes with
     litellm.gcs_pub_sub_use_v1 (times as datetimes, which its
     json.dumps(message, default=str) writes as text). The logger itself
@@ -86,7 +88,7 @@ def litellm_pubsub_v1_file(calls):
                                       end_time=end_time)
         # GcsPubSubLogger.publish_message's serialisation, before base64.
         lines.append(json.dumps(message, default=str))
-    write("litellm_pubsub_v1.ndjson", "\n".join(lines) + "\n")
+    write(name, "\n".join(lines) + "\n")
 
 
 def stream_file(base):
@@ -230,6 +232,186 @@ def otel_files(base):
     run("otel_openllmetry.jsonl", OpenLLMetry())
 
 
+# The files that carry attribution (who a request ran for, who served it),
+# written by the same tools as the files above, in a process of their own
+# (`generate.py --attribution` writes only these).
+ATTRIBUTION_PROMPTS = [PROMPTS[0], PROMPTS[1]]
+
+
+def litellm_attribution_calls(base):
+    """Two LiteLLM calls that name who they ran for, returning each success
+    callback's arguments: the first through the SDK alone (`user=`, tags in
+    `metadata`); the second as the proxy makes it: the request body and a
+    virtual key (alias, owner, team, project) go through the proxy's own
+    `add_litellm_data_to_request` (what its /chat/completions route runs
+    before calling LiteLLM; the end user taken from the body by the proxy's
+    `get_end_user_id_from_request_body`, as its auth does), and the data it
+    returns is passed to `litellm.completion`, as the proxy passes it on."""
+    import asyncio
+
+    import litellm
+    from litellm.integrations.custom_logger import CustomLogger
+    from litellm.proxy._types import UserAPIKeyAuth
+    from litellm.proxy.auth.auth_utils import get_end_user_id_from_request_body
+    from litellm.proxy.litellm_pre_call_utils import add_litellm_data_to_request
+    from litellm.proxy.proxy_server import ProxyConfig
+    from starlette.requests import Request
+
+    calls = []
+
+    class Capture(CustomLogger):
+        def log_success_event(self, kwargs, response_obj, start_time, end_time):
+            calls.append((kwargs, response_obj, start_time, end_time))
+
+    litellm.callbacks = [Capture()]
+    litellm.completion(model="openai/gpt-4o-mini", api_base=base, api_key="sk-loopback",
+                       messages=[{"role": "user", "content": ATTRIBUTION_PROMPTS[0]}], max_tokens=64,
+                       user="sdk-user-1", metadata={"tags": ["nightly-eval", "suite:geo"]})
+
+    body = {"model": "openai/gpt-4o-mini", "max_tokens": 4, "user": "end-user-42",
+            "messages": [{"role": "user", "content": ATTRIBUTION_PROMPTS[1]}],
+            "metadata": {"tags": ["feature:story", "tier:free"]}}
+    key = UserAPIKeyAuth(api_key="sk-proxy-virtual-key", key_alias="search-backend", user_id="owner-7",
+                         team_id="team-uuid-1", team_alias="search", project_id="project-uuid-9",
+                         project_alias="assistant")
+    key.end_user_id = get_end_user_id_from_request_body(body)
+    scope = {"type": "http", "method": "POST", "path": "/v1/chat/completions", "query_string": b"",
+             "headers": [(b"content-type", b"application/json")], "client": ("127.0.0.1", 50000),
+             "server": ("127.0.0.1", 4000), "scheme": "http", "root_path": ""}
+    data = asyncio.run(add_litellm_data_to_request(data=body, request=Request(scope), user_api_key_dict=key,
+                                                   proxy_config=ProxyConfig(), general_settings={}))
+    litellm.completion(**data, api_base=base, api_key="sk-loopback")
+    for _ in range(50):
+        if len(calls) == 2:
+            break
+        time.sleep(0.1)
+    return calls
+
+
+def otel_attribution_files(base):
+    """OpenTelemetry spans that name who they ran for: OpenInference's
+    context attributes (`using_attributes` with a user, a session and tags;
+    `using_user` and `using_session` alone), and OpenLLMetry under a
+    resource naming its service and `deployment.environment.name`; the same
+    client, calls and exporter as otel_files."""
+    import contextlib
+
+    import openai
+    from openinference.instrumentation import using_attributes, using_session, using_user
+    from opentelemetry.exporter.otlp.json.file import FileSpanExporter
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+    def run(name, instrumentor, resource, contexts):
+        path = os.path.join(HERE, name)
+        if os.path.exists(path):
+            os.remove(path)
+        provider = TracerProvider(resource=Resource.create(resource))
+        provider.add_span_processor(SimpleSpanProcessor(FileSpanExporter(path)))
+        instrumentor.instrument(tracer_provider=provider)
+        client = openai.OpenAI(base_url=base, api_key="sk-loopback")
+        for prompt, context in zip(ATTRIBUTION_PROMPTS, contexts):
+            with context():
+                client.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": prompt}],
+                                               max_tokens=4 if "long" in prompt else 64)
+        instrumentor.uninstrument()
+        provider.shutdown()
+
+    from openinference.instrumentation.openai import OpenAIInstrumentor as OpenInference
+    from opentelemetry.instrumentation.openai import OpenAIInstrumentor as OpenLLMetry
+
+    def user_and_session():
+        stack = contextlib.ExitStack()
+        stack.enter_context(using_user("user-oi-2"))
+        stack.enter_context(using_session("session-oi-2"))
+        return stack
+
+    run("otel_openinference_attribution.jsonl", OpenInference(), {"service.name": "qa-bot"},
+        [lambda: using_attributes(user_id="user-oi-1", session_id="session-oi-1", tags=["beta", "region:eu"]),
+         user_and_session])
+    run("otel_openllmetry_attribution.jsonl", OpenLLMetry(),
+        {"service.name": "story-api", "deployment.environment.name": "staging"},
+        [contextlib.nullcontext, contextlib.nullcontext])
+
+
+def langfuse_attribution_file():
+    """Langfuse's public API observations (as langfuse_file) of traces that
+    name their user, tags, environment and project: the v2 observations carry
+    their trace's `userId` and `tags`. The second generation's metadata holds
+    what Langfuse's LangChain callback records of the model call (`ls_provider`,
+    `ls_model_name`, `ls_model_type`); the values are this script's."""
+    import datetime as dt
+
+    from langfuse.api.commons.types.observation_v2 import ObservationV2
+    from langfuse.api.observations.types.observations_v2meta import ObservationsV2Meta
+    from langfuse.api.observations.types.observations_v2response import ObservationsV2Response
+
+    t0 = dt.datetime(2025, 1, 24, 10, 5, 12, 250000, tzinfo=dt.timezone.utc)
+    ms = lambda n: t0 + dt.timedelta(milliseconds=n)  # noqa: E731
+    observations = [
+        ObservationV2(id="obs-attr-1", trace_id="trace-attr-1", project_id="proj-attr", type="GENERATION",
+                      name="chat", environment="production", user_id="user-lf-1", session_id="session-lf-1",
+                      tags=["checkout", "tenant:acme"], trace_name="qa", start_time=t0, end_time=ms(640),
+                      model="gpt-4o-mini-2024-07-18", usage_details={"input": 14, "output": 2, "total": 16},
+                      cost_details={"total": 0.0000033}, total_cost=0.0000033,
+                      metadata={"finish_reason": "stop"}),
+        ObservationV2(id="obs-attr-2", trace_id="trace-attr-2", project_id="proj-attr", type="GENERATION",
+                      name="ChatOpenAI", environment="staging", user_id="user-lf-2", tags=["batch"],
+                      start_time=ms(1000), end_time=ms(1500), model="gpt-4o-mini-2024-07-18",
+                      usage_details={"input": 17, "input_cached_tokens": 1024, "output": 4, "total": 1045},
+                      metadata={"ls_provider": "openai", "ls_model_name": "gpt-4o-mini", "ls_model_type": "chat"}),
+    ]
+    resp = ObservationsV2Response(data=observations, meta=ObservationsV2Meta(cursor=None))
+    write("langfuse_api_observations_attribution.json", resp.json(indent=2) + "\n")
+
+
+def otel_langfuse_attribution_file(base):
+    """Spans as Langfuse's own OpenTelemetry client writes them: langfuse
+    5.2.0's client (its span processor, `environment="production"`) on a
+    tracer provider that OpenLLMetry instruments, each call inside a
+    Langfuse span and its `propagate_attributes` (a user, a session and
+    tags; then a user and an environment), exported through the client's
+    `span_exporter` by the same OTLP/JSON file exporter (no Langfuse server:
+    nothing is sent)."""
+    import openai
+    from langfuse import Langfuse, propagate_attributes
+    from opentelemetry.exporter.otlp.json.file import FileSpanExporter
+    from opentelemetry.instrumentation.openai import OpenAIInstrumentor as OpenLLMetry
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+
+    path = os.path.join(HERE, "otel_langfuse_attribution.jsonl")
+    if os.path.exists(path):
+        os.remove(path)
+    provider = TracerProvider(resource=Resource.create({"service.name": "checkout-api"}))
+    langfuse = Langfuse(public_key="pk-lf-loopback", secret_key="sk-lf-loopback", base_url="http://127.0.0.1:9",
+                        environment="production", tracer_provider=provider, span_exporter=FileSpanExporter(path))
+    instrumentor = OpenLLMetry()
+    instrumentor.instrument(tracer_provider=provider)
+    client = openai.OpenAI(base_url=base, api_key="sk-loopback")
+    contexts = [dict(user_id="user-lf-otel-1", session_id="session-lf-otel-1", tags=["checkout", "tenant:acme"]),
+                dict(user_id="user-lf-otel-2", environment="staging")]
+    for prompt, attributes in zip(ATTRIBUTION_PROMPTS, contexts):
+        with langfuse.start_as_current_observation(as_type="span", name="handler"):
+            with propagate_attributes(**attributes):
+                client.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": prompt}],
+                                               max_tokens=4 if "long" in prompt else 64)
+    instrumentor.uninstrument()
+    langfuse.flush()
+    langfuse.shutdown()
+
+
+def attribution_files():
+    """Writes only the files that carry attribution (`generate.py --attribution`)."""
+    base = fake_openai.start()
+    calls = litellm_attribution_calls(base)
+    litellm_files(calls, "litellm_gcs_attribution.ndjson")
+    litellm_pubsub_v1_file(calls, "litellm_pubsub_v1_attribution.ndjson")
+    langfuse_attribution_file()
+    otel_attribution_files(base)
+    otel_langfuse_attribution_file(base)
+
 def main():
     base = fake_openai.start()
     # Both LiteLLM files log the same calls (LiteLLM reports a second
@@ -244,4 +426,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    attribution_files() if sys.argv[1:] == ["--attribution"] else main()

@@ -34,6 +34,20 @@ table! {
         model_version: Utf8 nullable [Dictionary] = r.model_version.as_deref(),
         /// Experiment arm: the logged `variant` / `arm` / `experiment`, else the --variants mapping; null when neither names one.
         variant: Utf8 nullable [Dictionary] = d.variant,
+        /// End user the request ran for (docs/metrics.md, "Attribution"); keyed hash under `--redact hash`, null under `drop`.
+        user_id: Utf8 nullable [Dictionary] = d.attribution.user_id.as_deref(),
+        /// Team the request ran for.
+        team: Utf8 nullable [Dictionary] = d.attribution.team.as_deref(),
+        /// Project, application or service.
+        project: Utf8 nullable [Dictionary] = d.attribution.project.as_deref(),
+        /// Deployment environment (prod, staging, ...).
+        environment: Utf8 nullable [Dictionary] = d.attribution.environment.as_deref(),
+        /// Tags as logged (`key:value` kept whole); null when none.
+        tags: Utf8List nullable = Some(d.attribution.tag_refs().as_slice()),
+        /// Name of the API key (never the key or its hash).
+        key_alias: Utf8 nullable [Dictionary] = d.attribution.key_alias.as_deref(),
+        /// Who served the request: the API provider, or the engine of a self-hosted model.
+        provider: Utf8 nullable [Dictionary] = d.attribution.provider.as_deref(),
         /// HTTP status.
         status: Int32 nullable [Dictionary] = r.status,
         /// Whole prompt, cached tokens included (docs/metrics.md); null when the log does not give it.

@@ -80,6 +80,7 @@ pub fn parse<'a>(line: &'a [u8], ctx: &LineContext<'_>) -> Result<RequestRecord<
         .unwrap_or_else(|| Cow::Owned(ctx.default_model.to_string()));
     let (ttft_ms, latency_ms) = env.timings()?;
     let (max_tokens, invalid_max) = env.max_tokens();
+    let attribution = env.attribution(Some(provider_of_message_id(msg.id.as_deref())));
     Ok(fields::with_invalid(
         RequestRecord {
             request_id: env.request_id.clone().or(msg.id),
@@ -100,11 +101,22 @@ pub fn parse<'a>(line: &'a [u8], ctx: &LineContext<'_>) -> Result<RequestRecord<
             model_output: output_text,
             output_is_raw: false,
             extra: extra_json(&unread),
+            attribution,
             ..Default::default()
         },
         "max_tokens",
         invalid_max,
     ))
+}
+
+/// Who served a Messages response, by its id: Claude on Bedrock and on
+/// Vertex AI answer with ids of their own prefixes (`msg_bdrk_`, `msg_vrtx_`).
+fn provider_of_message_id(id: Option<&str>) -> &'static str {
+    match id {
+        Some(id) if id.starts_with("msg_bdrk_") => "bedrock",
+        Some(id) if id.starts_with("msg_vrtx_") => "vertex_ai",
+        _ => "anthropic",
+    }
 }
 
 /// A message's keys read into columns (`content`: its text blocks).

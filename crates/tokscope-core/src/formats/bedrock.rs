@@ -10,7 +10,19 @@ use serde_json::{Map, Value};
 
 use super::fields;
 use super::{LineContext, LogFormat, Parsed, Probe};
-use crate::record::RequestRecord;
+use crate::attribution::{self, AttributionKeys};
+use crate::record::{Attribution, RequestRecord};
+
+/// The record's fields that name who made the call: the IAM principal's
+/// ARN as the user, `requestMetadata` (the caller's own key-value pairs) as
+/// `key:value` tags.
+const ATTRIBUTION: AttributionKeys =
+    AttributionKeys { user_id: &["identity.arn"], tags: &["requestMetadata"], ..AttributionKeys::NONE };
+
+/// Who made an invocation log record's call; Bedrock served it.
+fn record_attribution(record: &Map<String, Value>) -> Attribution<'static> {
+    Attribution { provider: Some(Cow::Borrowed("bedrock")), ..attribution::from_members(record, &ATTRIBUTION) }
+}
 
 /// The record's keys read into columns; the others go to `extra`.
 const RECORD_KEYS: &[&str] = &["requestId", "timestamp", "modelId", "input", "output"];
@@ -201,6 +213,7 @@ fn parse_invocation(record: &Map<String, Value>, raw: &str) -> Result<RequestRec
         finish_reason_raw: finish_reason(&out_body).map(|r| Cow::Owned(r.to_string())),
         model_output: output_text(&out_body).map(Cow::Owned),
         extra: record_extra(raw, model_id),
+        attribution: record_attribution(record),
         ..Default::default()
     })
 }
@@ -226,6 +239,7 @@ fn parse_converse(
         finish_reason_raw: text(&resp_value, &["stopReason"]).map(|r| Cow::Owned(r.to_string())),
         model_output: output_text(&resp_value).map(Cow::Owned),
         extra: (!extra.is_empty()).then(|| Value::Object(extra).to_string()),
+        attribution: Attribution { provider: Some(Cow::Borrowed("bedrock")), ..Default::default() },
         ..Default::default()
     })
 }

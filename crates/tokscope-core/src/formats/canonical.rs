@@ -11,7 +11,8 @@ use serde_json::value::RawValue;
 
 use super::fields::{self, LogprobEntry, TsValue};
 use super::{LineContext, LogFormat, Parsed, Probe};
-use crate::record::RequestRecord;
+use crate::attribution;
+use crate::record::{Attribution, RequestRecord};
 
 /// Parses one canonical line into a request.
 pub fn parse(line: &[u8]) -> Result<RequestRecord<'_>, String> {
@@ -47,6 +48,7 @@ struct CanonicalLine<'a> {
     token_times_ms: Option<Vec<Option<f64>>>,
     decode_latency_ms: Option<Vec<Option<f64>>>,
     logprobs: Option<Vec<LogprobEntry<'a>>>,
+    attribution: Attribution<'a>,
     extra: Vec<fields::Member<'a>>,
 }
 
@@ -93,6 +95,16 @@ impl<'de> Deserialize<'de> for CanonicalLine<'de> {
                         "token_times_ms" => c.token_times_ms = map.next_value()?,
                         "decode_latency_ms" => c.decode_latency_ms = map.next_value()?,
                         "logprobs" => c.logprobs = map.next_value()?,
+                        "user_id" => c.attribution.user_id = lenient_label(&mut map)?,
+                        "team" => c.attribution.team = lenient_label(&mut map)?,
+                        "project" => c.attribution.project = lenient_label(&mut map)?,
+                        "environment" => c.attribution.environment = lenient_label(&mut map)?,
+                        "key_alias" => c.attribution.key_alias = lenient_label(&mut map)?,
+                        "provider" => c.attribution.provider = lenient_label(&mut map)?,
+                        "tags" => {
+                            let v: serde_json::Value = map.next_value()?;
+                            c.attribution.tags = attribution::tags_of(&v);
+                        }
                         _ => {
                             let v: &'de RawValue = map.next_value()?;
                             c.extra.extend(fields::kept_member(key, v));
@@ -104,6 +116,13 @@ impl<'de> Deserialize<'de> for CanonicalLine<'de> {
         }
         d.deserialize_map(V)
     }
+}
+
+/// An attribution field: a string, number or boolean as written; anything
+/// else (null, a list, an object) says nothing rather than rejecting the request.
+fn lenient_label<'de, A: MapAccess<'de>>(map: &mut A) -> Result<Option<Cow<'de, str>>, A::Error> {
+    let value: serde_json::Value = map.next_value()?;
+    Ok(attribution::scalar(&value).map(Cow::Owned))
 }
 
 /// Serialises unknown keys back into one compact JSON object.
@@ -193,6 +212,7 @@ impl<'a> CanonicalLine<'a> {
             tokens,
             extra: extra_json(&extra),
             token_issues,
+            attribution: self.attribution,
         })
     }
 }
@@ -235,7 +255,21 @@ mod tests {
         assert_eq!((r.prompt_tokens, r.completion_tokens, r.cached_tokens), (Some(10), 3, 4));
         assert_eq!(r.prompt.as_deref(), Some(r#"[{"role":"user","content":"hi"}]"#));
         assert!(r.output_is_raw);
-        assert_eq!(r.extra.as_deref(), Some(r#"{"region":"eu","tags":{"a":1}}"#));
+        assert_eq!(r.extra.as_deref(), Some(r#"{"region":"eu"}"#));
+        assert_eq!(r.attribution.tags, vec!["a:1"]);
+    }
+
+    #[test]
+    fn attribution_fields_of_the_columns_names() {
+        let line = br#"{"ts":1,"model":"m","prompt_tokens":1,"completion_tokens":1,"user_id":"u-1","team":"search","project":42,"environment":"prod","tags":["a","k:v"],"key_alias":"ci-key","provider":"vllm"}"#;
+        let a = parse(line).unwrap().attribution;
+        let got = [&a.user_id, &a.team, &a.project, &a.environment, &a.key_alias, &a.provider].map(|v| v.as_deref());
+        assert_eq!(got, [Some("u-1"), Some("search"), Some("42"), Some("prod"), Some("ci-key"), Some("vllm")]);
+        assert_eq!(a.tags, vec!["a", "k:v"]);
+        // A value that names nothing (a list, an object, null) is no reason to lose the request.
+        let odd = br#"{"ts":1,"model":"m","prompt_tokens":1,"completion_tokens":1,"team":["x"],"user_id":null,"provider":{}}"#;
+        let a = parse(odd).unwrap().attribution;
+        assert_eq!((a.team, a.user_id, a.provider), (None, None, None));
     }
 
     #[test]

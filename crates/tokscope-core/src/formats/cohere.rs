@@ -11,7 +11,7 @@ use serde_json::{Map, Value};
 
 use super::fields;
 use super::{LineContext, LogFormat, Parsed, Probe};
-use crate::record::RequestRecord;
+use crate::record::{Attribution, RequestRecord};
 
 /// The keys read into columns (`message`: its text; `chat_history`, v1's
 /// restatement of the conversation, is dropped).
@@ -98,6 +98,7 @@ fn parse_response(
         finish_reason_raw: obj.get("finish_reason").and_then(Value::as_str).map(|r| Cow::Owned(r.to_string())),
         model_output: text_of(obj).map(Cow::Owned),
         extra: (!extra.is_empty()).then(|| Value::Object(extra).to_string()),
+        attribution: Attribution { provider: Some(Cow::Borrowed("cohere")), ..Default::default() },
         ..Default::default()
     })
 }

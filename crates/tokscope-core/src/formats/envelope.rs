@@ -7,8 +7,12 @@ use std::borrow::Cow;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
+use serde_json::Value;
+
 use super::fields::{self, Member, TsValue};
 use super::LineContext;
+use crate::attribution;
+use crate::record::Attribution;
 
 /// What the envelope adds to a response. A bare response parses as an empty envelope.
 #[derive(Debug, Default, Deserialize)]
@@ -52,6 +56,27 @@ pub struct Envelope<'a> {
     /// The provider's response body.
     #[serde(borrow, default)]
     pub response: Option<&'a RawValue>,
+    /// End user, as a gateway logs it under the column's name.
+    #[serde(default)]
+    pub user_id: Option<Value>,
+    /// Team.
+    #[serde(default)]
+    pub team: Option<Value>,
+    /// Project.
+    #[serde(default)]
+    pub project: Option<Value>,
+    /// Environment.
+    #[serde(default)]
+    pub environment: Option<Value>,
+    /// Tags.
+    #[serde(default)]
+    pub tags: Option<Value>,
+    /// API key name.
+    #[serde(default)]
+    pub key_alias: Option<Value>,
+    /// Provider.
+    #[serde(default)]
+    pub provider: Option<Value>,
 }
 
 /// The parts of the request body that matter for analytics.
@@ -84,6 +109,12 @@ pub struct RequestSide<'a> {
     /// Model requested.
     #[serde(borrow, default)]
     pub model: Option<Cow<'a, str>>,
+    /// The end user the caller named (OpenAI's `user`).
+    #[serde(default)]
+    pub user: Option<Value>,
+    /// Request metadata: OpenAI's key-value pairs, Anthropic's `user_id`.
+    #[serde(default)]
+    pub metadata: Option<Value>,
 }
 
 /// TGI's `parameters` object.
@@ -109,11 +140,27 @@ const ENVELOPE_KEYS: &[&str] = &[
     "prompt_tokens",
     "request",
     "response",
+    "user_id",
+    "team",
+    "project",
+    "environment",
+    "tags",
+    "key_alias",
+    "provider",
 ];
 
 /// The keys of the envelope's `request` read into columns.
-const REQUEST_KEYS: &[&str] =
-    &["max_tokens", "max_completion_tokens", "max_output_tokens", "messages", "prompt", "input", "inputs", "model"];
+const REQUEST_KEYS: &[&str] = &[
+    "max_tokens",
+    "max_completion_tokens",
+    "max_output_tokens",
+    "messages",
+    "prompt",
+    "input",
+    "inputs",
+    "model",
+    "user",
+];
 
 /// What no column holds, for `extra`: the envelope's other keys, its
 /// request's (`request.<key>`: sampling parameters, tools), the response
@@ -198,6 +245,39 @@ impl<'a> Envelope<'a> {
             Ok(code) => Ok(fields::opt_token_count("status", code)?.map(|s| s as i32)),
             Err(_) if self.response.is_none() && raw.get().starts_with('"') => Ok(None),
             Err(_) => Err(format!("status must be an HTTP status code, got {}", raw.get())),
+        }
+    }
+
+    /// Who the request ran for: the envelope's fields of the columns' names,
+    /// else the request's `user` (OpenAI) or `metadata.user_id` (Anthropic)
+    /// and its other `metadata` members as `key:value` tags; `provider` when
+    /// the envelope names none.
+    pub fn attribution(&self, provider: Option<&'static str>) -> Attribution<'static> {
+        let a = self;
+        let label = |v: &Option<Value>| v.as_ref().and_then(attribution::scalar).map(Cow::Owned);
+        let req = self.request.as_ref();
+        let metadata = req.and_then(|r| r.metadata.as_ref()).and_then(Value::as_object);
+        let user = req
+            .and_then(|r| r.user.as_ref())
+            .or_else(|| metadata.and_then(|m| m.get("user_id")))
+            .and_then(attribution::scalar);
+        let tags = match (&a.tags, metadata) {
+            (Some(t), _) => attribution::tags_of(t),
+            (None, Some(m)) => m
+                .iter()
+                .filter(|(k, _)| *k != "user_id")
+                .filter_map(|(k, v)| attribution::scalar(v).map(|v| Cow::Owned(format!("{k}:{v}"))))
+                .collect(),
+            (None, None) => Vec::new(),
+        };
+        Attribution {
+            user_id: label(&a.user_id).or(user.map(Cow::Owned)),
+            team: label(&a.team),
+            project: label(&a.project),
+            environment: label(&a.environment),
+            tags,
+            key_alias: label(&a.key_alias),
+            provider: label(&a.provider).map(|p| Cow::Owned(p.to_lowercase())).or(provider.map(Cow::Borrowed)),
         }
     }
 

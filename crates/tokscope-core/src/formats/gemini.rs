@@ -14,7 +14,7 @@ use super::fields;
 use super::openai_stream::event_payloads;
 use super::{Framing, LineContext, LogFormat, Parsed, Probe, Row};
 use crate::event_stream::data_payload;
-use crate::record::RequestRecord;
+use crate::record::{Attribution, RequestRecord};
 
 /// The response keys read into columns; the others go to `extra`.
 const RESPONSE_KEYS: &[&str] = &["candidates", "usageMetadata", "modelVersion", "responseId", "createTime"];
@@ -70,6 +70,8 @@ fn record(chunks: &[Value], raw: &str, ctx: &LineContext<'_>) -> Result<RequestR
     let completion = count(usage, "candidatesTokenCount")? + thoughts.unwrap_or(0);
     let text: String = chunks.iter().map(text_of).collect();
     let finish = chunks.iter().rev().find_map(finish_reason);
+    // Only Vertex AI's responses carry their `createTime`.
+    let provider = if last.get("createTime").is_some() { "vertex_ai" } else { "gemini" };
     let ts = match last.get("createTime").and_then(Value::as_str) {
         Some(t) => fields::parse_datetime_micros(t)?,
         None => ctx.base_time_micros,
@@ -87,6 +89,7 @@ fn record(chunks: &[Value], raw: &str, ctx: &LineContext<'_>) -> Result<RequestR
         finish_reason_raw: finish.map(|f| Cow::Owned(f.to_string())),
         model_output: (!text.is_empty()).then_some(Cow::Owned(text)),
         extra: (!extra.is_empty()).then(|| Value::Object(extra).to_string()),
+        attribution: Attribution { provider: Some(Cow::Borrowed(provider)), ..Default::default() },
         ..Default::default()
     })
 }

@@ -15,7 +15,8 @@ use serde_json::{Map, Value};
 use super::fields::{self, TsValue};
 use super::openai::ChatChoice;
 use super::{secrets, LineContext, LogFormat, Parsed, Probe};
-use crate::record::{RequestRecord, TokenRecord};
+use crate::attribution::{self, AttributionKeys};
+use crate::record::{Attribution, RequestRecord, TokenRecord};
 
 /// `cache_reference_id` of a row that is not a Helicone cache hit.
 const NO_CACHE_HIT: &str = "00000000-0000-0000-0000-000000000000";
@@ -69,6 +70,10 @@ struct Row<'a> {
     cache_reference_id: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
     request_properties: Option<&'a RawValue>,
+    /// The user the caller named (`Helicone-User-Id`): personal data, in
+    /// `requests.user_id` only (redacted by `--redact`), never in `extra`.
+    #[serde(default)]
+    request_user_id: Option<Value>,
     #[serde(borrow, default)]
     request_body: Option<&'a RawValue>,
     #[serde(borrow, default)]
@@ -93,7 +98,7 @@ struct RequestBody<'a> {
 }
 
 /// The keys of a row read into columns (the model's, one of three, apart);
-/// the user id is never stored (`request_user_id`).
+/// the user id is stored in `user_id` alone (`request_user_id`).
 const ROW_KEYS: &[&str] = &[
     "request_id",
     "request_created_at",
@@ -296,6 +301,17 @@ pub fn parse(line: &[u8]) -> Result<Parsed<'_>, String> {
         .and_then(|p| p.get("Helicone-Session-Id"))
         .and_then(Value::as_str)
         .map(|s| Cow::Owned(s.to_string()));
+    // Custom properties (`Helicone-Property-*`) are the request's tags; Helicone's own (`Helicone-Session-Id`, ...) are not.
+    let mut attribution = Attribution {
+        user_id: row.request_user_id.as_ref().and_then(attribution::scalar).map(Cow::Owned),
+        tags: properties
+            .iter()
+            .flatten()
+            .filter(|(k, _)| !k.starts_with("Helicone-"))
+            .filter_map(|(k, v)| attribution::scalar(v).map(|v| Cow::Owned(format!("{k}:{v}"))))
+            .collect(),
+        ..Default::default()
+    };
     let (model_key, model) =
         [("model", row.model), ("response_model", row.response_model), ("request_model", row.request_model)]
             .into_iter()
@@ -308,6 +324,7 @@ pub fn parse(line: &[u8]) -> Result<Parsed<'_>, String> {
     let row_unread = fields::unread_members(text, &read, "").into_iter().filter(|(_, v)| !fields::is_empty_value(v));
     let mut extra = fields::members_to_values(row_unread.collect());
     extra.extend(body.unread);
+    attribution.provider = attribution::from_members(&extra, &ATTRIBUTION).provider;
     Ok(Parsed::Request(RequestRecord {
         request_id: Some(request_id),
         ts_micros: ts,
@@ -330,9 +347,14 @@ pub fn parse(line: &[u8]) -> Result<Parsed<'_>, String> {
         tokens: body.tokens,
         logged_cost_usd: fields::cost_usd("cost", row.cost.or(row.cost_usd))?,
         extra: (!extra.is_empty()).then(|| Value::Object(extra).to_string()),
+        attribution,
         ..Default::default()
     }))
 }
+
+/// The provider Helicone names (docs/metrics.md, "Attribution"; its user and
+/// custom properties are read apart).
+const ATTRIBUTION: AttributionKeys = AttributionKeys { provider: &["provider"], ..AttributionKeys::NONE };
 
 /// Helicone's JSONL export rows, recognised by `request_created_at` with Helicone's columns.
 pub struct Helicone;

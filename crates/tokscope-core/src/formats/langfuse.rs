@@ -21,6 +21,7 @@ use serde_json::{Map, Value};
 use super::csv::CsvHeader;
 use super::fields::{self, TimeUnit, TsValue};
 use super::{parse_array_line, parse_records, LineContext, LogFormat, Parsed, Probe};
+use crate::attribution::{self, AttributionKeys};
 use crate::record::RequestRecord;
 
 /// An observation as JSON: a blob-storage export row (snake_case), or an
@@ -87,6 +88,18 @@ struct ObservationJson<'a> {
     #[serde(borrow, default, alias = "modelId")]
     model_id: Option<Cow<'a, str>>,
 }
+
+/// Attribution from an observation's members (docs/metrics.md,
+/// "Attribution"): the trace's user, project, environment and tags; the
+/// provider a LangChain integration notes in `metadata.ls_provider`.
+const ATTRIBUTION: AttributionKeys = AttributionKeys {
+    user_id: &["user_id"],
+    project: &["project_id", "projectId"],
+    environment: &["environment"],
+    tags: &["tags", "metadata.tags"],
+    provider: &["metadata.ls_provider"],
+    ..AttributionKeys::NONE
+};
 
 /// The keys of an observation [`ObservationJson`] reads into columns (or
 /// keeps under their exports' names), by both their exports' names (snake
@@ -345,6 +358,7 @@ impl<'a> Observation<'a> {
             self.extra.insert("cost_details".into(), Value::Object(std::mem::take(&mut self.cost_details)));
         }
         let model = self.model.take().unwrap_or_else(|| Cow::Owned(ctx.default_model.to_string()));
+        let attribution = attribution::from_members(&self.extra, &ATTRIBUTION);
         Ok(Parsed::Request(fields::with_invalid(
             RequestRecord {
                 request_id: self.id.take(),
@@ -365,6 +379,7 @@ impl<'a> Observation<'a> {
                 output_is_raw: false,
                 logged_cost_usd: fields::cost_usd("total_cost", logged_cost)?,
                 extra: (!self.extra.is_empty()).then(|| Value::Object(std::mem::take(&mut self.extra)).to_string()),
+                attribution,
                 ..Default::default()
             },
             "max_tokens",

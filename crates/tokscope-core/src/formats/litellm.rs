@@ -22,6 +22,7 @@ use super::csv::CsvHeader;
 use super::fields::{self, SecondsOrText, TsValue};
 use super::openai::{self, ChatChoice};
 use super::{parse_array_line, secrets, LineContext, LogFormat, Parsed, Probe};
+use crate::attribution::{self, AttributionKeys};
 use crate::record::{RequestRecord, TokenRecord};
 
 /// Call types that generate no text (substrings of LiteLLM's `call_type`).
@@ -308,6 +309,7 @@ impl Call {
         };
         let finish = self.finish_reason.or_else(|| self.failed.then(|| "error".to_string()));
         let model = self.response_model.or(self.model).ok_or("missing required field model")?;
+        let attribution = attribution::from_members(&self.extra, &ATTRIBUTION);
         Ok(Parsed::Request(RequestRecord {
             request_id: self.id.map(Cow::Owned),
             ts_micros: self.start_us,
@@ -330,10 +332,38 @@ impl Call {
             tokens: self.tokens,
             logged_cost_usd: fields::cost_usd("response_cost", self.cost)?,
             extra: (!self.extra.is_empty()).then(|| Value::Object(self.extra).to_string()),
+            attribution,
             ..Default::default()
         }))
     }
 }
+
+/// Attribution from a payload's or spend-logs row's members (docs/metrics.md,
+/// "Attribution"): the end user the caller named before the key's owner (a
+/// payload of an SDK call has it only as the request's `user` parameter,
+/// `model_parameters.user`), a team's alias before its id; the hashed key is
+/// never read.
+const ATTRIBUTION: AttributionKeys = AttributionKeys {
+    user_id: &[
+        "end_user",
+        "metadata.user_api_key_end_user_id",
+        "model_parameters.user",
+        "user",
+        "metadata.user_api_key_user_id",
+    ],
+    team: &[
+        "metadata.user_api_key_team_alias",
+        "metadata.team_alias",
+        "metadata.user_api_key_team_id",
+        "metadata.team_id",
+        "team_id",
+    ],
+    project: &["metadata.user_api_key_project_alias", "metadata.user_api_key_project_id"],
+    environment: &[],
+    tags: &["request_tags", "metadata.tags"],
+    key_alias: &["metadata.user_api_key_alias"],
+    provider: &["custom_llm_provider"],
+};
 
 /// A `StandardLoggingPayload`.
 #[derive(Deserialize)]
@@ -804,6 +834,18 @@ mod tests {
         assert_eq!(x["status_fields"]["guardrail_status"], "not_run");
         assert_eq!(x["user_agent"], "python-httpx/0.27.0");
         assert!(x.get("response.usage.cache_read_input_tokens").is_none(), "read into cached_tokens");
+    }
+
+    #[test]
+    fn the_end_user_of_an_sdk_call_is_its_user_parameter() {
+        // LiteLLM's SDK logs `completion(user=...)` in model_parameters only
+        // (end_user null); the key's owner comes after it.
+        let line = r#"{"id":"c1","startTime":1717243200.0,"response_cost":0.0,"model":"gpt-4o","prompt_tokens":3,"completion_tokens":1,"end_user":null,"model_parameters":{"user":"sdk-user"},"metadata":{"user_api_key_user_id":"owner"}}"#;
+        let r = request(parse(line.as_bytes(), &LineContext::default()));
+        assert_eq!(r.attribution.user_id.as_deref(), Some("sdk-user"));
+        let line = line.replace(r#""model_parameters":{"user":"sdk-user"},"#, "");
+        let r = request(parse(line.as_bytes(), &LineContext::default()));
+        assert_eq!(r.attribution.user_id.as_deref(), Some("owner"));
     }
 
     #[test]

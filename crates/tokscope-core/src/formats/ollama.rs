@@ -10,7 +10,7 @@ use serde_json::{Map, Value};
 
 use super::fields;
 use super::{LineContext, LogFormat, Parsed, Probe};
-use crate::record::RequestRecord;
+use crate::record::{Attribution, RequestRecord};
 
 /// The keys read into columns (`context`, the generate reply's token ids
 /// for the next call, is dropped: it restates the conversation).
@@ -72,6 +72,7 @@ fn parse_reply(obj: &Map<String, Value>, raw: &str, ctx: &LineContext<'_>) -> Re
         finish_reason_raw: obj.get("done_reason").and_then(Value::as_str).map(|r| Cow::Owned(r.to_string())),
         model_output: text.map(|t| Cow::Owned(t.to_string())),
         extra: (!extra.is_empty()).then(|| Value::Object(extra).to_string()),
+        attribution: Attribution { provider: Some(Cow::Borrowed("ollama")), ..Default::default() },
         ..Default::default()
     })
 }

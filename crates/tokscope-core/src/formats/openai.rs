@@ -29,6 +29,9 @@ struct ChatCompletion<'a> {
     usage: Option<Usage>,
     #[serde(default)]
     timings: Option<LlamaTimings>,
+    /// Groq's own object (its request id; its usage in a stream).
+    #[serde(borrow, default)]
+    x_groq: Option<&'a RawValue>,
 }
 
 /// llama.cpp server's `timings`: the prompt tokens read (`prompt_n`) and
@@ -244,6 +247,16 @@ fn chat_record<'a>(
 ) -> Result<RequestRecord<'a>, String> {
     let resp: ChatCompletion<'a> = fields::from_json(body).map_err(|e| format!("invalid chat completion: {e}"))?;
     let mut usage = resp.usage.ok_or("missing required field usage")?.counts()?;
+    // Who served it, when the body says so (OpenAI's shape is everyone's).
+    let provider = if resp.x_groq.is_some() {
+        Some("groq")
+    } else if resp.timings.is_some() {
+        Some("llama.cpp")
+    } else if usage.logged_cost_usd.is_some() && resp.id.as_deref().is_some_and(|id| id.starts_with("gen-")) {
+        Some("openrouter")
+    } else {
+        None
+    };
     let timings = resp.timings.unwrap_or_default();
     if usage.cached_tokens == 0 {
         // llama.cpp's prompt tokens reused from its cache, when it says so and they fit.
@@ -263,6 +276,7 @@ fn chat_record<'a>(
     let (ttft_ms, latency_ms) = (ttft_ms.or(server.ttft_ms), latency_ms.or(server.latency_ms));
     let (max_tokens, invalid_max) = env.max_tokens();
     let unread = chat_unread(line, body);
+    let attribution = env.attribution(provider);
     Ok(fields::with_invalid(
         RequestRecord {
             request_id: env.request_id.clone().or(resp.id),
@@ -287,6 +301,7 @@ fn chat_record<'a>(
             output_is_raw: false,
             tokens: choice.tokens,
             extra: extra_json(&unread),
+            attribution,
             ..Default::default()
         },
         "max_tokens",

@@ -235,6 +235,7 @@ pub fn parse<'a>(line: &'a [u8], ctx: &LineContext<'_>) -> Result<Parsed<'a>, St
             output_is_raw: false,
             tokens: fields::merge_token_data(logprobs, None, None, &mut Vec::new()),
             extra: extra_json(&unread),
+            attribution: env.attribution(None),
             ..Default::default()
         },
         "max_tokens",

@@ -109,6 +109,8 @@ struct Gathered {
     tokens: Vec<TokenRecord<'static>>,
     extra: Map<String, Value>,
     chunks: usize,
+    /// Whether a chunk had Groq's `x_groq`.
+    groq: bool,
 }
 
 impl Gathered {
@@ -130,6 +132,7 @@ impl Gathered {
         self.created = self.created.or(chunk.created);
         self.model = self.model.take().or(own(chunk.model));
         self.fingerprint = self.fingerprint.take().or(own(chunk.system_fingerprint));
+        self.groq |= chunk.x_groq.is_some();
         if let Some(usage) = chunk.usage.or_else(|| chunk.x_groq.and_then(|x| x.usage)) {
             self.usage = Some(usage);
         }
@@ -202,6 +205,10 @@ pub fn parse(stream: &[u8], ctx: &LineContext<'_>) -> Result<RequestRecord<'stat
         output_is_raw: false,
         tokens: g.tokens,
         extra: (!g.extra.is_empty()).then(|| Value::Object(g.extra).to_string()),
+        attribution: crate::record::Attribution {
+            provider: g.groq.then_some(Cow::Borrowed("groq")),
+            ..Default::default()
+        },
         ..Default::default()
     })
 }

@@ -18,6 +18,7 @@ use std::borrow::Cow;
 
 use super::fields;
 use super::{LineContext, LogFormat, Parsed, Probe, RecordReject, Row};
+use crate::attribution::{self, AttributionKeys};
 use crate::record::RequestRecord;
 
 /// Operations that are a model inference call (`gen_ai.operation.name`).
@@ -382,8 +383,22 @@ fn flattened_prompt(attrs: &Attrs<'_, '_>, prefix: &str, suffix: &str) -> Option
 /// Where a span sits in its line, for the rejects of spans without a `spanId`.
 struct SpanContext<'c> {
     service: Option<&'c str>,
+    /// The resource's `deployment.environment.name` (or its older name).
+    environment: Option<&'c str>,
     scope: Option<&'c str>,
 }
+
+/// Attribution from a span's attributes as `extra` keeps them (docs/metrics.md,
+/// "Attribution"): the semantic conventions' user, service and environment,
+/// OpenInference's and Langfuse's user ids and tags, the GenAI provider.
+const ATTRIBUTION: AttributionKeys = AttributionKeys {
+    user_id: &["user.id", "enduser.id", "langfuse.user.id"],
+    project: &["service.name"],
+    environment: &["deployment.environment.name", "deployment.environment", "langfuse.environment"],
+    tags: &["tag.tags", "langfuse.trace.tags"],
+    provider: &["provider"],
+    ..AttributionKeys::NONE
+};
 
 /// One inference span into a request.
 fn span_record<'a>(span: Span<'a>, ctx: &LineContext<'_>, at: &SpanContext<'_>) -> Result<RequestRecord<'a>, String> {
@@ -511,6 +526,10 @@ fn span_record<'a>(span: Span<'a>, ctx: &LineContext<'_>, at: &SpanContext<'_>) 
             extra.insert(name.into(), Value::String(v.to_string()));
         }
     }
+    if let Some(env) = at.environment.filter(|_| !extra.contains_key("deployment.environment.name")) {
+        extra.insert("deployment.environment.name".into(), Value::String(env.to_string()));
+    }
+    let attribution = attribution::from_members(&extra, &ATTRIBUTION);
     Ok(RequestRecord {
         request_id: Some(request_id),
         ts_micros: start / 1000,
@@ -531,6 +550,7 @@ fn span_record<'a>(span: Span<'a>, ctx: &LineContext<'_>, at: &SpanContext<'_>) 
         model_output,
         output_is_raw: false,
         extra: Some(Value::Object(extra).to_string()),
+        attribution,
         ..Default::default()
     })
 }
@@ -572,9 +592,11 @@ pub fn parse<'a>(line: &'a [u8], ctx: &LineContext<'_>) -> Result<Parsed<'a>, St
     let (mut rows, mut skipped) = (Vec::new(), 0);
     for (r, rs) in data.resource_spans.iter().enumerate() {
         let resource = rs.resource.as_ref().map(|a| Attrs(&a.attributes));
-        let service = resource.as_ref().and_then(|a| a.get("service.name")).and_then(|v| v.string_value.as_deref());
+        let text = |key: &str| resource.as_ref().and_then(|a| a.get(key)).and_then(|v| v.string_value.as_deref());
+        let service = text("service.name");
+        let environment = text("deployment.environment.name").or_else(|| text("deployment.environment"));
         for (s, ss) in rs.scope_spans.iter().enumerate() {
-            let at = SpanContext { service, scope: ss.scope.as_ref().and_then(|sc| sc.name.as_deref()) };
+            let at = SpanContext { service, environment, scope: ss.scope.as_ref().and_then(|sc| sc.name.as_deref()) };
             for (k, raw) in ss.spans.iter().enumerate() {
                 let outcome = serde_json::from_str::<Span<'a>>(raw.get())
                     .map_err(|e| format!("invalid span: {e}"))

@@ -110,6 +110,7 @@ pub fn parse<'a>(line: &'a [u8], ctx: &LineContext<'_>) -> Result<RequestRecord<
             last_token_special: last_special,
             tokens,
             extra: extra_json(&unread),
+            attribution: env.attribution(Some("tgi")),
             ..Default::default()
         },
         "max_tokens",

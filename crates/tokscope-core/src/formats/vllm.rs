@@ -23,7 +23,7 @@ use serde_json::Value;
 
 use super::fields;
 use super::{LineContext, LogFormat, Parsed, Probe, Row};
-use crate::record::{ProfileRecord, RequestRecord, TokenRecord};
+use crate::record::{Attribution, ProfileRecord, RequestRecord, TokenRecord};
 
 /// Keys of a `RequestOutput` that are read; the others go to `extra`.
 const KNOWN_KEYS: &[&str] =
@@ -252,6 +252,7 @@ pub fn parse<'a>(
         output_is_raw: false,
         tokens,
         extra: (!extra.is_empty()).then(|| Value::Object(extra).to_string()),
+        attribution: Attribution { provider: Some(Cow::Borrowed("vllm")), ..Default::default() },
         ..Default::default()
     };
     Ok((request, profile))
