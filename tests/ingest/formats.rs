@@ -691,7 +691,7 @@ tests/data/real/litellm_pubsub_v1.ndjson                    litellm        lines
 tests/data/real/litellm_pubsub_v1_attribution.ndjson        litellm        lines             2     2         0                 0         0  -
 tests/data/real/mistral_chat.jsonl                          openai_chat    lines             2     2         0                 0         0  -
 tests/data/real/mixed_providers.jsonl                       openai_chat    lines             8     8         0                 0         0  -
-tests/data/real/ollama_chat_stream.ndjson                   ollama         lines            50     1         0                 0         0  -
+tests/data/real/ollama_chat_stream.ndjson                   ollama_stream  event_stream      1     1         0                 0         0  -
 tests/data/real/ollama_responses.jsonl                      ollama         lines             3     3         0                 0         0  -
 tests/data/real/openai_stream.sse                           openai_stream  event_stream      2     2         0                 0         0  -
 tests/data/real/otel_langfuse_attribution.jsonl             otel           lines             1     2         0                 0         0  -

@@ -897,7 +897,7 @@ fn conformance_over_the_folder_of_real_files() {
             row("litellm_pubsub_v1_attribution.ndjson", "litellm", "lines", 2, None),
             row("mistral_chat.jsonl", "openai_chat", "lines", 2, None),
             row("mixed_providers.jsonl", "openai_chat", "lines", 8, None),
-            row("ollama_chat_stream.ndjson", "ollama", "lines", 1, None),
+            row("ollama_chat_stream.ndjson", "ollama_stream", "event_stream", 1, None),
             row("ollama_responses.jsonl", "ollama", "lines", 3, None),
             row("openai_stream.sse", "openai_stream", "event_stream", 2, None),
             row("otel_langfuse_attribution.jsonl", "otel", "lines", 2, None),
@@ -1106,16 +1106,30 @@ fn ollama_replies() {
 #[test]
 fn ollama_streamed_chat() {
     // ollama_chat_stream.ndjson: one chat streamed as 50 chunks, the last
-    // one (`done: true`) with the counts and durations.
+    // one (`done: true`) with the counts and durations: one request, a token
+    // row per chunk with text, sent at the chunk's `created_at`.
     let r = read("ollama_chat_stream.ndjson");
-    assert_eq!(r.format, Some("ollama"));
-    assert_eq!((r.counts.lines_read, r.counts.rows_written, r.counts.records_skipped), (50, 1, 49), "{:?}", r.errors);
-    // 20:26:47.872905 - 1.897386 s.
+    assert_eq!(r.format, Some("ollama_stream"));
+    assert_eq!((r.counts.lines_read, r.counts.rows_written, r.counts.lines_rejected), (1, 1, 0), "{:?}", r.errors);
+    assert_eq!(r.counts.tokens_written, 49);
+    // Arrival: 20:26:47.872905 - 1.897386 s.
     assert_eq!(r.ts(), [1_716_582_405_975_519]);
     assert_eq!((r.int("prompt_tokens"), r.int("completion_tokens")), (vec![Some(17)], vec![Some(50)]));
     assert_ms(&r.float("latency_ms"), &[Some(1897.386)], "latency_ms");
     assert_ms(&r.float("prefill_latency_ms"), &[Some(313.56)], "prefill_latency_ms");
+    // The first chunk, "Why", at 20:26:46.294874; the second, " did", at .327411; the last, "!)", at 47.840827.
+    assert_ms(&r.float("ttft_ms"), &[Some(319.355)], "ttft_ms");
+    assert_ms(&r.float("first_token_emitted_ms"), &[Some(319.355)], "first_token_emitted_ms");
+    assert_ms(&r.float("last_token_emitted_ms"), &[Some(1865.308)], "last_token_emitted_ms");
     assert_eq!(r.text("finish_reason"), [s("stop")]);
+    assert_eq!(
+        r.text("model_output"),
+        [s("Why did the OpenTelemetry agent go to therapy?\n\nBecause it was feeling traced out and needed some instrumentation in its life!\n\n(Sorry, I know it's a bit of a stretch, but I hope it brought a smile to your face!)")]
+    );
+    // Among other lines (forced `ollama`), the chunks before the last are skipped.
+    let r = read_with("ollama_chat_stream.ndjson", ReaderBuilder::new().with_format("ollama".parse().ok()));
+    assert_eq!((r.counts.lines_read, r.counts.rows_written, r.counts.records_skipped), (50, 1, 49), "{:?}", r.errors);
+    assert_eq!(r.int("completion_tokens"), [Some(50)]);
 }
 
 #[test]

@@ -63,6 +63,7 @@ pub static FORMATS: &[&dyn LogFormat] = &[
     &otel::Otel,
     &openai_stream::OpenAiStream,
     &gemini::GeminiStream,
+    &ollama::OllamaStream,
     &azure::AzureCsv,
     &moe_routing::MoeRouting,
     &litellm::LiteLlm,

@@ -2,15 +2,18 @@
 //! nanoseconds and `created_at` is when the reply ended, so the request
 //! arrived `total_duration` before it. A streamed reply logged chunk by
 //! chunk (newline-delimited JSON) is one request: its last chunk (`done:
-//! true`) carries the counts and durations; the others are skipped.
+//! true`) carries the counts and durations. Among other lines (`ollama`)
+//! the other chunks are skipped; a file that starts with a stream
+//! (`ollama_stream`) is read stream by stream, each chunk's `created_at` the
+//! time its token was sent (a `tokens` row each).
 
 use std::borrow::Cow;
 
 use serde_json::{Map, Value};
 
 use super::fields;
-use super::{LineContext, LogFormat, Parsed, Probe};
-use crate::record::{Attribution, RequestRecord};
+use super::{Framing, LineContext, LogFormat, Parsed, Probe, Row};
+use crate::record::{Attribution, RequestRecord, TokenRecord};
 
 /// The keys read into columns (`context`, the generate reply's token ids
 /// for the next call, is dropped: it restates the conversation).
@@ -101,6 +104,89 @@ impl LogFormat for Ollama {
             Some(false) => Ok(Parsed::not_a_request()),
             None => Err("missing done".to_string()),
         }
+    }
+}
+
+/// The request of one stream's chunks (`lines`, the last one `done`): the
+/// last chunk's counts and durations, the texts joined, and a token row per
+/// chunk with text, sent at its `created_at`.
+fn parse_stream(lines: &[&[u8]], ctx: &LineContext<'_>) -> Result<RequestRecord<'static>, String> {
+    let chunks: Vec<Map<String, Value>> = lines
+        .iter()
+        .map(|l| fields::from_json(l).map_err(|e| format!("invalid Ollama chunk: {e}")))
+        .collect::<Result<_, _>>()?;
+    let last = chunks.last().ok_or("an empty stream")?;
+    if last.get("done").and_then(Value::as_bool) != Some(true) {
+        return Err("the stream ends before its last chunk (done: true)".to_string());
+    }
+    let raw = Value::Object(last.clone()).to_string();
+    let mut rec = parse_reply(last, &raw, ctx)?;
+    let (mut text, mut tokens, mut previous) = (String::new(), Vec::new(), None::<f64>);
+    for chunk in &chunks[..chunks.len() - 1] {
+        let piece = chunk
+            .get("message")
+            .and_then(|m| m.get("content"))
+            .or_else(|| chunk.get("response"))
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        if piece.is_empty() {
+            continue;
+        }
+        let sent = fields::parse_datetime_micros(chunk.get("created_at").and_then(Value::as_str).unwrap_or_default())?;
+        let emitted = fields::elapsed_ms("created_at - arrival", rec.ts_micros, sent)?;
+        text.push_str(piece);
+        tokens.push(TokenRecord {
+            token: Some(Cow::Owned(piece.to_string())),
+            emitted_ms: Some(emitted),
+            itl_ms: previous.map(|p| ((emitted - p) * 1e3).round() / 1e3),
+            ..Default::default()
+        });
+        previous = Some(emitted);
+    }
+    rec.ttft_ms = tokens.first().and_then(|t| t.emitted_ms);
+    rec.model_output = (!text.is_empty()).then_some(Cow::Owned(text));
+    rec.tokens = tokens;
+    Ok(rec)
+}
+
+/// Whether a file's first line is a streamed chunk before the last.
+fn starts_with_a_stream(head: &[u8]) -> bool {
+    let first = head.split(|&b| b == b'\n').map(<[u8]>::trim_ascii).find(|l| !l.is_empty());
+    first.is_some_and(|l| {
+        fields::from_json::<Map<String, Value>>(l)
+            .is_ok_and(|o| is_reply(&o) && o.get("done").and_then(Value::as_bool) == Some(false))
+    })
+}
+
+/// Ollama streamed replies saved as received: newline-delimited chunks.
+pub struct OllamaStream;
+
+impl LogFormat for OllamaStream {
+    fn name(&self) -> &'static str {
+        "ollama_stream"
+    }
+
+    fn about(&self) -> &'static str {
+        "Ollama streamed replies saved as received (newline-delimited chunks), one request per stream, a token row per chunk"
+    }
+
+    /// Never from a line: a stream is recognised from the file head.
+    fn detect(&self, _line: &Probe<'_>) -> bool {
+        false
+    }
+
+    fn detect_head(&self, head: &[u8]) -> bool {
+        starts_with_a_stream(head)
+    }
+
+    fn framing(&self) -> Framing {
+        Framing::EventStream
+    }
+
+    fn parse<'a>(&self, stream: &'a [u8], ctx: &LineContext<'_>) -> Result<Parsed<'a>, String> {
+        let lines: Vec<&[u8]> =
+            stream.split(|&b| b == b'\n').map(<[u8]>::trim_ascii).filter(|l| !l.is_empty()).collect();
+        Ok(Parsed::Rows { rows: vec![Row::Request(parse_stream(&lines, ctx)?)], skipped: 0 })
     }
 }
 
