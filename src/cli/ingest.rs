@@ -188,10 +188,13 @@ fn print_summary(s: &IngestSummary) {
     }
     let t = &s.totals.counts;
     // A finish reason outside the table is named only when there is one, so the usual line stays as it was.
-    let unmapped = match t.finish_reasons_unmapped {
+    let mut unmapped = match t.finish_reasons_unmapped {
         0 => String::new(),
         n => format!(" finish_reasons_unmapped={n}"),
     };
+    if t.fields_nulled > 0 {
+        unmapped.push_str(&format!(" fields_nulled={}", t.fields_nulled));
+    }
     eprintln!(
         "ingested {} file(s) into {} ({} skipped as already ingested): lines_read={} lines_ingested={} rows_written={} lines_rejected={} lines_skipped={} records_skipped={} records_rejected={} tokens_written={} profiles_written={}{unmapped} in {:.2}s",
         s.files.len(), s.dataset, s.files_skipped.len(), t.lines_read, t.lines_ingested, t.rows_written, t.lines_rejected, t.lines_skipped, t.records_skipped, t.records_rejected, t.tokens_written, t.profiles_written, s.elapsed_s

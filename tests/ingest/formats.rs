@@ -661,18 +661,38 @@ fn the_conformance_report_over_the_real_files() {
     let mut args = vec!["formats", "--check"];
     args.extend(real.iter().map(String::as_str));
     let out = std::process::Command::new(common::bin()).args(&args).current_dir(repo()).output().unwrap();
-    // Langfuse's page holds a failed generation without usage: one record rejected.
+    // Langfuse's page holds a failed generation without usage: one record
+    // rejected; Bedrock's log a call a guardrail blocked, without counts.
     assert_eq!(out.status.code(), Some(4), "{}", String::from_utf8_lossy(&out.stderr));
     let table = String::from_utf8(out.stdout).unwrap();
     let want = "\
 file                                                        format         framing       lines  rows  rejected  records_rejected  unmapped  first_error
 tests/data/real/anthropic_sdk_messages.jsonl                anthropic      lines             3     3         0                 0         0  -
+tests/data/real/bedrock_cloudwatch_insights.json            bedrock        json_records      1     1         0                 0         0  -
+tests/data/real/bedrock_converse.jsonl                      bedrock        lines             4     4         0                 0         0  -
+tests/data/real/bedrock_invocation_built.jsonl              bedrock        lines             3     2         1                 0         0  invocation log record without input.inputTokenCount and output.outputTokenCount (stop reason guardrail_intervened): a call that was blocked or failed
+tests/data/real/bedrock_invocation_log.json                 bedrock        json_records      1     1         0                 0         0  -
+tests/data/real/cohere_chat.jsonl                           cohere         lines             4     4         0                 0         0  -
+tests/data/real/cohere_stream_chunks.jsonl                  cohere         lines            11     1         0                 0         0  -
+tests/data/real/cohere_vercel.jsonl                         cohere         lines             3     3         0                 0         0  -
+tests/data/real/gemini_generate_content.jsonl               gemini         lines             2     2         0                 0         0  -
+tests/data/real/gemini_stream.sse                           gemini_stream  event_stream      1     1         0                 0         0  -
+tests/data/real/gemini_stream_array.json                    gemini         lines             1     1         0                 0         0  -
+tests/data/real/gemini_stream_chunks.jsonl                  gemini         lines             3     1         0                 0         0  -
+tests/data/real/gemini_vercel.jsonl                         gemini         lines             2     2         0                 0         0  -
+tests/data/real/groq_chat.jsonl                             openai_chat    lines             2     2         0                 0         0  -
+tests/data/real/groq_stream.sse                             openai_stream  event_stream      1     1         0                 0         0  -
+tests/data/real/groq_stream_x_groq.sse                      openai_stream  event_stream      1     1         0                 0         0  -
 tests/data/real/langfuse_api_observations.json              langfuse       json_records      1     1         0                 1         0  generation without usage_details (level ERROR: 429 Rate limit reached)
 tests/data/real/langfuse_api_observations_attribution.json  langfuse       json_records      1     2         0                 0         0  -
 tests/data/real/litellm_gcs.ndjson                          litellm        lines             4     4         0                 0         0  -
 tests/data/real/litellm_gcs_attribution.ndjson              litellm        lines             2     2         0                 0         0  -
 tests/data/real/litellm_pubsub_v1.ndjson                    litellm        lines             4     4         0                 0         0  -
 tests/data/real/litellm_pubsub_v1_attribution.ndjson        litellm        lines             2     2         0                 0         0  -
+tests/data/real/mistral_chat.jsonl                          openai_chat    lines             2     2         0                 0         0  -
+tests/data/real/mixed_providers.jsonl                       openai_chat    lines             8     8         0                 0         0  -
+tests/data/real/ollama_chat_stream.ndjson                   ollama_stream  event_stream      1     1         0                 0         0  -
+tests/data/real/ollama_responses.jsonl                      ollama         lines             3     3         0                 0         0  -
 tests/data/real/openai_stream.sse                           openai_stream  event_stream      2     2         0                 0         0  -
 tests/data/real/otel_langfuse_attribution.jsonl             otel           lines             1     2         0                 0         0  -
 tests/data/real/otel_openinference.jsonl                    otel           lines             3     3         0                 0         0  -
@@ -684,7 +704,7 @@ tests/data/real/tgi_flash_llama.json                        tgi            json_
 tests/data/real/tgi_flash_llama_all_params.json             tgi            json_records      1     1         0                 0         0  -
 tests/data/real/tgi_flash_llama_grammar_json.json           tgi            json_records      1     1         0                 0         0  -
 tests/data/real/vllm_request_outputs.jsonl                  vllm           lines             2     2         0                 0         0  -
-18 file(s), 1 with rejects
+37 file(s), 2 with rejects
 ";
     assert_eq!(table, want);
     // Without the file that rejects: exit 0; --json gives each file's counts.
@@ -703,6 +723,22 @@ tests/data/real/vllm_request_outputs.jsonl                  vllm           lines
     let list = common::tokscope(&["formats"]);
     assert!(list.lines().any(|l| l.starts_with("openai_stream ")), "{list}");
     assert_eq!(list.lines().count(), tokscope::formats::Format::names().len());
+}
+
+/// The ingest summary names the requests kept with an optional field nulled.
+#[test]
+fn the_summary_line_counts_nulled_fields() {
+    let dir = tempfile::tempdir().unwrap();
+    let line = |cap: &str| {
+        format!("{{\"ts\":0,\"request\":{{\"max_tokens\":{cap}}},\"response\":{{\"object\":\"chat.completion\",\"choices\":[],\"usage\":{{\"prompt_tokens\":1,\"completion_tokens\":2}}}}}}\n")
+    };
+    let log = common::write_file(dir.path(), "f.jsonl", [line("-1"), line("64")].concat());
+    let out = common::tokscope_output(&["ingest", &log, "--out", dir.path().join("a").to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && err.contains("rows_written=2 lines_rejected=0") && err.contains(" fields_nulled=1 in "),
+        "{err}"
+    );
 }
 
 /// The ingest summary names finish reasons outside the table when there are some.

@@ -346,6 +346,7 @@ pub const FINISH_REASONS: &[(&str, Option<&str>)] = &[
     ("finished", Some(finish::STOP)),
     ("pause_turn", Some(finish::STOP)),
     ("finish_reason_stop", Some(finish::STOP)),
+    ("finish", Some(finish::STOP)),
     // The output cap.
     ("length", Some(finish::LENGTH)),
     ("max_tokens", Some(finish::LENGTH)),
@@ -355,6 +356,7 @@ pub const FINISH_REASONS: &[(&str, Option<&str>)] = &[
     ("model_length", Some(finish::LENGTH)),
     ("model_context_window_exceeded", Some(finish::LENGTH)),
     ("finish_reason_max_tokens", Some(finish::LENGTH)),
+    ("error_limit", Some(finish::LENGTH)),
     // A tool or function call.
     ("tool_calls", Some(finish::TOOL_CALLS)),
     ("tool_call", Some(finish::TOOL_CALLS)),
@@ -372,6 +374,9 @@ pub const FINISH_REASONS: &[(&str, Option<&str>)] = &[
     ("prohibited_content", Some(finish::CONTENT_FILTER)),
     ("spii", Some(finish::CONTENT_FILTER)),
     ("image_safety", Some(finish::CONTENT_FILTER)),
+    ("guardrail_intervened", Some(finish::CONTENT_FILTER)),
+    ("content_filtered", Some(finish::CONTENT_FILTER)),
+    ("error_toxic", Some(finish::CONTENT_FILTER)),
     // The request failed or was stopped from outside.
     ("error", Some(finish::ERROR)),
     ("abort", Some(finish::ERROR)),
@@ -379,6 +384,7 @@ pub const FINISH_REASONS: &[(&str, Option<&str>)] = &[
     ("cancelled", Some(finish::ERROR)),
     ("canceled", Some(finish::ERROR)),
     ("timeout", Some(finish::ERROR)),
+    ("user_cancel", Some(finish::ERROR)),
     // Reasons producers log that are none of the above.
     ("other", Some(finish::OTHER)),
     ("unknown", Some(finish::OTHER)),
@@ -387,6 +393,8 @@ pub const FINISH_REASONS: &[(&str, Option<&str>)] = &[
     ("malformed_function_call", Some(finish::OTHER)),
     ("unexpected_tool_call", Some(finish::OTHER)),
     ("incomplete", Some(finish::OTHER)),
+    ("load", Some(finish::OTHER)),
+    ("unload", Some(finish::OTHER)),
     // Logged, but empty: no reason.
     ("", None),
 ];
@@ -956,6 +964,15 @@ mod tests {
             ("MAX_TOKENS", Some("length")),
             ("SAFETY", Some("content_filter")),
             (" Tool_Use ", Some("tool_calls")),
+            // Bedrock (Converse, Titan) and Cohere.
+            ("guardrail_intervened", Some("content_filter")),
+            ("CONTENT_FILTERED", Some("content_filter")),
+            ("FINISH", Some("stop")),
+            ("COMPLETE", Some("stop")),
+            ("TOOL_CALL", Some("tool_calls")),
+            ("ERROR_TOXIC", Some("content_filter")),
+            ("ERROR_LIMIT", Some("length")),
+            ("USER_CANCEL", Some("error")),
             ("", None),
             ("  ", None),
         ] {

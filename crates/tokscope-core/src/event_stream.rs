@@ -2,7 +2,8 @@
 //! the server sent it (`data: {...}` lines, a blank line after each event,
 //! `data: [DONE]` at the end) is one request spread over many lines, so each
 //! stream, from its first line to its `data: [DONE]` (or the end of the
-//! input), is one record, its lines joined by `\n`; streams saved one after
+//! input), is one record, its lines joined by `\n`; a stream of
+//! newline-delimited JSON chunks (Ollama's) ends at its chunk `"done": true`; streams saved one after
 //! another are records one after another. Built on [`LineSplitter`]: memory
 //! is bounded by the chunk size plus the longest stream kept (longer ones
 //! keep their head only and read as cut, as an over-long line does).
@@ -17,6 +18,17 @@ const DONE: &[u8] = b"[DONE]";
 /// Whether `line` is the stream's last: `data: [DONE]`.
 pub fn is_done(line: &[u8]) -> bool {
     data_payload(line).is_some_and(|p| p.trim_ascii() == DONE)
+}
+
+/// Whether `line` is the last chunk of a newline-delimited JSON stream
+/// (Ollama's: `{..., "done": true, ...}`).
+pub fn is_last_chunk(line: &[u8]) -> bool {
+    // The key unescaped, so not inside a string; then the line read to be sure.
+    let key = b"\"done\":";
+    line.first() == Some(&b'{')
+        && line.windows(key.len()).enumerate().any(|(i, w)| w == key && (i == 0 || line[i - 1] != b'\\'))
+        && serde_json::from_slice::<serde_json::Value>(line)
+            .is_ok_and(|v| v.get("done") == Some(&serde_json::Value::Bool(true)))
 }
 
 /// The payload of a `data:` field line (one optional space after the colon
@@ -88,7 +100,7 @@ impl<R: Read> StreamSplitter<R> {
                     continue;
                 }
                 self.add_line(line, span);
-                if is_done(line) {
+                if is_done(line) || is_last_chunk(line) {
                     self.flush(&mut out);
                 }
             }
@@ -177,10 +189,21 @@ mod tests {
     }
 
     #[test]
+    fn newline_delimited_streams_end_at_their_last_chunk() {
+        let stream = "{\"done\":false}\n{\"done\":false}\n{\"done\":true}\n";
+        let got = records(&format!("{stream}{stream}"), 4096, 1 << 20);
+        assert_eq!(got.len(), 2);
+        assert_eq!((got[0].0.as_str(), got[1].1), (stream.trim_end(), 4));
+    }
+
+    #[test]
     fn data_payloads_and_the_done_line() {
         assert_eq!(data_payload(b"data: {}"), Some(&b"{}"[..]));
         assert_eq!(data_payload(b"data:{}"), Some(&b"{}"[..]));
         assert_eq!(data_payload(b"event: x"), None);
         assert!(is_done(b"data: [DONE]") && is_done(b"data:[DONE] ") && !is_done(b"data: {}"));
+        assert!(is_last_chunk(br#"{"model":"m","done":true,"eval_count":1}"#));
+        assert!(!is_last_chunk(br#"{"model":"m","done":false}"#));
+        assert!(!is_last_chunk(br#"{"message":{"content":"{\"done\":true}"},"done":false}"#));
     }
 }

@@ -109,6 +109,10 @@ pub struct LineCounts {
     /// (`derive::FINISH_REASONS`): written with `finish_reason = 'other'` and
     /// the value kept in `finish_reason_raw`; counted so that a new value shows.
     pub finish_reasons_unmapped: u64,
+    /// Requests written with an optional field nulled because its value did
+    /// not fit (the issue `invalid_optional_field`, the value kept in
+    /// `extra.invalid_fields`): kept, not rejected, and counted so it shows.
+    pub fields_nulled: u64,
 }
 
 impl LineCounts {
@@ -124,6 +128,7 @@ impl LineCounts {
         self.tokens_written += other.tokens_written;
         self.profiles_written += other.profiles_written;
         self.finish_reasons_unmapped += other.finish_reasons_unmapped;
+        self.fields_nulled += other.fields_nulled;
     }
 
     /// True when every line read was ingested or rejected.
@@ -388,6 +393,7 @@ impl ReaderBuilder {
             spawn_error,
             header: None,
             started: false,
+            detected: false,
             pairing,
             finished: false,
             sizes: SliceSizes::default(),
@@ -532,6 +538,8 @@ pub struct Reader {
     header: Option<CsvHeader>,
     /// Whether the first chunk (where detection and the header are) was seen.
     started: bool,
+    /// Whether the format was detected from the input (not forced by `--format`).
+    detected: bool,
     /// Begin events still open, carried from chunk to chunk.
     pairing: SpanPairing,
     /// True once the end of input was handled.
@@ -569,6 +577,7 @@ impl Reader {
     fn parse(&mut self, chunk: &LineChunk) -> Result<Vec<ParsedSlice>> {
         if self.config.format.is_none() {
             self.config.format = detect_format(chunk);
+            self.detected = self.config.format.is_some();
         }
         // Forced, recognised by the head or by the lines: every format that
         // logs no model gets `--model`, else `<format>:<file stem>`.
@@ -587,8 +596,13 @@ impl Reader {
             time_unit: self.config.time_unit,
             header: self.header.as_ref(),
         };
-        let mut slices =
-            parse_chunk(chunk, self.config.format, &ctx, &self.location, &self.config.settings, &self.sizes)?;
+        // A file of JSON records whose format was detected may mix producers
+        // (an application logging every upstream's responses): a record its
+        // format rejects is read by the format that recognises it.
+        let per_line =
+            self.detected && self.header.is_none() && matches!(self.framing, Framing::Lines | Framing::JsonRecords);
+        let formats = LineFormats { file: self.config.format, per_line };
+        let mut slices = parse_chunk(chunk, formats, &ctx, &self.location, &self.config.settings, &self.sizes)?;
         self.sizes = slices.iter().fold(SliceSizes::default(), |largest, s| largest.max(&s.sizes));
         if slices.iter().any(|s| !s.spans.is_empty()) {
             let spans: Vec<PendingSpan> = slices.iter_mut().flat_map(|s| std::mem::take(&mut s.spans)).collect();
@@ -721,11 +735,40 @@ fn detect_format(chunk: &LineChunk) -> Option<Format> {
         .find_map(Format::detect)
 }
 
+/// The formats a chunk's lines are read by.
+#[derive(Clone, Copy)]
+struct LineFormats {
+    /// The file's, forced or detected.
+    file: Option<Format>,
+    /// Whether a line the file's format rejects is read by the format that
+    /// recognises it (a detected format of JSON records).
+    per_line: bool,
+}
+
+impl LineFormats {
+    /// `line` parsed by the file's format, or, when that fails and lines may
+    /// mix formats, by the format that recognises it; with the format that read it.
+    fn parse<'a>(self, line: &'a [u8], ctx: &LineContext<'_>) -> (Result<Parsed<'a>, String>, Option<Format>) {
+        let Some(file) = self.file else {
+            return (Err("could not detect the file's format; pass --format".to_string()), None);
+        };
+        match file.parse(line, ctx) {
+            Err(e) if self.per_line => {
+                match Format::detect(line).filter(|f| *f != file && f.framing() == Framing::Lines) {
+                    Some(own) => (own.parse(line, ctx), Some(own)),
+                    None => (Err(e), Some(file)),
+                }
+            }
+            outcome => (outcome, Some(file)),
+        }
+    }
+}
+
 /// Parses a chunk in parallel: one slice of lines per rayon task, each
 /// producing its own batches, returned in input order.
 fn parse_chunk(
     chunk: &LineChunk,
-    format: Option<Format>,
+    formats: LineFormats,
     ctx: &LineContext<'_>,
     file: &str,
     settings: &DeriveSettings,
@@ -733,7 +776,7 @@ fn parse_chunk(
 ) -> Result<Vec<ParsedSlice>> {
     let per_task = chunk.lines.len().div_ceil(rayon::current_num_threads() * 2).max(256);
     let last = chunk.lines.len().saturating_sub(1);
-    let format_name = format.map(Format::name).unwrap_or("unknown");
+    let file_format = formats.file;
     chunk
         .lines
         .par_chunks(per_task)
@@ -742,22 +785,21 @@ fn parse_chunk(
             let mut out = SliceBuilders::with_sizes(&settings.redaction, sizes);
             for (i, span) in spans.iter().enumerate() {
                 let line = &chunk.data[span.start..span.end];
-                let origin =
-                    LineOrigin { file, format: format_name, line_no: span.line_no, byte_offset: span.byte_offset };
                 let stream_failed = task * per_task + i == last && chunk.stream_error.is_some();
                 if !stream_failed && !span.is_cut() && line.trim_ascii().is_empty() {
                     out.counts.lines_skipped += 1;
                     continue;
                 }
-                let outcome = if let Some(err) = chunk.stream_error.as_ref().filter(|_| stream_failed) {
-                    Err(err.clone())
+                let (outcome, format) = if let Some(err) = chunk.stream_error.as_ref().filter(|_| stream_failed) {
+                    (Err(err.clone()), file_format)
                 } else if span.is_cut() {
-                    Err(format!("line is {} bytes, longer than --max-line-bytes", span.original_len))
-                } else if let Some(f) = format {
-                    f.parse(line, ctx)
+                    (Err(format!("line is {} bytes, longer than --max-line-bytes", span.original_len)), file_format)
                 } else {
-                    Err("could not detect the file's format; pass --format".to_string())
+                    formats.parse(line, ctx)
                 };
+                let format_name = format.map(Format::name).unwrap_or("unknown");
+                let origin =
+                    LineOrigin { file, format: format_name, line_no: span.line_no, byte_offset: span.byte_offset };
                 match outcome {
                     Ok(Parsed::Request(rec)) => {
                         out.counts.lines_read += 1;
@@ -885,6 +927,8 @@ impl SliceBuilders {
     fn request(&mut self, rec: &RequestRecord<'_>, origin: &LineOrigin<'_>, settings: &DeriveSettings) {
         let derived = derive_request(rec, origin, settings);
         self.counts.finish_reasons_unmapped += u64::from(derived.finish_reason_unmapped);
+        self.counts.fields_nulled +=
+            u64::from(rec.token_issues.iter().any(|i| i == crate::formats::fields::issue::INVALID_OPTIONAL_FIELD));
         self.requests.append(rec, &derived, origin);
         self.request_days.push(derived.day);
         let owner = TokenOwner::of_request(rec, &derived);
@@ -1025,7 +1069,8 @@ mod tests {
                 records_rejected: 0,
                 tokens_written: 0,
                 profiles_written: 0,
-                finish_reasons_unmapped: 0
+                finish_reasons_unmapped: 0,
+                fields_nulled: 0
             }
         );
         assert_eq!(requests.iter().map(RecordBatch::num_rows).sum::<usize>(), 2);
@@ -1088,6 +1133,18 @@ mod tests {
         let (counts, requests, rejects) = read_all(cut, ReaderBuilder::new());
         assert_eq!((counts.lines_read, counts.rows_written, counts.lines_rejected), (2, 1, 1));
         assert_eq!((requests.len(), rejects.iter().map(RecordBatch::num_rows).sum::<usize>()), (1, 1));
+    }
+
+    #[test]
+    fn requests_with_an_optional_field_nulled_are_counted() {
+        let line = |cap: &str| {
+            format!(
+                "{{\"ts\":0,\"request\":{{\"max_tokens\":{cap}}},\"response\":{{\"object\":\"chat.completion\",\"choices\":[],\"usage\":{{\"prompt_tokens\":1,\"completion_tokens\":2}}}}}}\n"
+            )
+        };
+        let log = ["-1", "64", "-1", "1.5"].map(line).concat();
+        let (counts, _, _) = read_all(&log, ReaderBuilder::new());
+        assert_eq!((counts.rows_written, counts.lines_rejected, counts.fields_nulled), (4, 0, 3));
     }
 
     #[test]
@@ -1197,7 +1254,8 @@ mod tests {
                 records_rejected: 0,
                 tokens_written: 0,
                 profiles_written: 0,
-                finish_reasons_unmapped: 0
+                finish_reasons_unmapped: 0,
+                fields_nulled: 0
             }
         );
         assert_eq!(kernels.iter().map(RecordBatch::num_rows).sum::<usize>(), 9);
@@ -1248,7 +1306,8 @@ mod tests {
                 records_rejected: 1,
                 tokens_written: 0,
                 profiles_written: 0,
-                finish_reasons_unmapped: 0
+                finish_reasons_unmapped: 0,
+                fields_nulled: 0
             }
         );
         assert!(counts.reconciles());

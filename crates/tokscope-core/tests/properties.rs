@@ -39,6 +39,14 @@ const SAMPLES: &[(&str, &str, bool)] = &[
     ("vllm", "sample_logs/vllm.jsonl", false),
     ("eval", "tests/data/formats/eval.sample.jsonl", false),
     ("moe_routing", "tests/data/formats/moe_routing.sample.csv", true),
+    ("bedrock", "tests/data/real/bedrock_invocation_built.jsonl", false),
+    ("bedrock", "tests/data/real/bedrock_converse.jsonl", false),
+    ("gemini", "tests/data/real/gemini_generate_content.jsonl", false),
+    ("gemini", "tests/data/real/gemini_stream_chunks.jsonl", false),
+    ("ollama", "tests/data/real/ollama_responses.jsonl", false),
+    ("ollama", "tests/data/real/ollama_chat_stream.ndjson", false),
+    ("cohere", "tests/data/real/cohere_chat.jsonl", false),
+    ("cohere", "tests/data/real/cohere_stream_chunks.jsonl", false),
 ];
 
 struct Sample {

@@ -873,12 +873,32 @@ fn conformance_over_the_folder_of_real_files() {
         report,
         [
             row("anthropic_sdk_messages.jsonl", "anthropic", "lines", 3, None),
+            row("bedrock_cloudwatch_insights.json", "bedrock", "json_records", 1, None),
+            row("bedrock_converse.jsonl", "bedrock", "lines", 4, None),
+            // The call a guardrail blocked, without token counts.
+            ("bedrock_invocation_built.jsonl".to_string(), Some("bedrock"), "lines", 2, 1, Some(false)),
+            row("bedrock_invocation_log.json", "bedrock", "json_records", 1, None),
+            row("cohere_chat.jsonl", "cohere", "lines", 4, None),
+            row("cohere_stream_chunks.jsonl", "cohere", "lines", 1, None),
+            row("cohere_vercel.jsonl", "cohere", "lines", 3, None),
+            row("gemini_generate_content.jsonl", "gemini", "lines", 2, None),
+            row("gemini_stream.sse", "gemini_stream", "event_stream", 1, None),
+            row("gemini_stream_array.json", "gemini", "lines", 1, None),
+            row("gemini_stream_chunks.jsonl", "gemini", "lines", 1, None),
+            row("gemini_vercel.jsonl", "gemini", "lines", 2, None),
+            row("groq_chat.jsonl", "openai_chat", "lines", 2, None),
+            row("groq_stream.sse", "openai_stream", "event_stream", 1, None),
+            row("groq_stream_x_groq.sse", "openai_stream", "event_stream", 1, None),
             row("langfuse_api_observations.json", "langfuse", "json_records", 1, Some(true)),
             row("langfuse_api_observations_attribution.json", "langfuse", "json_records", 2, None),
             row("litellm_gcs.ndjson", "litellm", "lines", 4, None),
             row("litellm_gcs_attribution.ndjson", "litellm", "lines", 2, None),
             row("litellm_pubsub_v1.ndjson", "litellm", "lines", 4, None),
             row("litellm_pubsub_v1_attribution.ndjson", "litellm", "lines", 2, None),
+            row("mistral_chat.jsonl", "openai_chat", "lines", 2, None),
+            row("mixed_providers.jsonl", "openai_chat", "lines", 8, None),
+            row("ollama_chat_stream.ndjson", "ollama_stream", "event_stream", 1, None),
+            row("ollama_responses.jsonl", "ollama", "lines", 3, None),
             row("openai_stream.sse", "openai_stream", "event_stream", 2, None),
             row("otel_langfuse_attribution.jsonl", "otel", "lines", 2, None),
             row("otel_openinference.jsonl", "otel", "lines", 3, None),
@@ -891,5 +911,433 @@ fn conformance_over_the_folder_of_real_files() {
             row("tgi_flash_llama_grammar_json.json", "tgi", "json_records", 1, None),
             row("vllm_request_outputs.jsonl", "vllm", "lines", 2, None),
         ]
+    );
+}
+
+#[test]
+fn bedrock_invocation_log_record() {
+    // bedrock_invocation_log.json: one record Bedrock wrote (ConverseStream,
+    // Nova Lite), pretty-printed; and the same record as CloudWatch Logs
+    // Insights exports it (`@message`, the record as text).
+    for name in ["bedrock_invocation_log.json", "bedrock_cloudwatch_insights.json"] {
+        let r = read(name);
+        assert_eq!(r.format, Some("bedrock"), "{name}");
+        assert_eq!((r.counts.rows_written, r.counts.records_rejected), (1, 0), "{name}: {:?}", r.errors);
+        assert_eq!(r.text("request_id"), [s("ff4b6c63-5561-4431-93b8-06a817275900")]);
+        assert_eq!(r.ts(), [1_741_653_482_000_000], "2025-03-11T00:38:02Z");
+        assert_eq!(r.text("model"), [s("amazon.nova-lite-v1:0")]);
+        assert_eq!(r.int("prompt_tokens"), [Some(4)]);
+        assert_eq!(r.int("completion_tokens"), [Some(38)]);
+        assert_eq!((r.int("cached_tokens"), r.int("cache_write_tokens")), (vec![Some(0)], vec![Some(0)]));
+        assert_eq!(r.int("max_tokens"), [Some(512)]);
+        assert_ms(&r.float("latency_ms"), &[Some(302.0)], "latency_ms");
+        assert_eq!(r.text("finish_reason_raw"), [s("end_turn")]);
+        assert_eq!(r.text("finish_reason"), [s("stop")]);
+        assert_eq!(
+            r.text("model_output"),
+            [s("Hello! I'm doing well, thank you for asking. How can I assist you today? If you have any questions or need help with something, feel free to let me know.")]
+        );
+        let x = &extras(&r)[0];
+        assert_eq!(x["identity"]["arn"], "arn:aws:iam::XXXXXXXXXXXX:user/dheeraj");
+        assert_eq!((x["operation"].as_str(), x["region"].as_str()), (Some("ConverseStream"), Some("us-east-1")));
+    }
+}
+
+#[test]
+fn bedrock_invocation_logs_of_an_inference_profile_with_cache() {
+    // bedrock_invocation_built.jsonl: two InvokeModel calls of Claude 3.5
+    // Haiku through a system inference profile (the first writes 18131
+    // prompt tokens to the cache, the second reads them), and a call blocked
+    // by a guardrail, whose record has no token counts: a reject.
+    let r = read("bedrock_invocation_built.jsonl");
+    assert_eq!(r.format, Some("bedrock"));
+    assert_eq!((r.counts.lines_read, r.counts.rows_written, r.counts.lines_rejected), (3, 2, 1));
+    assert!(
+        r.errors[0].contains("without input.inputTokenCount") && r.errors[0].contains("guardrail_intervened"),
+        "{:?}",
+        r.errors
+    );
+    assert_eq!(
+        r.text("request_id"),
+        [s("0a3a8d2d-dfe0-499b-8bf5-5517a07e67d2"), s("a8e15aa3-dfe6-4e45-b9f9-6d6f72394314")]
+    );
+    assert_eq!(r.ts(), [1_742_287_534_000_000, 1_742_287_542_000_000]);
+    let model = s("us.anthropic.claude-3-5-haiku-20241022-v1:0");
+    assert_eq!(r.text("model"), [model.clone(), model]);
+    // input 4 + cache read + cache write 18131.
+    assert_eq!(r.int("prompt_tokens"), [Some(18135), Some(18135)]);
+    assert_eq!(r.int("cached_tokens"), [Some(0), Some(18131)]);
+    assert_eq!(r.int("cache_write_tokens"), [Some(18131), Some(0)]);
+    assert_eq!(r.int("completion_tokens"), [Some(50), Some(50)]);
+    assert_eq!(r.int("max_tokens"), [Some(50), Some(50)]);
+    assert_eq!(r.text("finish_reason_raw"), [s("max_tokens"), s("max_tokens")]);
+    assert_eq!(r.text("finish_reason"), [s("length"), s("length")]);
+    assert_ms(&r.float("latency_ms"), &[None, None], "latency_ms");
+    let x = extras(&r);
+    assert_eq!(
+        x[0]["modelId"],
+        "arn:aws:bedrock:us-east-1:012345678901:inference-profile/us.anthropic.claude-3-5-haiku-20241022-v1:0"
+    );
+    assert_eq!(x[0]["inferenceRegion"], "us-west-2");
+    assert_eq!(x[0]["requestMetadata"]["team"], "search");
+}
+
+#[test]
+fn bedrock_converse_responses() {
+    // bedrock_converse.jsonl: four Converse responses (Llama 3.2 1B, Claude
+    // 3.7 Sonnet through an inference profile, Titan Express twice with a
+    // guardrail that intervened); the model is in the request's URI, so
+    // `--model` names it, and the time is the file's.
+    let base = 1_740_000_000_000_000;
+    let r = read_with(
+        "bedrock_converse.jsonl",
+        ReaderBuilder::new().with_default_model(Some("bedrock-model".to_string())).with_base_time_micros(base),
+    );
+    assert_eq!(r.format, Some("bedrock"));
+    assert_eq!((r.counts.lines_read, r.counts.rows_written, r.counts.lines_rejected), (4, 4, 0), "{:?}", r.errors);
+    assert_eq!(r.ts(), [base; 4]);
+    assert_eq!(r.text("model"), vec![s("bedrock-model"); 4]);
+    assert_eq!(r.int("prompt_tokens"), [Some(52), Some(20), Some(28), Some(17)]);
+    assert_eq!(r.int("completion_tokens"), [Some(30), Some(72), Some(26), Some(17)]);
+    assert_eq!(r.int("cached_tokens"), [Some(0); 4]);
+    assert_ms(&r.float("latency_ms"), &[Some(589.0), Some(2900.0), Some(2135.0), Some(1562.0)], "latency_ms");
+    assert_eq!(
+        r.text("finish_reason_raw"),
+        [s("end_turn"), s("end_turn"), s("guardrail_intervened"), s("guardrail_intervened")]
+    );
+    assert_eq!(r.text("finish_reason"), [s("stop"), s("stop"), s("content_filter"), s("content_filter")]);
+    assert_eq!(
+        r.text("model_output")[0],
+        s("Why did the OpenTelemetry trace go to therapy?\n\nBecause it was struggling to debug its issues and was feeling a little \"unreliable\".")
+    );
+    // The guardrail's trace is kept.
+    assert!(extras(&r)[2]["trace"]["guardrail"].is_object());
+}
+
+#[test]
+fn gemini_generate_content_responses() {
+    // gemini_generate_content.jsonl (OpenLLMetry's cassettes, gemini-2.5-flash)
+    // and gemini_vercel.jsonl (the AI SDK's fixtures, gemini-3-pro-preview):
+    // thinking tokens are counted apart from the candidates' and added.
+    let base = 1_760_000_000_000_000;
+    let r = read_with("gemini_generate_content.jsonl", ReaderBuilder::new().with_base_time_micros(base));
+    assert_eq!(r.format, Some("gemini"));
+    assert_eq!((r.counts.lines_read, r.counts.rows_written, r.counts.lines_rejected), (2, 2, 0), "{:?}", r.errors);
+    assert_eq!(r.text("request_id"), [s("-hk4afOSMZKkjuMPnJWGkAk"), s("Bho4aenTIZKq4-EPkd-w8QU")]);
+    assert_eq!(r.ts(), [base, base]);
+    assert_eq!(r.text("model"), [s("gemini-2.5-flash"), s("gemini-2.5-flash")]);
+    assert_eq!(r.int("prompt_tokens"), [Some(5), Some(5)]);
+    // 877 + 1058 thinking; 711 + 1096.
+    assert_eq!(r.int("completion_tokens"), [Some(1935), Some(1807)]);
+    assert_eq!(r.int("reasoning_tokens"), [Some(1058), Some(1096)]);
+    assert_eq!(r.int("cached_tokens"), [Some(0), Some(0)]);
+    assert_eq!(r.text("finish_reason_raw"), [s("STOP"), s("STOP")]);
+    assert_eq!(r.text("finish_reason"), [s("stop"), s("stop")]);
+    assert!(r.text("model_output")[0].as_deref().unwrap().starts_with("AI stands for **Artificial Intelligence**."));
+
+    let r = read("gemini_vercel.jsonl");
+    assert_eq!(r.format, Some("gemini"));
+    assert_eq!(r.text("request_id"), [s("Un6LacrVMcjUxs0PmJfWoQc"), s("YH6LaZT7ENmPxN8P-r2J8Aw")]);
+    assert_eq!(r.text("model"), [s("gemini-3-pro-preview"), s("gemini-3-pro-preview")]);
+    assert_eq!(r.int("prompt_tokens"), [Some(9), Some(9)]);
+    assert_eq!(r.int("completion_tokens"), [Some(28 + 244), Some(29 + 282)]);
+    assert_eq!(r.int("reasoning_tokens"), [Some(244), Some(282)]);
+    assert_eq!(
+        r.text("model_output")[0],
+        s("There are **3** r's in strawberry.\n\nHere is the breakdown: st**r**awbe**rr**y.")
+    );
+}
+
+#[test]
+fn gemini_streams() {
+    // gemini_stream_chunks.jsonl: a stream's three chunks, one per line: the
+    // last (with the finish reason) is the request, the others are skipped.
+    let r = read("gemini_stream_chunks.jsonl");
+    assert_eq!(r.format, Some("gemini"));
+    assert_eq!((r.counts.lines_read, r.counts.rows_written, r.counts.records_skipped), (3, 1, 2), "{:?}", r.errors);
+    assert_eq!(r.text("request_id"), [s("bH6LaZW8Fp_3nsEPqtaSwQ4")]);
+    assert_eq!(r.int("prompt_tokens"), [Some(9)]);
+    assert_eq!(r.int("completion_tokens"), [Some(23 + 185)]);
+    assert_eq!(r.int("reasoning_tokens"), [Some(185)]);
+    assert_eq!(r.text("finish_reason"), [s("stop")]);
+    // gemini_stream_array.json: a stream as the REST API returns it, a JSON
+    // array of three chunks: one request, its texts joined.
+    let r = read("gemini_stream_array.json");
+    assert_eq!(r.format, Some("gemini"));
+    assert_eq!((r.counts.lines_read, r.counts.rows_written), (1, 1), "{:?}", r.errors);
+    assert_eq!(r.text("request_id"), [s("dX6LadKVC7SZ28oPr9yJoQs")]);
+    assert_eq!(r.int("prompt_tokens"), [Some(9)]);
+    assert_eq!(r.int("completion_tokens"), [Some(29 + 256)]);
+    assert_eq!(r.int("reasoning_tokens"), [Some(256)]);
+    assert_eq!(r.text("finish_reason_raw"), [s("STOP")]);
+    assert_eq!(
+        r.text("model_output"),
+        [s("There are **3** \"r\"s in strawberry.\n\nHere is the breakdown: st**r**awbe**rr**y.")]
+    );
+}
+
+#[test]
+fn ollama_replies() {
+    // ollama_responses.jsonl: /api/chat, /api/generate and a chat with
+    // tools (llama3, llama3.1), as Ollama returned them to OpenLLMetry's
+    // tests. Durations in nanoseconds; `created_at` is the reply's end, so
+    // the request arrived `total_duration` before it.
+    let r = read("ollama_responses.jsonl");
+    assert_eq!(r.format, Some("ollama"));
+    assert_eq!((r.counts.lines_read, r.counts.rows_written, r.counts.lines_rejected), (3, 3, 0), "{:?}", r.errors);
+    // 20:01:31.015580 - 10.386172 s; 20:19:45.363966 - 4.224430 s; 02:41:57.128675 - 6.037504 s.
+    assert_eq!(r.ts(), [1_716_580_880_629_408, 1_716_581_981_139_536, 1_726_454_511_091_171]);
+    assert_eq!(r.text("model"), [s("llama3"), s("llama3"), s("llama3.1")]);
+    assert_eq!(r.int("prompt_tokens"), [Some(17), Some(17), Some(44)]);
+    assert_eq!(r.int("completion_tokens"), [Some(66), Some(63), Some(113)]);
+    assert_ms(&r.float("latency_ms"), &[Some(10386.172), Some(4224.430), Some(6037.504)], "latency_ms");
+    assert_ms(&r.float("prefill_latency_ms"), &[Some(175.861), Some(177.983), Some(182.953)], "prefill_latency_ms");
+    assert_eq!(r.text("finish_reason_raw"), [s("stop"), s("stop"), s("stop")]);
+    assert_eq!(r.text("finish_reason"), [s("stop"), s("stop"), s("stop")]);
+    assert!(r.text("model_output")[1].as_deref().unwrap().starts_with("A niche topic!"));
+    let x = extras(&r);
+    assert_eq!(
+        (x[0]["load_duration"].as_i64(), x[0]["eval_duration"].as_i64()),
+        (Some(8_078_850_750), Some(2_127_200_000))
+    );
+    assert!(x[1].get("context").is_none(), "the token ids for the next call are dropped");
+}
+
+#[test]
+fn ollama_streamed_chat() {
+    // ollama_chat_stream.ndjson: one chat streamed as 50 chunks, the last
+    // one (`done: true`) with the counts and durations: one request, a token
+    // row per chunk with text, sent at the chunk's `created_at`.
+    let r = read("ollama_chat_stream.ndjson");
+    assert_eq!(r.format, Some("ollama_stream"));
+    assert_eq!((r.counts.lines_read, r.counts.rows_written, r.counts.lines_rejected), (1, 1, 0), "{:?}", r.errors);
+    assert_eq!(r.counts.tokens_written, 49);
+    // Arrival: 20:26:47.872905 - 1.897386 s.
+    assert_eq!(r.ts(), [1_716_582_405_975_519]);
+    assert_eq!((r.int("prompt_tokens"), r.int("completion_tokens")), (vec![Some(17)], vec![Some(50)]));
+    assert_ms(&r.float("latency_ms"), &[Some(1897.386)], "latency_ms");
+    assert_ms(&r.float("prefill_latency_ms"), &[Some(313.56)], "prefill_latency_ms");
+    // The first chunk, "Why", at 20:26:46.294874; the second, " did", at .327411; the last, "!)", at 47.840827.
+    assert_ms(&r.float("ttft_ms"), &[Some(319.355)], "ttft_ms");
+    assert_ms(&r.float("first_token_emitted_ms"), &[Some(319.355)], "first_token_emitted_ms");
+    assert_ms(&r.float("last_token_emitted_ms"), &[Some(1865.308)], "last_token_emitted_ms");
+    assert_eq!(r.text("finish_reason"), [s("stop")]);
+    assert_eq!(
+        r.text("model_output"),
+        [s("Why did the OpenTelemetry agent go to therapy?\n\nBecause it was feeling traced out and needed some instrumentation in its life!\n\n(Sorry, I know it's a bit of a stretch, but I hope it brought a smile to your face!)")]
+    );
+    // Among other lines (forced `ollama`), the chunks before the last are skipped.
+    let r = read_with("ollama_chat_stream.ndjson", ReaderBuilder::new().with_format("ollama".parse().ok()));
+    assert_eq!((r.counts.lines_read, r.counts.rows_written, r.counts.records_skipped), (50, 1, 49), "{:?}", r.errors);
+    assert_eq!(r.int("completion_tokens"), [Some(50)]);
+}
+
+#[test]
+fn cohere_chat_responses() {
+    // cohere_chat.jsonl (OpenLLMetry's cassettes): a v1 reply (`meta`), a v2
+    // reply and a v2 tool call with its follow-up. No reply names its model.
+    let base = 1_750_000_000_000_000;
+    let builder = || ReaderBuilder::new().with_base_time_micros(base).with_default_model(Some("command-r".to_string()));
+    let r = read_with("cohere_chat.jsonl", builder());
+    assert_eq!(r.format, Some("cohere"));
+    assert_eq!((r.counts.lines_read, r.counts.rows_written, r.counts.lines_rejected), (4, 4, 0), "{:?}", r.errors);
+    assert_eq!(
+        r.text("request_id"),
+        [
+            s("440f51f4-3e47-44b6-a5d7-5ba33edcfc58"),
+            s("83e3e297-264b-478e-9b22-5058386292ed"),
+            s("965405bb-b9da-4dc5-b329-e708a795e188"),
+            s("00f7ec58-cd22-4b62-b068-0e7ece6bbf67")
+        ]
+    );
+    assert_eq!(r.ts(), [base; 4]);
+    assert_eq!(r.text("model"), vec![s("command-r"); 4]);
+    // The tokens the model read and wrote, not the billed units.
+    assert_eq!(r.int("prompt_tokens"), [Some(69), Some(69), Some(968), Some(1094)]);
+    assert_eq!(r.int("completion_tokens"), [Some(119), Some(89), Some(83), Some(102)]);
+    assert_eq!(r.text("finish_reason_raw"), [s("COMPLETE"), s("COMPLETE"), s("TOOL_CALL"), s("COMPLETE")]);
+    assert_eq!(r.text("finish_reason"), [s("stop"), s("stop"), s("tool_calls"), s("stop")]);
+    let x = extras(&r);
+    assert_eq!(
+        (x[0]["billed_units"]["input_tokens"].as_i64(), x[1]["billed_units"]["input_tokens"].as_i64()),
+        (Some(58), Some(7))
+    );
+    assert_eq!(x[2]["tool_calls"][0]["function"]["name"], "get_time");
+    assert!(r.text("model_output")[0].as_deref().unwrap().starts_with("Arrrr, matey!"));
+    assert_eq!(r.text("model_output")[2], None, "a tool call has no text");
+
+    // cohere_vercel.jsonl (the AI SDK's fixtures): v2 replies with cached tokens.
+    let r = read_with("cohere_vercel.jsonl", builder());
+    assert_eq!(r.format, Some("cohere"));
+    assert_eq!(
+        r.text("request_id"),
+        [
+            s("e7592632-1e3d-424f-b129-bd5f9f980f7b"),
+            s("039584d9-7236-4ecb-9dd7-f1bed57888bc"),
+            s("f201af17-e24a-4396-8f6a-98e8bf9c3432")
+        ]
+    );
+    assert_eq!(r.int("prompt_tokens"), [Some(507), Some(506), Some(1549)]);
+    assert_eq!(r.int("cached_tokens"), [Some(448), Some(448), Some(992)]);
+    assert_eq!(r.int("completion_tokens"), [Some(10), Some(5), Some(103)]);
+    assert_eq!(r.text("finish_reason"), [s("stop"), s("length"), s("tool_calls")]);
+    assert_eq!(r.text("model_output")[1], s("**The History of"));
+}
+
+#[test]
+fn cohere_v2_stream_events() {
+    // cohere_stream_chunks.jsonl: a v2 stream's 11 events, one per line;
+    // `message-end` carries the usage and is the request.
+    let r = read("cohere_stream_chunks.jsonl");
+    assert_eq!(r.format, Some("cohere"));
+    assert_eq!((r.counts.lines_read, r.counts.rows_written, r.counts.records_skipped), (11, 1, 10), "{:?}", r.errors);
+    assert_eq!((r.int("prompt_tokens"), r.int("completion_tokens")), (vec![Some(507)], vec![Some(10)]));
+    assert_eq!(r.int("cached_tokens"), [Some(448)]);
+    assert_eq!(r.text("finish_reason_raw"), [s("COMPLETE")]);
+}
+
+#[test]
+fn groq_server_times() {
+    // groq_chat.jsonl (the AI SDK's fixtures): Groq's usage adds its server
+    // times in seconds: the first token after the queue and the prompt, the
+    // last after the queue and total_time.
+    let r = read("groq_chat.jsonl");
+    assert_eq!(r.format, Some("openai_chat"));
+    assert_eq!((r.counts.rows_written, r.counts.lines_rejected), (2, 0), "{:?}", r.errors);
+    assert_eq!(
+        r.text("request_id"),
+        [s("chatcmpl-09d64d2a-ed1c-4473-829f-78db43f45d13"), s("chatcmpl-1fd017fc-60b8-44eb-a736-375b8e1bc3e7")]
+    );
+    assert_eq!(r.ts(), [1_770_770_798_000_000, 1_770_770_815_000_000]);
+    assert_eq!(r.text("model"), [s("llama-3.3-70b-versatile"), s("llama-3.3-70b-versatile")]);
+    assert_eq!(r.int("prompt_tokens"), [Some(45), Some(218)]);
+    assert_eq!(r.int("completion_tokens"), [Some(607), Some(15)]);
+    // 41.877 + 1.955; 179.482 + 11.828.
+    assert_ms(&r.float("ttft_ms"), &[Some(43.832), Some(191.310)], "ttft_ms");
+    // 41.877 + 2247.132; 179.482 + 56.431.
+    assert_ms(&r.float("latency_ms"), &[Some(2289.009), Some(235.913)], "latency_ms");
+    assert_ms(&r.float("prefill_latency_ms"), &[Some(1.955), Some(11.828)], "prefill_latency_ms");
+    assert_eq!(r.text("finish_reason"), [s("stop"), s("tool_calls")]);
+    assert_eq!(extras(&r)[0]["usage.queue_time"], 0.041876985, "the times as logged are kept");
+}
+
+#[test]
+fn groq_streams_give_a_row() {
+    // groq_stream.sse: a stream whose last chunk has `usage` and `x_groq.usage`;
+    // groq_stream_x_groq.sse (OpenLLMetry's cassette): an older one with the
+    // usage in `x_groq` only.
+    let r = read("groq_stream.sse");
+    assert_eq!(r.format, Some("openai_stream"));
+    assert_eq!((r.counts.rows_written, r.counts.lines_rejected), (1, 0), "{:?}", r.errors);
+    assert_eq!(r.text("request_id"), [s("chatcmpl-7eb08824-fb8d-47af-a1f0-3aa786f2d1f3")]);
+    assert_eq!((r.int("prompt_tokens"), r.int("completion_tokens")), (vec![Some(45)], vec![Some(662)]));
+    assert_ms(&r.float("ttft_ms"), &[Some(45.846)], "ttft_ms");
+    assert_ms(&r.float("latency_ms"), &[Some(2698.076)], "latency_ms");
+    assert_eq!(r.text("finish_reason"), [s("stop")]);
+
+    let r = read("groq_stream_x_groq.sse");
+    assert_eq!(r.format, Some("openai_stream"));
+    assert_eq!((r.counts.rows_written, r.counts.lines_rejected), (1, 0), "{:?}", r.errors);
+    assert_eq!(r.text("request_id"), [s("chatcmpl-532a6640-2e18-4a4c-8406-8437a857ce48")]);
+    assert_eq!(r.text("model"), [s("llama3-8b-8192")]);
+    assert_eq!((r.int("prompt_tokens"), r.int("completion_tokens")), (vec![Some(18)], vec![Some(73)]));
+    // 282.450 + 2.698; 282.450 + 63.532.
+    assert_ms(&r.float("ttft_ms"), &[Some(285.148)], "ttft_ms");
+    assert_ms(&r.float("latency_ms"), &[Some(345.982)], "latency_ms");
+    assert_eq!(r.text("finish_reason"), [s("stop")]);
+}
+
+#[test]
+fn mistral_chat_completions() {
+    // mistral_chat.jsonl (the AI SDK's fixtures): OpenAI's shape, no cache.
+    let r = read("mistral_chat.jsonl");
+    assert_eq!(r.format, Some("openai_chat"));
+    assert_eq!(r.text("request_id"), [s("5319bd0299614c679a0068a4f2c8ffd0"), s("b3999b8c93e04e11bcbff7bcab829667")]);
+    assert_eq!(r.ts(), [1_769_088_720_000_000, 1_769_088_854_000_000]);
+    assert_eq!(r.text("model"), [s("mistral-small-latest"), s("mistral-small-latest")]);
+    assert_eq!(r.int("prompt_tokens"), [Some(13), Some(124)]);
+    assert_eq!(r.int("completion_tokens"), [Some(434), Some(22)]);
+    assert_eq!(r.int("cached_tokens"), [Some(0), Some(0)]);
+    assert_eq!(r.text("finish_reason"), [s("stop"), s("tool_calls")]);
+}
+
+#[test]
+fn a_file_mixing_providers_reads_every_line_by_its_own_format() {
+    // mixed_providers.jsonl: the first record of eight files above, one
+    // after another, as an application logging every upstream's responses
+    // writes them: Groq (OpenAI's shape), Anthropic, Gemini, Cohere,
+    // Ollama, a Bedrock Converse response, Mistral, a Bedrock invocation log.
+    let r = read("mixed_providers.jsonl");
+    assert_eq!(r.format, Some("openai_chat"), "the file's format is its first line's");
+    assert_eq!((r.counts.lines_read, r.counts.rows_written, r.counts.lines_rejected), (8, 8, 0), "{:?}", r.errors);
+    assert_eq!(
+        r.text("source_format"),
+        [
+            s("openai_chat"),
+            s("anthropic"),
+            s("gemini"),
+            s("cohere"),
+            s("ollama"),
+            s("bedrock"),
+            s("openai_chat"),
+            s("bedrock")
+        ]
+    );
+    assert_eq!(
+        r.int("prompt_tokens"),
+        [Some(45), Some(406), Some(9), Some(507), Some(17), Some(52), Some(13), Some(18135)]
+    );
+    assert_eq!(
+        r.int("completion_tokens"),
+        [Some(607), Some(50), Some(272), Some(10), Some(66), Some(30), Some(434), Some(50)]
+    );
+}
+
+#[test]
+fn gemini_stream_saved_as_server_sent_events() {
+    // gemini_stream.sse: a recorded stream (the AI SDK's fixture, a tool
+    // call) written back as the `alt=sse` events it came in: two chunks, the
+    // first a function call, the last with the finish reason; no `[DONE]`.
+    let r = read("gemini_stream.sse");
+    assert_eq!(r.format, Some("gemini_stream"));
+    assert_eq!((r.counts.lines_read, r.counts.rows_written, r.counts.lines_rejected), (1, 1, 0), "{:?}", r.errors);
+    assert_eq!(r.text("request_id"), [s("b36LacjwM668nsEP2tbsgQQ")]);
+    assert_eq!(r.text("model"), [s("gemini-3-pro-preview")]);
+    assert_eq!(r.int("prompt_tokens"), [Some(29)]);
+    assert_eq!(r.int("completion_tokens"), [Some(15 + 45)]);
+    assert_eq!(r.int("reasoning_tokens"), [Some(45)]);
+    assert_eq!(r.text("finish_reason_raw"), [s("STOP")]);
+}
+
+#[test]
+fn the_clouds_and_local_servers_name_who_served_and_who_called() {
+    let only = |p: &str| who(None, None, None, None).provider(p);
+    // Bedrock's records name the IAM principal that called (the user) and
+    // the caller's requestMetadata (tags, key:value, in key order).
+    assert_eq!(
+        attribution(&read("bedrock_invocation_log.json")),
+        [who(Some("arn:aws:iam::XXXXXXXXXXXX:user/dheeraj"), None, None, None).provider("bedrock")]
+    );
+    let caller = || {
+        who(Some("arn:aws:sts::012345678901:assumed-role/app-role/session-1"), None, None, None)
+            .tags(&["project:docs-bot", "team:search"])
+            .provider("bedrock")
+    };
+    assert_eq!(attribution(&read("bedrock_invocation_built.jsonl")), [caller(), caller()]);
+    assert_eq!(attribution(&read("bedrock_converse.jsonl")), (0..4).map(|_| only("bedrock")).collect::<Vec<_>>());
+    assert_eq!(attribution(&read("gemini_vercel.jsonl")), [only("gemini"), only("gemini")]);
+    assert_eq!(attribution(&read("gemini_stream.sse")), [only("gemini")]);
+    assert_eq!(attribution(&read("ollama_responses.jsonl")), [only("ollama"), only("ollama"), only("ollama")]);
+    assert_eq!(attribution(&read("cohere_stream_chunks.jsonl")), [only("cohere")]);
+    // Groq's bodies carry its `x_groq`; Mistral's say nothing of who served them.
+    assert_eq!(attribution(&read("groq_chat.jsonl")), [only("groq"), only("groq")]);
+    assert_eq!(attribution(&read("groq_stream_x_groq.sse")), [only("groq")]);
+    let none = || who(None, None, None, None);
+    assert_eq!(attribution(&read("mistral_chat.jsonl")), [none(), none()]);
+    let providers: Vec<Option<String>> =
+        attribution(&read("mixed_providers.jsonl")).into_iter().map(|w| w.provider).collect();
+    assert_eq!(
+        providers,
+        [s("groq"), s("anthropic"), s("gemini"), s("cohere"), s("ollama"), s("bedrock"), None, s("bedrock")]
     );
 }

@@ -79,29 +79,34 @@ pub fn parse<'a>(line: &'a [u8], ctx: &LineContext<'_>) -> Result<RequestRecord<
         .or_else(|| env.request.as_ref().and_then(|r| r.model.clone()))
         .unwrap_or_else(|| Cow::Owned(ctx.default_model.to_string()));
     let (ttft_ms, latency_ms) = env.timings()?;
+    let (max_tokens, invalid_max) = env.max_tokens();
     let attribution = env.attribution(Some(provider_of_message_id(msg.id.as_deref())));
-    Ok(RequestRecord {
-        request_id: env.request_id.clone().or(msg.id),
-        ts_micros: env.ts_micros(None, ctx)?,
-        session_id: env.session_id.clone(),
-        variant: env.variant(),
-        model,
-        status: env.status()?,
-        prompt_tokens: Some(input + cache_read + cache_write),
-        completion_tokens: output,
-        cached_tokens: cache_read,
-        cache_write_tokens: cache_write,
-        max_tokens: env.max_tokens()?,
-        ttft_ms,
-        latency_ms,
-        finish_reason_raw: msg.stop_reason,
-        prompt: env.prompt()?,
-        model_output: output_text,
-        output_is_raw: false,
-        extra: extra_json(&unread),
-        attribution,
-        ..Default::default()
-    })
+    Ok(fields::with_invalid(
+        RequestRecord {
+            request_id: env.request_id.clone().or(msg.id),
+            ts_micros: env.ts_micros(None, ctx)?,
+            session_id: env.session_id.clone(),
+            variant: env.variant(),
+            model,
+            status: env.status()?,
+            prompt_tokens: Some(input + cache_read + cache_write),
+            completion_tokens: output,
+            cached_tokens: cache_read,
+            cache_write_tokens: cache_write,
+            max_tokens,
+            ttft_ms,
+            latency_ms,
+            finish_reason_raw: msg.stop_reason,
+            prompt: env.prompt()?,
+            model_output: output_text,
+            output_is_raw: false,
+            extra: extra_json(&unread),
+            attribution,
+            ..Default::default()
+        },
+        "max_tokens",
+        invalid_max,
+    ))
 }
 
 /// Who served a Messages response, by its id: Claude on Bedrock and on

@@ -205,8 +205,9 @@ impl<'a> Envelope<'a> {
         }
     }
 
-    /// The request's output cap.
-    pub fn max_tokens(&self) -> Result<Option<i64>, String> {
+    /// The request's output cap, and the value as logged when it is none
+    /// (`-1`, meaning no cap: see [`fields::with_invalid`]).
+    pub fn max_tokens(&self) -> (Option<i64>, Option<f64>) {
         let req = self.request.as_ref();
         let v = req.and_then(|r| {
             r.max_completion_tokens
@@ -214,7 +215,7 @@ impl<'a> Envelope<'a> {
                 .or(r.max_output_tokens)
                 .or(r.parameters.as_ref().and_then(|p| p.max_new_tokens))
         });
-        fields::opt_token_count("max_tokens", v)
+        fields::lenient_token_count("max_tokens", v)
     }
 
     /// The prompt (messages as JSON, or text).

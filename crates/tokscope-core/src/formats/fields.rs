@@ -11,7 +11,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use super::secrets;
-use crate::record::TokenRecord;
+use crate::record::{RequestRecord, TokenRecord};
 
 /// Token counts above this are "absurd" and rejected: no model has a context
 /// window of 100M tokens, so such a value is a logging bug.
@@ -45,6 +45,38 @@ pub fn token_count(field: &str, v: f64) -> Result<i64, String> {
         return Err(format!("{field} = {v} exceeds the plausible maximum of {MAX_TOKEN_COUNT}"));
     }
     Ok(v as i64)
+}
+
+/// An optional token count (an output cap) read leniently: the count, or
+/// `None` with the value as logged when it is no token count (see
+/// [`with_invalid`]).
+pub fn lenient_token_count(field: &str, v: Option<f64>) -> (Option<i64>, Option<f64>) {
+    match v.map(|x| token_count(field, x)) {
+        Some(Ok(n)) => (Some(n), None),
+        Some(Err(_)) => (None, v),
+        None => (None, None),
+    }
+}
+
+/// `rec` with its optional `field` nulled for the value `raw` that did not
+/// fit (none: `rec` as it is): the value kept in `extra.invalid_fields`, and
+/// the issue [`issue::INVALID_OPTIONAL_FIELD`], which ingest counts.
+pub fn with_invalid<'a>(mut rec: RequestRecord<'a>, field: &str, raw: Option<f64>) -> RequestRecord<'a> {
+    let Some(raw) = raw else { return rec };
+    let mut extra: serde_json::Map<String, serde_json::Value> =
+        rec.extra.as_deref().and_then(|e| serde_json::from_str(e).ok()).unwrap_or_default();
+    let value = serde_json::Number::from_f64(raw).map_or(serde_json::Value::Null, serde_json::Value::Number);
+    match extra.entry("invalid_fields").or_insert_with(|| serde_json::Value::Object(serde_json::Map::new())) {
+        serde_json::Value::Object(m) => {
+            m.insert(field.to_string(), value);
+        }
+        other => *other = serde_json::json!({ field: value }),
+    }
+    rec.extra = Some(serde_json::Value::Object(extra).to_string());
+    if !rec.token_issues.iter().any(|i| i == issue::INVALID_OPTIONAL_FIELD) {
+        rec.token_issues.push(issue::INVALID_OPTIONAL_FIELD.to_string());
+    }
+    rec
 }
 
 /// Optional token count: `None` stays `None`.
@@ -567,6 +599,10 @@ pub fn arm_label(raw: &RawValue) -> Option<Cow<'_, str>> {
 
 /// Codes of the `token_issues` column (docs/metrics.md).
 pub mod issue {
+    /// An optional field held a value that does not fit (a `max_tokens` of
+    /// -1, meaning no cap): the field is null, the value kept in
+    /// `extra.invalid_fields`, and the request is not rejected.
+    pub const INVALID_OPTIONAL_FIELD: &str = "invalid_optional_field";
     /// The line held `NaN`/`Infinity`, read as null.
     pub const NON_FINITE_NUMBER: &str = "non_finite_number";
     /// The per-token arrays (logprobs, token_times_ms, decode_latency_ms) differ in length.

@@ -266,7 +266,9 @@ pub fn parse_event(event: &[u8]) -> Result<Parsed<'static>, String> {
 /// with one of the trace keys among its first keys, or an array whose first
 /// element is an object with `ph` and `ts`.
 pub fn is_trace_head(head: &[u8]) -> bool {
-    if head_object_keys(head).iter().any(|k| DOCUMENT_KEYS.contains(&k.as_str())) {
+    let keys = head_object_keys(head);
+    // Bedrock's invocation log records have a `schemaVersion` too, beside their `schemaType`.
+    if keys.iter().any(|k| DOCUMENT_KEYS.contains(&k.as_str())) && !keys.iter().any(|k| k == "schemaType") {
         return true;
     }
     head_first_element(head)
@@ -410,6 +412,7 @@ mod tests {
         assert!(is_trace_head(b"[{\"ph\":\"X\",\"ts\":1,\"dur\":2}, {"));
         assert!(!is_trace_head(b"{\"prompt_tokens\":1,\"completion_tokens\":2}\n{\"traceEvents\":1}"));
         assert!(!is_trace_head(b"[1,2]\n"));
+        assert!(!is_trace_head(b"{\n  \"schemaType\": \"ModelInvocationLog\",\n  \"schemaVersion\": \"1.0\""));
         assert!(!is_trace_head(b"TIMESTAMP,ContextTokens,GeneratedTokens\n"));
     }
 }

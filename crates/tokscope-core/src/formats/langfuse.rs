@@ -345,6 +345,7 @@ impl<'a> Observation<'a> {
                 }),
             _ => None,
         };
+        let (max_tokens, invalid_max) = fields::lenient_token_count("max_tokens", max_tokens);
         // Langfuse has no finish-reason column: integrations that log one put it in metadata.
         let finish = ["finish_reason", "stop_reason"]
             .iter()
@@ -358,28 +359,32 @@ impl<'a> Observation<'a> {
         }
         let model = self.model.take().unwrap_or_else(|| Cow::Owned(ctx.default_model.to_string()));
         let attribution = attribution::from_members(&self.extra, &ATTRIBUTION);
-        Ok(Parsed::Request(RequestRecord {
-            request_id: self.id.take(),
-            ts_micros: start,
-            session_id: self.session_id.take(),
-            model,
-            prompt_tokens: Some(prompt),
-            completion_tokens: completion,
-            cached_tokens: cached,
-            cache_write_tokens: cache_write,
-            reasoning_tokens: reasoning,
-            max_tokens: fields::opt_token_count("max_tokens", max_tokens)?,
-            ttft_ms,
-            latency_ms,
-            finish_reason_raw: finish.map(Cow::Owned),
-            prompt: self.input.take().map(unquote),
-            model_output: self.output.take().map(output_text),
-            output_is_raw: false,
-            logged_cost_usd: fields::cost_usd("total_cost", logged_cost)?,
-            extra: (!self.extra.is_empty()).then(|| Value::Object(std::mem::take(&mut self.extra)).to_string()),
-            attribution,
-            ..Default::default()
-        }))
+        Ok(Parsed::Request(fields::with_invalid(
+            RequestRecord {
+                request_id: self.id.take(),
+                ts_micros: start,
+                session_id: self.session_id.take(),
+                model,
+                prompt_tokens: Some(prompt),
+                completion_tokens: completion,
+                cached_tokens: cached,
+                cache_write_tokens: cache_write,
+                reasoning_tokens: reasoning,
+                max_tokens,
+                ttft_ms,
+                latency_ms,
+                finish_reason_raw: finish.map(Cow::Owned),
+                prompt: self.input.take().map(unquote),
+                model_output: self.output.take().map(output_text),
+                output_is_raw: false,
+                logged_cost_usd: fields::cost_usd("total_cost", logged_cost)?,
+                extra: (!self.extra.is_empty()).then(|| Value::Object(std::mem::take(&mut self.extra)).to_string()),
+                attribution,
+                ..Default::default()
+            },
+            "max_tokens",
+            invalid_max,
+        )))
     }
 
     /// Records which unit the `latency` column is in, from the timestamps'
@@ -675,6 +680,17 @@ mod tests {
         assert!(parse(negative.as_bytes(), &ctx()).unwrap_err().contains("non-negative"));
         let no_start = obs.replace(r#""start_time":"2024-06-01 12:00:00.000","#, "");
         assert!(parse(no_start.as_bytes(), &ctx()).unwrap_err().contains("start_time"));
+    }
+
+    #[test]
+    fn a_max_tokens_of_minus_one_is_null_not_a_reject() {
+        // Agent frameworks log -1 for "no cap": the generation is kept, the
+        // cap null, the value in `extra.invalid_fields`, the issue counted.
+        let obs = r#"{"id":"g1","traceId":"t1","type":"GENERATION","startTime":"2025-01-24T09:20:46.000Z","model":"m","usageDetails":{"input":3,"output":2},"modelParameters":{"max_tokens":-1,"temperature":0.5}}"#;
+        let Parsed::Request(r) = parse(obs.as_bytes(), &ctx()).unwrap() else { panic!() };
+        assert_eq!((r.max_tokens, r.prompt_tokens, r.completion_tokens), (None, Some(3), 2));
+        assert_eq!(extra(&r)["invalid_fields"]["max_tokens"].as_f64(), Some(-1.0));
+        assert_eq!(r.token_issues, ["invalid_optional_field"]);
     }
 
     #[test]

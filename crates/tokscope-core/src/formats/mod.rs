@@ -16,17 +16,21 @@
 
 pub mod anthropic;
 pub mod azure;
+pub mod bedrock;
 pub mod canonical;
+pub mod cohere;
 pub mod csv;
 pub mod envelope;
 pub mod eval;
 pub mod fields;
+pub mod gemini;
 pub mod helicone;
 pub mod kernel_trace;
 pub mod langfuse;
 pub mod litellm;
 pub mod moe_routing;
 pub mod mooncake;
+pub mod ollama;
 pub mod openai;
 pub mod openai_responses;
 pub mod openai_stream;
@@ -58,6 +62,8 @@ pub static FORMATS: &[&dyn LogFormat] = &[
     &kernel_trace::KernelTrace,
     &otel::Otel,
     &openai_stream::OpenAiStream,
+    &gemini::GeminiStream,
+    &ollama::OllamaStream,
     &azure::AzureCsv,
     &moe_routing::MoeRouting,
     &litellm::LiteLlm,
@@ -65,6 +71,10 @@ pub static FORMATS: &[&dyn LogFormat] = &[
     &mooncake::Mooncake,
     &helicone::Helicone,
     &langfuse::Langfuse,
+    &bedrock::Bedrock,
+    &gemini::Gemini,
+    &ollama::Ollama,
+    &cohere::Cohere,
     &openai_responses::OpenAiResponses,
     &openai::OpenAiChat,
     &anthropic::Anthropic,
@@ -581,6 +591,16 @@ mod tests {
             let text = match f {
                 "litellm_gcs" => include_str!("../../../../tests/data/real/litellm_gcs.ndjson"),
                 "openinference" => include_str!("../../../../tests/data/real/otel_openinference.jsonl"),
+                "bedrock_log" => include_str!("../../../../tests/data/real/bedrock_invocation_built.jsonl"),
+                "bedrock_converse" => include_str!("../../../../tests/data/real/bedrock_converse.jsonl"),
+                "gemini" => include_str!("../../../../tests/data/real/gemini_generate_content.jsonl"),
+                "gemini_chunks" => include_str!("../../../../tests/data/real/gemini_stream_chunks.jsonl"),
+                "gemini_array" => include_str!("../../../../tests/data/real/gemini_stream_array.json"),
+                "ollama" => include_str!("../../../../tests/data/real/ollama_responses.jsonl"),
+                "ollama_stream" => include_str!("../../../../tests/data/real/ollama_chat_stream.ndjson"),
+                "cohere" => include_str!("../../../../tests/data/real/cohere_chat.jsonl"),
+                "cohere_v2" => include_str!("../../../../tests/data/real/cohere_vercel.jsonl"),
+                "cohere_stream" => include_str!("../../../../tests/data/real/cohere_stream_chunks.jsonl"),
                 _ => unreachable!("{f}"),
             };
             first_line(text).to_string()
@@ -605,6 +625,18 @@ mod tests {
             ("profile", sample("profile")),
             ("moe_routing", sample("moe_routing")),
             ("eval", sample("eval")),
+            ("bedrock", real("bedrock_log")),
+            ("bedrock", real("bedrock_converse")),
+            ("gemini", real("gemini")),
+            ("gemini", real("gemini_chunks")),
+            ("gemini", real("gemini_array")),
+            ("ollama", real("ollama")),
+            ("ollama", real("ollama_stream")),
+            ("cohere", real("cohere")),
+            ("cohere", real("cohere_v2")),
+            ("cohere", real("cohere_stream")),
+            ("cohere", r#"{"type":"content-end","index":0}"#.to_string()),
+            ("bedrock", r#"{"@timestamp":"2025-03-11 00:38:02.000","@message":"{\"schemaType\":\"ModelInvocationLog\",\"requestId\":\"r\"}"}"#.to_string()),
             // Bare provider responses, as the providers return them.
             ("anthropic", r#"{"id":"msg_01","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[{"type":"text","text":"Hi"}],"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":10,"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"output_tokens":2}}"#.to_string()),
             ("openai_chat", r#"{"id":"chatcmpl-1","object":"chat.completion","created":1737710446,"model":"gpt-4o-mini","choices":[{"index":0,"message":{"role":"assistant","content":"Hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":10,"completion_tokens":2,"total_tokens":12}}"#.to_string()),

@@ -27,6 +27,34 @@ struct ChatCompletion<'a> {
     choices: Vec<ChatChoice<'a>>,
     #[serde(default)]
     usage: Option<Usage>,
+    #[serde(default)]
+    timings: Option<LlamaTimings>,
+    /// Groq's own object (its request id; its usage in a stream).
+    #[serde(borrow, default)]
+    x_groq: Option<&'a RawValue>,
+}
+
+/// llama.cpp server's `timings`: the prompt tokens read (`prompt_n`) and
+/// taken from its cache (`cache_n`), the milliseconds spent on each part.
+#[derive(Deserialize, Default)]
+struct LlamaTimings {
+    #[serde(default, deserialize_with = "lenient_number")]
+    cache_n: Option<f64>,
+    #[serde(default, deserialize_with = "lenient_number")]
+    prompt_ms: Option<f64>,
+    #[serde(default, deserialize_with = "lenient_number")]
+    predicted_ms: Option<f64>,
+}
+
+impl LlamaTimings {
+    /// The first token comes once the prompt is read; the last after the
+    /// prediction (llama.cpp does not time the queue).
+    fn server(&self) -> ServerTimes {
+        let ms = |v: Option<f64>| fields::duration_ms("timings", v).ok().flatten();
+        let prompt = ms(self.prompt_ms);
+        let total = prompt.zip(ms(self.predicted_ms)).map(|(p, d)| p + d);
+        ServerTimes { ttft_ms: prompt, latency_ms: total, prefill_ms: prompt }
+    }
 }
 
 /// One choice of a Chat Completions response (LiteLLM and Helicone log the
@@ -92,7 +120,10 @@ pub(crate) struct ChoiceLogprobs<'a> {
     pub content: Option<Vec<LogprobEntry<'a>>>,
 }
 
-/// A Chat Completions `usage` object (of a response, or of a stream's last chunk).
+/// A Chat Completions `usage` object (of a response, or of a stream's last
+/// chunk), with what OpenAI-compatible providers add to it: each optional
+/// addition that does not fit is left out of the columns (and kept in
+/// `extra` with the rest of `usage`), never a reject.
 #[derive(Deserialize)]
 pub(crate) struct Usage {
     prompt_tokens: Option<f64>,
@@ -101,6 +132,25 @@ pub(crate) struct Usage {
     prompt_tokens_details: Option<PromptDetails>,
     #[serde(default)]
     completion_tokens_details: Option<CompletionDetails>,
+    /// Mistral's cached prompt tokens.
+    #[serde(default, deserialize_with = "lenient_number")]
+    num_cached_tokens: Option<f64>,
+    /// OpenRouter's billed cost, in USD.
+    #[serde(default, deserialize_with = "lenient_number")]
+    cost: Option<f64>,
+    /// Groq's server times, in seconds: waiting, reading the prompt, the whole.
+    #[serde(default, deserialize_with = "lenient_number")]
+    queue_time: Option<f64>,
+    #[serde(default, deserialize_with = "lenient_number")]
+    prompt_time: Option<f64>,
+    #[serde(default, deserialize_with = "lenient_number")]
+    total_time: Option<f64>,
+}
+
+/// An optional number that is `None` when it is anything else (a provider's
+/// addition to `usage` that does not fit is no reason to lose the request).
+fn lenient_number<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+    Ok(serde_json::Value::deserialize(d)?.as_f64())
 }
 
 #[derive(Deserialize)]
@@ -125,6 +175,32 @@ pub(crate) struct UsageCounts {
     pub cached_tokens: i64,
     /// `completion_tokens_details.reasoning_tokens`.
     pub reasoning_tokens: Option<i64>,
+    /// The billed cost the provider logged (OpenRouter's `cost`).
+    pub logged_cost_usd: Option<f64>,
+    /// The provider's server times (Groq), when it logs them.
+    pub server: ServerTimes,
+}
+
+/// Times a provider's server measured, in milliseconds (Groq's `usage`, llama.cpp's `timings`).
+#[derive(Default, Clone, Copy)]
+pub(crate) struct ServerTimes {
+    /// From the request's arrival to its first token.
+    pub ttft_ms: Option<f64>,
+    /// From the request's arrival to its last token.
+    pub latency_ms: Option<f64>,
+    /// Reading the prompt.
+    pub prefill_ms: Option<f64>,
+}
+
+impl ServerTimes {
+    /// Groq's: the first token comes after the queue and the prompt; the
+    /// whole is the queue and `total_time`. A time that is not a plausible
+    /// duration is left out.
+    fn groq(queue: Option<f64>, prompt: Option<f64>, total: Option<f64>) -> ServerTimes {
+        let ms = |v: Option<f64>| fields::seconds_to_ms("usage", v).ok().flatten();
+        let sum = |a: Option<f64>, b: Option<f64>| Some(ms(a)? + ms(b)?);
+        ServerTimes { ttft_ms: sum(queue, prompt), latency_ms: sum(queue, total), prefill_ms: ms(prompt) }
+    }
 }
 
 impl Usage {
@@ -136,9 +212,8 @@ impl Usage {
             "usage.completion_tokens",
             self.completion_tokens.ok_or("missing usage.completion_tokens")?,
         )?;
-        let cached_tokens =
-            fields::opt_token_count("cached_tokens", self.prompt_tokens_details.and_then(|d| d.cached_tokens))?
-                .unwrap_or(0);
+        let cached = self.prompt_tokens_details.and_then(|d| d.cached_tokens).or(self.num_cached_tokens);
+        let cached_tokens = fields::opt_token_count("cached_tokens", cached)?.unwrap_or(0);
         if cached_tokens > prompt_tokens {
             return Err(format!("cached_tokens ({cached_tokens}) exceed prompt_tokens ({prompt_tokens})"));
         }
@@ -146,7 +221,14 @@ impl Usage {
             "reasoning_tokens",
             self.completion_tokens_details.and_then(|d| d.reasoning_tokens),
         )?;
-        Ok(UsageCounts { prompt_tokens, completion_tokens, cached_tokens, reasoning_tokens })
+        Ok(UsageCounts {
+            prompt_tokens,
+            completion_tokens,
+            cached_tokens,
+            reasoning_tokens,
+            logged_cost_usd: fields::cost_usd("usage.cost", self.cost).ok().flatten(),
+            server: ServerTimes::groq(self.queue_time, self.prompt_time, self.total_time),
+        })
     }
 }
 
@@ -164,7 +246,24 @@ fn chat_record<'a>(
     ctx: &LineContext<'_>,
 ) -> Result<RequestRecord<'a>, String> {
     let resp: ChatCompletion<'a> = fields::from_json(body).map_err(|e| format!("invalid chat completion: {e}"))?;
-    let usage = resp.usage.ok_or("missing required field usage")?.counts()?;
+    let mut usage = resp.usage.ok_or("missing required field usage")?.counts()?;
+    // Who served it, when the body says so (OpenAI's shape is everyone's).
+    let provider = if resp.x_groq.is_some() {
+        Some("groq")
+    } else if resp.timings.is_some() {
+        Some("llama.cpp")
+    } else if usage.logged_cost_usd.is_some() && resp.id.as_deref().is_some_and(|id| id.starts_with("gen-")) {
+        Some("openrouter")
+    } else {
+        None
+    };
+    let timings = resp.timings.unwrap_or_default();
+    if usage.cached_tokens == 0 {
+        // llama.cpp's prompt tokens reused from its cache, when it says so and they fit.
+        let cache_n = fields::opt_token_count("timings.cache_n", timings.cache_n).ok().flatten().unwrap_or(0);
+        usage.cached_tokens = if cache_n <= usage.prompt_tokens { cache_n } else { 0 };
+    }
+    let server = if usage.server.latency_ms.is_some() { usage.server } else { timings.server() };
     let choice = match resp.choices.into_iter().next() {
         Some(c) => c.into_parts()?,
         None => ChoiceParts { finish_reason: None, output: None, tokens: Vec::new() },
@@ -174,32 +273,40 @@ fn chat_record<'a>(
         .or_else(|| env.request.as_ref().and_then(|r| r.model.clone()))
         .unwrap_or_else(|| Cow::Owned(ctx.default_model.to_string()));
     let (ttft_ms, latency_ms) = env.timings()?;
+    let (ttft_ms, latency_ms) = (ttft_ms.or(server.ttft_ms), latency_ms.or(server.latency_ms));
+    let (max_tokens, invalid_max) = env.max_tokens();
     let unread = chat_unread(line, body);
-    let attribution = env.attribution(None);
-    Ok(RequestRecord {
-        request_id: env.request_id.clone().or(resp.id),
-        ts_micros: env.ts_micros(resp.created, ctx)?,
-        session_id: env.session_id.clone(),
-        variant: env.variant(),
-        model,
-        model_version: resp.system_fingerprint,
-        status: env.status()?,
-        prompt_tokens: Some(usage.prompt_tokens),
-        completion_tokens: usage.completion_tokens,
-        cached_tokens: usage.cached_tokens,
-        reasoning_tokens: usage.reasoning_tokens,
-        max_tokens: env.max_tokens()?,
-        ttft_ms,
-        latency_ms,
-        finish_reason_raw: choice.finish_reason,
-        prompt: env.prompt()?,
-        model_output: choice.output,
-        output_is_raw: false,
-        tokens: choice.tokens,
-        extra: extra_json(&unread),
-        attribution,
-        ..Default::default()
-    })
+    let attribution = env.attribution(provider);
+    Ok(fields::with_invalid(
+        RequestRecord {
+            request_id: env.request_id.clone().or(resp.id),
+            ts_micros: env.ts_micros(resp.created, ctx)?,
+            session_id: env.session_id.clone(),
+            variant: env.variant(),
+            model,
+            model_version: resp.system_fingerprint,
+            status: env.status()?,
+            prompt_tokens: Some(usage.prompt_tokens),
+            completion_tokens: usage.completion_tokens,
+            cached_tokens: usage.cached_tokens,
+            reasoning_tokens: usage.reasoning_tokens,
+            max_tokens,
+            ttft_ms,
+            latency_ms,
+            prefill_latency_ms: server.prefill_ms,
+            logged_cost_usd: usage.logged_cost_usd,
+            finish_reason_raw: choice.finish_reason,
+            prompt: env.prompt()?,
+            model_output: choice.output,
+            output_is_raw: false,
+            tokens: choice.tokens,
+            extra: extra_json(&unread),
+            attribution,
+            ..Default::default()
+        },
+        "max_tokens",
+        invalid_max,
+    ))
 }
 
 /// A completion's keys read into columns.
@@ -389,5 +496,58 @@ mod tests {
         );
         let bad = br#"{"id":"batch_req_2","custom_id":"req-8","response":null,"error":{"code":"server_error","message":"boom"}}"#;
         assert!(parse_batch(bad, &LineContext::default()).unwrap_err().contains("req-8 failed"));
+    }
+}
+
+#[cfg(test)]
+mod provider_usage_tests {
+    use super::*;
+
+    fn chat(usage_and_more: &str) -> RequestRecord<'static> {
+        let line = format!(
+            r#"{{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[{{"index":0,"finish_reason":"stop","native_finish_reason":"end_turn","message":{{"content":"x"}}}}],{usage_and_more}}}"#
+        );
+        parse_chat(line.as_bytes(), &LineContext::default()).unwrap().into_owned()
+    }
+
+    #[test]
+    fn openrouter_cost_is_the_logged_cost_and_its_native_finish_reason_is_kept() {
+        let r = chat(r#""usage":{"prompt_tokens":9,"completion_tokens":10,"cost":0.00000735,"is_byok":false}"#);
+        assert_eq!(r.logged_cost_usd, Some(0.00000735));
+        let extra: serde_json::Value = serde_json::from_str(r.extra.as_deref().unwrap()).unwrap();
+        assert_eq!(extra["choice.native_finish_reason"], "end_turn");
+    }
+
+    #[test]
+    fn mistral_num_cached_tokens_are_cached() {
+        let r = chat(r#""usage":{"prompt_tokens":20,"completion_tokens":18,"num_cached_tokens":10}"#);
+        assert_eq!((r.prompt_tokens, r.cached_tokens), (Some(20), 10));
+    }
+
+    #[test]
+    fn llama_cpp_timings_give_the_times_and_the_cache() {
+        let r = chat(
+            r#""usage":{"prompt_tokens":30,"completion_tokens":5},"timings":{"cache_n":24,"prompt_n":6,"prompt_ms":12.5,"predicted_n":5,"predicted_ms":40.25}"#,
+        );
+        assert_eq!(r.cached_tokens, 24);
+        assert_eq!((r.ttft_ms, r.latency_ms, r.prefill_latency_ms), (Some(12.5), Some(52.75), Some(12.5)));
+    }
+
+    #[test]
+    fn an_envelope_max_tokens_of_minus_one_is_null_not_a_reject() {
+        let line = br#"{"ts":1717236000000,"request":{"max_tokens":-1},"response":{"id":"c","object":"chat.completion","choices":[],"usage":{"prompt_tokens":1,"completion_tokens":2}}}"#;
+        let r = parse_chat(line, &LineContext::default()).unwrap();
+        assert_eq!((r.max_tokens, r.completion_tokens), (None, 2));
+        let extra: serde_json::Value = serde_json::from_str(r.extra.as_deref().unwrap()).unwrap();
+        assert_eq!(extra["invalid_fields"]["max_tokens"], -1.0);
+        assert_eq!(r.token_issues, ["invalid_optional_field"]);
+    }
+
+    #[test]
+    fn an_invalid_provider_addition_is_left_out_not_a_reject() {
+        let r = chat(r#""usage":{"prompt_tokens":9,"completion_tokens":10,"cost":"n/a","queue_time":-1}"#);
+        assert_eq!((r.logged_cost_usd, r.latency_ms), (None, None));
+        let extra: serde_json::Value = serde_json::from_str(r.extra.as_deref().unwrap()).unwrap();
+        assert_eq!(extra["usage.cost"], "n/a");
     }
 }

@@ -209,34 +209,38 @@ pub fn parse<'a>(line: &'a [u8], ctx: &LineContext<'_>) -> Result<Parsed<'a>, St
         1 => text.pop(),
         _ => Some(Cow::Owned(text.concat())),
     };
-    let max_tokens = match fields::opt_token_count("max_output_tokens", max_output_tokens)? {
-        Some(m) => Some(m),
-        None => env.max_tokens()?,
-    };
+    let (env_max, env_invalid) = env.max_tokens();
+    let (own_max, own_invalid) = fields::lenient_token_count("max_output_tokens", max_output_tokens);
+    let max_tokens = own_max.or(env_max);
+    let invalid_max = own_invalid.or(env_invalid);
     let (ttft_ms, latency_ms) = env.timings()?;
-    Ok(Parsed::Request(RequestRecord {
-        request_id,
-        ts_micros: env.ts_micros(created_at, ctx)?,
-        session_id: env.session_id.clone(),
-        model: model.ok_or("missing required field model")?,
-        status: env.status()?,
-        prompt_tokens: Some(input),
-        completion_tokens: output,
-        cached_tokens: cached,
-        cache_write_tokens: cache_write,
-        reasoning_tokens: reasoning,
-        max_tokens,
-        ttft_ms,
-        latency_ms,
-        finish_reason_raw: Some(finish),
-        prompt: env.prompt()?,
-        model_output,
-        output_is_raw: false,
-        tokens: fields::merge_token_data(logprobs, None, None, &mut Vec::new()),
-        extra: extra_json(&unread),
-        attribution: env.attribution(None),
-        ..Default::default()
-    }))
+    Ok(Parsed::Request(fields::with_invalid(
+        RequestRecord {
+            request_id,
+            ts_micros: env.ts_micros(created_at, ctx)?,
+            session_id: env.session_id.clone(),
+            model: model.ok_or("missing required field model")?,
+            status: env.status()?,
+            prompt_tokens: Some(input),
+            completion_tokens: output,
+            cached_tokens: cached,
+            cache_write_tokens: cache_write,
+            reasoning_tokens: reasoning,
+            max_tokens,
+            ttft_ms,
+            latency_ms,
+            finish_reason_raw: Some(finish),
+            prompt: env.prompt()?,
+            model_output,
+            output_is_raw: false,
+            tokens: fields::merge_token_data(logprobs, None, None, &mut Vec::new()),
+            extra: extra_json(&unread),
+            attribution: env.attribution(None),
+            ..Default::default()
+        },
+        "max_tokens",
+        invalid_max,
+    )))
 }
 
 /// OpenAI Responses API objects, bare or in an envelope.

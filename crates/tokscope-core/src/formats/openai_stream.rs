@@ -17,7 +17,7 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use super::fields::{self, TsValue};
-use super::openai::{ChoiceLogprobs, Usage};
+use super::openai::{ChoiceLogprobs, ServerTimes, Usage};
 use super::{Framing, LineContext, LogFormat, Parsed, Probe};
 use crate::event_stream::{data_payload, is_done};
 use crate::record::{RequestRecord, TokenRecord};
@@ -41,8 +41,17 @@ struct Chunk<'a> {
     choices: Vec<ChunkChoice<'a>>,
     #[serde(default)]
     usage: Option<Usage>,
+    /// Groq's: its `usage` (older streams carry the usage only here).
+    #[serde(default)]
+    x_groq: Option<XGroq>,
     #[serde(borrow, default)]
     error: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+struct XGroq {
+    #[serde(default)]
+    usage: Option<Usage>,
 }
 
 #[derive(Deserialize)]
@@ -65,7 +74,7 @@ struct Delta<'a> {
 
 /// The stream's events' data, in order: each event's `data:` lines joined
 /// by `\n` (comments and the other fields left out), and whether `[DONE]` ended it.
-fn event_payloads(stream: &[u8]) -> (Vec<Vec<u8>>, bool) {
+pub(crate) fn event_payloads(stream: &[u8]) -> (Vec<Vec<u8>>, bool) {
     let (mut events, mut current, mut done) = (Vec::new(), None::<Vec<u8>>, false);
     for line in stream.split(|&b| b == b'\n') {
         let line = line.strip_suffix(b"\r").unwrap_or(line);
@@ -100,6 +109,8 @@ struct Gathered {
     tokens: Vec<TokenRecord<'static>>,
     extra: Map<String, Value>,
     chunks: usize,
+    /// Whether a chunk had Groq's `x_groq`.
+    groq: bool,
 }
 
 impl Gathered {
@@ -121,8 +132,9 @@ impl Gathered {
         self.created = self.created.or(chunk.created);
         self.model = self.model.take().or(own(chunk.model));
         self.fingerprint = self.fingerprint.take().or(own(chunk.system_fingerprint));
-        if chunk.usage.is_some() {
-            self.usage = chunk.usage;
+        self.groq |= chunk.x_groq.is_some();
+        if let Some(usage) = chunk.usage.or_else(|| chunk.x_groq.and_then(|x| x.usage)) {
+            self.usage = Some(usage);
         }
         // One answer: the first choice (`n` > 1 interleaves others, left out).
         for choice in chunk.choices.into_iter().filter(|c| c.index.unwrap_or(0) == 0) {
@@ -149,12 +161,19 @@ pub fn parse(stream: &[u8], ctx: &LineContext<'_>) -> Result<RequestRecord<'stat
     if g.chunks == 0 {
         return Err("no chat.completion.chunk event in the stream".into());
     }
-    let (prompt_tokens, completion_tokens, cached_tokens, reasoning_tokens) = match g.usage {
+    let (prompt_tokens, completion_tokens, cached_tokens, reasoning_tokens, cost, server) = match g.usage {
         Some(usage) => {
             let u = usage.counts()?;
-            (Some(u.prompt_tokens), u.completion_tokens, u.cached_tokens, u.reasoning_tokens)
+            (
+                Some(u.prompt_tokens),
+                u.completion_tokens,
+                u.cached_tokens,
+                u.reasoning_tokens,
+                u.logged_cost_usd,
+                u.server,
+            )
         }
-        None if !g.tokens.is_empty() => (None, g.tokens.len() as i64, 0, None),
+        None if !g.tokens.is_empty() => (None, g.tokens.len() as i64, 0, None, None, ServerTimes::default()),
         None => {
             return Err("the stream has no usage (request it with stream_options.include_usage) \
                         and no logprobs to count its tokens by"
@@ -177,11 +196,19 @@ pub fn parse(stream: &[u8], ctx: &LineContext<'_>) -> Result<RequestRecord<'stat
         completion_tokens,
         cached_tokens,
         reasoning_tokens,
+        ttft_ms: server.ttft_ms,
+        latency_ms: server.latency_ms,
+        prefill_latency_ms: server.prefill_ms,
+        logged_cost_usd: cost,
         finish_reason_raw: g.finish_reason.map(Cow::Owned),
         model_output: g.output.map(Cow::Owned),
         output_is_raw: false,
         tokens: g.tokens,
         extra: (!g.extra.is_empty()).then(|| Value::Object(g.extra).to_string()),
+        attribution: crate::record::Attribution {
+            provider: g.groq.then_some(Cow::Borrowed("groq")),
+            ..Default::default()
+        },
         ..Default::default()
     })
 }

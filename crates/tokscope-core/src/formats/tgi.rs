@@ -87,30 +87,35 @@ pub fn parse<'a>(line: &'a [u8], ctx: &LineContext<'_>) -> Result<RequestRecord<
         })
         .collect();
     let (ttft_ms, latency_ms) = env.timings()?;
+    let (max_tokens, invalid_max) = env.max_tokens();
     // What no column holds: `details.seed`, `details.best_of_sequences`, the envelope's other keys.
     let unread = envelope::unread(line, body, &["generated_text", "details"], &[("details", DETAILS_KEYS)]);
-    Ok(RequestRecord {
-        request_id: env.request_id.clone(),
-        ts_micros: env.ts_micros(None, ctx)?,
-        session_id: env.session_id.clone(),
-        variant: env.variant(),
-        model,
-        status: env.status()?,
-        prompt_tokens,
-        completion_tokens,
-        max_tokens: env.max_tokens()?,
-        ttft_ms,
-        latency_ms,
-        finish_reason_raw: details.finish_reason,
-        prompt: env.prompt()?,
-        model_output: output,
-        output_is_raw: raw,
-        last_token_special: last_special,
-        tokens,
-        extra: extra_json(&unread),
-        attribution: env.attribution(Some("tgi")),
-        ..Default::default()
-    })
+    Ok(fields::with_invalid(
+        RequestRecord {
+            request_id: env.request_id.clone(),
+            ts_micros: env.ts_micros(None, ctx)?,
+            session_id: env.session_id.clone(),
+            variant: env.variant(),
+            model,
+            status: env.status()?,
+            prompt_tokens,
+            completion_tokens,
+            max_tokens,
+            ttft_ms,
+            latency_ms,
+            finish_reason_raw: details.finish_reason,
+            prompt: env.prompt()?,
+            model_output: output,
+            output_is_raw: raw,
+            last_token_special: last_special,
+            tokens,
+            extra: extra_json(&unread),
+            attribution: env.attribution(Some("tgi")),
+            ..Default::default()
+        },
+        "max_tokens",
+        invalid_max,
+    ))
 }
 
 /// The `details` keys read into columns and `tokens` rows (the prompt's

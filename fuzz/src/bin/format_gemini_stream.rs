@@ -1,0 +1,2 @@
+#![no_main]
+libfuzzer_sys::fuzz_target!(|data: &[u8]| tokscope_core::fuzz::format_line("gemini_stream", data));
