@@ -392,7 +392,8 @@ fn run_uses_the_bundled_samples_by_default() {
         header,
         "model,context_bin,requests,eos,length,implicit_truncation,unknown,eos_compliance_rate,implicit_truncation_rate,\
          ttft_p50_ms,ttft_p95_ms,ttft_p99_ms,tpot_p50_ms,tpot_p95_ms,latency_p50_ms,latency_p95_ms,decode_tps_p50,e2e_tps_mean,\
-         unpriced_requests,cost_usd,cost_per_1k_tokens,input_share,cached_share,output_share",
+         unpriced_requests,uncosted_requests,cost_source,cost_usd,logged_cost_share,cost_per_1k_tokens,input_share,\
+         cached_share,output_share",
         "run prints the report job"
     );
     assert!(stdout.contains("llama-3.1-8b-instruct,0-1K,"));
