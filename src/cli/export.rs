@@ -20,8 +20,9 @@ pub struct ExportArgs {
     /// The export's date, YYYY-MM-DD (default: today, UTC).
     #[arg(long)]
     date: Option<NaiveDate>,
-    /// Jobs to run, comma-separated (default: the dashboard's jobs whose tables hold rows;
-    /// `cost` only with --pricing).
+    /// Jobs to run, comma-separated: job names, or the dashboard's named runs such as
+    /// `spend_by_team` (default: the dashboard's runs whose tables hold rows; `cost` only with
+    /// --pricing; a run grouped by a column only when some request has a value in it).
     #[arg(long, value_delimiter = ',')]
     jobs: Option<Vec<String>>,
     /// Keep this many dated exports; older ones are removed.
