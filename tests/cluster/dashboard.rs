@@ -1436,6 +1436,30 @@ fn exported_who_spends_charts_draw_each_group_s_cost_where_their_axes_read_it_in
         assert!(section.contains(&format!("<th>{column}")), "the team table has no {column}");
     }
     assert!(section.contains("Data: 10 rows from <code>spend_by_team</code>"), "a row per team");
+    // --jobs takes a run's name as it takes a job's.
+    let only = dir.path().join("only");
+    let pricing = common::repo().join("config/pricing.example.toml");
+    common::tokscope(&[
+        "export",
+        "--data",
+        data.to_str().unwrap(),
+        "--to",
+        only.to_str().unwrap(),
+        "--pricing",
+        pricing.to_str().unwrap(),
+        "--date",
+        "2024-06-03",
+        "--jobs",
+        "spend_by_team,eos",
+    ]);
+    let alone = read_csv(&only.join("latest/spend_by_team.csv"));
+    // (Floats summed in another order may differ in the last digit.)
+    assert_eq!(
+        (&alone["team"], &alone["requests"]),
+        (&teams["team"], &teams["requests"]),
+        "the run alone, the same groups"
+    );
+    assert!(only.join("latest/eos.csv").is_file() && !only.join("latest/spend_by_user.csv").exists());
     let Some(out) = check_exported_charts(&latest, dir.path(), &who_spends) else { return };
     std::io::stdout().write_all(&out.stdout).unwrap();
 }
