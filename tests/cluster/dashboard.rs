@@ -231,6 +231,19 @@ fn daily_charts_show_the_last_trend_days_only() {
 }
 
 #[test]
+fn bars_over_90_days_label_at_most_7_dates_across_so_they_do_not_overlap() {
+    let mut input = support::realistic(&support::model_names(3), 90);
+    input.trend_days = 90;
+    let html = render(&input).unwrap();
+    let wide = html.split(r#"data-chart="spend_daily_by_team" data-layout="wide""#).nth(1).unwrap();
+    let svg = &wide[..wide.find("</svg>").unwrap()];
+    // A date label is 10 characters, about 70 px: 7 fit the plot's 540 px.
+    let dates = svg.split("<text").skip(1).filter(|t| t.contains("\n2025-")).count();
+    assert!((2..=7).contains(&dates), "{dates} date labels across 90 bars");
+    assert!(html.contains("Data: 90 rows from <code>spend_daily_by_team</code>"), "every day is drawn and tabled");
+}
+
+#[test]
 fn charts_draw_at_most_eight_series_and_say_so() {
     let html = render(&support::realistic(&support::model_names(11), 5)).unwrap();
     assert!(html.contains("Showing the 8 series with the most requests; 3 more are in the table only."));
