@@ -20,7 +20,8 @@ pub struct ExportArgs {
     /// The export's date, YYYY-MM-DD (default: today, UTC).
     #[arg(long)]
     date: Option<NaiveDate>,
-    /// Jobs to run, comma-separated (default: the dashboard's jobs whose tables hold rows).
+    /// Jobs to run, comma-separated: job names, or the dashboard's named runs such as
+    /// `spend_by_team` (default: the dashboard's runs whose tables hold rows; a run grouped by a column only when some request has a value in it).
     #[arg(long, value_delimiter = ',')]
     jobs: Option<Vec<String>>,
     /// Keep this many dated exports; older ones are removed.

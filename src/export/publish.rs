@@ -1,6 +1,7 @@
 //! `tokscope export`: run the dashboard's jobs over a dataset and publish
 //! `DEST/<date>/` (the dashboard `index.html` and each job's result as
-//! `<job>.csv`, `<job>.json`, `<job>.parquet`), then `DEST/latest/`, and
+//! `<name>.csv`, `<name>.json`, `<name>.parquet`: a job's name, or a named
+//! run of a job with parameters, `jobs::DASHBOARD`), then `DEST/latest/`, and
 //! prune old dated exports.
 //!
 //! Readers never see a half-written export, nor two exports mixed, and a
@@ -32,7 +33,7 @@ use super::dashboard::{self, DashboardInput};
 use super::{write_batches, OutputFormat, TableLayout};
 use crate::engine;
 use crate::error::{Error, Result};
-use crate::jobs::{self, Job};
+use crate::jobs::{self, DashboardRun};
 use crate::progress::Progress;
 use crate::store::{self, StoreOptions};
 
@@ -55,9 +56,10 @@ pub struct ExportOptions {
     pub to: String,
     /// The export's date: it is published as `<to>/<date>/`.
     pub date: NaiveDate,
-    /// Jobs to run; `None`: the dashboard's ([`jobs::dashboard_jobs`]) whose
-    /// tables hold rows, `ab` only when the requests name at least two
-    /// experiment arms (`variant`).
+    /// Jobs (or [`jobs::DASHBOARD`] runs) to run, by name; `None`: the
+    /// dashboard's runs whose tables hold rows, `ab` only
+    /// when the requests name at least two experiment arms (`variant`),
+    /// and a run grouped by a column only when some request has a value in it.
     pub jobs: Option<Vec<String>>,
     /// Dated exports to keep (older ones are removed); `None` keeps all.
     pub keep: Option<usize>,
@@ -122,15 +124,16 @@ pub async fn export(ctx: &SessionContext, options: &ExportOptions) -> Result<Exp
     let progress = Progress::items(options.progress, jobs.len() as u64, "jobs");
     let queries_started = Instant::now();
     // In the jobs' order whatever order they finish in (`buffered`).
-    let results: Vec<Vec<RecordBatch>> = futures::stream::iter(jobs.iter().map(|job| {
+    let results: Vec<Vec<RecordBatch>> = futures::stream::iter(jobs.iter().map(|run| {
         let progress = &progress;
         async move {
-            let params = match job.name {
-                "throughput" => vec![("window".to_string(), throughput_window(ctx).await?)],
-                _ => Vec::new(),
-            };
+            let job = run.job()?;
+            let mut params = run.params();
+            if job.name == "throughput" {
+                params.push(("window".to_string(), throughput_window(ctx).await?));
+            }
             let batches = jobs::run_job_with(ctx, job, &params).await?;
-            progress.set_message(job.name);
+            progress.set_message(run.name);
             progress.inc(1);
             Ok::<_, Error>(batches)
         }
@@ -182,12 +185,13 @@ fn now() -> String {
 }
 
 /// The jobs to run: the ones asked for, or the defaults whose tables hold rows.
-async fn choose_jobs(ctx: &SessionContext, options: &ExportOptions) -> Result<Vec<&'static Job>> {
+async fn choose_jobs(ctx: &SessionContext, options: &ExportOptions) -> Result<Vec<DashboardRun>> {
     if let Some(names) = &options.jobs {
-        return names.iter().map(|n| jobs::job(n)).collect();
+        return names.iter().map(|n| DashboardRun::named(n)).collect();
     }
     let mut chosen = Vec::new();
-    for job in jobs::dashboard_jobs() {
+    for run in jobs::DASHBOARD {
+        let job = run.job()?;
         // `ab` compares two arms; with fewer there is nothing to compare.
         if job.name == "ab" && count(ctx, "SELECT DISTINCT variant FROM requests WHERE variant IS NOT NULL").await? < 2
         {
@@ -197,8 +201,12 @@ async fn choose_jobs(ctx: &SessionContext, options: &ExportOptions) -> Result<Ve
         for table in job.tables {
             present &= has_rows(ctx, table.name).await?;
         }
+        // A run grouped by a column no request has a value in would be one null group.
+        if let (true, Some(sql)) = (present, run.grouping_check_sql()?) {
+            present = count(ctx, &sql).await? > 0;
+        }
         if present {
-            chosen.push(job);
+            chosen.push(*run);
         }
     }
     Ok(chosen)

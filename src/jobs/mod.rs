@@ -37,9 +37,6 @@ pub struct Job {
     pub tables: &'static [&'static TableDef],
     /// The columns a terminal table shows by default (`--wide`: all); empty: all.
     pub key_columns: &'static [&'static str],
-    /// Its place on the dashboard (the export runs the jobs with one, in this
-    /// order; `tokscope export --jobs` runs any); `None`: not on the page.
-    pub page: Option<u8>,
 }
 
 /// A job parameter: `{{name}}` in the job's SQL.
@@ -208,8 +205,7 @@ const METRICS_SQL: &str = include_str!("../../sql/metrics.sql");
 
 macro_rules! job {
     ($name:literal, $about:literal, tables: [$($table:ident),*]
-     $(, params: [$(($p:literal, $d:literal $(, $kind:ident)?)),*])? $(, key: [$($key:literal),*])?
-     $(, page: $page:literal)?) => {
+     $(, params: [$(($p:literal, $d:literal $(, $kind:ident)?)),*])? $(, key: [$($key:literal),*])?) => {
         Job {
             name: $name,
             about: $about,
@@ -217,11 +213,8 @@ macro_rules! job {
             params: &[$($(Param { name: $p, default: $d, kind: job!(@kind $($kind)?) }),*)?],
             tables: &[$(tokscope_core::catalog::tables::$table),*],
             key_columns: &[$($($key),*)?],
-            page: job!(@page $($page)?),
         }
     };
-    (@page) => { None };
-    (@page $page:literal) => { Some($page) };
     (@kind) => { ParamKind::Number };
     (@kind $kind:ident) => { ParamKind::$kind };
 }
@@ -232,30 +225,26 @@ pub const JOBS: &[Job] = &[
         "eos",
         "EOS compliance and silent-truncation rate per model (or --param by=...) x context bin",
         tables: [REQUESTS, REQUEST_COUNTS],
-        params: [("by", "model", Grouping), ("top", "0", Count), ("tag_prefix", "", Label)],
-        page: 3
+        params: [("by", "model", Grouping), ("top", "0", Count), ("tag_prefix", "", Label)]
     ),
     job!(
         "latency",
         "exact TTFT / TPOT / latency percentiles and throughput per model (or --param by=model_version|variant) x context bin",
         tables: [REQUESTS],
-        params: [("by", "model", Grouping), ("top", "0", Count), ("tag_prefix", "", Label)],
-        page: 4
+        params: [("by", "model", Grouping), ("top", "0", Count), ("tag_prefix", "", Label)]
     ),
     job!(
         "cost",
         "cost per model (or --param by=...) x context bin: priced (--pricing, default the bundled LiteLLM \
          table), else as logged; cost_source says which",
         tables: [REQUESTS],
-        params: [("by", "model", Grouping), ("top", "0", Count), ("tag_prefix", "", Label)],
-        page: 5
+        params: [("by", "model", Grouping), ("top", "0", Count), ("tag_prefix", "", Label)]
     ),
     job!(
         "kv_cache",
         "KV-cache GiB per request and per GPU (mean, max) per model x context bin",
         tables: [REQUESTS],
-        params: [("tp", "0")],
-        page: 6
+        params: [("tp", "0")]
     ),
     job!(
         "report",
@@ -264,15 +253,13 @@ pub const JOBS: &[Job] = &[
         params: [("by", "model", Grouping), ("top", "0", Count), ("tag_prefix", "", Label)],
         // What a reader scans first; the other columns with `--wide` (docs/cli.md).
         key: ["model", "context_bin", "requests", "eos_compliance_rate", "implicit_truncation_rate",
-              "ttft_p50_ms", "tpot_p50_ms", "latency_p95_ms", "cost_usd", "cost_source", "cost_per_1k_tokens"],
-        page: 1
+              "ttft_p50_ms", "tpot_p50_ms", "latency_p95_ms", "cost_usd", "cost_source", "cost_per_1k_tokens"]
     ),
     job!(
         "daily",
         "cost, EOS compliance, truncation and TTFT per UTC day x model (or --param by=...) (the dashboard's trends)",
         tables: [REQUESTS],
-        params: [("by", "model", Grouping), ("top", "0", Count), ("tag_prefix", "", Label)],
-        page: 2
+        params: [("by", "model", Grouping), ("top", "0", Count), ("tag_prefix", "", Label)]
     ),
     job!(
         "reconcile",
@@ -293,116 +280,100 @@ pub const JOBS: &[Job] = &[
         "inter-token and tail-token jitter, first- and last-token latency per model (or --param by=model_version|variant) \
          x context bin",
         tables: [REQUESTS, TOKENS],
-        params: [("by", "model", Grouping), ("top", "0", Count), ("tag_prefix", "", Label)],
-        page: 7
+        params: [("by", "model", Grouping), ("top", "0", Count), ("tag_prefix", "", Label)]
     ),
     job!("jitter_requests", "per-request itl_std_ms, first_token_ms, last_token_ms", tables: [REQUESTS, TOKENS]),
     job!(
         "confidence",
         "logprob / entropy confidence and low-confidence spans per model x context bin x eos_status",
         tables: [TOKENS],
-        params: [("low_logprob", "-0.6931471805599453"), ("high_entropy_bits", "1.0")],
-        page: 8
+        params: [("low_logprob", "-0.6931471805599453"), ("high_entropy_bits", "1.0")]
     ),
-    job!("eos_logprob", "logprob of the last token: EOS tokens vs silent truncations, per model x context bin", tables: [REQUESTS, TOKENS], page: 9),
-    job!("replay", "replay verdicts (natural stop / confirmed truncation / ...) per model x context bin", tables: [REPLAY_VERDICTS], page: 10),
+    job!("eos_logprob", "logprob of the last token: EOS tokens vs silent truncations, per model x context bin", tables: [REQUESTS, TOKENS]),
+    job!("replay", "replay verdicts (natural stop / confirmed truncation / ...) per model x context bin", tables: [REPLAY_VERDICTS]),
     job!(
         "mediation",
         "causal mediation per layer: TE, IE, DE of corruption and of changed layers, weight perturbation (mean, 95% bootstrap CI)",
         tables: [INTERVENTIONS],
-        params: [("resamples", "1000"), ("seed", "0")],
-        page: 11
+        params: [("resamples", "1000"), ("seed", "0")]
     ),
     job!(
         "mediation_layers",
         "direct and indirect effect of each changed layer (weight noise, skipped layer) per study (mean, 95% bootstrap CI)",
         tables: [INTERVENTIONS],
-        params: [("resamples", "1000"), ("seed", "0")],
-        page: 13
+        params: [("resamples", "1000"), ("seed", "0")]
     ),
-    job!("mediation_heatmap", "mean indirect effect per metric x layer x restored position", tables: [INTERVENTIONS], page: 12),
+    job!("mediation_heatmap", "mean indirect effect per metric x layer x restored position", tables: [INTERVENTIONS]),
     job!(
         "head_waste",
         "attention layer x head of a kernel trace: actual vs peak FLOPs, waste ratio, flagged heads",
         tables: [KERNELS],
-        params: [("peak_tflops", "989"), ("threshold", "0.5"), ("q_len", "0"), ("kv_len", "0"), ("head_dim", "0")],
-        page: 20
+        params: [("peak_tflops", "989"), ("threshold", "0.5"), ("q_len", "0"), ("kv_len", "0"), ("head_dim", "0")]
     ),
     job!(
         "moe_load",
         "MoE router load per layer: expert shares, hot experts, imbalance, CV, routing entropy, redundancy bound",
-        tables: [MOE_ROUTING],
-        page: 21
+        tables: [MOE_ROUTING]
     ),
     job!(
         "drift",
         "intent drift per query-length bin: KL divergence of model vs gold relevance (mean, p95, share above threshold)",
         tables: [EVALS],
-        params: [("short_max", "3"), ("medium_max", "6"), ("threshold", "0.85")],
-        page: 24
+        params: [("short_max", "3"), ("medium_max", "6"), ("threshold", "0.85")]
     ),
     job!(
         "quality",
         "answer quality per model x task: mean BLEU-4 against the reference, mean FactScore, f1_fact",
         tables: [EVALS],
-        params: [("bleu_weight", "0.4"), ("factscore_weight", "0.6")],
-        page: 22
+        params: [("bleu_weight", "0.4"), ("factscore_weight", "0.6")]
     ),
     job!(
         "composite",
         "composite serving score per model: throughput, p95 latency, recall, semantic similarity",
         tables: [REQUESTS, EVALS],
-        params: [("w1", "0.3"), ("w2", "0.25"), ("w3", "0.25"), ("w4", "0.2"), ("qps_scale", "1000"), ("latency_budget_ms", "200")],
-        page: 23
+        params: [("w1", "0.3"), ("w2", "0.25"), ("w3", "0.25"), ("w4", "0.2"), ("qps_scale", "1000"), ("latency_budget_ms", "200")]
     ),
     job!(
         "recall",
         "retrieval recall of evaluation records per model x context bin: mean, P50, P10",
-        tables: [EVALS],
-        page: 25
+        tables: [EVALS]
     ),
     job!(
         "recall_at_k",
         "top-K recall curve (K = 1..max_k) of evaluation records with ranked retrieval results, per model",
         tables: [EVALS],
-        params: [("max_k", "100")],
-        page: 26
+        params: [("max_k", "100")]
     ),
     job!(
         "gateway_engine",
         "gateway log joined to engine profiles: matches, clock offset, prefill / decode / overhead percentiles per model x context bin",
-        tables: [REQUESTS, PROFILES],
-        page: 16
+        tables: [REQUESTS, PROFILES]
     ),
     job!(
         "engine",
         "engine profiles per model x variant x context bin: queue / prefill / decode / overhead P50 and P95, \
          KV-cache hit rate, CUDA kernel time, decode-step jitter",
-        tables: [PROFILES],
-        page: 17
+        tables: [PROFILES]
     ),
     job!(
         "kv_cache_peak",
         "the most KV cache held at once per GPU (engine profiles' engine_id / gpu_id), with peak concurrency",
         tables: [REQUESTS, PROFILES],
-        params: [("tp", "0")],
-        page: 18
+        params: [("tp", "0")]
     ),
     job!(
         "throughput",
         "requests, tokens/s, mean and peak concurrency, TTFT and end-to-end percentiles per model (or --param \
          by=model_version|variant) x time window",
         tables: [REQUESTS],
-        params: [("window", "60s", Duration), ("by", "model", Grouping), ("top", "0", Count), ("tag_prefix", "", Label)],
-        page: 14
+        params: [("window", "60s", Duration), ("by", "model", Grouping), ("top", "0", Count), ("tag_prefix", "", Label)]
     ),
     job!(
         "load_summary",
         "a load test's whole run per model (or --param by=model_version|variant): throughput over wall time, \
          concurrency, latency percentiles",
         tables: [REQUESTS],
-        params: [("by", "model", Grouping), ("top", "0", Count), ("tag_prefix", "", Label)],
-        page: 15
+        params: [("by", "model", Grouping), ("top", "0", Count), ("tag_prefix", "", Label)]
     ),
     job!(
         "ab",
@@ -410,16 +381,114 @@ pub const JOBS: &[Job] = &[
          throughput, cost, with 95% CIs and Holm-adjusted p-values",
         tables: [REQUESTS],
         params: [("a", "", Label), ("b", "", Label), ("resamples", "1000"), ("seed", "0"), ("split", "0.5"),
-                 ("srm_alpha", "0.001")],
-        page: 19
+                 ("srm_alpha", "0.001")]
+    ),
+    job!(
+        "spend",
+        "who spends what: requests, tokens, cost, cost per 1K tokens, EOS compliance, implicit truncation and P95 \
+         latency per team (or --param by=...)",
+        tables: [REQUESTS],
+        params: [("by", "team", Grouping), ("top", "0", Count), ("tag_prefix", "", Label)]
     ),
 ];
 
-/// The jobs on the dashboard, in page order.
-pub fn dashboard_jobs() -> Vec<&'static Job> {
-    let mut jobs: Vec<&'static Job> = JOBS.iter().filter(|j| j.page.is_some()).collect();
-    jobs.sort_by_key(|j| j.page);
-    jobs
+/// One result the export publishes: a job run with parameters under a name of
+/// its own (its files `<name>.csv`, `.json`, `.parquet`, and the table name
+/// the dashboard's charts draw from).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DashboardRun {
+    /// The result's name.
+    pub name: &'static str,
+    /// The job it runs (a name in [`JOBS`]).
+    pub job: &'static str,
+    /// Its `--param` values; the job's defaults for the others.
+    pub params: &'static [(&'static str, &'static str)],
+}
+
+macro_rules! run {
+    ($job:literal) => {
+        DashboardRun { name: $job, job: $job, params: &[] }
+    };
+    ($name:literal = $job:literal $(, $p:literal = $v:literal)*) => {
+        DashboardRun { name: $name, job: $job, params: &[$(($p, $v)),*] }
+    };
+}
+
+/// What `tokscope export` runs by default, in this order (the files' order in
+/// its summary; the page's order is the charts', `dashboard::BUILTIN_CHARTS`):
+/// a job under its own name, or a named run of a job with parameters. A run
+/// whose tables hold no rows is left out, as is one grouped (`by=`) by a
+/// column that is null on every request (its charts then say "not in this
+/// dataset").
+pub const DASHBOARD: &[DashboardRun] = &[
+    run!("report"),
+    run!("daily"),
+    run!("eos"),
+    run!("latency"),
+    run!("cost"),
+    // Who spends: the top 8 teams, users and tags (the rest summed as `(other)`).
+    run!("spend_daily_by_team" = "daily", "by" = "team", "top" = "8"),
+    run!("spend_by_team" = "spend", "by" = "team", "top" = "8"),
+    run!("spend_by_user" = "spend", "by" = "user_id", "top" = "8"),
+    run!("spend_by_tag" = "spend", "by" = "tag", "top" = "8"),
+    run!("spend_by_provider" = "spend", "by" = "provider"),
+    run!("kv_cache"),
+    run!("jitter"),
+    run!("confidence"),
+    run!("eos_logprob"),
+    run!("replay"),
+    run!("mediation"),
+    run!("mediation_heatmap"),
+    run!("mediation_layers"),
+    run!("throughput"),
+    run!("load_summary"),
+    run!("gateway_engine"),
+    run!("engine"),
+    run!("kv_cache_peak"),
+    run!("ab"),
+    run!("head_waste"),
+    run!("moe_load"),
+    run!("quality"),
+    run!("composite"),
+    run!("drift"),
+    run!("recall"),
+    run!("recall_at_k"),
+];
+
+impl DashboardRun {
+    /// The run named `name` in [`DASHBOARD`], else the job of that name with
+    /// its defaults (`tokscope export --jobs` takes either).
+    pub fn named(name: &str) -> Result<DashboardRun> {
+        if let Some(run) = DASHBOARD.iter().find(|r| r.name == name) {
+            return Ok(*run);
+        }
+        let job = job(name)?;
+        Ok(DashboardRun { name: job.name, job: job.name, params: &[] })
+    }
+
+    /// The job it runs.
+    pub fn job(&self) -> Result<&'static Job> {
+        job(self.job)
+    }
+
+    /// Its parameters as `--param` pairs.
+    pub fn params(&self) -> Vec<(String, String)> {
+        self.params.iter().map(|(name, value)| (name.to_string(), value.to_string())).collect()
+    }
+
+    /// For a run that names its grouping (`by=`): a query that returns a row
+    /// when some request has a value to group by (for `by=tag`, a tag, of
+    /// `tag_prefix` when set); `None` for a run without one.
+    pub fn grouping_check_sql(&self) -> Result<Option<String>> {
+        let job = self.job()?;
+        let Some(by) = job.params.iter().find(|p| p.kind == ParamKind::Grouping) else { return Ok(None) };
+        if !self.params.iter().any(|(name, _)| *name == by.name) {
+            return Ok(None);
+        }
+        // Which groups are kept apart (`top`) does not change which rows have a value.
+        let grouping = Grouping { top: 0, ..job.grouping(&self.params())? };
+        Ok(Some(format!("SELECT 1 FROM {} WHERE {} IS NOT NULL LIMIT 1", grouping.source("requests")?, grouping.by)))
+    }
 }
 
 /// Looks a job up by name.
@@ -528,6 +597,25 @@ fn counted(name: &str, expr: &str) -> Result<String> {
 }
 
 impl Job {
+    /// Each parameter's value as SQL (`overrides`, else its default), checked
+    /// against its [`ParamKind`].
+    fn param_values(&self, overrides: &[(String, String)]) -> Result<HashMap<&'static str, String>> {
+        let value_of = |p: &Param| overrides.iter().rev().find(|(n, _)| n == p.name).map_or(p.default, |(_, v)| v);
+        self.params.iter().map(|p| Ok((p.name, p.kind.to_sql(p.name, value_of(p))?))).collect()
+    }
+
+    /// How a grouping job's rows are grouped with these parameters.
+    fn grouping(&self, overrides: &[(String, String)]) -> Result<Grouping> {
+        let values = self.param_values(overrides)?;
+        let by = self.params.iter().find(|p| p.kind == ParamKind::Grouping).map(|p| p.name);
+        Ok(Grouping {
+            by: by.and_then(|by| values.get(by)).cloned().unwrap_or_default(),
+            top: values.get("top").and_then(|t| t.parse().ok()).unwrap_or(0),
+            tag_prefix: values.get("tag_prefix").cloned().unwrap_or_else(|| "NULL".into()),
+            by_cost: self.sql.contains("{{> price}}"),
+        })
+    }
+
     /// The job's SQL with metrics expanded and `{{name}}` parameters replaced
     /// by `overrides`, else their defaults. Values are checked against the
     /// parameter's [`ParamKind`], so a parameter cannot inject SQL.
@@ -543,20 +631,12 @@ impl Job {
             }
         }
         let mut sql = expand_metrics(self.sql)?;
-        let value_of = |p: &Param| overrides.iter().rev().find(|(n, _)| n == p.name).map_or(p.default, |(_, v)| v);
-        let mut values = HashMap::new();
-        for p in self.params {
-            let value = p.kind.to_sql(p.name, value_of(p))?;
-            sql = sql.replace(&format!("{{{{{}}}}}", p.name), &value);
-            values.insert(p.name, value);
+        let values = self.param_values(overrides)?;
+        for (name, value) in &values {
+            sql = sql.replace(&format!("{{{{{name}}}}}"), value);
         }
-        if let Some(by) = self.params.iter().find(|p| p.kind == ParamKind::Grouping) {
-            let grouping = Grouping {
-                by: values.get(by.name).cloned().unwrap_or_default(),
-                top: values.get("top").and_then(|t| t.parse().ok()).unwrap_or(0),
-                tag_prefix: values.get("tag_prefix").cloned().unwrap_or_else(|| "NULL".into()),
-                by_cost: self.sql.contains("{{> price}}"),
-            };
+        if self.params.iter().any(|p| p.kind == ParamKind::Grouping) {
+            let grouping = self.grouping(overrides)?;
             for table in ["requests", "request_counts"] {
                 let placeholder = format!("{{{{{table}}}}}");
                 if sql.contains(&placeholder) {
@@ -603,12 +683,35 @@ mod tests {
     use super::*;
 
     #[test]
-    fn every_dashboard_job_has_its_own_place_on_the_page() {
-        let pages: Vec<u8> = super::dashboard_jobs().iter().filter_map(|j| j.page).collect();
-        let places: Vec<u8> = (1..=pages.len() as u8).collect();
-        assert_eq!(pages, places, "pages 1..n, each once");
-        let names: Vec<&str> = super::dashboard_jobs().iter().map(|j| j.name).collect();
+    fn every_dashboard_run_has_its_own_name_and_runs_a_job_with_its_parameters() {
+        let mut names: Vec<&str> = DASHBOARD.iter().map(|r| r.name).collect();
         assert_eq!(&names[..3], ["report", "daily", "eos"]);
+        names.sort();
+        let count = names.len();
+        names.dedup();
+        assert_eq!(names.len(), count, "each name once");
+        for run in DASHBOARD {
+            let job = run.job().unwrap_or_else(|e| panic!("{}: {e}", run.name));
+            job.sql_with(&run.params()).unwrap_or_else(|e| panic!("{}: {e}", run.name));
+            // A run under a job's name is that job as it is.
+            assert!(run.name != job.name || run.params.is_empty(), "{} runs its job with other parameters", run.name);
+            assert!(JOBS.iter().all(|j| j.name != run.name || j.name == run.job), "{} is another job's name", run.name);
+        }
+        assert_eq!(DashboardRun::named("spend_by_tag").unwrap().params, [("by", "tag"), ("top", "8")]);
+        assert_eq!(DashboardRun::named("jitter_requests").unwrap().job, "jitter_requests");
+        assert!(DashboardRun::named("nope").is_err());
+    }
+
+    #[test]
+    fn a_run_grouped_by_a_column_checks_that_some_request_has_a_value() {
+        let check = |name: &str| DashboardRun::named(name).unwrap().grouping_check_sql().unwrap();
+        assert_eq!(check("report"), None, "grouped by its default, model");
+        assert_eq!(check("cost"), None);
+        assert_eq!(check("spend_by_user").unwrap(), "SELECT 1 FROM requests WHERE user_id IS NOT NULL LIMIT 1");
+        let tags = check("spend_by_tag").unwrap();
+        assert!(
+            tags.contains("unnest(group_tags(tags, NULL)) AS tag") && tags.ends_with("WHERE tag IS NOT NULL LIMIT 1")
+        );
     }
 
     #[test]

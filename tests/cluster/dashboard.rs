@@ -6,12 +6,14 @@ use crate::common;
 use crate::dashboard_support as support;
 
 use std::io::Write;
+use std::process::Output;
 use std::sync::Arc;
 
-use arrow::array::{ArrayRef, BooleanArray, Float64Array, Int64Array, RecordBatch, StringArray};
+use arrow::array::{Array, ArrayRef, BooleanArray, Float64Array, Int64Array, RecordBatch, StringArray};
 use tokscope::export::dashboard::{
     render, Axis, ChartKind, ChartSpec, DashboardInput, Unit, ValueColumn, BUILTIN_CHARTS,
 };
+use tokscope::jobs::DashboardRun;
 
 fn batch(columns: Vec<(&str, ArrayRef)>) -> RecordBatch {
     RecordBatch::try_from_iter(columns).unwrap()
@@ -81,15 +83,56 @@ fn every_builtin_chart_is_drawn_from_a_full_dataset() {
     assert!(!html.contains("Not in this dataset"));
 }
 
+/// A column of `batches` as text cells (`None` for null).
+fn text_column(batches: &[RecordBatch], column: &str) -> Vec<Option<String>> {
+    let mut cells = Vec::new();
+    for batch in batches {
+        let array = batch.column(batch.schema().index_of(column).unwrap_or_else(|_| panic!("no column {column}")));
+        let text = arrow::compute::cast(array, &arrow::datatypes::DataType::Utf8).unwrap();
+        let text = text.as_any().downcast_ref::<StringArray>().unwrap();
+        cells.extend((0..text.len()).map(|i| text.is_valid(i).then(|| text.value(i).to_string())));
+    }
+    cells
+}
+
+/// The figures a spec draws from `tables`, read off the rows: none without a
+/// table or a value in its rows (those `only` keeps), one per facet value with
+/// a value (at most 8), else one.
+fn expected_figures(spec: &ChartSpec, tables: &std::collections::BTreeMap<String, Vec<RecordBatch>>) -> usize {
+    let Some(batches) = spec.tables.iter().find_map(|t| tables.get(*t)) else { return 0 };
+    let rows = batches.iter().map(RecordBatch::num_rows).sum::<usize>();
+    let kept: Vec<usize> = match spec.only {
+        Some(only) => {
+            let cells = text_column(batches, only.column);
+            (0..rows).filter(|&r| cells[r].as_deref().is_some_and(|v| only.values.contains(&v))).collect()
+        }
+        None => (0..rows).collect(),
+    };
+    let values: Vec<Vec<Option<String>>> = spec.values.iter().map(|v| text_column(batches, v.column)).collect();
+    let has_value = |r: usize| values.iter().any(|column| column[r].is_some());
+    let kept: Vec<usize> = kept.into_iter().filter(|&r| has_value(r)).collect();
+    match spec.facet {
+        _ if kept.is_empty() => 0,
+        None => 1,
+        Some(facet) => {
+            let cells = text_column(batches, facet);
+            distinct(&kept.iter().map(|&r| cells[r].clone().unwrap_or_default()).collect::<Vec<_>>()).len().min(8)
+        }
+    }
+}
+
 #[test]
 fn each_chart_has_a_wide_and_a_narrow_svg_with_a_viewbox() {
-    let html = render(&support::realistic(&support::model_names(3), 30)).unwrap();
+    let input = support::realistic(&support::model_names(3), 30);
+    let html = render(&input).unwrap();
     let wide = html.matches(r#"data-layout="wide" viewBox="0 0 640 "#).count();
     let narrow = html.matches(r#"data-layout="narrow" viewBox="0 0 360 "#).count();
     assert_eq!(wide, narrow);
-    // 40 specs; replay verdicts are per model (3 figures), mediation per metric (2),
-    // the three engine charts per arm (2 each); each A/B chart draws its one metric.
-    assert_eq!(wide, 40 + 2 + 1 + 3);
+    // One figure per spec, or per facet value (replay verdicts per model, mediation per
+    // metric, the engine charts per arm, each A/B chart per metric it keeps).
+    let expected: usize = BUILTIN_CHARTS.iter().map(|spec| expected_figures(spec, &input.tables)).sum();
+    assert!(expected > BUILTIN_CHARTS.len(), "some specs draw a figure per facet");
+    assert_eq!(wide, expected);
     assert!(!html.contains(r#"<svg width="#), "plotters' fixed-size root must be replaced");
 }
 
@@ -185,6 +228,19 @@ fn daily_charts_show_the_last_trend_days_only() {
     let html = render(&input).unwrap();
     assert!(html.contains("Data: 30 rows from <code>daily</code>"), "one row per date, one column per model");
     assert!(html.contains("2025-06-01 to 2025-06-30 (UTC)."));
+}
+
+#[test]
+fn bars_over_90_days_label_at_most_7_dates_across_so_they_do_not_overlap() {
+    let mut input = support::realistic(&support::model_names(3), 90);
+    input.trend_days = 90;
+    let html = render(&input).unwrap();
+    let wide = html.split(r#"data-chart="spend_daily_by_team" data-layout="wide""#).nth(1).unwrap();
+    let svg = &wide[..wide.find("</svg>").unwrap()];
+    // A date label is 10 characters, about 70 px: 7 fit the plot's 540 px.
+    let dates = svg.split("<text").skip(1).filter(|t| t.contains("\n2025-")).count();
+    assert!((2..=7).contains(&dates), "{dates} date labels across 90 bars");
+    assert!(html.contains("Data: 90 rows from <code>spend_daily_by_team</code>"), "every day is drawn and tabled");
 }
 
 #[test]
@@ -374,36 +430,6 @@ fn page_for_50_models_9_bins_90_days_is_under_2_mib() {
 
 // ---------------------------------------------------------------- exported studies
 
-/// The charts of the token-timing, load-test, engine, A/B and model-internals studies.
-const STUDY_CHARTS: [&str; 26] = [
-    "first_token",
-    "last_token",
-    "itl_jitter",
-    "tail_jitter",
-    "throughput_qps",
-    "throughput_tokens",
-    "concurrency_mean",
-    "concurrency_peak",
-    "load_summary",
-    "gateway_engine",
-    "engine_time",
-    "engine_kv_hit",
-    "engine_step_jitter",
-    "kv_cache_peak",
-    "ab_rates",
-    "ab_latency",
-    "ab_capacity",
-    "head_waste",
-    "moe_load",
-    "quality",
-    "recall",
-    "recall_at_k",
-    "composite",
-    "drift_kl",
-    "drift_share",
-    "kv_cache",
-];
-
 /// Generates 20,000 requests with per-token data over 3 days (`arms`: `--arms`
 /// if any, the candidate truncating 12% above 16K), adds `extra` inputs from
 /// tests/data, ingests with bins 0, 1K, 4K, 16K and exports with prices;
@@ -447,11 +473,6 @@ fn read_csv(path: &std::path::Path) -> std::collections::HashMap<String, Vec<Str
     let header = split(lines.next().unwrap_or_default());
     let rows: Vec<Vec<String>> = lines.map(split).collect();
     header.iter().enumerate().map(|(i, name)| (name.clone(), rows.iter().map(|r| r[i].clone()).collect())).collect()
-}
-
-/// Cells of `columns` that hold a number, over all rows: one bar each.
-fn filled_cells(table: &std::collections::HashMap<String, Vec<String>>, columns: &[&str]) -> usize {
-    columns.iter().map(|c| table[*c].iter().filter(|v| v.parse::<f64>().is_ok()).count()).sum()
 }
 
 fn distinct(cells: &[String]) -> Vec<String> {
@@ -704,8 +725,7 @@ fn assert_bars_read_as(figure: &serde_json::Value, spec: &ChartSpec, table: &Tab
         None => Vec::new(),
     };
     if let Some(column) = spec.series {
-        let all = distinct(&rows.iter().map(|&r| shown(&table[column][r]).to_string()).collect::<Vec<_>>());
-        assert_eq!(series.len(), all.len().min(8), "{name}: a legend entry per series: {legend:?}");
+        assert_eq!(series.len(), drawn_series(&rows, column, table), "{name}: a legend entry per series: {legend:?}");
     }
     let row_of = |category: &str, series_label: Option<&str>| -> usize {
         let found: Vec<usize> = rows
@@ -794,6 +814,77 @@ fn assert_bars_read_as(figure: &serde_json::Value, spec: &ChartSpec, table: &Tab
     }
 }
 
+/// How many series of `column` a chart of `rows` draws: the named ones, at
+/// most 8, then `(other)` and `(null)` where present.
+fn drawn_series(rows: &[usize], column: &str, table: &Table) -> usize {
+    let all = distinct(&rows.iter().map(|&r| shown(&table[column][r]).to_string()).collect::<Vec<_>>());
+    let neutral = all.iter().filter(|s| NEUTRAL_SERIES.contains(&s.as_str())).count();
+    (all.len() - neutral).min(8) + neutral
+}
+
+/// Checks every segment of a stacked bar chart of `spec` against the exported
+/// `table`: per category (its label's band) one segment per series with a
+/// value, told by the legend's colour, from the sum of the values of the
+/// series before it in the legend (the segments below it) to that sum plus
+/// its value, read off the value axis within [`TOLERANCE_PX`].
+fn assert_stacks_read_as(figure: &serde_json::Value, spec: &ChartSpec, table: &Table) {
+    let ChartReading { drawn, axis, scale, rows, categories, labels } = ChartReading::new(figure, spec, table);
+    let name = &drawn.name;
+    let column = spec.series.expect("a stacked chart has series");
+    let value = spec.values[0].column;
+    let legend = drawn.legend();
+    assert_eq!(legend.len(), drawn_series(&rows, column, table), "{name}: a legend entry per series: {legend:?}");
+    // The row of each category and series, and the stacks as the table gives them.
+    let value_of = |category: &str, series: &str| -> Option<f64> {
+        let found: Vec<usize> = rows
+            .iter()
+            .copied()
+            .filter(|&r| shown(&table[spec.x.column][r]) == category && shown(&table[column][r]) == series)
+            .collect();
+        assert!(found.len() <= 1, "{name}: one row for {category} {series}");
+        found.first().and_then(|&r| number(&table[value][r]))
+    };
+    let (a, c) = (drawn.along(), drawn.across());
+    let mut seen: Vec<(String, String)> = Vec::new();
+    for rect in figure["rects"].as_array().unwrap() {
+        let edge = |key: &str| rect[key].as_f64().unwrap();
+        let (start, end) = ([edge("left"), edge("top")], [edge("right"), edge("bottom")]);
+        let category = drawn.category_at(&labels, (start[c] + end[c]) / 2.0).to_string();
+        let fill = rect["fill"].as_str().unwrap();
+        let in_legend: Vec<usize> = (0..legend.len()).filter(|&i| legend[i].1 == fill).collect();
+        assert_eq!(in_legend.len(), 1, "{name}: a {fill} segment has no legend entry of its own: {legend:?}");
+        let s = in_legend[0];
+        let series = &legend[s].0;
+        let v = value_of(&category, series)
+            .unwrap_or_else(|| panic!("{name}: a segment for {category} {series}, which has no value"));
+        // The segments below: the series before it in the legend, of the same sign.
+        let base: f64 = legend[..s]
+            .iter()
+            .filter_map(|(below, ..)| value_of(&category, below))
+            .filter(|b| (*b >= 0.0) == (v >= 0.0))
+            .sum();
+        let (low, high) = (axis.px(base * scale), axis.px((base + v) * scale));
+        let (from, to) = (start[a].min(end[a]), start[a].max(end[a]));
+        assert!(
+            (from - low.min(high)).abs() <= TOLERANCE_PX && (to - low.max(high)).abs() <= TOLERANCE_PX,
+            "{name}: the segment of {series} on {category} = {v} over {base} spans {from:.1}..{to:.1} px; the axis \
+             puts {base} at {low:.1} px and {} at {high:.1} px",
+            base + v
+        );
+        seen.push((category, series.clone()));
+    }
+    let values = categories
+        .iter()
+        .flat_map(|category| legend.iter().filter(|(series, ..)| value_of(category, series).is_some()))
+        .count();
+    assert!(values > 0, "{name}: no values to draw");
+    assert_eq!(seen.len(), values, "{name}: one segment per value");
+    let mut unique = seen.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(unique.len(), seen.len(), "{name}: one segment per category and series");
+}
+
 /// Checks every point of an interval chart of `spec` (one series) against the
 /// exported `table`: each row with an estimate has a point (a white disc and
 /// its mark) at the estimate, in its category's band, and a whisker from its
@@ -845,6 +936,181 @@ fn assert_points_read_as(figure: &serde_json::Value, spec: &ChartSpec, table: &T
     assert!(crossing, "{name}: no reference line at {reference:.1} px");
 }
 
+/// The tables (catalog names) a run of the export needs rows of, from the job registry.
+fn run_needs(run: &DashboardRun) -> Vec<&'static str> {
+    run.job().unwrap().tables.iter().map(|t| t.name).collect()
+}
+
+/// The run a chart draws from in the export at `latest`: the first of its
+/// tables with an exported CSV.
+fn exported_table(spec: &ChartSpec, latest: &std::path::Path) -> Option<&'static str> {
+    spec.tables.iter().copied().find(|t| latest.join(format!("{t}.csv")).is_file())
+}
+
+/// The rows of `table` a figure of `spec` may draw: those its `only` keeps.
+fn kept_rows(spec: &ChartSpec, table: &Table) -> Vec<usize> {
+    (0..table[spec.x.column].len())
+        .filter(|&r| spec.only.is_none_or(|only| only.values.contains(&table[only.column][r].as_str())))
+        .collect()
+}
+
+/// Named series drawn in their own colour at most; `(other)` and `(null)` come on top, in greys.
+const NEUTRAL_SERIES: [&str; 2] = ["(other)", "(null)"];
+
+/// Checks each chart of `ids` in the export at `latest` against the CSV of the
+/// run it draws from, as the registry describes it (`BUILTIN_CHARTS`: kind,
+/// value columns, facet, rows kept), in Chromium at desktop and phone width:
+/// one figure per facet value; bars: one rect per value, each read off the
+/// axes from 0 to its value (stacked: from the sum of the segments below it);
+/// intervals: a point and whisker per estimate; heatmaps: a cell per x x row;
+/// lines: a vertex per value, a line per series. Returns the browser check's
+/// output (`None` without Chromium).
+fn check_exported_charts(latest: &std::path::Path, dir: &std::path::Path, ids: &[&str]) -> Option<Output> {
+    let page = latest.join("index.html");
+    let html = std::fs::read_to_string(&page).unwrap();
+    for id in ids {
+        assert!(html.contains(&format!(r#"data-chart="{id}""#)), "chart {id} is not drawn");
+    }
+    if !common::chromium_available() {
+        return None;
+    }
+    let counts_path = dir.join("counts.json");
+    let geometry_path = dir.join("geometry.json");
+    let out = common::browser_check(
+        &page,
+        ids,
+        dir,
+        &[format!("--counts={}", counts_path.display()), format!("--geometry={}", geometry_path.display())],
+    );
+    assert!(
+        out.status.success(),
+        "browser check failed:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let counts: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&counts_path).unwrap()).unwrap();
+    let geometry: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&geometry_path).unwrap()).unwrap();
+    let n = |v: &serde_json::Value, key: &str| v[key].as_u64().unwrap() as usize;
+    for id in ids {
+        let spec = BUILTIN_CHARTS.iter().find(|s| s.id == *id).unwrap_or_else(|| panic!("{id} is no chart"));
+        let job = exported_table(spec, latest).unwrap_or_else(|| panic!("{id}: none of {:?} exported", spec.tables));
+        let table = read_csv(&latest.join(format!("{job}.csv")));
+        let rows = kept_rows(spec, &table);
+        let values: Vec<&str> = spec.values.iter().map(|v| v.column).collect();
+        let with_value: Vec<usize> =
+            rows.iter().copied().filter(|&r| values.iter().any(|c| number(&table[*c][r]).is_some())).collect();
+        assert!(!with_value.is_empty(), "{id}: {job}.csv has no values to draw");
+        let facets = match spec.facet {
+            Some(column) => distinct(&with_value.iter().map(|&r| table[column][r].clone()).collect::<Vec<_>>()),
+            None => vec![String::new()],
+        };
+        // The wide SVGs, as Chromium parsed them at desktop width, in page order.
+        let figures: Vec<&serde_json::Value> =
+            counts["desktop"].as_array().unwrap().iter().filter(|c| c["id"] == *id && c["layout"] == "wide").collect();
+        assert_eq!(figures.len(), facets.len().min(8), "{id}: one chart per value of {:?}", spec.facet);
+        let filled = |rows: &[usize]| -> usize {
+            values.iter().map(|c| rows.iter().filter(|&&r| number(&table[*c][r]).is_some()).count()).sum()
+        };
+        if let Some(column) = spec.series {
+            let series = distinct(&rows.iter().map(|&r| shown(&table[column][r]).to_string()).collect::<Vec<_>>());
+            let named = series.iter().filter(|s| !NEUTRAL_SERIES.contains(&s.as_str())).count();
+            assert!(named <= 8, "{id}: every series is drawn here, {named} are named");
+        }
+        match spec.kind {
+            ChartKind::GroupedBars | ChartKind::BarsWithIntervals { .. } | ChartKind::StackedBars => {
+                let bars: usize = figures.iter().map(|f| n(f, "rects")).sum();
+                assert_eq!(bars, filled(&rows), "{id}: one bar (or segment) per value of {job}.csv");
+            }
+            ChartKind::Heatmap { rows: row_axis } => {
+                for (facet, figure) in facets.iter().zip(&figures) {
+                    let in_facet: Vec<usize> =
+                        rows.iter().copied().filter(|&r| spec.facet.is_none_or(|c| &table[c][r] == facet)).collect();
+                    let cells = |column: &str| {
+                        distinct(&in_facet.iter().map(|&r| table[column][r].clone()).collect::<Vec<_>>()).len()
+                    };
+                    assert_eq!(n(figure, "rects"), cells(spec.x.column) * cells(row_axis.column), "{id}: x by rows");
+                }
+            }
+            ChartKind::LinesOverTime | ChartKind::Lines => {
+                let figure = figures[0];
+                assert!(spec.facet.is_none(), "{id}: lines are drawn whole");
+                // One vertex per value (a lone point is a circle).
+                assert_eq!(n(figure, "points") + n(figure, "circles"), filled(&rows), "{id}: a vertex per value");
+                if let (Some(column), [value]) = (spec.series, spec.values) {
+                    // Per series in x order, a line through each run of values a null does not break.
+                    let x = &table[spec.x.column];
+                    let numeric = rows.iter().all(|&r| number(&x[r]).is_some());
+                    let (mut lines, mut lone) = (0, 0);
+                    for series in distinct(&rows.iter().map(|&r| table[column][r].clone()).collect::<Vec<_>>()) {
+                        let mut own: Vec<usize> =
+                            rows.iter().copied().filter(|&r| table[column][r] == series).collect();
+                        if numeric {
+                            own.sort_by(|&a, &b| number(&x[a]).unwrap().total_cmp(&number(&x[b]).unwrap()));
+                        } else {
+                            own.sort_by(|&a, &b| x[a].cmp(&x[b]));
+                        }
+                        let cells: Vec<Option<f64>> = own.iter().map(|&r| number(&table[value.column][r])).collect();
+                        for run in cells.split(Option::is_none).filter(|run| !run.is_empty()) {
+                            if run.len() == 1 {
+                                lone += 1
+                            } else {
+                                lines += 1
+                            }
+                        }
+                    }
+                    assert_eq!(n(figure, "polylines"), lines, "{id}: a line per {column} (and per run between nulls)");
+                    assert_eq!(n(figure, "circles"), lone, "{id}: a point per lone value");
+                }
+            }
+            ChartKind::Interval { .. } => {}
+        }
+        // Read off the axes at both widths.
+        for viewport in ["desktop", "phone"] {
+            let layout = if viewport == "desktop" { "wide" } else { "narrow" };
+            let laid_out: Vec<&serde_json::Value> = geometry[viewport]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|f| f["id"] == *id && f["layout"] == layout)
+                .collect();
+            assert_eq!(laid_out.len(), figures.len(), "{id}: every chart displayed at {viewport} width");
+            for figure in laid_out {
+                match spec.kind {
+                    ChartKind::GroupedBars | ChartKind::BarsWithIntervals { .. } => {
+                        assert_bars_read_as(figure, spec, &table)
+                    }
+                    ChartKind::StackedBars => assert_stacks_read_as(figure, spec, &table),
+                    ChartKind::Interval { .. } => assert_points_read_as(figure, spec, &table),
+                    ChartKind::Heatmap { .. } | ChartKind::LinesOverTime | ChartKind::Lines => {}
+                }
+            }
+        }
+    }
+    Some(out)
+}
+
+/// The charts an export draws where every run it may draw from needs only
+/// `held` tables and none of `left_out` (runs the export leaves out for
+/// other reasons: `ab` without two arms, runs grouped by a column the data lacks).
+fn charts_drawn_from(held: &[&str], left_out: &[&str]) -> Vec<&'static str> {
+    let runs: Vec<&str> = tokscope::jobs::DASHBOARD
+        .iter()
+        .filter(|run| !left_out.contains(&run.name) && run_needs(run).iter().all(|t| held.contains(t)))
+        .map(|run| run.name)
+        .collect();
+    BUILTIN_CHARTS.iter().filter(|spec| spec.tables.iter().any(|t| runs.contains(t))).map(|spec| spec.id).collect()
+}
+
+/// The runs grouped by an attribution column: a generated log names no team, user, tag or provider.
+fn attributed_runs() -> Vec<&'static str> {
+    let attribution = ["user_id", "team", "project", "environment", "tag", "key_alias", "provider"];
+    tokscope::jobs::DASHBOARD
+        .iter()
+        .filter(|run| run.params.iter().any(|(name, value)| *name == "by" && attribution.contains(value)))
+        .map(|run| run.name)
+        .collect()
+}
+
 #[test]
 fn exported_charts_draw_each_value_of_their_job_where_their_axes_read_it_in_chromium() {
     let dir = tempfile::tempdir().unwrap();
@@ -859,33 +1125,34 @@ fn exported_charts_draw_each_value_of_their_job_where_their_axes_read_it_in_chro
             "formats/moe_routing.sample.csv",
         ],
     );
-    let page = latest.join("index.html");
-    let html = std::fs::read_to_string(&page).unwrap();
-    for id in STUDY_CHARTS {
-        assert!(html.contains(&format!(r#"data-chart="{id}""#)), "chart {id} is not drawn");
-    }
+    let html = std::fs::read_to_string(latest.join("index.html")).unwrap();
     let size = html.len();
     assert!(size < 2_000_000, "the page is {size} bytes");
-
-    if !common::chromium_available() {
-        return;
+    // Every chart but those of replay and mediation (no verdicts, no interventions) and
+    // who spends (the generated log names no team, user, tag or provider).
+    let held = ["requests", "request_counts", "tokens", "profiles", "evals", "kernels", "moe_routing"];
+    let ids = charts_drawn_from(&held, &attributed_runs());
+    assert!(ids.len() >= 30, "{ids:?}");
+    for spec in BUILTIN_CHARTS.iter().filter(|s| !ids.contains(&s.id)) {
+        assert!(!html.contains(&format!(r#"data-chart="{}""#, spec.id)), "{} drawn without its table", spec.id);
     }
-    let counts_path = dir.path().join("counts.json");
-    let geometry_path = dir.path().join("geometry.json");
-    let out = common::browser_check(
-        &page,
-        &STUDY_CHARTS,
-        dir.path(),
-        &[format!("--counts={}", counts_path.display()), format!("--geometry={}", geometry_path.display())],
-    );
-    assert!(
-        out.status.success(),
-        "browser check failed:\n{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let counts: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&counts_path).unwrap()).unwrap();
-    // The wide SVGs, as Chromium parsed them at desktop width, in page order.
+    let Some(out) = check_exported_charts(&latest, dir.path(), &ids) else { return };
+    let csv = |job: &str| read_csv(&latest.join(format!("{job}.csv")));
+
+    let peaks = csv("kv_cache_peak");
+    assert!(distinct(&peaks["engine_id"]).len() >= 2, "one series per engine: {:?}", peaks["engine_id"]);
+    assert!(peaks["kv_cache_gib_peak"].iter().any(|g| g.parse::<f64>().is_ok_and(|g| g > 0.0)), "no cache held");
+    assert!(csv("gateway_engine")["matched"].iter().any(|m| m != "0"), "engine profiles joined no request");
+    // The recall@K curve: the exported table has every K, the chart draws 1, 5, 10, 20, 50, 100.
+    let curve = csv("recall_at_k");
+    assert_eq!(curve["k"].len(), 100 * distinct(&curve["model"]).len(), "K = 1..100 per model: {:?}", curve["k"]);
+
+    // Intervals: per metric (in the order of ab.csv) in the chart of its kind, a
+    // point (white disc + mark) per row, filled when Holm's p < 0.05 (without a
+    // test: when the interval excludes the reference), whiskers of 3 strokes, and
+    // the reference line.
+    let counts: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("counts.json")).unwrap()).unwrap();
     let drawn = |id: &str| -> Vec<serde_json::Value> {
         counts["desktop"]
             .as_array()
@@ -896,145 +1163,14 @@ fn exported_charts_draw_each_value_of_their_job_where_their_axes_read_it_in_chro
             .collect()
     };
     let n = |v: &serde_json::Value, key: &str| v[key].as_u64().unwrap() as usize;
-    let csv = |job: &str| read_csv(&latest.join(format!("{job}.csv")));
-
-    // Bars: one rect per number in the value columns (at most 8 series: all are drawn here).
-    for (id, job, columns) in [
-        ("load_summary", "load_summary", &["e2e_p50_ms", "e2e_p95_ms", "e2e_p99_ms"][..]),
-        ("gateway_engine", "gateway_engine", &["prefill_ms_p50", "decode_ms_p50", "overhead_ms_p50"]),
-        ("moe_load", "moe_load", &["imbalance_max_mean", "load_cv"]),
-        ("quality", "quality", &["bleu4_mean", "factscore_mean", "f1_fact"]),
-        ("recall", "recall", &["recall_mean", "recall_p10"]),
-        ("composite", "composite", &["composite"]),
-        ("drift_kl", "drift", &["kl_bits_mean", "kl_bits_p95"]),
-        ("drift_share", "drift", &["drift_share"]),
-        ("kv_cache", "kv_cache", &["kv_cache_gib_mean", "kv_cache_gib_max", "kv_cache_gib_per_gpu_mean"]),
-        ("kv_cache_peak", "kv_cache_peak", &["kv_cache_gib_peak"]),
-        ("first_token", "jitter", &["first_token_p50_ms", "first_token_p95_ms", "first_token_p99_ms"]),
-        ("last_token", "jitter", &["last_token_p50_ms", "last_token_p95_ms", "last_token_p99_ms"]),
-        ("itl_jitter", "jitter", &["itl_std_p50_ms", "itl_std_p95_ms"]),
-        ("tail_jitter", "jitter", &["tail_token_jitter_ms"]),
-    ] {
-        let figures = drawn(id);
-        assert_eq!(figures.len(), 1, "{id}: {figures:?}");
-        let expected = filled_cells(&csv(job), columns);
-        assert!(expected > 0, "{id}: the job's table has no values to draw");
-        assert_eq!(n(&figures[0], "rects"), expected, "{id}: one bar per value of {job}.csv");
-    }
-    assert!(csv("gateway_engine")["matched"].iter().any(|m| m != "0"), "engine profiles joined no request");
-
-    // Every bar chart read off its axes at both widths, against its job's CSV:
-    // each bar from the axis' 0 to its value, over its category's label, in the
-    // legend's order of series and value columns; each A/B point at its
-    // estimate with its whisker from ci_low to ci_high.
-    let geometry: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&geometry_path).unwrap()).unwrap();
-    let spec_of = |id: &str| BUILTIN_CHARTS.iter().find(|s| s.id == id).unwrap();
-    let laid_out = |id: &str, viewport: &str| -> Vec<&serde_json::Value> {
-        let layout = if viewport == "desktop" { "wide" } else { "narrow" };
-        let figures: Vec<&serde_json::Value> =
-            geometry[viewport].as_array().unwrap().iter().filter(|f| f["id"] == id && f["layout"] == layout).collect();
-        assert!(!figures.is_empty(), "{id} is not displayed at {viewport} width");
-        figures
-    };
-    for (id, job) in [
-        ("cost_per_1k", "cost"),
-        ("cost_total", "cost"),
-        ("eos_compliance", "eos"),
-        ("implicit_truncation", "eos"),
-        ("ttft", "latency"),
-        ("tpot", "latency"),
-        ("first_token", "jitter"),
-        ("last_token", "jitter"),
-        ("itl_jitter", "jitter"),
-        ("tail_jitter", "jitter"),
-        ("kv_cache", "kv_cache"),
-        ("load_summary", "load_summary"),
-        ("gateway_engine", "gateway_engine"),
-        ("engine_time", "engine"),
-        ("engine_kv_hit", "engine"),
-        ("engine_step_jitter", "engine"),
-        ("kv_cache_peak", "kv_cache_peak"),
-        ("moe_load", "moe_load"),
-        ("quality", "quality"),
-        ("recall", "recall"),
-        ("composite", "composite"),
-        ("drift_kl", "drift"),
-        ("drift_share", "drift"),
-    ] {
-        let table = csv(job);
-        for viewport in ["desktop", "phone"] {
-            for figure in laid_out(id, viewport) {
-                assert_bars_read_as(figure, spec_of(id), &table);
-            }
-        }
-    }
-    let ab_table = csv("ab");
-    for id in ["ab_rates", "ab_latency", "ab_capacity"] {
-        for viewport in ["desktop", "phone"] {
-            for figure in laid_out(id, viewport) {
-                assert_points_read_as(figure, spec_of(id), &ab_table);
-            }
-        }
-    }
-    let peaks = csv("kv_cache_peak");
-    assert!(distinct(&peaks["engine_id"]).len() >= 2, "one series per engine: {:?}", peaks["engine_id"]);
-    assert!(peaks["kv_cache_gib_peak"].iter().any(|g| g.parse::<f64>().is_ok_and(|g| g > 0.0)), "no cache held");
-
-    // Engine charts: one figure per arm (the sample profiles' requests name none: one),
-    // one bar per number of its rows.
-    let engine = csv("engine");
-    let arms = distinct(&engine["variant"]);
-    for (id, columns) in [
-        ("engine_time", &["queue_p50_ms", "prefill_p50_ms", "decode_p50_ms"][..]),
-        ("engine_kv_hit", &["kv_cache_hit_rate"]),
-        ("engine_step_jitter", &["decode_step_std_p50_ms", "decode_step_std_p95_ms"]),
-    ] {
-        let figures = drawn(id);
-        assert_eq!(figures.len(), arms.len(), "{id}: one chart per arm");
-        let bars: usize = figures.iter().map(|f| n(f, "rects")).sum();
-        assert_eq!(bars, filled_cells(&engine, columns), "{id}: one bar per value of engine.csv");
-    }
-
-    // Heatmap: one cell per layer x head, missing pairs drawn grey.
-    let head_waste = csv("head_waste");
-    let cells = distinct(&head_waste["layer"]).len() * distinct(&head_waste["head"]).len();
-    assert_eq!(n(&drawn("head_waste")[0], "rects"), cells, "head_waste: layers x heads");
-
-    // Lines: one vertex per window with a value (a lone point is a circle).
-    let throughput = csv("throughput");
-    for (id, column) in [
-        ("throughput_qps", "qps"),
-        ("throughput_tokens", "output_tokens_per_s"),
-        ("concurrency_mean", "mean_concurrency"),
-        ("concurrency_peak", "peak_concurrency"),
-    ] {
-        let figure = &drawn(id)[0];
-        let expected = filled_cells(&throughput, &[column]);
-        assert_eq!(n(figure, "points") + n(figure, "circles"), expected, "{id}: one vertex per row of throughput.csv");
-        assert_eq!(n(figure, "polylines"), distinct(&throughput["model"]).len(), "{id}: one line per model");
-    }
-    // The recall@K curve: one line per model over K = 1, 5, 10, 20, 50, 100, a vertex per
-    // K drawn (the exported table has every K).
-    let curve = csv("recall_at_k");
-    let figure = &drawn("recall_at_k")[0];
-    let models = distinct(&curve["model"]).len();
-    assert_eq!(curve["k"].len(), 100 * models, "K = 1..100 per model: {:?}", curve["k"]);
-    let drawn_k = |k: &String| ["1", "5", "10", "20", "50", "100"].contains(&k.as_str());
-    let vertices = curve["k"].iter().zip(&curve["recall_at_k"]).filter(|(k, v)| drawn_k(k) && v.parse::<f64>().is_ok());
-    assert_eq!(n(figure, "points"), vertices.count(), "recall_at_k: one vertex per K drawn");
-    assert_eq!(n(figure, "polylines"), models, "recall_at_k: one line per model");
-
-    // Intervals: per metric (in the order of ab.csv) in the chart of its kind, a
-    // point (white disc + mark) per row, filled when Holm's p < 0.05 (without a
-    // test: when the interval excludes the reference), whiskers of 3 strokes, and
-    // the reference line.
     let ab = csv("ab");
     let metrics = distinct(&ab["metric"]);
     assert_eq!(metrics.len(), 15, "{metrics:?}");
     let mut significant_total = 0;
     let num = |column: &str, r: usize| ab[column][r].parse::<f64>().ok();
-    for id in ["ab_rates", "ab_latency", "ab_capacity"] {
-        let spec = BUILTIN_CHARTS.iter().find(|s| s.id == id).unwrap();
+    let interval_charts = BUILTIN_CHARTS.iter().filter(|s| matches!(s.kind, ChartKind::Interval { .. }));
+    for spec in interval_charts.filter(|s| s.tables.contains(&"ab")) {
+        let id = spec.id;
         // The chart's metrics with a value to draw.
         let charted: Vec<&String> = metrics
             .iter()
@@ -1182,49 +1318,44 @@ fn exported_changed_layers_draw_two_bars_with_whiskers_per_layer_at_their_values
 
 #[test]
 fn studies_whose_tables_are_absent_are_left_out_of_the_export() {
-    // One arm only, and no profiles, kernels, routing or evaluations.
+    // One arm only, no attribution, and no profiles, kernels, routing, evaluations,
+    // verdicts or interventions: requests and their tokens.
     let dir = tempfile::tempdir().unwrap();
     let latest = export_dataset(dir.path(), Some("control"), &[]);
     let html = std::fs::read_to_string(latest.join("index.html")).unwrap();
-    for id in [
-        "gateway_engine",
-        "engine_time",
-        "kv_cache_peak",
-        "ab_rates",
-        "ab_latency",
-        "ab_capacity",
-        "head_waste",
-        "moe_load",
-        "quality",
-        "recall",
-        "recall_at_k",
-        "composite",
-        "drift_kl",
-        "drift_share",
-    ] {
-        assert!(!html.contains(&format!(r#"data-chart="{id}""#)), "{id} drawn without its table");
+    let mut left_out = attributed_runs();
+    left_out.push("ab");
+    let held = ["requests", "request_counts", "tokens"];
+    let drawn = charts_drawn_from(&held, &left_out);
+    for spec in BUILTIN_CHARTS {
+        let shown = html.contains(&format!(r#"data-chart="{}""#, spec.id));
+        assert_eq!(shown, drawn.contains(&spec.id), "{}: drawn {shown}", spec.id);
     }
-    for table in [
-        "gateway_engine",
-        "engine",
-        "kv_cache_peak",
-        "ab",
-        "head_waste",
-        "moe_load",
-        "quality",
-        "recall",
-        "recall_at_k",
-        "composite",
-        "drift",
-    ] {
-        assert!(!latest.join(format!("{table}.csv")).exists(), "{table} ran without its input");
+    for run in tokscope::jobs::DASHBOARD {
+        let present = !left_out.contains(&run.name) && run_needs(run).iter().all(|t| held.contains(t));
+        // `confidence` and the jitter and EOS-logprob runs read tokens; all hold rows here.
+        let exported = latest.join(format!("{}.csv", run.name)).exists();
+        assert_eq!(exported, present, "{}: exported {exported}", run.name);
+    }
+    // A section with none of its charts drawn says which tables it lacks, once.
+    let mut sections: Vec<&str> = BUILTIN_CHARTS.iter().map(|s| s.section).collect();
+    sections.dedup();
+    for section in sections {
+        let specs: Vec<&ChartSpec> = BUILTIN_CHARTS.iter().filter(|s| s.section == section).collect();
+        if specs.iter().any(|s| drawn.contains(&s.id)) {
+            continue;
+        }
+        let mut tables: Vec<String> = specs.iter().flat_map(|s| s.tables.iter().map(|t| format!("`{t}`"))).collect();
+        tables.sort();
+        tables.dedup();
+        let note = format!("Not in this dataset (no {} table).", tables.join(" or "));
+        assert!(html.contains(&note), "{section}: missing note: {note}");
     }
     for note in [
         "Not in this dataset (no `gateway_engine` table).",
-        "Not in this dataset (no `engine` or `kv_cache_peak` table).",
         "Not in this dataset (no `ab` table).",
-        "Not in this dataset (no `composite` or `drift` or `head_waste` or `moe_load` or `quality` or `recall_at_k` \
-         or `recall` table).",
+        "Not in this dataset (no `spend_by_provider` or `spend_by_tag` or `spend_by_team` or `spend_by_user` or \
+         `spend_daily_by_team` table).",
     ] {
         assert!(html.contains(note), "missing note: {note}");
     }
@@ -1234,15 +1365,127 @@ fn studies_whose_tables_are_absent_are_left_out_of_the_export() {
     }
 }
 
-/// The job registry and the chart specs agree: every chart draws from jobs
-/// the export runs (a chart naming another would never be drawn). Jobs on the
-/// page without a chart (`confidence`, ...) are exported as files only.
+/// A canonical log of `n` requests over 3 days with team (11 teams, two
+/// requests in 13 without), user id (12 users), tags and provider, in models the
+/// example prices know, with raw output (one in 8 without its EOS marker: truncated).
+fn attributed_log(n: u64) -> String {
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = |m: u64| {
+        state = state.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+        (state >> 33) % m
+    };
+    let tag_sets: [&[&str]; 4] = [&[], &["app:chat"], &["app:search", "env:prod"], &["env:prod"]];
+    let mut out = String::new();
+    for i in 0..n {
+        let model = ["gpt-4o-2024-08-06", "llama-3.1-8b-instruct", "gpt-4o-mini"][next(3) as usize];
+        let finish = ["stop", "length", "stop"][next(3) as usize];
+        let tags = tag_sets[next(4) as usize];
+        let provider = ["openai", "azure", "vllm"][next(3) as usize];
+        // Teams spend unevenly: their prompts are 1 to 3 times as long.
+        let team = next(13);
+        let mut rec = serde_json::json!({
+            "ts": format!("2024-06-0{}T{:02}:{:02}:00Z", 1 + next(3), next(24), next(60)),
+            "request_id": format!("a{i}"),
+            "model": model,
+            "prompt_tokens": 100 + next(4000) * (1 + team % 3),
+            "completion_tokens": 1 + next(800),
+            "max_tokens": 800,
+            "ttft_ms": 20 + next(900),
+            "latency_ms": 800 + next(4000),
+            "finish_reason": finish,
+            // One in 8 stops without its EOS marker: an implicit truncation.
+            "model_output": if next(8) == 0 { "the answer is" } else { "the answer is<|eot_id|>" },
+            "user_id": format!("user-{}", next(12)),
+            "tags": tags,
+            "provider": provider,
+        });
+        if team < 11 {
+            rec["team"] = serde_json::json!(format!("team-{}", char::from(b'a' + team as u8)));
+        }
+        out.push_str(&rec.to_string());
+        out.push('\n');
+    }
+    out
+}
+
+#[test]
+fn exported_who_spends_charts_draw_each_group_s_cost_where_their_axes_read_it_in_chromium() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = common::write_file(dir.path(), "attributed.jsonl", attributed_log(3000));
+    let data = dir.path().join("ds");
+    common::ingest(&[log.as_str()], &data, &["--bins", "0,1K,4K"]);
+    let latest = common::export_priced(&data, &dir.path().join("site"), "2024-06-03");
+    let csv = |name: &str| read_csv(&latest.join(format!("{name}.csv")));
+    let who_spends: Vec<&str> = BUILTIN_CHARTS.iter().filter(|s| s.section == "Who spends").map(|s| s.id).collect();
+    assert_eq!(who_spends.len(), 5, "{who_spends:?}");
+    // Top 8 teams, the other 3 as (other), and the requests without a team.
+    let teams = csv("spend_by_team");
+    let mut names = teams["team"].clone();
+    names.sort();
+    assert_eq!(names.len(), 10, "{names:?}");
+    assert_eq!(&names[..2], ["", "(other)"], "a null team and (other)");
+    let requests: u64 = teams["requests"].iter().map(|r| r.parse::<u64>().unwrap()).sum();
+    assert_eq!(requests, 3000, "top=8 keeps every request");
+    // The cost per day stacks 10 series on each of 3 days.
+    let daily = csv("spend_daily_by_team");
+    assert_eq!(distinct(&daily["date"]).len(), 3);
+    assert_eq!(distinct(&daily["team"]).len(), 10);
+    assert!(daily["cost_usd"].iter().all(|c| number(c).is_some()), "every team priced on every day");
+    assert_eq!(distinct(&csv("spend_by_provider")["provider"]).len(), 3);
+    // The per-team table: each team's row with the spend job's columns.
+    let html = std::fs::read_to_string(latest.join("index.html")).unwrap();
+    let section =
+        &html[html.find(r#"data-chart="spend_by_team""#).unwrap()..html.find(r#"data-chart="spend_by_user""#).unwrap()];
+    for column in [
+        "team",
+        "cost_usd",
+        "requests",
+        "tokens",
+        "cost_per_1k_tokens",
+        "eos_compliance_rate",
+        "implicit_truncation_rate",
+        "latency_p95_ms",
+    ] {
+        assert!(section.contains(&format!("<th>{column}")), "the team table has no {column}");
+    }
+    assert!(section.contains("Data: 10 rows from <code>spend_by_team</code>"), "a row per team");
+    // --jobs takes a run's name as it takes a job's.
+    let only = dir.path().join("only");
+    let pricing = common::repo().join("config/pricing.example.toml");
+    common::tokscope(&[
+        "export",
+        "--data",
+        data.to_str().unwrap(),
+        "--to",
+        only.to_str().unwrap(),
+        "--pricing",
+        pricing.to_str().unwrap(),
+        "--date",
+        "2024-06-03",
+        "--jobs",
+        "spend_by_team,eos",
+    ]);
+    let alone = read_csv(&only.join("latest/spend_by_team.csv"));
+    // (Floats summed in another order may differ in the last digit.)
+    assert_eq!(
+        (&alone["team"], &alone["requests"]),
+        (&teams["team"], &teams["requests"]),
+        "the run alone, the same groups"
+    );
+    assert!(only.join("latest/eos.csv").is_file() && !only.join("latest/spend_by_user.csv").exists());
+    let Some(out) = check_exported_charts(&latest, dir.path(), &who_spends) else { return };
+    std::io::stdout().write_all(&out.stdout).unwrap();
+}
+
+/// The job registry and the chart specs agree: every chart draws from runs
+/// the export makes (a chart naming another would never be drawn). Runs
+/// without a chart (`confidence`, ...) are exported as files only.
 #[test]
 fn every_chart_draws_from_jobs_the_export_runs() {
-    let on_page: Vec<&str> = tokscope::jobs::dashboard_jobs().iter().map(|j| j.name).collect();
+    let on_page: Vec<&str> = tokscope::jobs::DASHBOARD.iter().map(|r| r.name).collect();
     for spec in BUILTIN_CHARTS {
         for table in spec.tables {
-            assert!(on_page.contains(table), "chart {} draws from {table}, not a job on the page", spec.id);
+            assert!(on_page.contains(table), "chart {} draws from {table}, not a run of the export", spec.id);
         }
     }
 }

@@ -68,6 +68,10 @@ fn build_dataset(dir: &Path) -> std::path::PathBuf {
 /// One ad-hoc query per tokscope function, run where its table has rows.
 /// `exact`: seeded results that must be bit-identical.
 const QUERIES: &[(&str, bool)] = &[
+    // Attribution: a request under each of its tags, and fields of `extra` read as --attribute reads them.
+    ("SELECT tag, count(*) AS n, count(extra_field(extra, 'metadata.team')) AS teams, \
+      sum(cardinality(extra_tags(extra, 'metadata.tags'))) AS extra_tags \
+      FROM (SELECT *, unnest(group_tags(tags, NULL)) AS tag FROM requests) GROUP BY tag", true),
     // quantile_cont over shuffled groups (partial states merged across executors).
     ("SELECT model, context_bin, quantile_cont(latency_ms, 0.3333333333) AS q, quantile_cont(ttft_ms, 0.95) AS q95 \
       FROM requests GROUP BY model, context_bin", false),

@@ -170,6 +170,11 @@ pub fn kv_cache(models: &[String], rng: &mut Rng) -> RecordBatch {
 
 /// The `daily` table: per UTC date x model, `days` days ending on [`LAST_DAY`].
 pub fn daily(models: &[String], days: i32, rng: &mut Rng) -> RecordBatch {
+    daily_by("model", models, days, rng)
+}
+
+/// The `daily` table grouped by `column` (`--param by=`): per UTC date x group.
+pub fn daily_by(column: &str, models: &[String], days: i32, rng: &mut Rng) -> RecordBatch {
     let mut date = Vec::new();
     let mut model = Vec::new();
     let (mut requests, mut tokens) = (Vec::new(), Vec::new());
@@ -199,7 +204,7 @@ pub fn daily(models: &[String], days: i32, rng: &mut Rng) -> RecordBatch {
     let mut next = || floats(f.next().unwrap());
     RecordBatch::try_from_iter([
         ("date", Arc::new(Date32Array::from(date)) as ArrayRef),
-        ("model", strings(model)),
+        (column, strings(model)),
         ("requests", ints(requests)),
         ("tokens", ints(tokens)),
         ("cost_usd", next()),
@@ -208,6 +213,43 @@ pub fn daily(models: &[String], days: i32, rng: &mut Rng) -> RecordBatch {
         ("implicit_truncation_rate", next()),
         ("ttft_p50_ms", next()),
         ("ttft_p95_ms", next()),
+    ])
+    .unwrap()
+}
+
+/// Who spends: 8 teams that spend most and the rest as `(other)`.
+pub const TEAMS: [&str; 9] =
+    ["search", "ads", "ml-platform", "support-bot", "growth", "legal", "finance", "infra", "(other)"];
+
+/// The `spend` table (sql/spend.sql) grouped by `column`, one row per group, most spent first.
+pub fn spend(column: &str, groups: &[&str], rng: &mut Rng) -> RecordBatch {
+    let (mut requests, mut tokens, mut unpriced) = (Vec::new(), Vec::new(), Vec::new());
+    let mut f: Vec<Vec<Option<f64>>> = vec![Vec::new(); 5];
+    for g in 0..groups.len() {
+        let n = rng.around(40_000.0 / (1.0 + g as f64 * 0.7), 0.2).round() as i64 + 10;
+        let tok = n as f64 * rng.around(2200.0, 0.2);
+        let per_1k = rng.around(0.002, 0.5);
+        requests.push(n);
+        tokens.push(tok.round() as i64);
+        unpriced.push((n as f64 * 0.01).round() as i64);
+        let trunc = rng.around(0.01, 0.5);
+        let values = [per_1k * tok / 1000.0, per_1k, 1.0 - trunc, trunc, rng.around(4000.0, 0.3)];
+        for (i, v) in values.iter().enumerate() {
+            f[i].push(Some(*v));
+        }
+    }
+    let mut f = f.into_iter();
+    let mut next = || floats(f.next().unwrap());
+    RecordBatch::try_from_iter([
+        (column, strings(groups.iter().map(|g| g.to_string()).collect())),
+        ("requests", ints(requests)),
+        ("tokens", ints(tokens)),
+        ("unpriced_requests", ints(unpriced)),
+        ("cost_usd", next()),
+        ("cost_per_1k_tokens", next()),
+        ("eos_compliance_rate", next()),
+        ("implicit_truncation_rate", next()),
+        ("latency_p95_ms", next()),
     ])
     .unwrap()
 }
@@ -790,7 +832,8 @@ pub fn drift(rng: &mut Rng) -> RecordBatch {
 /// 2-layer x 12-position mediation heatmap per metric, DE and IE of 4 layers, an A/B table, a load test
 /// (120 one-minute windows, its summary, gateway vs engine), token timing
 /// (jitter), engine profiles (two arms, the peak KV cache of 16 GPUs) and model internals (4 x 8 head waste,
-/// 4 MoE layers, quality, recall, composite, drift).
+/// 4 MoE layers, quality, recall, composite, drift) and who spends (cost per day by team, cost per team,
+/// user, tag and provider).
 pub fn realistic(models: &[String], days: i32) -> DashboardInput {
     let mut rng = Rng::new(7);
     let mut input = DashboardInput::new(
@@ -831,6 +874,11 @@ pub fn realistic(models: &[String], days: i32) -> DashboardInput {
         .with_table("kv_cache_peak", vec![kv_cache_peak(&mut rng)])
         .with_table("recall", vec![recall(models, &mut rng)])
         .with_table("recall_at_k", vec![recall_at_k(models, &mut rng)])
+        .with_table("spend_daily_by_team", vec![daily_by("team", &TEAMS.map(String::from), days, &mut rng)])
+        .with_table("spend_by_team", vec![spend("team", &TEAMS, &mut rng)])
+        .with_table("spend_by_user", vec![spend("user_id", &["u-1042", "u-7", "u-311", "(other)"], &mut rng)])
+        .with_table("spend_by_tag", vec![spend("tag", &["app:chat", "env:prod", "app:search", "(null)"], &mut rng)])
+        .with_table("spend_by_provider", vec![spend("provider", &["openai", "anthropic", "vllm"], &mut rng)])
 }
 
 pub fn model_names(n: usize) -> Vec<String> {

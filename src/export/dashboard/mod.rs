@@ -7,7 +7,8 @@
 //! column, value columns, units, title) in [`BUILTIN_CHARTS`]. A chart whose
 //! table is absent becomes a "not in this dataset" note; each drawn chart has
 //! a legend, axis labels with units, and its rows in a `<details>` table under
-//! it. Adding a chart for a new job is one more entry in `BUILTIN_CHARTS`.
+//! it. Adding a chart for a new job is one more entry in `BUILTIN_CHARTS`,
+//! beside the job's run in `jobs::DASHBOARD` (what the export runs).
 
 mod chart;
 mod format;

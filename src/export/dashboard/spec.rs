@@ -17,6 +17,11 @@ pub enum ChartKind {
         /// Column holding the interval's upper end.
         high: &'static str,
     },
+    /// One bar per `x` category, one segment per series stacked in the legend's
+    /// order, each from the sum of the segments below it to that plus its value
+    /// (the first value column): a day's cost by team, the bar its total. Over a
+    /// date `x` column, the newest `DashboardInput::trend_days` days.
+    StackedBars,
     /// One line per (series, value column) over a date `x` column, restricted to the
     /// newest `DashboardInput::trend_days` days of the table.
     LinesOverTime,
@@ -239,6 +244,17 @@ const AB_CHART: ChartSpec = ChartSpec {
     ..ChartSpec::BASE
 };
 
+/// What the "Who spends" tables show beside each group's cost (the `spend` job's columns).
+const SPEND_TABLE: &[TableColumn] = &[
+    TableColumn { column: "requests", label: "Requests", unit: Unit::Count("requests") },
+    TableColumn { column: "tokens", label: "Tokens", unit: Unit::Count("tokens") },
+    TableColumn { column: "cost_per_1k_tokens", label: "Cost per 1K tokens", unit: Unit::Usd },
+    TableColumn { column: "eos_compliance_rate", label: "EOS compliance", unit: Unit::Rate },
+    TableColumn { column: "implicit_truncation_rate", label: "Implicit truncation", unit: Unit::Rate },
+    TableColumn { column: "latency_p95_ms", label: "Latency P95", unit: Unit::Ms },
+    TableColumn { column: "unpriced_requests", label: "Unpriced", unit: Unit::Count("requests") },
+];
+
 /// The charts drawn by default, in page order. Each table is looked up by name in
 /// `DashboardInput::tables`; a chart whose tables are all absent is replaced by a
 /// "not in this dataset" note.
@@ -271,6 +287,81 @@ pub const BUILTIN_CHARTS: &[ChartSpec] = &[
         value_label: "Cost",
         unit: Unit::Usd,
         table_only: &[TableColumn { column: "unpriced_requests", label: "Unpriced", unit: Unit::Count("requests") }],
+        ..ChartSpec::BASE
+    },
+    ChartSpec {
+        id: "spend_daily_by_team",
+        section: "Who spends",
+        tables: &["spend_daily_by_team"],
+        title: "Cost per day by team",
+        caption: "Each UTC day's spend, one segment per team stacked (the 8 teams that spend most, the rest as \
+                  (other), requests without a team as (null)): the bar is the day's total.",
+        kind: ChartKind::StackedBars,
+        x: DATE,
+        series: Some("team"),
+        values: &[ValueColumn::new("cost_usd", "cost")],
+        value_label: "Cost per day",
+        unit: Unit::Usd,
+        ..ChartSpec::BASE
+    },
+    ChartSpec {
+        id: "spend_by_team",
+        section: "Who spends",
+        tables: &["spend_by_team"],
+        title: "Cost by team",
+        caption: "Spend per team, most first; the table adds each team's requests, tokens, cost per 1K tokens, EOS \
+                  compliance, implicit truncation and P95 latency.",
+        x: Axis { column: "team", label: "Team", unit: Unit::Category("") },
+        series: None,
+        values: &[ValueColumn::new("cost_usd", "cost")],
+        value_label: "Cost",
+        unit: Unit::Usd,
+        table_only: SPEND_TABLE,
+        ..ChartSpec::BASE
+    },
+    ChartSpec {
+        id: "spend_by_user",
+        section: "Who spends",
+        tables: &["spend_by_user"],
+        title: "Cost by user",
+        caption: "Spend per user id (hashed when the dataset was ingested with --redact hash), the 8 that spend most \
+                  and the rest as (other).",
+        x: Axis { column: "user_id", label: "User", unit: Unit::Category("") },
+        series: None,
+        values: &[ValueColumn::new("cost_usd", "cost")],
+        value_label: "Cost",
+        unit: Unit::Usd,
+        table_only: SPEND_TABLE,
+        ..ChartSpec::BASE
+    },
+    ChartSpec {
+        id: "spend_by_tag",
+        section: "Who spends",
+        tables: &["spend_by_tag"],
+        title: "Cost by tag",
+        caption: "Spend per request tag, the 8 that spend most and the rest as (other); a request with several tags \
+                  counts under each, so the bars add up to more than the total.",
+        x: Axis { column: "tag", label: "Tag", unit: Unit::Category("") },
+        series: None,
+        values: &[ValueColumn::new("cost_usd", "cost")],
+        value_label: "Cost",
+        unit: Unit::Usd,
+        table_only: SPEND_TABLE,
+        ..ChartSpec::BASE
+    },
+    ChartSpec {
+        id: "spend_by_provider",
+        section: "Who spends",
+        tables: &["spend_by_provider"],
+        title: "Cost by provider",
+        caption: "Spend per provider that served the requests (openai, azure, anthropic, bedrock, ..., or the \
+                  engine of a self-hosted model).",
+        x: Axis { column: "provider", label: "Provider", unit: Unit::Category("") },
+        series: None,
+        values: &[ValueColumn::new("cost_usd", "cost")],
+        value_label: "Cost",
+        unit: Unit::Usd,
+        table_only: SPEND_TABLE,
         ..ChartSpec::BASE
     },
     ChartSpec {

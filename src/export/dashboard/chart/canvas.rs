@@ -215,7 +215,10 @@ fn categorical<'a>(
         let i = if horizontal { n as isize - 1 - i } else { i };
         usize::try_from(i).ok().and_then(|i| categories.get(i)).cloned().unwrap_or_default()
     };
-    let keys: Vec<f64> = thinned(n, if horizontal { 40 } else { 12 })
+    // Category names are all labelled (up to 12 across); dates, read in order, as
+    // many as fit side by side without overlapping (`2025-06-01` is about 70 px).
+    let across = if categories.iter().all(|c| is_date(c)) { 7 } else { 12 };
+    let keys: Vec<f64> = thinned(n, if horizontal { 40 } else { across })
         .into_iter()
         .map(|i| if horizontal { (n - 1) as f64 - i } else { i })
         .collect();
@@ -248,4 +251,9 @@ fn categorical<'a>(
         }
     };
     (canvas, placer)
+}
+
+/// A `YYYY-MM-DD` label.
+fn is_date(label: &str) -> bool {
+    chrono::NaiveDate::parse_from_str(label, "%Y-%m-%d").is_ok()
 }

@@ -16,6 +16,11 @@ pub(crate) const SERIES: [RGBColor; 8] = [
     RGBColor(240, 228, 66),  // yellow
 ];
 
+/// The series that name no one, drawn after the named ones in greys:
+/// `(other)` (the groups a job's `top=N` summed) and `(null)` (rows without a value).
+pub(crate) const NEUTRAL_SERIES: [(&str, RGBColor); 2] =
+    [("(other)", RGBColor(136, 136, 136)), ("(null)", RGBColor(200, 200, 200))];
+
 /// Fill opacity of a series' 1st, 2nd, 3rd value column in grouped bars.
 pub(crate) const SHADES: [f64; 3] = [1.0, 0.45, 0.2];
 
