@@ -2,7 +2,7 @@
 -- Columns and formulas: docs/metrics.md#spend
 -- The dashboard's "Who spends" section runs it per team, user, tag and provider (jobs::DASHBOARD).
 WITH priced AS (
-  SELECT {{by}}, eos_status, latency_ms, prompt_tokens, completion_tokens, {{> price}}
+  SELECT {{by}}, eos_status, latency_ms, prompt_tokens, completion_tokens, logged_cost_usd, {{> price}}
   FROM {{requests}}
 )
 SELECT
