@@ -14,6 +14,7 @@
 //! header), so the summary reconciles exactly.
 
 pub mod budget;
+pub mod fetch;
 mod partitions;
 mod read_ahead;
 pub mod settings;
@@ -44,7 +45,7 @@ use crate::progress::Progress;
 use crate::store::StoreOptions;
 pub use budget::{MemoryLimit, MemoryPlan};
 use partitions::{Partitions, RowGroupJob, RowGroupSink};
-use read_ahead::ReadAhead;
+use read_ahead::{Fetching, ReadAhead};
 pub use settings::{parse_base_time, IngestSettings};
 use source::InputObject;
 pub use tokscope_core::derive::DeriveSettings;
@@ -68,6 +69,9 @@ pub struct IngestOptions {
     pub compression: parquet::basic::Compression,
     /// Most bytes the run may hold (`--memory-limit`): see [`MemoryPlan`].
     pub memory_limit: MemoryLimit,
+    /// Most requests to the store in flight at once (`--io-concurrency`):
+    /// GETs of the small objects fetched whole, HEADs of the inputs named.
+    pub io_concurrency: usize,
 }
 
 impl Default for IngestOptions {
@@ -80,6 +84,7 @@ impl Default for IngestOptions {
             lease: Default::default(),
             compression: crate::dataset::writer::default_compression(),
             memory_limit: MemoryLimit::Auto,
+            io_concurrency: fetch::DEFAULT_IO_CONCURRENCY,
         }
     }
 }
@@ -321,7 +326,7 @@ pub struct Plan {
 /// prefixes) name; an input that names nothing is an error. Reads only, so
 /// a run whose inputs are wrong fails before it touches the dataset.
 pub fn resolve(inputs: &[String], opts: &IngestOptions, rt: &tokio::runtime::Runtime) -> Result<Vec<InputObject>> {
-    source::resolve_inputs(inputs, &opts.store, rt)
+    source::resolve_inputs(inputs, &opts.store, opts.io_concurrency, rt)
 }
 
 /// Sorts `objects` against `dataset`'s manifest; reads only.
@@ -359,7 +364,7 @@ impl InputCheck {
 /// ingest does) with `reader`, and reports each; writes nothing.
 pub fn check_inputs(inputs: &[String], reader: &ReaderBuilder, store: &StoreOptions) -> Result<Vec<InputCheck>> {
     let rt = crate::store::io_runtime()?;
-    let objects = source::resolve_inputs(inputs, store, &rt)?;
+    let objects = source::resolve_inputs(inputs, store, fetch::DEFAULT_IO_CONCURRENCY, &rt)?;
     let mut checks = Vec::with_capacity(objects.len());
     for obj in objects {
         let check = check_input(reader.clone(), obj.open(&rt)?, &obj.location)?;
@@ -395,7 +400,10 @@ pub fn ingest_into(
     let recovery = commit::recover(dataset, rt)?;
     let Plan { todo, skipped } = plan(dataset, objects, opts, rt)?;
     let blocks = todo.iter().any(|o| o.may_read_in_blocks(&opts.reader));
-    let memory = MemoryPlan::new(opts.memory_limit, &opts.reader, rayon::current_num_threads(), todo.len(), blocks)?;
+    let whole = todo.iter().filter(|o| o.fetched_whole()).count();
+    let threads = rayon::current_num_threads();
+    let (streamed, concurrency) = (todo.len() - whole, opts.io_concurrency);
+    let memory = MemoryPlan::new(opts.memory_limit, &opts.reader, threads, streamed, blocks, whole, concurrency)?;
     let mut summary = IngestSummary {
         run_id: run_id.to_string(),
         dataset: dataset.display(),
@@ -420,7 +428,8 @@ pub fn ingest_into(
     };
     let reader = opts.reader.clone().with_queue_chunks(memory.queue_chunks).with_read_threads(memory.read_threads);
     let result = std::thread::scope(|scope| {
-        let readers = ReadAhead::new(scope, &todo, reader, rt, memory.inputs_ahead);
+        let fetching = Fetching { concurrency: memory.io_concurrency, bytes: memory.fetch_bytes };
+        let readers = ReadAhead::new(scope, &todo, reader, rt, memory.inputs_ahead, fetching);
         for (obj, reader) in todo.iter().zip(readers) {
             let fs = ingest_object(obj, reader?, &mut sink, &progress)?;
             summary.totals.counts.add(&fs.counts);

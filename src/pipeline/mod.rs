@@ -131,6 +131,11 @@ impl IngestConfig {
                 .map(crate::resources::MemoryBudget::parse)
                 .transpose()?
                 .unwrap_or(d.memory_limit),
+            io_concurrency: match self.io_concurrency {
+                Some(0) => return Err(config_err!("[ingest] io_concurrency must be at least 1")),
+                Some(n) => n,
+                None => d.io_concurrency,
+            },
         })
     }
 }
@@ -155,6 +160,7 @@ pub fn run(config: &RunConfig, options: &RunOptions) -> Result<RunReport> {
         lease: config.lease_options(),
         compression: settings.compression,
         memory_limit: settings.memory_limit,
+        io_concurrency: settings.io_concurrency,
     };
     let objects = ingest::resolve(&config.sources, &ingest_options, &rt)?;
     if options.dry_run {
