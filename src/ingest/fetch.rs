@@ -9,7 +9,6 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use futures::StreamExt;
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 
 use super::source::InputObject;
@@ -35,59 +34,58 @@ pub(crate) struct Body {
 
 /// The bodies of objects fetched whole, in their order.
 pub(crate) struct Fetches {
-    bodies: mpsc::Receiver<Body>,
+    /// Each object's fetch, in the objects' order.
+    fetches: mpsc::UnboundedReceiver<tokio::task::JoinHandle<Body>>,
     task: tokio::task::JoinHandle<()>,
 }
 
 impl Fetches {
-    /// Starts fetching `objects` on `rt`, up to `concurrency` requests at a
-    /// time and `bytes` of bodies held (fetched, not yet handed out, or
-    /// handed out and not yet dropped), as their sizes listed say; an object
-    /// larger than the whole budget waits until it is alone in it.
+    /// Starts fetching `objects` on `rt`, up to `concurrency` requests in
+    /// flight at a time and `bytes` of bodies held (fetched, not yet handed
+    /// out, or handed out and not yet dropped), as their sizes listed say;
+    /// an object larger than the whole budget waits until it is alone in it.
+    /// A request slot is free again as soon as its body is in, so a slow
+    /// answer holds one slot, not the ones after it: bodies that came
+    /// early wait for their turn within the bytes.
     pub(crate) fn start(
         objects: Vec<InputObject>,
         concurrency: usize,
         bytes: usize,
         rt: &tokio::runtime::Runtime,
     ) -> Fetches {
-        let concurrency = concurrency.max(1);
-        let (tx, bodies) = mpsc::channel(concurrency);
+        let requests = Arc::new(Semaphore::new(concurrency.max(1)));
         let permits = (bytes as u64 / PERMIT_BYTES).clamp(1, u64::from(u32::MAX) / 2);
         let budget = Arc::new(Semaphore::new(permits as usize));
+        let (tx, fetches) = mpsc::unbounded_channel();
         let task = rt.spawn(async move {
-            let fetches = futures::stream::iter(objects)
-                .then(|obj| {
-                    let budget = Arc::clone(&budget);
-                    async move {
-                        let wanted = obj.size.div_ceil(PERMIT_BYTES).clamp(1, permits) as u32;
-                        // The semaphore is never closed: a permit always comes.
-                        (budget.acquire_many_owned(wanted).await.ok(), obj)
-                    }
-                })
-                .map(|(held, obj)| async move {
+            for obj in objects {
+                let wanted = obj.size.div_ceil(PERMIT_BYTES).clamp(1, permits) as u32;
+                // Neither semaphore is ever closed: the permits always come.
+                let held = Arc::clone(&budget).acquire_many_owned(wanted).await.ok();
+                let request = Arc::clone(&requests).acquire_owned().await.ok();
+                let fetch = tokio::spawn(async move {
                     let bytes = obj.fetch().await;
+                    drop(request);
                     Body { location: obj.location, bytes, _held: held }
-                })
-                .buffered(concurrency);
-            futures::pin_mut!(fetches);
-            while let Some(body) = fetches.next().await {
-                if tx.send(body).await.is_err() {
+                });
+                if tx.send(fetch).is_err() {
                     return;
                 }
             }
         });
-        Fetches { bodies, task }
+        Fetches { fetches, task }
     }
 
     /// The next object's body, waiting for it; `None` once every object's
     /// body was handed out. Not to be called from the runtime's threads.
     pub(crate) fn next(&mut self) -> Option<Body> {
-        self.bodies.blocking_recv()
+        let fetch = self.fetches.blocking_recv()?;
+        futures::executor::block_on(fetch).ok()
     }
 }
 
 impl Drop for Fetches {
-    /// Requests still in flight are dropped with the task.
+    /// No more requests start; those in flight end with their answers.
     fn drop(&mut self) {
         self.task.abort();
     }
@@ -112,13 +110,15 @@ mod tests {
     use crate::ingest::source::objects_in;
 
     /// An in-memory store whose GETs take longer the earlier the object's
-    /// name sorts (so answers come back in reverse order) and which counts
-    /// the GETs in flight at once.
+    /// name sorts (so answers come back in reverse order), the first one
+    /// 200 ms; it counts the GETs in flight at once and keeps the order
+    /// they were answered in.
     #[derive(Debug, Default)]
     struct SlowStore {
         inner: InMemory,
         in_flight: AtomicUsize,
         most_in_flight: AtomicUsize,
+        answered: std::sync::Mutex<Vec<u64>>,
     }
 
     impl std::fmt::Display for SlowStore {
@@ -145,8 +145,10 @@ mod tests {
             let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
             self.most_in_flight.fetch_max(now, Ordering::SeqCst);
             let n: u64 = at.as_ref().trim_end_matches(".jsonl").parse().unwrap_or(0);
-            tokio::time::sleep(Duration::from_millis(5 * (20 - n.min(20)))).await;
+            let wait = if n == 0 { 200 } else { 5 * (20 - n.min(20)) };
+            tokio::time::sleep(Duration::from_millis(wait)).await;
             self.in_flight.fetch_sub(1, Ordering::SeqCst);
+            self.answered.lock().unwrap().push(n);
             self.inner.get_opts(at, options).await
         }
 
@@ -172,12 +174,14 @@ mod tests {
 
     /// Twenty objects answered in reverse order come out in their own
     /// order, each with its own bytes, with as many GETs in flight as
-    /// allowed (all twenty, or one at a time), or as the bytes allow (a
-    /// budget of three objects' sizes: three).
+    /// allowed (all twenty, four, or one at a time), or as the bytes allow
+    /// (a budget of three objects' sizes: three). Four at a time, the slow
+    /// first answer holds one request slot: the other three go on to the
+    /// next objects (after 85, 90 and 95 ms, then 165), six answers before it.
     #[test]
     fn bodies_come_in_order_with_the_requests_and_bytes_allowed_in_flight() {
         let rt = crate::store::io_runtime().unwrap();
-        for (concurrency, budget, most) in [(64, 1 << 20, 20), (1, 1 << 20, 1), (64, 9 << 10, 3)] {
+        for (concurrency, budget, most) in [(64, 1 << 20, 20), (4, 1 << 20, 4), (1, 1 << 20, 1), (64, 9 << 10, 3)] {
             let store = Arc::new(SlowStore::default());
             for n in 0..20 {
                 let body = Bytes::from(format!("{n:02}\n").repeat(683)); // 2,049 bytes: 3 KiB of budget
@@ -194,6 +198,11 @@ mod tests {
                 (0..20).map(|n| (format!("memory:///{n:02}.jsonl"), 2049, format!("{n:02}").into_bytes())).collect();
             assert_eq!(got, want, "{concurrency} at a time");
             assert_eq!(store.most_in_flight.load(Ordering::SeqCst), most, "{concurrency} at a time, {budget} bytes");
+            let answered = store.answered.lock().unwrap().clone();
+            if concurrency == 4 {
+                let first = answered.iter().position(|&n| n == 0).unwrap();
+                assert!(first >= 4, "answered before the first: {answered:?}");
+            }
         }
     }
 }
