@@ -141,11 +141,8 @@ fn apply(
     if commit.manifest.is_empty() {
         return Ok(rt.block_on(store.delete(record))?);
     }
-    let mut manifest = Manifest::load(dataset, rt)?;
-    for entry in &commit.manifest {
-        manifest.add(entry.clone());
-    }
-    manifest.save(dataset, rt)?;
+    Manifest::load(dataset, rt)?.append(dataset, &commit.manifest, rt)?;
+    crash_point("manifested");
     rt.block_on(store.delete(record))?;
     Ok(())
 }

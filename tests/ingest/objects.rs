@@ -121,3 +121,33 @@ fn objects_fetched_at_once_through_faults_are_ingested_once_in_order() {
     let log = proxy.log();
     assert!(log.contains("(injected"), "the relay injected faults:\n{log}");
 }
+
+/// A run dead after appending its manifest lines, before its commit record
+/// went: the next run finishes the commit, which adds none of those lines
+/// again, and ingests nothing twice; the manifest lists each object once.
+#[test]
+fn a_commit_dead_after_its_manifest_lines_adds_them_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let logs = dir.path().join("logs");
+    std::fs::create_dir(&logs).unwrap();
+    let line = |i: usize| {
+        format!("{{\"ts\":\"2024-06-01T00:00:0{i}Z\",\"model\":\"m\",\"prompt_tokens\":{i},\"completion_tokens\":1}}\n")
+    };
+    for i in 0..3 {
+        std::fs::write(logs.join(format!("{i}.jsonl")), line(i)).unwrap();
+    }
+    let data = dir.path().join("ds");
+    let o = std::process::Command::new(common::bin())
+        .args(["ingest", "--quiet", "--out", data.to_str().unwrap(), logs.to_str().unwrap()])
+        .env("TOKSCOPE_CRASH_AT", "manifested")
+        .output()
+        .unwrap();
+    assert!(!o.status.success(), "the run must have died");
+    let manifest = |data: &Path| std::fs::read_to_string(data.join("_manifest.jsonl")).unwrap().lines().count();
+    assert_eq!(manifest(&data), 3);
+    std::fs::write(logs.join("3.jsonl"), line(3)).unwrap();
+    common::ingest(&[logs.to_str().unwrap()], &data, &[]);
+    assert_eq!(manifest(&data), 4, "each object listed once");
+    let rows = common::query(&data, "SELECT count(*) AS n, sum(prompt_tokens) AS p FROM requests");
+    assert_eq!((rows[0]["n"].as_u64(), rows[0]["p"].as_u64()), (Some(4), Some(6)));
+}
