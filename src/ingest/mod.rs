@@ -329,6 +329,17 @@ pub fn resolve(inputs: &[String], opts: &IngestOptions, rt: &tokio::runtime::Run
     source::resolve_inputs(inputs, &opts.store, opts.io_concurrency, rt)
 }
 
+/// [`resolve`], each input in a store that `after` names listed from after
+/// that key only; also the last key each input in a store listed.
+pub fn resolve_after(
+    inputs: &[String],
+    opts: &IngestOptions,
+    after: &source::ListedUpTo,
+    rt: &tokio::runtime::Runtime,
+) -> Result<(Vec<InputObject>, source::ListedUpTo)> {
+    source::resolve_inputs_after(inputs, &opts.store, opts.io_concurrency, after, rt)
+}
+
 /// Sorts `objects` against `dataset`'s manifest; reads only.
 pub fn plan(
     dataset: &DatasetRoot,

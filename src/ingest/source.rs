@@ -64,15 +64,37 @@ pub fn resolve_inputs(
     concurrency: usize,
     rt: &tokio::runtime::Runtime,
 ) -> Result<Vec<InputObject>> {
+    Ok(resolve_inputs_after(inputs, options, concurrency, &ListedUpTo::new(), rt)?.0)
+}
+
+/// Per input in a store, the last key its listing gave (keys sort as the
+/// store lists them): where the next listing of it may start.
+pub type ListedUpTo = std::collections::BTreeMap<String, String>;
+
+/// [`resolve_inputs`], each input in a store that `after` names listed from
+/// after that key only (S3's `start-after`: where a layout sorts by time,
+/// the objects written since); such a listing may find nothing. Also gives
+/// the last key each input in a store listed.
+pub fn resolve_inputs_after(
+    inputs: &[String],
+    options: &StoreOptions,
+    concurrency: usize,
+    after: &ListedUpTo,
+    rt: &tokio::runtime::Runtime,
+) -> Result<(Vec<InputObject>, ListedUpTo)> {
     let in_store = |input: &String| store::is_url(input) && !input.starts_with("file://");
     let resolving = futures::stream::iter(inputs.iter().filter(|i| in_store(i)))
-        .map(|input| resolve_remote(input, options))
+        .map(|input| resolve_remote(input, options, after.get(input).map(String::as_str)))
         .buffered(concurrency.max(1));
     let mut remote = rt.block_on(resolving.collect::<Vec<_>>()).into_iter();
-    let mut out = Vec::new();
+    let (mut out, mut listed) = (Vec::new(), ListedUpTo::new());
     for input in inputs {
         if in_store(input) {
-            out.extend(remote.next().ok_or_else(|| internal_err!("{input} was not resolved"))??);
+            let objects = remote.next().ok_or_else(|| internal_err!("{input} was not resolved"))??;
+            if let Some(last) = objects.iter().filter_map(InputObject::key).max() {
+                listed.insert(input.clone(), last.to_string());
+            }
+            out.extend(objects);
         } else {
             let local = input.strip_prefix("file://").unwrap_or(input);
             out.extend(resolve_local(local)?);
@@ -80,7 +102,7 @@ pub fn resolve_inputs(
     }
     out.sort_by(|a, b| a.location.cmp(&b.location));
     out.dedup_by(|a, b| a.location == b.location);
-    Ok(out)
+    Ok((out, listed))
 }
 
 fn local_object(path: &Path) -> Result<InputObject> {
@@ -157,7 +179,7 @@ fn resolve_local(input: &str) -> Result<Vec<InputObject>> {
     Ok(out)
 }
 
-async fn resolve_remote(input: &str, options: &StoreOptions) -> Result<Vec<InputObject>> {
+async fn resolve_remote(input: &str, options: &StoreOptions, after: Option<&str>) -> Result<Vec<InputObject>> {
     let url = store::parse_url(input)?;
     let store = store::store_for(&url, options)?;
     // The location names the object without the URL's user information
@@ -195,7 +217,10 @@ async fn resolve_remote(input: &str, options: &StoreOptions) -> Result<Vec<Input
         }
     }
     let prefix_path = if prefix.is_empty() { None } else { Some(object_store::path::Path::from(prefix.as_str())) };
-    let mut listing = store.list(prefix_path.as_ref());
+    let mut listing = match after {
+        Some(key) => store.list_with_offset(prefix_path.as_ref(), &object_store::path::Path::from(key)),
+        None => store.list(prefix_path.as_ref()),
+    };
     let mut out = Vec::new();
     while let Some(meta) = listing.next().await {
         // When the name is neither an object nor a listable prefix, the
@@ -212,7 +237,7 @@ async fn resolve_remote(input: &str, options: &StoreOptions) -> Result<Vec<Input
             out.push(make(meta));
         }
     }
-    if out.is_empty() {
+    if out.is_empty() && after.is_none() {
         return Err(Error::NotFound {
             what: format!("no object matches {input:?}"),
             hint:
@@ -383,6 +408,14 @@ impl InputObject {
             return Ok(reader.build_file(file, meta.len(), &self.location));
         }
         Ok(reader.build(decompress(Box::new(file)).map_err(|e| Error::io(&self.location, e))?, &self.location))
+    }
+
+    /// The object's key in its store (`None`: a local file).
+    pub fn key(&self) -> Option<&str> {
+        match &self.kind {
+            ObjectKind::Remote { path, .. } => Some(path.as_ref()),
+            ObjectKind::Local(_) => None,
+        }
     }
 
     /// Whether the object is fetched whole, many at a time ([`super::fetch`]),

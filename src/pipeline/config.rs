@@ -80,6 +80,12 @@ pub struct IngestConfig {
     pub memory_limit: Option<String>,
     /// Most requests to the object store in flight at once (`--io-concurrency`, default 64).
     pub io_concurrency: Option<usize>,
+    /// List each source in a store from after the last key the runs before
+    /// listed (`_listing.json`), for buckets whose keys sort by time.
+    pub list_after_last: Option<bool>,
+    /// With `list_after_last`, every this many runs lists everything
+    /// (default 24), to catch objects written late under earlier keys.
+    pub full_listing_every: Option<u32>,
 }
 
 /// `[compact]`: after ingesting something new, a run merges each
