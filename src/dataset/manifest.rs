@@ -16,7 +16,7 @@ use std::collections::HashSet;
 use std::io::{BufRead, Seek, Write};
 
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
+use twox_hash::XxHash3_128;
 
 use super::{DatasetRoot, MANIFEST};
 use crate::error::{Error, Result};
@@ -48,25 +48,22 @@ struct EntryKey<'a> {
     version: std::borrow::Cow<'a, str>,
 }
 
-/// The digest an object version is known by: the first 128 bits of the
-/// SHA-256 of its location, size and version (a chance collision among a
-/// billion entries is about 1e-21; a crafted one would need SHA-256 broken).
-fn digest(location: &str, size: u64, version: &str) -> u128 {
-    let mut h = Sha256::new();
-    h.update((location.len() as u64).to_le_bytes());
-    h.update(location.as_bytes());
-    h.update(size.to_le_bytes());
-    h.update(version.as_bytes());
-    let d = h.finalize();
-    let mut first = [0u8; 16];
-    first.copy_from_slice(&d[..16]);
-    u128::from_le_bytes(first)
-}
-
-/// The object versions a dataset's manifest lists.
-#[derive(Debug, Default)]
+/// The object versions a dataset's manifest lists, each known by a 128-bit
+/// digest (XXH3-128) of its location, size and version, seeded at random
+/// per process: a chance collision among a billion entries is about 1e-21,
+/// and names cannot be crafted to collide with a seed they never see (the
+/// digests are never stored).
+#[derive(Debug)]
 pub struct Manifest {
     keys: HashSet<u128>,
+    seed: u64,
+    scratch: Vec<u8>,
+}
+
+impl Default for Manifest {
+    fn default() -> Self {
+        Manifest { keys: HashSet::new(), seed: rand::random(), scratch: Vec::new() }
+    }
 }
 
 impl Manifest {
@@ -104,13 +101,24 @@ impl Manifest {
         Ok(m)
     }
 
+    fn digest(&mut self, location: &str, size: u64, version: &str) -> u128 {
+        let key = &mut self.scratch;
+        key.clear();
+        key.extend_from_slice(&(location.len() as u64).to_le_bytes());
+        key.extend_from_slice(location.as_bytes());
+        key.extend_from_slice(&size.to_le_bytes());
+        key.extend_from_slice(version.as_bytes());
+        XxHash3_128::oneshot_with_seed(self.seed, key)
+    }
+
     fn add_line(&mut self, line: &[u8]) -> Result<()> {
         if line.trim_ascii().is_empty() {
             return Ok(());
         }
         match serde_json::from_slice::<EntryKey>(line) {
             Ok(k) => {
-                self.keys.insert(digest(&k.location, k.size, &k.version));
+                let digest = self.digest(&k.location, k.size, &k.version);
+                self.keys.insert(digest);
                 Ok(())
             }
             Err(_) if !line.ends_with(b"\n") => Ok(()),
@@ -119,8 +127,9 @@ impl Manifest {
     }
 
     /// Whether this exact object version was ingested before.
-    pub fn contains(&self, location: &str, size: u64, version: &str) -> bool {
-        self.keys.contains(&digest(location, size, version))
+    pub fn contains(&mut self, location: &str, size: u64, version: &str) -> bool {
+        let digest = self.digest(location, size, version);
+        self.keys.contains(&digest)
     }
 
     /// Object versions listed.
@@ -143,7 +152,8 @@ impl Manifest {
     ) -> Result<()> {
         let mut lines = Vec::new();
         for e in entries {
-            if self.keys.insert(digest(&e.location, e.size, &e.version)) {
+            let digest = self.digest(&e.location, e.size, &e.version);
+            if self.keys.insert(digest) {
                 serde_json::to_writer(&mut lines, e).map_err(|source| Error::Json { path: MANIFEST.into(), source })?;
                 lines.push(b'\n');
             }
@@ -229,7 +239,7 @@ mod tests {
         assert!(text.as_bytes().starts_with(&first));
         let locations: Vec<&str> = text.lines().map(|l| l.split('"').nth(3).unwrap()).collect();
         assert_eq!(locations, ["s3://b/a.json", "s3://b/b.json", "s3://b/c.json"]);
-        let m = Manifest::load(&dataset, &rt).unwrap();
+        let mut m = Manifest::load(&dataset, &rt).unwrap();
         assert_eq!(m.len(), 3);
         assert!(m.contains("s3://b/a.json", 10, "t|e1"));
         assert!(!m.contains("s3://b/a.json", 10, "t|e2") && !m.contains("s3://b/a.json", 11, "t|e1"));

@@ -320,6 +320,8 @@ pub struct Plan {
     pub todo: Vec<InputObject>,
     /// Locations of the inputs already ingested.
     pub skipped: Vec<String>,
+    /// The manifest they were sorted by, to add the inputs ingested to.
+    pub manifest: Manifest,
 }
 
 /// Lists the input objects `inputs` (files, directories, globs, bucket
@@ -347,10 +349,10 @@ pub fn plan(
     opts: &IngestOptions,
     rt: &tokio::runtime::Runtime,
 ) -> Result<Plan> {
-    let manifest = Manifest::load(dataset, rt)?;
+    let mut manifest = Manifest::load(dataset, rt)?;
     let (todo, skipped): (Vec<InputObject>, Vec<InputObject>) =
         objects.into_iter().partition(|o| opts.force || !manifest.contains(&o.location, o.size, &o.version));
-    Ok(Plan { todo, skipped: skipped.into_iter().map(|o| o.location).collect() })
+    Ok(Plan { todo, skipped: skipped.into_iter().map(|o| o.location).collect(), manifest })
 }
 
 /// One input as `tokscope formats --check` reports it: where it is, and
@@ -409,7 +411,7 @@ pub fn ingest_into(
 ) -> Result<IngestSummary> {
     let started = Instant::now();
     let recovery = commit::recover(dataset, rt)?;
-    let Plan { todo, skipped } = plan(dataset, objects, opts, rt)?;
+    let Plan { todo, skipped, manifest } = plan(dataset, objects, opts, rt)?;
     let blocks = todo.iter().any(|o| o.may_read_in_blocks(&opts.reader));
     let whole = todo.iter().filter(|o| o.fetched_whole()).count();
     let threads = rayon::current_num_threads();
@@ -474,7 +476,7 @@ pub fn ingest_into(
             lines_rejected: fs.counts.lines_rejected,
         })
         .collect();
-    commit::commit(dataset, &Commit { manifest: entries, ..Commit::of(run_id, staged) }, rt)?;
+    commit::commit_adding_to(dataset, &Commit { manifest: entries, ..Commit::of(run_id, staged) }, manifest, rt)?;
     summary.elapsed_s = started.elapsed().as_secs_f64();
     let json = serde_json::to_vec_pretty(&summary)
         .map_err(|source| Error::Json { path: "_ingest_summary.json".into(), source })?;
