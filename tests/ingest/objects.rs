@@ -35,17 +35,22 @@ for i in range({OBJECTS}):
     common::python(&script);
 }
 
+/// The ingest of the bucket at `concurrency` requests in flight into `out`.
+fn ingest_args(out: &Path, concurrency: &str) -> Vec<String> {
+    let args =
+        ["ingest", "--quiet", "--io-concurrency", concurrency, "--out", out.to_str().unwrap(), "s3://logs/litellm/"];
+    args.map(String::from).to_vec()
+}
+
 /// Ingests the bucket through `proxy` at `concurrency` requests in flight
 /// into `out` (2 threads); the wall time.
 fn ingest_through(proxy: &FaultProxy, s3: &S3Server, out: &Path, concurrency: usize) -> Duration {
     let env = proxy.env(s3);
     let mut env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
     env.push(("RAYON_NUM_THREADS", "2"));
-    let concurrency = concurrency.to_string();
-    let args =
-        ["ingest", "--quiet", "--io-concurrency", &concurrency, "--out", out.to_str().unwrap(), "s3://logs/litellm/"];
+    let args = ingest_args(out, &concurrency.to_string());
     let started = Instant::now();
-    common::tokscope_with_env(&env, &args);
+    common::tokscope_with_env(&env, &args.iter().map(String::as_str).collect::<Vec<_>>());
     started.elapsed()
 }
 
@@ -150,4 +155,40 @@ fn a_commit_dead_after_its_manifest_lines_adds_them_once() {
     assert_eq!(manifest(&data), 4, "each object listed once");
     let rows = common::query(&data, "SELECT count(*) AS n, sum(prompt_tokens) AS p FROM requests");
     assert_eq!((rows[0]["n"].as_u64(), rows[0]["p"].as_u64()), (Some(4), Some(6)));
+}
+
+/// `kill -9` at eight points spread over an ingest of the bucket through the
+/// relay (8 requests in flight, so that a run lasts), each next run over
+/// what the last left: a rerun then holds every object's row exactly once.
+#[test]
+fn kill_9_mid_bucket_then_a_rerun_ingests_every_object_once() {
+    let s3 = S3Server::start();
+    put_payloads(&s3);
+    let proxy = FaultProxy::start(&s3, &["--delay-first", "1000000", "--delay", "0.04"]);
+    let dir = tempfile::tempdir().unwrap();
+    let full = ingest_through(&proxy, &s3, &dir.path().join("timing"), 8);
+    let out = dir.path().join("ds");
+    let env = proxy.env(&s3);
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let args = ingest_args(&out, "8");
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut points = common::kill_points(full, 1.2, 8, 0x2545f4914f6cdd1d);
+    points.sort();
+    for at in points {
+        common::kill_after_with_env(&env, &args, at);
+    }
+    ingest_through(&proxy, &s3, &out, 8);
+    let mut ids: Vec<String> = crate::ingest::files_by_writer(&out)
+        .iter()
+        .filter(|(k, _)| k.starts_with("requests/"))
+        .flat_map(|(_, batches)| batches.iter())
+        .flat_map(|b| {
+            let c = b.column_by_name("request_id").unwrap();
+            let c = c.as_any().downcast_ref::<arrow::array::StringArray>().unwrap().clone();
+            c.iter().map(|v| v.unwrap().to_string()).collect::<Vec<_>>()
+        })
+        .collect();
+    ids.sort();
+    let want: Vec<String> = (0..OBJECTS).map(|i| format!("chatcmpl-{i:05}")).collect();
+    assert_eq!(ids, want, "every object once after the kills");
 }
