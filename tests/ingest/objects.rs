@@ -159,7 +159,9 @@ fn a_commit_dead_after_its_manifest_lines_adds_them_once() {
 
 /// `kill -9` at eight points spread over an ingest of the bucket through the
 /// relay (8 requests in flight, so that a run lasts), each next run over
-/// what the last left: a rerun then holds every object's row exactly once.
+/// what the last left: after each kill a query sees none of the objects'
+/// rows or all of them; then two reruns (the second finds nothing new) hold
+/// every object's row exactly once.
 #[test]
 fn kill_9_mid_bucket_then_a_rerun_ingests_every_object_once() {
     let s3 = S3Server::start();
@@ -172,11 +174,18 @@ fn kill_9_mid_bucket_then_a_rerun_ingests_every_object_once() {
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let args = ingest_args(&out, "8");
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let visible = || match out.join("_files.json").exists() {
+        true => common::query(&out, "SELECT count(*) AS n FROM requests")[0]["n"].as_u64().unwrap(),
+        false => 0,
+    };
     let mut points = common::kill_points(full, 1.2, 8, 0x2545f4914f6cdd1d);
     points.sort();
     for at in points {
-        common::kill_after_with_env(&env, &args, at);
+        let status = common::kill_after_with_env(&env, &args, at);
+        let rows = visible();
+        assert!(rows == 0 || rows == OBJECTS as u64, "killed at {at:?} ({status}): {rows} rows visible");
     }
+    ingest_through(&proxy, &s3, &out, 8);
     ingest_through(&proxy, &s3, &out, 8);
     let mut ids: Vec<String> = crate::ingest::files_by_writer(&out)
         .iter()
