@@ -87,6 +87,13 @@ pub struct IngestFlags {
     /// Lines longer than this many bytes are rejected without being buffered.
     #[arg(long, default_value_t = 64 << 20)]
     max_line_bytes: usize,
+    /// Most requests to an object store in flight at once: objects of up to
+    /// 1 MiB are fetched whole this many at a time (their bytes within the
+    /// memory limit) and parsed in their order, so the dataset is the same
+    /// at any value; 1 fetches one object after another.
+    #[arg(long, default_value_t = ingest::fetch::DEFAULT_IO_CONCURRENCY, value_name = "N",
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    io_concurrency: usize,
     /// Wait up to this many seconds for another run's lease on the dataset
     /// instead of failing at once.
     #[arg(long, default_value_t = 0, value_name = "SECONDS")]
@@ -111,6 +118,7 @@ impl IngestFlags {
             attributes: AttributeMap::new(self.attributes.clone())?,
             compression: self.compression,
             memory_limit: self.memory_limit,
+            io_concurrency: self.io_concurrency,
         };
         Ok(IngestOptions {
             reader: settings.reader()?,
@@ -120,6 +128,7 @@ impl IngestFlags {
             lease: LeaseOptions { wait: Duration::from_secs(self.lease_wait), ..Default::default() },
             compression: settings.compression,
             memory_limit: settings.memory_limit,
+            io_concurrency: settings.io_concurrency,
         })
     }
 }
@@ -214,7 +223,7 @@ fn memory_line(m: &ingest::MemoryPlan, spilled: u64) -> String {
     let buffer = m.buffer_bytes.map_or_else(|| "unlimited".to_string(), mib);
     format!(
         "ingest memory: limit {limit}; {} parse threads, {} writer threads ({} each), {} block-reading threads; \
-         pipeline {}; {} inputs read ahead ({}); buffered rows {buffer}; spilled {}",
+         pipeline {}; {} inputs read ahead ({}); {} requests in flight ({}); buffered rows {buffer}; spilled {}",
         m.parse_threads,
         m.writer_threads,
         mib(m.writer_bytes),
@@ -222,6 +231,8 @@ fn memory_line(m: &ingest::MemoryPlan, spilled: u64) -> String {
         mib(m.pipeline_bytes),
         m.inputs_ahead,
         mib(m.read_ahead_bytes),
+        m.io_concurrency,
+        mib(m.fetch_bytes),
         mib(spilled as usize)
     )
 }

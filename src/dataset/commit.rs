@@ -98,13 +98,33 @@ fn is_staged_put(name: &str) -> bool {
 
 /// Records `commit` (the commit point) and applies it.
 pub fn commit(dataset: &DatasetRoot, commit: &Commit, rt: &tokio::runtime::Runtime) -> Result<()> {
+    commit_to(dataset, commit, None, rt)
+}
+
+/// [`commit`], its manifest entries added to `manifest`: the dataset's
+/// manifest as the run read it, under its lease (so not read again).
+pub fn commit_adding_to(
+    dataset: &DatasetRoot,
+    commit: &Commit,
+    manifest: Manifest,
+    rt: &tokio::runtime::Runtime,
+) -> Result<()> {
+    commit_to(dataset, commit, Some(manifest), rt)
+}
+
+fn commit_to(
+    dataset: &DatasetRoot,
+    commit: &Commit,
+    manifest: Option<Manifest>,
+    rt: &tokio::runtime::Runtime,
+) -> Result<()> {
     let (store, root) = dataset.store_and_root()?;
     let record = object(&root, &format!("{COMMITS}/{}.json", commit.run_id));
     let bytes = serde_json::to_vec(commit).map_err(|source| Error::Json { path: record.to_string().into(), source })?;
     // One put: the record is either absent or whole (a local store writes and renames).
     rt.block_on(store.put(&record, PutPayload::from(bytes)))?;
     crash_point("recorded");
-    apply(dataset, store.as_ref(), &root, commit, &record, rt)
+    apply(dataset, store.as_ref(), &root, commit, &record, manifest, rt)
 }
 
 /// Finishes `commit`: final names, replaced files deleted, manifest entries,
@@ -115,6 +135,7 @@ fn apply(
     root: &ObjectPath,
     commit: &Commit,
     record: &ObjectPath,
+    manifest: Option<Manifest>,
     rt: &tokio::runtime::Runtime,
 ) -> Result<()> {
     rt.block_on(async {
@@ -141,11 +162,12 @@ fn apply(
     if commit.manifest.is_empty() {
         return Ok(rt.block_on(store.delete(record))?);
     }
-    let mut manifest = Manifest::load(dataset, rt)?;
-    for entry in &commit.manifest {
-        manifest.add(entry.clone());
-    }
-    manifest.save(dataset, rt)?;
+    let mut manifest = match manifest {
+        Some(m) => m,
+        None => Manifest::load(dataset, rt)?,
+    };
+    manifest.append(dataset, &commit.manifest, rt)?;
+    crash_point("manifested");
     rt.block_on(store.delete(record))?;
     Ok(())
 }
@@ -223,7 +245,7 @@ pub fn recover(dataset: &DatasetRoot, rt: &tokio::runtime::Runtime) -> Result<Re
                 dataset.display()
             )
         })?;
-        apply(dataset, store.as_ref(), &root, &commit, record, rt)?;
+        apply(dataset, store.as_ref(), &root, &commit, record, None, rt)?;
         recovery.commits_finished.push(commit.run_id);
     }
     let all: Vec<ObjectPath> = rt.block_on(async {

@@ -1,7 +1,8 @@
 //! How ingest shares its memory: the budget (`--memory-limit`, or a share
 //! of the memory the process may use), the reading pipeline's part, the
 //! writer threads and what each holds while it encodes a row group, the
-//! inputs opened and read ahead of the one being parsed, and what is left
+//! inputs opened and read ahead of the one being parsed, the small objects
+//! fetched whole and not yet parsed (bytes in flight), and what is left
 //! for the rows buffered per partition before they spill to disk. Derived
 //! together from the thread count and the budget, so a default works on
 //! any machine and a given limit is refused only when even one writer
@@ -11,6 +12,7 @@ use serde::Serialize;
 use tokscope_core::file_blocks::CARRY_ROOM_BYTES;
 use tokscope_core::reader::ReaderBuilder;
 
+use super::source::WHOLE_OBJECT_BYTES;
 use crate::error::Result;
 pub use crate::resources::MemoryBudget as MemoryLimit;
 
@@ -101,6 +103,11 @@ pub struct MemoryPlan {
     /// The inputs read ahead's part: their queues, decoders and longest
     /// lines, and the parsed input's longer queue.
     pub read_ahead_bytes: usize,
+    /// Requests in flight at most for the objects fetched whole (`--io-concurrency`).
+    pub io_concurrency: usize,
+    /// What the objects fetched whole may hold: bodies in flight, fetched
+    /// and not yet parsed (0: none is fetched whole).
+    pub fetch_bytes: usize,
     /// Each writer's part while it encodes a row group.
     pub writer_bytes: usize,
     /// What the rows buffered per partition (and handed to writers, not yet
@@ -152,14 +159,19 @@ impl MemoryPlan {
     /// [`MAX_READ_THREADS`]), fewer where a budget would not fit one writer
     /// with them; otherwise by none. So a small budget costs reading
     /// threads, inputs read ahead, writer threads and spills, never
-    /// row-group size. A given limit too small for one writer is an error;
-    /// the automatic one is raised to that least.
+    /// row-group size. `fetched` objects fetched whole, `io_concurrency`
+    /// at a time, may hold [`WHOLE_OBJECT_BYTES`] each in flight, within a
+    /// quarter of what the inputs read ahead leave to the buffered rows.
+    /// A given limit too small for one writer is an error; the automatic one
+    /// is raised to that least.
     pub fn new(
         limit: MemoryLimit,
         reader: &ReaderBuilder,
         threads: usize,
         inputs: usize,
         blocks: bool,
+        fetched: usize,
+        io_concurrency: usize,
     ) -> Result<MemoryPlan> {
         let threads = threads.max(1);
         let most_readers = if blocks { threads.div_ceil(THREADS_PER_READER).min(MAX_READ_THREADS) } else { 0 };
@@ -193,15 +205,19 @@ impl MemoryPlan {
             Some(b) => (least_readers..=most_readers).rev().find(|&n| least(n) <= b).unwrap_or(least_readers),
         };
         let pipeline = pipeline_bytes(reader, read_threads);
-        let (writer_threads, inputs_ahead, buffer_bytes) = match bytes {
-            None => (threads, wanted, None),
+        let io_concurrency = io_concurrency.max(1);
+        let wanted_fetch = io_concurrency.min(fetched) * WHOLE_OBJECT_BYTES as usize;
+        let (writer_threads, inputs_ahead, fetch_bytes, buffer_bytes) = match bytes {
+            None => (threads, wanted, wanted_fetch, None),
             Some(bytes) => {
                 let rest = bytes - pipeline;
                 let writers = (rest / 2 / writer).clamp(1, threads);
                 let buffer = rest - writers * writer;
                 let fits = |n: usize| read_ahead_bytes(reader, read_threads, n) <= buffer / READ_AHEAD_SHARE;
                 let ahead = (0..=wanted).rev().find(|&n| fits(n)).unwrap_or(0);
-                (writers, ahead, Some(buffer - read_ahead_bytes(reader, read_threads, ahead)))
+                let buffer = buffer - read_ahead_bytes(reader, read_threads, ahead);
+                let fetch = wanted_fetch.min(buffer / READ_AHEAD_SHARE);
+                (writers, ahead, fetch, Some(buffer - fetch))
             }
         };
         Ok(MemoryPlan {
@@ -214,6 +230,8 @@ impl MemoryPlan {
             inputs_ahead,
             queue_chunks: if inputs_ahead > 0 { AHEAD_QUEUE_CHUNKS } else { reader.queue_chunks() },
             read_ahead_bytes: read_ahead_bytes(reader, read_threads, inputs_ahead),
+            io_concurrency,
+            fetch_bytes,
             writer_bytes: writer,
             buffer_bytes,
         })
@@ -244,11 +262,13 @@ mod tests {
         let reader = ReaderBuilder::new();
         for limit_mib in [256, 512, 1024, 4096, 65536] {
             for threads in [1, 2, 6, 16, 64, 256] {
-                for (inputs, blocks) in [1, 2, 1000].into_iter().flat_map(|n| [(n, false), (n, true)]) {
+                let cases = [1, 2, 1000].into_iter().flat_map(|n| [(n, false, 0), (n, true, 0), (n, false, n)]);
+                for (inputs, blocks, fetched) in cases {
                     let limit = MemoryLimit::Bytes(limit_mib * MIB);
-                    let plan = MemoryPlan::new(limit, &reader, threads, inputs, blocks).unwrap();
+                    let plan = MemoryPlan::new(limit, &reader, threads, inputs, blocks, fetched, 64).unwrap();
                     let used = plan.pipeline_bytes
                         + plan.read_ahead_bytes
+                        + plan.fetch_bytes
                         + plan.writer_threads * plan.writer_bytes
                         + plan.buffer_bytes.unwrap();
                     assert_eq!(used, limit_mib * MIB, "{limit_mib} MiB, {threads} threads, {inputs} inputs: {plan:?}");
@@ -261,7 +281,7 @@ mod tests {
         // 4 MiB chunks with 256 KiB of room and 64 MiB lines, 16 threads: 6
         // raw chunks (2 queued, 1 filled, 1 parsed, 2 blocks read ahead), the
         // parsed one in Arrow (12 MiB) and a line: 101.5 MiB; 128 MiB a writer.
-        let plan = MemoryPlan::new(MemoryLimit::Bytes(512 * MIB), &reader, 16, 1, true).unwrap();
+        let plan = MemoryPlan::new(MemoryLimit::Bytes(512 * MIB), &reader, 16, 1, true, 0, 64).unwrap();
         let pipeline = 6 * (4 * MIB + MIB / 4) + 12 * MIB + 64 * MIB;
         assert_eq!(
             (plan.read_threads, plan.pipeline_bytes, plan.writer_bytes, plan.writer_threads),
@@ -272,14 +292,14 @@ mod tests {
         // budget would not hold one writer with them: at 256 MiB and 64
         // threads, 4 (a 110 MiB pipeline, a writer, 16 MiB of rows: 254 MiB).
         for (threads, readers) in [(1, 1), (2, 1), (6, 1), (16, 2), (64, 8), (256, 8)] {
-            let plan = MemoryPlan::new(MemoryLimit::Unlimited, &reader, threads, 1, true).unwrap();
+            let plan = MemoryPlan::new(MemoryLimit::Unlimited, &reader, threads, 1, true, 0, 64).unwrap();
             assert_eq!(plan.read_threads, readers, "{plan:?}");
         }
-        let plan = MemoryPlan::new(MemoryLimit::Bytes(256 * MIB), &reader, 64, 1, true).unwrap();
+        let plan = MemoryPlan::new(MemoryLimit::Bytes(256 * MIB), &reader, 64, 1, true, 0, 64).unwrap();
         assert_eq!(plan.read_threads, 4, "{plan:?}");
-        let plan = MemoryPlan::new(MemoryLimit::Bytes(4096 * MIB), &reader, 16, 1, true).unwrap();
+        let plan = MemoryPlan::new(MemoryLimit::Bytes(4096 * MIB), &reader, 16, 1, true, 0, 64).unwrap();
         assert_eq!(plan.writer_threads, 15, "{plan:?}");
-        let plan = MemoryPlan::new(MemoryLimit::Bytes(8192 * MIB), &reader, 16, 1, true).unwrap();
+        let plan = MemoryPlan::new(MemoryLimit::Bytes(8192 * MIB), &reader, 16, 1, true, 0, 64).unwrap();
         assert_eq!(plan.writer_threads, 16, "{plan:?}");
     }
 
@@ -294,7 +314,7 @@ mod tests {
     fn inputs_are_read_ahead_one_per_four_threads_within_a_quarter_of_the_buffered_rows() {
         let reader = ReaderBuilder::new();
         let ahead = |limit: MemoryLimit, threads: usize, inputs: usize| {
-            let plan = MemoryPlan::new(limit, &reader, threads, inputs, true).unwrap();
+            let plan = MemoryPlan::new(limit, &reader, threads, inputs, true, 0, 64).unwrap();
             (plan.inputs_ahead, plan.queue_chunks, plan.read_ahead_bytes / MIB)
         };
         assert_eq!(ahead(MemoryLimit::Unlimited, 2, 1), (0, 2, 0));
@@ -314,26 +334,46 @@ mod tests {
         // leave 931 after the 93 MiB pipeline, 547 after 3 writers, and a
         // quarter of that (136.75) holds one input (104.25 MiB) with the
         // parsed input's longer queue (25.5).
-        let plan = MemoryPlan::new(MemoryLimit::Bytes(1024 * MIB), &reader, 16, 100, false).unwrap();
+        let plan = MemoryPlan::new(MemoryLimit::Bytes(1024 * MIB), &reader, 16, 100, false, 0, 64).unwrap();
         let bytes = (plan.pipeline_bytes, plan.read_ahead_bytes, plan.buffer_bytes);
         assert_eq!((plan.read_threads, plan.writer_threads, plan.inputs_ahead), (0, 3, 1), "{plan:?}");
         assert_eq!(bytes, (93 * MIB, 129 * MIB + 3 * MIB / 4, Some(417 * MIB + MIB / 4)), "{plan:?}");
         for (limit, writers) in [(1024, 3), (4096, 15), (8192, 16)] {
-            let plan = MemoryPlan::new(MemoryLimit::Bytes(limit * MIB), &reader, 16, 100, true).unwrap();
+            let plan = MemoryPlan::new(MemoryLimit::Bytes(limit * MIB), &reader, 16, 100, true, 0, 64).unwrap();
             assert_eq!(plan.writer_threads, writers, "{plan:?}");
         }
+    }
+
+    /// Objects fetched whole hold 1 MiB each of `--io-concurrency` in
+    /// flight (fewer when fewer are fetched), within a quarter of what the
+    /// writers and the inputs read ahead leave: 1024 MiB at 16 threads
+    /// leave 547 MiB after the 93 MiB pipeline and 3 writers, so all 64
+    /// MiB; 256 MiB at 2 threads leave 35 MiB after one writer, so 8.75.
+    #[test]
+    fn bytes_in_flight_take_a_quarter_of_the_buffered_rows_at_most() {
+        let reader = ReaderBuilder::new();
+        let fetch = |limit: MemoryLimit, threads: usize, fetched: usize, concurrency: usize| {
+            let plan = MemoryPlan::new(limit, &reader, threads, 0, false, fetched, concurrency).unwrap();
+            (plan.fetch_bytes, plan.buffer_bytes.map(|b| b / (MIB / 4)))
+        };
+        assert_eq!(fetch(MemoryLimit::Unlimited, 2, 100, 64), (64 * MIB, None));
+        assert_eq!(fetch(MemoryLimit::Unlimited, 2, 100, 8), (8 * MIB, None));
+        assert_eq!(fetch(MemoryLimit::Unlimited, 2, 10, 64), (10 * MIB, None));
+        assert_eq!(fetch(MemoryLimit::Unlimited, 2, 0, 64), (0, None));
+        assert_eq!(fetch(MemoryLimit::Bytes(1024 * MIB), 16, 1000, 64), (64 * MIB, Some(483 * 4)));
+        assert_eq!(fetch(MemoryLimit::Bytes(256 * MIB), 2, 1000, 64), (8 * MIB + 3 * MIB / 4, Some(105)));
     }
 
     #[test]
     fn a_given_limit_below_one_writer_is_refused_and_the_automatic_one_never() {
         let reader = ReaderBuilder::new();
-        let e = MemoryPlan::new(MemoryLimit::Bytes(32 * MIB), &reader, 2, 1, true).unwrap_err().to_string();
+        let e = MemoryPlan::new(MemoryLimit::Bytes(32 * MIB), &reader, 2, 1, true, 0, 64).unwrap_err().to_string();
         assert!(
             e.contains("--memory-limit 32 MiB is below what ingest needs") && e.contains("--max-line-bytes"),
             "{e}"
         );
         for threads in [1, 64, 256] {
-            let plan = MemoryPlan::new(MemoryLimit::Auto, &reader, threads, 10, true).unwrap();
+            let plan = MemoryPlan::new(MemoryLimit::Auto, &reader, threads, 10, true, 0, 64).unwrap();
             assert!(plan.limit.unwrap() >= 256 * MIB && plan.writer_threads >= 1, "{plan:?}");
         }
     }

@@ -14,6 +14,7 @@
 //! header), so the summary reconciles exactly.
 
 pub mod budget;
+pub mod fetch;
 mod partitions;
 mod read_ahead;
 pub mod settings;
@@ -44,7 +45,7 @@ use crate::progress::Progress;
 use crate::store::StoreOptions;
 pub use budget::{MemoryLimit, MemoryPlan};
 use partitions::{Partitions, RowGroupJob, RowGroupSink};
-use read_ahead::ReadAhead;
+use read_ahead::{Fetching, ReadAhead};
 pub use settings::{parse_base_time, IngestSettings};
 use source::InputObject;
 pub use tokscope_core::derive::DeriveSettings;
@@ -68,6 +69,9 @@ pub struct IngestOptions {
     pub compression: parquet::basic::Compression,
     /// Most bytes the run may hold (`--memory-limit`): see [`MemoryPlan`].
     pub memory_limit: MemoryLimit,
+    /// Most requests to the store in flight at once (`--io-concurrency`):
+    /// GETs of the small objects fetched whole, HEADs of the inputs named.
+    pub io_concurrency: usize,
 }
 
 impl Default for IngestOptions {
@@ -80,6 +84,7 @@ impl Default for IngestOptions {
             lease: Default::default(),
             compression: crate::dataset::writer::default_compression(),
             memory_limit: MemoryLimit::Auto,
+            io_concurrency: fetch::DEFAULT_IO_CONCURRENCY,
         }
     }
 }
@@ -315,13 +320,26 @@ pub struct Plan {
     pub todo: Vec<InputObject>,
     /// Locations of the inputs already ingested.
     pub skipped: Vec<String>,
+    /// The manifest they were sorted by, to add the inputs ingested to.
+    pub manifest: Manifest,
 }
 
 /// Lists the input objects `inputs` (files, directories, globs, bucket
 /// prefixes) name; an input that names nothing is an error. Reads only, so
 /// a run whose inputs are wrong fails before it touches the dataset.
 pub fn resolve(inputs: &[String], opts: &IngestOptions, rt: &tokio::runtime::Runtime) -> Result<Vec<InputObject>> {
-    source::resolve_inputs(inputs, &opts.store, rt)
+    source::resolve_inputs(inputs, &opts.store, opts.io_concurrency, rt)
+}
+
+/// [`resolve`], each input in a store that `after` names listed from after
+/// that key only; also the last key each input in a store listed.
+pub fn resolve_after(
+    inputs: &[String],
+    opts: &IngestOptions,
+    after: &source::ListedUpTo,
+    rt: &tokio::runtime::Runtime,
+) -> Result<(Vec<InputObject>, source::ListedUpTo)> {
+    source::resolve_inputs_after(inputs, &opts.store, opts.io_concurrency, after, rt)
 }
 
 /// Sorts `objects` against `dataset`'s manifest; reads only.
@@ -331,10 +349,10 @@ pub fn plan(
     opts: &IngestOptions,
     rt: &tokio::runtime::Runtime,
 ) -> Result<Plan> {
-    let manifest = Manifest::load(dataset, rt)?;
+    let mut manifest = Manifest::load(dataset, rt)?;
     let (todo, skipped): (Vec<InputObject>, Vec<InputObject>) =
         objects.into_iter().partition(|o| opts.force || !manifest.contains(&o.location, o.size, &o.version));
-    Ok(Plan { todo, skipped: skipped.into_iter().map(|o| o.location).collect() })
+    Ok(Plan { todo, skipped: skipped.into_iter().map(|o| o.location).collect(), manifest })
 }
 
 /// One input as `tokscope formats --check` reports it: where it is, and
@@ -359,7 +377,7 @@ impl InputCheck {
 /// ingest does) with `reader`, and reports each; writes nothing.
 pub fn check_inputs(inputs: &[String], reader: &ReaderBuilder, store: &StoreOptions) -> Result<Vec<InputCheck>> {
     let rt = crate::store::io_runtime()?;
-    let objects = source::resolve_inputs(inputs, store, &rt)?;
+    let objects = source::resolve_inputs(inputs, store, fetch::DEFAULT_IO_CONCURRENCY, &rt)?;
     let mut checks = Vec::with_capacity(objects.len());
     for obj in objects {
         let check = check_input(reader.clone(), obj.open(&rt)?, &obj.location)?;
@@ -393,9 +411,12 @@ pub fn ingest_into(
 ) -> Result<IngestSummary> {
     let started = Instant::now();
     let recovery = commit::recover(dataset, rt)?;
-    let Plan { todo, skipped } = plan(dataset, objects, opts, rt)?;
+    let Plan { todo, skipped, manifest } = plan(dataset, objects, opts, rt)?;
     let blocks = todo.iter().any(|o| o.may_read_in_blocks(&opts.reader));
-    let memory = MemoryPlan::new(opts.memory_limit, &opts.reader, rayon::current_num_threads(), todo.len(), blocks)?;
+    let whole = todo.iter().filter(|o| o.fetched_whole()).count();
+    let threads = rayon::current_num_threads();
+    let (streamed, concurrency) = (todo.len() - whole, opts.io_concurrency);
+    let memory = MemoryPlan::new(opts.memory_limit, &opts.reader, threads, streamed, blocks, whole, concurrency)?;
     let mut summary = IngestSummary {
         run_id: run_id.to_string(),
         dataset: dataset.display(),
@@ -420,7 +441,8 @@ pub fn ingest_into(
     };
     let reader = opts.reader.clone().with_queue_chunks(memory.queue_chunks).with_read_threads(memory.read_threads);
     let result = std::thread::scope(|scope| {
-        let readers = ReadAhead::new(scope, &todo, reader, rt, memory.inputs_ahead);
+        let fetching = Fetching { concurrency: memory.io_concurrency, bytes: memory.fetch_bytes };
+        let readers = ReadAhead::new(scope, &todo, reader, rt, memory.inputs_ahead, fetching);
         for (obj, reader) in todo.iter().zip(readers) {
             let fs = ingest_object(obj, reader?, &mut sink, &progress)?;
             summary.totals.counts.add(&fs.counts);
@@ -454,7 +476,7 @@ pub fn ingest_into(
             lines_rejected: fs.counts.lines_rejected,
         })
         .collect();
-    commit::commit(dataset, &Commit { manifest: entries, ..Commit::of(run_id, staged) }, rt)?;
+    commit::commit_adding_to(dataset, &Commit { manifest: entries, ..Commit::of(run_id, staged) }, manifest, rt)?;
     summary.elapsed_s = started.elapsed().as_secs_f64();
     let json = serde_json::to_vec_pretty(&summary)
         .map_err(|source| Error::Json { path: "_ingest_summary.json".into(), source })?;

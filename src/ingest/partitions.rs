@@ -732,6 +732,8 @@ mod tests {
             inputs_ahead: 0,
             queue_chunks: 2,
             read_ahead_bytes: 0,
+            io_concurrency: 1,
+            fetch_bytes: 0,
             writer_bytes: 0,
             buffer_bytes: budget,
         }

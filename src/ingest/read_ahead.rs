@@ -4,13 +4,16 @@
 //! next ones are opened on threads of their own and their splitters fill
 //! their queues while the current input is parsed. Inputs are still handed
 //! out, and parsed, one after another in their order, so what a run writes
-//! does not depend on how far it reads ahead.
+//! does not depend on how far it reads ahead. Small objects in a store are
+//! not opened on threads: [`Fetches`] fetches them whole, many at a time,
+//! and each is split in memory when its turn comes.
 
 use std::collections::VecDeque;
 use std::thread::{Scope, ScopedJoinHandle};
 
 use tokscope_core::reader::{Reader, ReaderBuilder};
 
+use super::fetch::Fetches;
 use super::source::InputObject;
 use crate::error::Result;
 
@@ -27,6 +30,16 @@ pub(crate) struct ReadAhead<'scope, 'env> {
     reader: ReaderBuilder,
     rt: &'env tokio::runtime::Runtime,
     depth: usize,
+    fetches: Option<Fetches>,
+}
+
+/// How the small objects in a store are fetched: requests and bytes in flight.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Fetching {
+    /// GETs in flight at most (`--io-concurrency`).
+    pub concurrency: usize,
+    /// Bytes of bodies held at most ([`super::MemoryPlan::fetch_bytes`]).
+    pub bytes: usize,
 }
 
 /// An input on its way to a reader.
@@ -36,18 +49,25 @@ enum Opening<'scope, 'env> {
     /// Opened on the caller's thread when its turn comes (nothing is read
     /// ahead, or its thread could not start).
     InTurn(&'env InputObject),
+    /// Fetched whole by [`Fetches`], split on the caller's thread when its turn comes.
+    Fetched(&'env InputObject),
 }
 
 impl<'scope, 'env> ReadAhead<'scope, 'env> {
-    /// Readers built by `reader` over `objects`, opened on threads of `scope`.
+    /// Readers built by `reader` over `objects`, opened on threads of
+    /// `scope`, those fetched whole ([`InputObject::fetched_whole`]) as
+    /// `fetching` says.
     pub(crate) fn new(
         scope: &'scope Scope<'scope, 'env>,
         objects: &'env [InputObject],
         reader: ReaderBuilder,
         rt: &'env tokio::runtime::Runtime,
         depth: usize,
+        fetching: Fetching,
     ) -> Self {
-        ReadAhead { scope, objects: objects.iter(), opened: VecDeque::new(), reader, rt, depth }
+        let whole: Vec<InputObject> = objects.iter().filter(|o| o.fetched_whole()).cloned().collect();
+        let fetches = (!whole.is_empty()).then(|| Fetches::start(whole, fetching.concurrency, fetching.bytes, rt));
+        ReadAhead { scope, objects: objects.iter(), opened: VecDeque::new(), reader, rt, depth, fetches }
     }
 }
 
@@ -57,6 +77,10 @@ impl Iterator for ReadAhead<'_, '_> {
     fn next(&mut self) -> Option<Result<Reader>> {
         while self.opened.len() <= self.depth {
             let Some(obj) = self.objects.next() else { break };
+            if obj.fetched_whole() {
+                self.opened.push_back(Opening::Fetched(obj));
+                continue;
+            }
             if self.depth == 0 {
                 self.opened.push_back(Opening::InTurn(obj));
                 break;
@@ -71,6 +95,12 @@ impl Iterator for ReadAhead<'_, '_> {
                 thread.join().unwrap_or_else(|_| Err(internal_err!("the thread opening an input panicked")))
             }
             Opening::InTurn(obj) => open(self.reader.clone(), obj, self.rt),
+            Opening::Fetched(obj) => match self.fetches.as_mut().and_then(Fetches::next) {
+                Some(body) if body.location == obj.location => {
+                    body.bytes.and_then(|b| obj.reader_over(b, self.reader.clone()))
+                }
+                _ => Err(internal_err!("the body of {} did not come in its turn", obj.location)),
+            },
         })
     }
 }
@@ -88,13 +118,15 @@ mod tests {
 
     use tokscope_core::reader::{LineCounts, Reader, ReaderBuilder};
 
-    use super::ReadAhead;
+    use super::{Fetching, ReadAhead};
     use crate::error::Result;
     use crate::ingest::source::{resolve_inputs, InputObject};
 
+    const FETCHING: Fetching = Fetching { concurrency: 4, bytes: 1 << 20 };
+
     fn resolve(paths: &[&Path], rt: &tokio::runtime::Runtime) -> Vec<InputObject> {
         let inputs: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
-        resolve_inputs(&inputs, &Default::default(), rt).unwrap()
+        resolve_inputs(&inputs, &Default::default(), 1, rt).unwrap()
     }
 
     /// The lines a reader reads to its end.
@@ -125,7 +157,7 @@ mod tests {
             // Gone between listing and reading.
             std::fs::remove_file(&paths[2]).unwrap();
             let got: Vec<Result<u64>> = std::thread::scope(|scope| {
-                ReadAhead::new(scope, &objects, ReaderBuilder::new(), &rt, depth).map(lines).collect()
+                ReadAhead::new(scope, &objects, ReaderBuilder::new(), &rt, depth, FETCHING).map(lines).collect()
             });
             let got: Vec<_> = got.into_iter().map(|r| r.map_err(|e| e.to_string())).collect();
             assert_eq!(got.len(), 5, "depth {depth}: {got:?}");
@@ -162,14 +194,14 @@ mod tests {
         let objects = resolve(&[first.as_path(), fifos[0].as_path(), fifos[1].as_path()], &rt);
 
         std::thread::scope(|scope| {
-            let mut readers = ReadAhead::new(scope, &objects, ReaderBuilder::new(), &rt, 0);
+            let mut readers = ReadAhead::new(scope, &objects, ReaderBuilder::new(), &rt, 0, FETCHING);
             assert_eq!(lines(readers.next().unwrap()).unwrap(), 1);
             std::thread::sleep(Duration::from_millis(200));
             assert!(fifos.iter().all(|f| open_for_writing(f).is_none()), "opened though nothing is read ahead");
         });
 
         std::thread::scope(|scope| {
-            let mut readers = ReadAhead::new(scope, &objects, ReaderBuilder::new(), &rt, 2);
+            let mut readers = ReadAhead::new(scope, &objects, ReaderBuilder::new(), &rt, 2, FETCHING);
             assert_eq!(lines(readers.next().unwrap()).unwrap(), 1);
             for (n, fifo) in fifos.iter().enumerate() {
                 let started = Instant::now();

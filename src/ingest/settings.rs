@@ -42,6 +42,8 @@ pub struct IngestSettings {
     pub compression: Compression,
     /// Most memory the ingest may hold.
     pub memory_limit: MemoryBudget,
+    /// Most requests to the store in flight at once.
+    pub io_concurrency: usize,
 }
 
 impl Default for IngestSettings {
@@ -59,6 +61,7 @@ impl Default for IngestSettings {
             attributes: AttributeMap::default(),
             compression: crate::dataset::writer::default_compression(),
             memory_limit: MemoryBudget::Auto,
+            io_concurrency: super::fetch::DEFAULT_IO_CONCURRENCY,
         }
     }
 }

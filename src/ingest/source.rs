@@ -55,15 +55,46 @@ fn has_glob(s: &str) -> bool {
 }
 
 /// Resolves command-line inputs to a sorted, de-duplicated list of objects.
+/// The inputs in a store (a HEAD, or a listing, each) are resolved up to
+/// `concurrency` at a time; the first error, in the inputs' order, is the
+/// result's.
 pub fn resolve_inputs(
     inputs: &[String],
     options: &StoreOptions,
+    concurrency: usize,
     rt: &tokio::runtime::Runtime,
 ) -> Result<Vec<InputObject>> {
-    let mut out = Vec::new();
+    Ok(resolve_inputs_after(inputs, options, concurrency, &ListedUpTo::new(), rt)?.0)
+}
+
+/// Per input in a store, the last key its listing gave (keys sort as the
+/// store lists them): where the next listing of it may start.
+pub type ListedUpTo = std::collections::BTreeMap<String, String>;
+
+/// [`resolve_inputs`], each input in a store that `after` names listed from
+/// after that key only (S3's `start-after`: where a layout sorts by time,
+/// the objects written since); such a listing may find nothing. Also gives
+/// the last key each input in a store listed.
+pub fn resolve_inputs_after(
+    inputs: &[String],
+    options: &StoreOptions,
+    concurrency: usize,
+    after: &ListedUpTo,
+    rt: &tokio::runtime::Runtime,
+) -> Result<(Vec<InputObject>, ListedUpTo)> {
+    let in_store = |input: &String| store::is_url(input) && !input.starts_with("file://");
+    let resolving = futures::stream::iter(inputs.iter().filter(|i| in_store(i)))
+        .map(|input| resolve_remote(input, options, after.get(input).map(String::as_str)))
+        .buffered(concurrency.max(1));
+    let mut remote = rt.block_on(resolving.collect::<Vec<_>>()).into_iter();
+    let (mut out, mut listed) = (Vec::new(), ListedUpTo::new());
     for input in inputs {
-        if store::is_url(input) && !input.starts_with("file://") {
-            out.extend(rt.block_on(resolve_remote(input, options))?);
+        if in_store(input) {
+            let objects = remote.next().ok_or_else(|| internal_err!("{input} was not resolved"))??;
+            if let Some(last) = objects.iter().filter_map(InputObject::key).max() {
+                listed.insert(input.clone(), last.to_string());
+            }
+            out.extend(objects);
         } else {
             let local = input.strip_prefix("file://").unwrap_or(input);
             out.extend(resolve_local(local)?);
@@ -71,7 +102,7 @@ pub fn resolve_inputs(
     }
     out.sort_by(|a, b| a.location.cmp(&b.location));
     out.dedup_by(|a, b| a.location == b.location);
-    Ok(out)
+    Ok((out, listed))
 }
 
 fn local_object(path: &Path) -> Result<InputObject> {
@@ -148,7 +179,7 @@ fn resolve_local(input: &str) -> Result<Vec<InputObject>> {
     Ok(out)
 }
 
-async fn resolve_remote(input: &str, options: &StoreOptions) -> Result<Vec<InputObject>> {
+async fn resolve_remote(input: &str, options: &StoreOptions, after: Option<&str>) -> Result<Vec<InputObject>> {
     let url = store::parse_url(input)?;
     let store = store::store_for(&url, options)?;
     // The location names the object without the URL's user information
@@ -186,7 +217,10 @@ async fn resolve_remote(input: &str, options: &StoreOptions) -> Result<Vec<Input
         }
     }
     let prefix_path = if prefix.is_empty() { None } else { Some(object_store::path::Path::from(prefix.as_str())) };
-    let mut listing = store.list(prefix_path.as_ref());
+    let mut listing = match after {
+        Some(key) => store.list_with_offset(prefix_path.as_ref(), &object_store::path::Path::from(key)),
+        None => store.list(prefix_path.as_ref()),
+    };
     let mut out = Vec::new();
     while let Some(meta) = listing.next().await {
         // When the name is neither an object nor a listable prefix, the
@@ -203,7 +237,7 @@ async fn resolve_remote(input: &str, options: &StoreOptions) -> Result<Vec<Input
             out.push(make(meta));
         }
     }
-    if out.is_empty() {
+    if out.is_empty() && after.is_none() {
         return Err(Error::NotFound {
             what: format!("no object matches {input:?}"),
             hint:
@@ -213,6 +247,30 @@ async fn resolve_remote(input: &str, options: &StoreOptions) -> Result<Vec<Input
     }
     Ok(out)
 }
+
+/// Every object in `store` as an input named `memory:///<path>`, in order.
+#[cfg(test)]
+pub(crate) async fn objects_in(store: Arc<dyn ObjectStore>) -> Vec<InputObject> {
+    let mut listing = store.list(None);
+    let mut out = Vec::new();
+    while let Some(meta) = listing.next().await {
+        let meta = meta.expect("the test store lists");
+        out.push(InputObject {
+            location: format!("memory:///{}", meta.location),
+            size: meta.size,
+            version: meta.e_tag.clone().unwrap_or_default(),
+            kind: ObjectKind::Remote { store: Arc::clone(&store), path: meta.location },
+        });
+    }
+    out.sort_by(|a, b| a.location.cmp(&b.location));
+    out
+}
+
+/// Objects in a store of at most this many bytes are fetched whole, many at
+/// a time, and split in memory; larger ones are streamed. Small enough that
+/// `--io-concurrency` of them fit any budget, large enough for the one-object-
+/// per-request loggers (LiteLLM's payloads, Helicone's batches).
+pub const WHOLE_OBJECT_BYTES: u64 = 1 << 20;
 
 /// Times in a row an object's body may fail, each failure followed by a
 /// request for the rest of it, before the failure is the input's.
@@ -231,6 +289,16 @@ async fn stream_object(
     path: object_store::path::Path,
     tx: SyncSender<std::io::Result<Bytes>>,
 ) {
+    stream_body(store.as_ref(), &path, |item| send(tx.clone(), item)).await
+}
+
+/// [`stream_object`]'s requests, each piece of the body (or the error that
+/// ends it) handed to `deliver`, which says whether to go on.
+async fn stream_body<D, F>(store: &dyn ObjectStore, path: &object_store::path::Path, mut deliver: D)
+where
+    D: FnMut(std::io::Result<Bytes>) -> F,
+    F: std::future::Future<Output = bool>,
+{
     let (mut received, mut etag, mut size, mut failures) = (0u64, None, None, 0);
     loop {
         let options = GetOptions {
@@ -238,25 +306,33 @@ async fn stream_object(
             if_match: etag.clone(),
             ..Default::default()
         };
-        let mut stream = match store.get_opts(&path, options).await {
+        let mut stream = match store.get_opts(path, options).await {
             Ok(res) => {
                 etag = etag.or(res.meta.e_tag.clone());
                 size = size.or(Some(res.meta.size));
                 res.into_stream()
             }
             Err(e) => {
-                let _ = send(&tx, Err(std::io::Error::other(e))).await;
+                deliver(Err(std::io::Error::other(e))).await;
                 return;
             }
         };
         let failure = loop {
             match stream.next().await {
-                None => return,
+                // A body that ends short of the object's size without an
+                // error (a connection closed early) is cut all the same.
+                None => match size.filter(|&size| received < size) {
+                    Some(size) => {
+                        let source = format!("the body ended after {received} of {size} bytes").into();
+                        break object_store::Error::Generic { store: "object store", source };
+                    }
+                    None => return,
+                },
                 Some(Ok(bytes)) if bytes.is_empty() => {}
                 Some(Ok(bytes)) => {
                     received += bytes.len() as u64;
                     failures = 0;
-                    if !send(&tx, Ok(bytes)).await {
+                    if !deliver(Ok(bytes)).await {
                         return;
                     }
                 }
@@ -269,16 +345,36 @@ async fn stream_object(
         }
         failures += 1;
         if etag.is_none() || failures > BODY_RESUMES {
-            let _ = send(&tx, Err(std::io::Error::other(failure))).await;
+            deliver(Err(std::io::Error::other(failure))).await;
             return;
         }
     }
 }
 
+/// The body of the object at `path`, whole: requested as [`stream_object`]
+/// does (a body cut partway asked again for the rest, of the same version).
+async fn fetch_body(store: &dyn ObjectStore, path: &object_store::path::Path) -> std::io::Result<Bytes> {
+    let (mut parts, mut failure) = (Vec::new(), None);
+    stream_body(store, path, |item| {
+        match item {
+            Ok(bytes) => parts.push(bytes),
+            Err(e) => failure = Some(e),
+        }
+        std::future::ready(true)
+    })
+    .await;
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    Ok(match parts.len() {
+        1 => parts.swap_remove(0),
+        _ => Bytes::from(parts.concat()),
+    })
+}
+
 /// Hands `item` to the blocking reader without blocking the runtime; false
 /// once the reader is gone.
-async fn send(tx: &SyncSender<std::io::Result<Bytes>>, item: std::io::Result<Bytes>) -> bool {
-    let tx = tx.clone();
+async fn send(tx: SyncSender<std::io::Result<Bytes>>, item: std::io::Result<Bytes>) -> bool {
     tokio::task::spawn_blocking(move || tx.send(item).is_ok()).await.unwrap_or(false)
 }
 
@@ -320,6 +416,43 @@ impl InputObject {
             return Ok(reader.build_file(file, meta.len(), &self.location));
         }
         Ok(reader.build(decompress(Box::new(file)).map_err(|e| Error::io(&self.location, e))?, &self.location))
+    }
+
+    /// The object's key in its store (`None`: a local file).
+    pub fn key(&self) -> Option<&str> {
+        match &self.kind {
+            ObjectKind::Remote { path, .. } => Some(path.as_ref()),
+            ObjectKind::Local(_) => None,
+        }
+    }
+
+    /// Whether the object is fetched whole, many at a time ([`super::fetch`]),
+    /// rather than streamed: an object in a store of at most
+    /// [`WHOLE_OBJECT_BYTES`] as listed.
+    pub fn fetched_whole(&self) -> bool {
+        matches!(self.kind, ObjectKind::Remote { .. }) && self.size <= WHOLE_OBJECT_BYTES
+    }
+
+    /// The object's stored bytes, whole (see [`InputObject::fetched_whole`]).
+    pub(crate) async fn fetch(&self) -> Result<Bytes> {
+        let body = match &self.kind {
+            ObjectKind::Remote { store, path } => fetch_body(store.as_ref(), path).await,
+            ObjectKind::Local(p) => tokio::fs::read(p).await.map(Bytes::from),
+        };
+        body.map_err(|e| Error::io(&self.location, e))
+    }
+
+    /// `reader` over the object's stored bytes `body` (from
+    /// [`InputObject::fetch`]): split before this returns, on this thread,
+    /// when stored as is; decompressed (or read as Parquet) on a splitting
+    /// thread otherwise, since what a compressed body inflates to is not
+    /// bounded by its size.
+    pub(crate) fn reader_over(&self, body: Bytes, reader: ReaderBuilder) -> Result<Reader> {
+        if Encoding::of(&body) == Encoding::Plain {
+            return Ok(reader.build_in_memory(body, &self.location));
+        }
+        let input = decompress(Box::new(std::io::Cursor::new(body))).map_err(|e| Error::io(&self.location, e))?;
+        Ok(reader.build(input, &self.location))
     }
 
     /// Whether [`InputObject::reader`] may read the object in blocks on
@@ -456,7 +589,7 @@ mod tests {
 
     use tokscope_core::reader::ReaderBuilder;
 
-    use super::{resolve_inputs, stream_object, ChannelReader, InputObject, ObjectKind, BODY_RESUMES};
+    use super::{fetch_body, resolve_inputs, stream_object, ChannelReader, InputObject, ObjectKind, BODY_RESUMES};
 
     /// A local file larger than one chunk may be read in blocks unless its
     /// first bytes say it is compressed or Parquet; a smaller one, or an
@@ -475,7 +608,7 @@ mod tests {
             std::fs::write(dir.path().join(name), [magic, &[b'\n'; 1001][..]].concat()).unwrap();
         }
         let reader = ReaderBuilder::new().with_chunk_bytes(1000);
-        let local = resolve_inputs(&[dir.path().display().to_string()], &Default::default(), &rt).unwrap();
+        let local = resolve_inputs(&[dir.path().display().to_string()], &Default::default(), 1, &rt).unwrap();
         let may = local.iter().map(|o| o.may_read_in_blocks(&reader)).collect::<Vec<_>>();
         assert_eq!(may, [true, false, false, false, false]);
         // One removed after listing: not read in blocks, and its error left to the read.
@@ -499,6 +632,8 @@ mod tests {
         cuts: Mutex<VecDeque<Option<usize>>>,
         replacement: Mutex<Option<Bytes>>,
         requests: Mutex<Vec<GetOptions>>,
+        /// Bodies end at their cut without an error.
+        silent: bool,
     }
 
     impl std::fmt::Display for CutBodies {
@@ -534,7 +669,10 @@ mod tests {
                 self.inner.put(at, new.into()).await?;
             }
             let failure = object_store::Error::Generic { store: "test", source: "connection reset".into() };
-            let stream = futures::stream::iter([Ok(head), Err(failure)]).boxed();
+            let stream = match self.silent {
+                true => futures::stream::iter([Ok(head)]).boxed(),
+                false => futures::stream::iter([Ok(head), Err(failure)]).boxed(),
+            };
             Ok(GetResult { payload: GetResultPayload::Stream(stream), meta, range, attributes })
         }
 
@@ -573,6 +711,7 @@ mod tests {
             cuts: Mutex::new(cuts.iter().copied().collect()),
             replacement: Mutex::new(replacement.map(Bytes::copy_from_slice)),
             requests: Mutex::new(Vec::new()),
+            silent: false,
         });
         let path = Path::from("a");
         rt.block_on(store.inner.put(&path, Bytes::copy_from_slice(content).into())).unwrap();
@@ -603,6 +742,27 @@ mod tests {
         use object_store::GetRange::Offset;
         assert_eq!(offsets, vec![None, Some(Offset(5)), Some(Offset(12)), Some(Offset(12)), Some(Offset(112))]);
         assert!(requests[0].if_match.is_none() && requests[1..].iter().all(|r| r.if_match.is_some()), "{requests:?}");
+    }
+
+    /// An object fetched whole is asked for again from where its body was
+    /// cut, as one streamed is, here where a body ends short of the
+    /// object's size without an error: the bytes come whole, once each.
+    #[test]
+    fn a_body_fetched_whole_is_resumed_from_where_it_stopped() {
+        let rt = crate::store::io_runtime().unwrap();
+        let content: Vec<u8> = (0..200u8).collect();
+        let store = CutBodies {
+            inner: InMemory::new(),
+            cuts: Mutex::new([Some(5), Some(0), Some(100), None].into_iter().collect()),
+            replacement: Mutex::new(None),
+            requests: Mutex::new(Vec::new()),
+            silent: true,
+        };
+        let path = Path::from("a");
+        rt.block_on(store.inner.put(&path, Bytes::copy_from_slice(&content).into())).unwrap();
+        let got = rt.block_on(fetch_body(&store, &path)).unwrap();
+        assert_eq!(got, content);
+        assert_eq!(store.requests.lock().unwrap().len(), 4);
     }
 
     /// A body that fails after its last byte is whole: nothing more is asked.

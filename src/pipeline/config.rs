@@ -98,6 +98,14 @@ pub struct IngestConfig {
     /// (`512M`, `1G`, `none`; default `auto`: a quarter of the memory
     /// available, between 256 MiB and 8 GiB).
     pub memory_limit: Option<String>,
+    /// Most requests to the object store in flight at once (`--io-concurrency`, default 64).
+    pub io_concurrency: Option<usize>,
+    /// List each source in a store from after the last key the runs before
+    /// listed (`_listing.json`), for buckets whose keys sort by time.
+    pub list_after_last: Option<bool>,
+    /// With `list_after_last`, every this many runs lists everything
+    /// (default 24), to catch objects written late under earlier keys.
+    pub full_listing_every: Option<u32>,
 }
 
 /// `[compact]`: after ingesting something new, a run merges each
@@ -304,6 +312,7 @@ engine = "ballista://scheduler.internal:50050"
 job_timeout_s = 45
 [ingest]
 memory_limit = "1.5G"
+io_concurrency = 16
 [export]
 to = "site"
 keep = 3
@@ -329,6 +338,10 @@ wait_s = 10
         assert_eq!(c.lease_options().wait, Duration::from_secs(10));
         assert_eq!(c.ingest.settings().unwrap().memory_limit, crate::resources::MemoryBudget::Bytes(3 << 29));
         assert_eq!(IngestConfig::default().settings().unwrap().memory_limit, crate::resources::MemoryBudget::Auto);
+        assert_eq!(c.ingest.settings().unwrap().io_concurrency, 16);
+        assert_eq!(IngestConfig::default().settings().unwrap().io_concurrency, 64);
+        let none = IngestConfig { io_concurrency: Some(0), ..Default::default() };
+        assert!(none.settings().unwrap_err().to_string().contains("io_concurrency must be at least 1"));
         let lots = IngestConfig { memory_limit: Some("lots".into()), ..Default::default() };
         assert!(lots.settings().unwrap_err().to_string().contains("is not a size"));
         std::fs::write(&path, "dataset = \"d\"\nsources = [\"x\"]\nsurprise = 1\n").unwrap();

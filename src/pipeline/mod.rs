@@ -19,6 +19,7 @@
 
 pub mod alerts;
 pub mod config;
+pub mod listing;
 
 use std::time::{Duration, Instant};
 
@@ -173,6 +174,11 @@ impl IngestConfig {
                 .map(crate::resources::MemoryBudget::parse)
                 .transpose()?
                 .unwrap_or(d.memory_limit),
+            io_concurrency: match self.io_concurrency {
+                Some(0) => return Err(config_err!("[ingest] io_concurrency must be at least 1")),
+                Some(n) => n,
+                None => d.io_concurrency,
+            },
         })
     }
 }
@@ -198,8 +204,18 @@ pub fn run(config: &RunConfig, options: &RunOptions) -> Result<RunReport> {
         lease: config.lease_options(),
         compression: settings.compression,
         memory_limit: settings.memory_limit,
+        io_concurrency: settings.io_concurrency,
     };
-    let objects = ingest::resolve(&config.sources, &ingest_options, &rt)?;
+    let listing = match config.ingest.list_after_last {
+        Some(true) => Some(listing::ListingState::load(&dataset, &rt)?),
+        _ => None,
+    };
+    let every = match config.ingest.full_listing_every {
+        Some(0) => return Err(config_err!("[ingest] full_listing_every must be at least 1")),
+        n => n.unwrap_or(listing::DEFAULT_FULL_LISTING_EVERY),
+    };
+    let starts = listing.as_ref().map(|l| l.starts(every)).unwrap_or_default();
+    let (objects, listed) = ingest::resolve_after(&config.sources, &ingest_options, &starts, &rt)?;
     if options.dry_run {
         let plan = ingest::plan(&dataset, objects, &ingest_options, &rt)?;
         return Ok(RunReport {
@@ -221,6 +237,9 @@ pub fn run(config: &RunConfig, options: &RunOptions) -> Result<RunReport> {
     let mut steps = RunSteps::default();
     let step = Instant::now();
     let summary = ingest::ingest_into(&dataset, objects, &ingest_options, &run_id, &rt)?;
+    if let Some(listing) = &listing {
+        listing.after_run(&starts, listed).save(&dataset, &rt)?;
+    }
     steps.ingest_s = step.elapsed().as_secs_f64();
     lease.renew()?;
     // Compact what this run added to before the export reads it.

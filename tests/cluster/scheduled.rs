@@ -362,6 +362,46 @@ fn runs_over_s3_are_idempotent_and_export_to_s3() {
     );
 }
 
+/// A bucket whose keys sort by time, listed by runs with `list_after_last`
+/// and a full listing every second run: the second run lists from after the
+/// first's last key (`start-after`) and so ingests the object written after
+/// it, not the one written late under an earlier day; the third, a full
+/// listing, ingests that one; none twice.
+#[test]
+fn a_time_sorted_bucket_is_listed_from_where_the_last_run_stopped() {
+    let s3 = S3Server::start();
+    let dir = tempfile::tempdir().unwrap();
+    let logs = write_logs(dir.path(), 4, 10);
+    let put = |day: &str, i: usize| {
+        let log = logs.join(format!("gateway-{i:03}.jsonl"));
+        s3.put("logs", &[(format!("gateway/2026/01/{day}/{i}.jsonl").as_str(), log.as_path())]);
+    };
+    put("01", 0);
+    put("02", 1);
+    s3.put("lake", &[]);
+    let extra = "[ingest]\nlist_after_last = true\nfull_listing_every = 2\n[compact]\nenabled = false\n";
+    let cfg = config(dir.path(), "s3://lake/ds", &["s3://logs/gateway/"], None, extra);
+    let env = s3.env();
+    let ingested = |o: &Output| -> Vec<String> {
+        assert_eq!(code(o), 0, "{}", text(o));
+        let listing = String::from_utf8_lossy(&s3.get("lake", "ds/_listing.json")).into_owned();
+        let summary: serde_json::Value = serde_json::from_slice(&s3.get("lake", "ds/_ingest_summary.json")).unwrap();
+        let files = summary["files"].as_array().unwrap().iter().map(|f| f["location"].as_str().unwrap().to_string());
+        files.chain([listing]).collect()
+    };
+    let first = ingested(&run(&cfg, &env));
+    assert_eq!(first[..2], ["s3://logs/gateway/2026/01/01/0.jsonl", "s3://logs/gateway/2026/01/02/1.jsonl"]);
+    assert!(first[2].contains("\"gateway/2026/01/02/1.jsonl\""), "{}", first[2]);
+    put("03", 2);
+    put("01", 3); // late: sorts before the last key listed
+    let second = ingested(&run(&cfg, &env));
+    assert_eq!(second[..1], ["s3://logs/gateway/2026/01/03/2.jsonl"]);
+    assert_eq!(count_requests("s3://lake/ds", &env), 30, "the late object is not listed yet");
+    let third = ingested(&run(&cfg, &env));
+    assert_eq!(third[..1], ["s3://logs/gateway/2026/01/01/3.jsonl"]);
+    assert_eq!(count_requests("s3://lake/ds", &env), 40, "each object once");
+}
+
 #[test]
 fn an_expired_s3_lease_is_taken_over_and_a_live_one_is_respected() {
     let s3 = S3Server::start();

@@ -216,8 +216,18 @@ pub fn kill_points(full: Duration, spread: f64, n: usize, mut seed: u64) -> Vec<
 /// Starts tokscope with `args` (output discarded) and kills it (SIGKILL)
 /// after `at`; returns how it ended.
 pub fn kill_after(args: &[&str], at: Duration) -> std::process::ExitStatus {
-    let mut child =
-        Command::new(bin()).args(args).stdout(Stdio::null()).stderr(Stdio::null()).spawn().expect("run tokscope");
+    kill_after_with_env(&[], args, at)
+}
+
+/// [`kill_after`] with extra environment variables.
+pub fn kill_after_with_env(env: &[(&str, &str)], args: &[&str], at: Duration) -> std::process::ExitStatus {
+    let mut child = Command::new(bin())
+        .args(args)
+        .envs(env.iter().copied())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("run tokscope");
     std::thread::sleep(at);
     let _ = child.kill();
     child.wait().expect("wait for tokscope")

@@ -587,7 +587,9 @@ fn an_http_url_is_read_like_the_same_file() {
 /// The Parquet files under `out` by table directory, writer and sequence
 /// number (`part-<run id>-<writer>-<n>.parquet`: the run id left out, as
 /// it differs between runs), each with its batches.
-fn files_by_writer(out: &std::path::Path) -> std::collections::BTreeMap<String, Vec<arrow::array::RecordBatch>> {
+pub(crate) fn files_by_writer(
+    out: &std::path::Path,
+) -> std::collections::BTreeMap<String, Vec<arrow::array::RecordBatch>> {
     use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
     let mut files = std::collections::BTreeMap::new();
     for path in walk(out).into_iter().filter(|p| p.extension().is_some_and(|e| e == "parquet")) {

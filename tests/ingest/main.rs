@@ -15,6 +15,7 @@ mod ingest;
 mod internals;
 mod machines;
 mod memory;
+mod objects;
 mod profiles;
 mod real_logs;
 mod request_counts;

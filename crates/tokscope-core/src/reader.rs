@@ -37,7 +37,7 @@
 //! ```
 
 use std::borrow::Cow;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::fs::File;
 use std::io::Read;
 use std::path::Path;
@@ -339,6 +339,33 @@ impl ReaderBuilder {
         }
     }
 
+    /// A reader over `input`, an input held whole in memory and already
+    /// decompressed, as [`ReaderBuilder::build`] would be over it, but split
+    /// on the caller's thread before this returns, into chunks that hold the
+    /// whole input where its lines allow: no thread of its own, so many small
+    /// inputs (objects fetched whole) cost no thread each.
+    ///
+    /// ```
+    /// use tokscope_core::reader::ReaderBuilder;
+    /// let log = b"{\"ts\":\"2024-06-01T00:00:00Z\",\"model\":\"m\",\"prompt_tokens\":3}\n".to_vec();
+    /// let reader = ReaderBuilder::new().build_in_memory(log, "one.jsonl");
+    /// let rows: usize = reader.map(|s| s.unwrap().iter().map(|s| s.counts.rows_written as usize).sum::<usize>()).sum();
+    /// assert_eq!(rows, 1);
+    /// ```
+    pub fn build_in_memory<B: AsRef<[u8]> + Send + 'static>(mut self, input: B, location: &str) -> Reader {
+        let bytes = input.as_ref();
+        let framing = self.detect(&bytes[..bytes.len().min(HEAD_BYTES)]);
+        let (chunk_bytes, max_line) = (self.chunk_bytes.min(bytes.len() + 1), self.max_line_bytes);
+        let mut chunks = VecDeque::new();
+        let input = SplitInput::Stream(Box::new(std::io::Cursor::new(input)));
+        let read = split(framing, input, chunk_bytes, max_line, None, &mut |chunk| {
+            chunks.push_back(chunk);
+            true
+        });
+        let spare = sync_channel::<Vec<u8>>(0).0;
+        self.reader(framing, Chunks::Split(chunks), spare, Splitter::Done(read), location)
+    }
+
     /// Starts the splitting thread over `input`, cut as `framing` says.
     fn start(self, framing: Framing, input: SplitInput, location: &str) -> Reader {
         let (tx, chunks) = sync_channel::<LineChunk>(self.queue_chunks);
@@ -348,40 +375,23 @@ impl ReaderBuilder {
         let spare_rx = matches!(framing, Framing::Lines).then_some(spare_rx);
         let (chunk_bytes, max_line) = (self.chunk_bytes, self.max_line_bytes);
         let splitter = std::thread::Builder::new().name(SPLITTER_THREAD.into()).spawn(move || -> u64 {
-            match framing {
-                Framing::Lines => match input {
-                    SplitInput::Blocks(blocks) => {
-                        let split = LineSplitter::over_blocks(blocks, chunk_bytes, max_line, REJECT_SNIPPET_BYTES);
-                        split_lines(split, spare_rx, &tx)
-                    }
-                    SplitInput::Stream(input) => {
-                        let split = LineSplitter::new(input, chunk_bytes, max_line, REJECT_SNIPPET_BYTES);
-                        split_lines(split, spare_rx, &tx)
-                    }
-                },
-                Framing::JsonEventArray { key } => {
-                    let mut split =
-                        EventSplitter::new(input.into_read(), key, chunk_bytes, max_line, REJECT_SNIPPET_BYTES);
-                    send_chunks(&tx, || split.next_chunk());
-                    split.bytes_read()
-                }
-                Framing::JsonRecords => {
-                    let mut split =
-                        EventSplitter::records(input.into_read(), chunk_bytes, max_line, REJECT_SNIPPET_BYTES);
-                    send_chunks(&tx, || split.next_chunk());
-                    split.bytes_read()
-                }
-                Framing::EventStream => {
-                    let mut split = StreamSplitter::new(input.into_read(), chunk_bytes, max_line, REJECT_SNIPPET_BYTES);
-                    send_chunks(&tx, || split.next_chunk());
-                    split.bytes_read()
-                }
-            }
+            split(framing, input, chunk_bytes, max_line, spare_rx, &mut |chunk| tx.send(chunk).is_ok())
         });
-        let (splitter, spawn_error) = match splitter {
-            Ok(handle) => (Some(handle), None),
-            Err(e) => (None, Some(format!("could not start the line-splitting thread: {e}"))),
+        let splitter = match splitter {
+            Ok(handle) => Splitter::Thread(handle),
+            Err(e) => Splitter::Failed(format!("could not start the line-splitting thread: {e}")),
         };
+        self.reader(framing, Chunks::Queue(chunks), spare, splitter, location)
+    }
+
+    fn reader(
+        self,
+        framing: Framing,
+        chunks: Chunks,
+        spare: SyncSender<Vec<u8>>,
+        splitter: Splitter,
+        location: &str,
+    ) -> Reader {
         let pairing = SpanPairing { redaction: self.settings.redaction.clone(), open: HashMap::new() };
         Reader {
             config: self,
@@ -390,13 +400,51 @@ impl ReaderBuilder {
             chunks,
             spare,
             splitter,
-            spawn_error,
             header: None,
             started: false,
             detected: false,
             pairing,
             finished: false,
             sizes: SliceSizes::default(),
+        }
+    }
+}
+
+/// Splits `input` to its end (or until `emit` refuses a chunk), cut as
+/// `framing` says, handing each chunk to `emit`; returns the bytes read.
+fn split(
+    framing: Framing,
+    input: SplitInput,
+    chunk_bytes: usize,
+    max_line: usize,
+    spare: Option<Receiver<Vec<u8>>>,
+    emit: &mut dyn FnMut(LineChunk) -> bool,
+) -> u64 {
+    match framing {
+        Framing::Lines => match input {
+            SplitInput::Blocks(blocks) => {
+                let split = LineSplitter::over_blocks(blocks, chunk_bytes, max_line, REJECT_SNIPPET_BYTES);
+                split_lines(split, spare, emit)
+            }
+            SplitInput::Stream(input) => {
+                let split = LineSplitter::new(input, chunk_bytes, max_line, REJECT_SNIPPET_BYTES);
+                split_lines(split, spare, emit)
+            }
+        },
+        Framing::JsonEventArray { key } => {
+            let mut split = EventSplitter::new(input.into_read(), key, chunk_bytes, max_line, REJECT_SNIPPET_BYTES);
+            send_chunks(emit, || split.next_chunk());
+            split.bytes_read()
+        }
+        Framing::JsonRecords => {
+            let mut split = EventSplitter::records(input.into_read(), chunk_bytes, max_line, REJECT_SNIPPET_BYTES);
+            send_chunks(emit, || split.next_chunk());
+            split.bytes_read()
+        }
+        Framing::EventStream => {
+            let mut split = StreamSplitter::new(input.into_read(), chunk_bytes, max_line, REJECT_SNIPPET_BYTES);
+            send_chunks(emit, || split.next_chunk());
+            split.bytes_read()
         }
     }
 }
@@ -482,10 +530,10 @@ impl SplitInput {
     }
 }
 
-/// Sends the chunks `next` gives until the input ends or the reader is dropped.
-fn send_chunks(tx: &SyncSender<LineChunk>, mut next: impl FnMut() -> Option<LineChunk>) {
+/// Hands on the chunks `next` gives until the input ends or `emit` refuses one (the reader is dropped).
+fn send_chunks(emit: &mut dyn FnMut(LineChunk) -> bool, mut next: impl FnMut() -> Option<LineChunk>) {
     while let Some(chunk) = next() {
-        if tx.send(chunk).is_err() {
+        if !emit(chunk) {
             break;
         }
     }
@@ -496,12 +544,12 @@ fn send_chunks(tx: &SyncSender<LineChunk>, mut next: impl FnMut() -> Option<Line
 fn split_lines<R: lines::SplitInput>(
     mut split: LineSplitter<R>,
     spare: Option<Receiver<Vec<u8>>>,
-    tx: &SyncSender<LineChunk>,
+    emit: &mut dyn FnMut(LineChunk) -> bool,
 ) -> u64 {
     if let Some(spare) = spare {
         split = split.with_spare_buffers(spare);
     }
-    send_chunks(tx, || split.next_chunk());
+    send_chunks(emit, || split.next_chunk());
     split.bytes_read()
 }
 
@@ -520,6 +568,31 @@ impl<R: Read> Read for ReplayError<R> {
     }
 }
 
+/// The chunks of a reader's input: as its splitting thread sends them, or
+/// all split already (an input held in memory).
+enum Chunks {
+    Queue(Receiver<LineChunk>),
+    Split(VecDeque<LineChunk>),
+}
+
+impl Chunks {
+    fn next(&mut self) -> Option<LineChunk> {
+        match self {
+            Chunks::Queue(rx) => rx.recv().ok(),
+            Chunks::Split(chunks) => chunks.pop_front(),
+        }
+    }
+}
+
+/// What splits a reader's input: its thread, or nothing more (split in
+/// memory, the bytes it read), or a thread that could not start (why, as
+/// the error says it: the reader then reads nothing and says so).
+enum Splitter {
+    Thread(JoinHandle<u64>),
+    Done(u64),
+    Failed(String),
+}
+
 /// Parses an input chunk by chunk; each item holds the chunk's slices in
 /// input order. See [`ReaderBuilder`].
 pub struct Reader {
@@ -527,13 +600,10 @@ pub struct Reader {
     /// How the input is cut into records.
     framing: Framing,
     location: String,
-    chunks: Receiver<LineChunk>,
+    chunks: Chunks,
     /// Where a parsed chunk's buffer goes back to the splitter.
     spare: SyncSender<Vec<u8>>,
-    splitter: Option<JoinHandle<u64>>,
-    /// Why the splitting thread could not start, as the error says it (the
-    /// reader then reads nothing and says so).
-    spawn_error: Option<String>,
+    splitter: Splitter,
     /// The file's CSV header, for formats that read rows by column name.
     header: Option<CsvHeader>,
     /// Whether the first chunk (where detection and the header are) was seen.
@@ -563,14 +633,11 @@ impl Reader {
     /// Waits for the splitting thread; returns the decompressed bytes it read.
     pub fn finish(mut self) -> Result<u64> {
         // Dropping the receiver stops a splitter that is still reading.
-        let (_, closed) = sync_channel(0);
-        drop(std::mem::replace(&mut self.chunks, closed));
-        if let Some(e) = self.spawn_error.take() {
-            return Err(internal_err!("{e}"));
-        }
-        match self.splitter.take() {
-            Some(h) => h.join().map_err(|_| internal_err!("the line-splitting thread panicked")),
-            None => Ok(0),
+        self.chunks = Chunks::Split(VecDeque::new());
+        match std::mem::replace(&mut self.splitter, Splitter::Done(0)) {
+            Splitter::Thread(h) => h.join().map_err(|_| internal_err!("the line-splitting thread panicked")),
+            Splitter::Done(read) => Ok(read),
+            Splitter::Failed(e) => Err(internal_err!("{e}")),
         }
     }
 
@@ -616,11 +683,14 @@ impl Iterator for Reader {
     type Item = Result<Vec<ParsedSlice>>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        if let Some(e) = self.spawn_error.take() {
-            self.finished = true;
-            return Some(Err(internal_err!("{e}")));
+        if let Splitter::Failed(e) = &self.splitter {
+            if !self.finished {
+                self.finished = true;
+                return Some(Err(internal_err!("{e}")));
+            }
+            return None;
         }
-        if let Ok(chunk) = self.chunks.recv() {
+        if let Some(chunk) = self.chunks.next() {
             let parsed = self.parse(&chunk);
             // Dropped when the splitter has enough, or is gone.
             let _ = self.spare.try_send(chunk.data);
@@ -1075,6 +1145,36 @@ mod tests {
         );
         assert_eq!(requests.iter().map(RecordBatch::num_rows).sum::<usize>(), 2);
         assert_eq!(rejects.iter().map(RecordBatch::num_rows).sum::<usize>(), 1);
+    }
+
+    /// An input held in memory reads as the same input streamed: the same
+    /// counts and rows, for lines (with a blank line and a reject) and for
+    /// an array of pretty-printed records, split before the reader returns
+    /// (its splitter has nothing left to send: no thread is waited for).
+    #[test]
+    fn an_input_in_memory_reads_as_the_same_input_streamed() {
+        let lines = "{\"ts\":0,\"model\":\"m\",\"prompt_tokens\":1,\"completion_tokens\":2}\n\n[1,2]\n{\"ts\":0,\"model\":\"m\",\"prompt_tokens\":5,\"completion_tokens\":1}\n";
+        let litellm = include_str!("../../../sample_logs/litellm.jsonl");
+        let array = format!("[\n{}\n]\n", pretty(litellm, 0..4).join(",\n"));
+        fn read_whole(mut reader: Reader) -> (LineCounts, Vec<RecordBatch>, u64) {
+            let (mut counts, mut requests) = (LineCounts::default(), Vec::new());
+            for slices in &mut reader {
+                for s in slices.expect("chunk parses") {
+                    counts.add(&s.counts);
+                    requests.extend(s.batch(tables::REQUESTS).cloned());
+                }
+            }
+            (counts, requests, reader.finish().expect("splitter finished"))
+        }
+        for (input, want) in [(lines.to_string(), (3, 2, 1, 1)), (array, (4, 4, 0, 0))] {
+            let in_memory = ReaderBuilder::new().build_in_memory(input.clone().into_bytes(), "x.json");
+            assert!(matches!(in_memory.splitter, Splitter::Done(_)) && matches!(in_memory.chunks, Chunks::Split(_)));
+            let (counts, requests, read) = read_whole(in_memory);
+            let c = (counts.lines_read, counts.rows_written, counts.lines_rejected, counts.lines_skipped);
+            assert_eq!((c, read), (want, input.len() as u64));
+            let streamed = ReaderBuilder::new().build(std::io::Cursor::new(input.into_bytes()), "x.json");
+            assert_eq!((counts, requests, read), read_whole(streamed));
+        }
     }
 
     /// `lines` of a sample, each parsed and written back pretty-printed.
