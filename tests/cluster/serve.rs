@@ -59,13 +59,20 @@ def rows(sql):
     table = cur.fetch_arrow_table()
     cur.close()
     return table.to_pylist()
+# Basic auth is checked at connect (the handshake); a refusal then is the answer.
+try:
+    conn = flightsql.connect("{uri}", db_kwargs={kwargs})
+    refused_at_connect = None
+except Exception as e:
+    refused_at_connect = str(e)
 def error(sql):
+    if refused_at_connect:
+        return refused_at_connect
     try:
         rows(sql)
     except Exception as e:
         return str(e)
     return None
-conn = flightsql.connect("{uri}", db_kwargs={kwargs})
 {body}
 "#,
             uri = self.uri,
@@ -107,7 +114,7 @@ fn adbc_answers_equal_tokscope_query_and_tokscope_job() {
     let dir = tempfile::tempdir().unwrap();
     let data = dataset(dir.path());
     let server = Server::start(&data, &[]);
-    let ad_hoc = "SELECT model, count(*) AS n, sum(output_tokens) AS output_tokens, avg(ttft_ms) AS ttft_ms \
+    let ad_hoc = "SELECT model, count(*) AS n, sum(completion_tokens) AS completion_tokens, avg(ttft_ms) AS ttft_ms \
                   FROM requests GROUP BY model ORDER BY model";
     let eos_sql = tokscope(&["job", "eos", "--show-sql"]);
     let body = format!("print(json.dumps(rows({})))\nprint(json.dumps(rows({})))", py_str(ad_hoc), py_str(&eos_sql));
@@ -152,7 +159,7 @@ print(json.dumps(dict(tables=tables, vendor=info.get("vendor_name"), requests=re
     }
     let columns: Vec<&str> =
         tables["datafusion.public.requests"].as_array().unwrap().iter().map(|c| c.as_str().unwrap()).collect();
-    for column in ["request_id", "model", "output_tokens", "eos_status"] {
+    for column in ["request_id", "model", "completion_tokens", "eos_status"] {
         assert!(columns.contains(&column), "requests' columns lack {column}: {columns:?}");
     }
     let schema_names: Vec<&str> = got["requests"].as_array().unwrap().iter().map(|c| c.as_str().unwrap()).collect();
