@@ -27,6 +27,7 @@ pub mod progress;
 pub mod replay;
 pub mod resources;
 pub mod samples;
+pub mod serve;
 pub mod size;
 pub mod store;
 

@@ -13,6 +13,7 @@ mod ingest;
 mod mediation;
 mod query;
 mod replay;
+mod serve;
 mod shell;
 
 use std::process::ExitCode;
@@ -85,6 +86,8 @@ enum Command {
     Query(query::QueryArgs),
     /// Run a named SQL job from sql/ over a dataset.
     Job(query::JobArgs),
+    /// Serve a dataset over Arrow Flight SQL (read-only; ADBC, JDBC, Grafana), with a token.
+    Serve(serve::ServeArgs),
     /// Interactive SQL shell over a dataset (statements end with `;`; reads stdin when piped).
     Sql(shell::SqlArgs),
     /// The main job end to end: ingest (the bundled sample logs by default) and print the report.
@@ -139,6 +142,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Query(args) => query::run_query(&args),
         Command::Job(args) => query::run_job(&args),
         Command::Sql(args) => shell::run_shell(&args),
+        Command::Serve(args) => serve::run_serve(&args),
         Command::Run(_) | Command::Formats(_) => unreachable!("handled above"),
         Command::Compact(args) => ingest::run_compact(&args),
         Command::Export(args) => export::run_export(&args),

@@ -614,19 +614,38 @@ fn check_parquet_file(path: &Path) -> std::result::Result<(), String> {
 /// a scan-time optimisation, and every consumer (exports, replay, mediation)
 /// then reads one string type.
 fn without_view_types(batch: &RecordBatch) -> Result<RecordBatch> {
-    if !batch.schema().fields().iter().any(|f| matches!(f.data_type(), DataType::Utf8View | DataType::BinaryView)) {
+    let schema = batch.schema();
+    let plain = plain_schema(&schema);
+    if Arc::ptr_eq(&plain, &schema) {
         return Ok(batch.clone());
     }
-    let mut fields = Vec::with_capacity(batch.num_columns());
-    let mut columns = Vec::with_capacity(batch.num_columns());
-    for (f, c) in batch.schema().fields().iter().zip(batch.columns()) {
-        let plain = match f.data_type() {
-            DataType::Utf8View => DataType::Utf8,
-            DataType::BinaryView => DataType::Binary,
-            other => other.clone(),
-        };
-        columns.push(arrow::compute::cast(c, &plain)?);
-        fields.push(f.as_ref().clone().with_data_type(plain));
+    let columns = batch
+        .columns()
+        .iter()
+        .zip(plain.fields())
+        .map(|(c, f)| arrow::compute::cast(c, f.data_type()))
+        .collect::<std::result::Result<Vec<_>, _>>()?;
+    Ok(RecordBatch::try_new(plain, columns)?)
+}
+
+/// `schema` with top-level view types as plain `Utf8`/`Binary`: the schema
+/// of the batches [`run_plan`] returns for a plan of schema `schema` (what a
+/// client is told a result or a table will hold).
+pub fn plain_schema(schema: &SchemaRef) -> SchemaRef {
+    if !schema.fields().iter().any(|f| matches!(f.data_type(), DataType::Utf8View | DataType::BinaryView)) {
+        return Arc::clone(schema);
     }
-    Ok(RecordBatch::try_new(Arc::new(arrow::datatypes::Schema::new(fields)), columns)?)
+    let fields: Vec<_> = schema
+        .fields()
+        .iter()
+        .map(|f| {
+            let plain = match f.data_type() {
+                DataType::Utf8View => DataType::Utf8,
+                DataType::BinaryView => DataType::Binary,
+                other => other.clone(),
+            };
+            f.as_ref().clone().with_data_type(plain)
+        })
+        .collect();
+    Arc::new(arrow::datatypes::Schema::new_with_metadata(fields, schema.metadata().clone()))
 }

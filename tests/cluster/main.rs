@@ -17,3 +17,4 @@ mod export_faults;
 mod loopback;
 mod readers_during_writes;
 mod scheduled;
+mod serve;
