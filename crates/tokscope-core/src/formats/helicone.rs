@@ -409,6 +409,29 @@ mod tests {
     }
 
     #[test]
+    fn attribution_user_custom_properties_and_provider() {
+        // The sample's rows, by hand: request_user_id, request_properties, provider.
+        let a = request(1).attribution;
+        assert_eq!((a.user_id.as_deref(), a.provider.as_deref()), (Some("user-1"), Some("openai")));
+        assert_eq!(a.tags, vec!["app:search"]);
+        let a = request(2).attribution;
+        assert_eq!((a.user_id.as_deref(), a.provider.as_deref(), a.tags.len()), (Some("user-2"), Some("anthropic"), 0));
+        let a = request(3).attribution;
+        assert_eq!((a.user_id, a.tags.len()), (None, 0));
+        // Helicone's own properties are no tags; the user id never reaches `extra`.
+        let row = r#"{"request_id":"r","request_created_at":"2024-06-01 12:00:00","delay_ms":5,"prompt_tokens":1,"completion_tokens":1,"model":"m","request_user_id":"u-9","request_properties":{"Helicone-Session-Id":"s1","team":"ads"}}"#;
+        let r = match parse(row.as_bytes()) {
+            Ok(Parsed::Request(r)) => r,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(
+            (r.attribution.user_id.as_deref(), r.attribution.tags.clone()),
+            (Some("u-9"), vec!["team:ads".into()])
+        );
+        assert!(!r.extra.as_deref().unwrap_or("").contains("u-9"), "{:?}", r.extra);
+    }
+
+    #[test]
     fn openai_row_adds_cache_reads_back_and_drops_the_signed_url() {
         let r = request(1);
         // Helicone's prompt_tokens 476 excludes the 1024 read from the cache.
