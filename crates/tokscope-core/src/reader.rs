@@ -347,7 +347,7 @@ impl ReaderBuilder {
     ///
     /// ```
     /// use tokscope_core::reader::ReaderBuilder;
-    /// let log = b"{\"ts\":\"2024-06-01T00:00:00Z\",\"model\":\"m\",\"prompt_tokens\":3}\n".to_vec();
+    /// let log = b"{\"ts\":\"2024-06-01T00:00:00Z\",\"model\":\"m\",\"prompt_tokens\":3,\"completion_tokens\":1}\n".to_vec();
     /// let reader = ReaderBuilder::new().build_in_memory(log, "one.jsonl");
     /// let rows: usize = reader.map(|s| s.unwrap().iter().map(|s| s.counts.rows_written as usize).sum::<usize>()).sum();
     /// assert_eq!(rows, 1);
