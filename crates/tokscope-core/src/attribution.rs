@@ -107,15 +107,18 @@ pub fn scalar(value: &Value) -> Option<String> {
     }
 }
 
+/// An object's members as `key:value` tags (those whose value is an attribution value).
+pub fn member_tags<'m>(members: impl Iterator<Item = (&'m String, &'m Value)>) -> Vec<Cow<'static, str>> {
+    members.filter_map(|(k, v)| scalar(v).map(|v| Cow::Owned(format!("{k}:{v}")))).collect()
+}
+
 /// A field's value as tags: each non-empty string (or number) of a list, each
 /// member of an object as `key:value`, the list a string holds as JSON text,
 /// else the one string.
 pub fn tags_of(value: &Value) -> Vec<Cow<'static, str>> {
     match value {
         Value::Array(items) => items.iter().filter_map(scalar).map(Cow::Owned).collect(),
-        Value::Object(map) => {
-            map.iter().filter_map(|(k, v)| scalar(v).map(|v| Cow::Owned(format!("{k}:{v}")))).collect()
-        }
+        Value::Object(map) => member_tags(map.iter()),
         Value::String(s) if s.trim_start().starts_with('[') => match serde_json::from_str::<Value>(s) {
             Ok(list @ Value::Array(_)) => tags_of(&list),
             _ => vec![Cow::Owned(s.clone())],

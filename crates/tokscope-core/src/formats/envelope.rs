@@ -263,11 +263,7 @@ impl<'a> Envelope<'a> {
             .and_then(attribution::scalar);
         let tags = match (&a.tags, metadata) {
             (Some(t), _) => attribution::tags_of(t),
-            (None, Some(m)) => m
-                .iter()
-                .filter(|(k, _)| *k != "user_id")
-                .filter_map(|(k, v)| attribution::scalar(v).map(|v| Cow::Owned(format!("{k}:{v}"))))
-                .collect(),
+            (None, Some(m)) => attribution::member_tags(m.iter().filter(|(k, _)| *k != "user_id")),
             (None, None) => Vec::new(),
         };
         Attribution {

@@ -304,12 +304,7 @@ pub fn parse(line: &[u8]) -> Result<Parsed<'_>, String> {
     // Custom properties (`Helicone-Property-*`) are the request's tags; Helicone's own (`Helicone-Session-Id`, ...) are not.
     let mut attribution = Attribution {
         user_id: row.request_user_id.as_ref().and_then(attribution::scalar).map(Cow::Owned),
-        tags: properties
-            .iter()
-            .flatten()
-            .filter(|(k, _)| !k.starts_with("Helicone-"))
-            .filter_map(|(k, v)| attribution::scalar(v).map(|v| Cow::Owned(format!("{k}:{v}"))))
-            .collect(),
+        tags: attribution::member_tags(properties.iter().flatten().filter(|(k, _)| !k.starts_with("Helicone-"))),
         ..Default::default()
     };
     let (model_key, model) =
